@@ -1,0 +1,24 @@
+"""deviate-cb: measure and control the variance of deep-learning training.
+
+Importing this package loads no deep-learning framework, SciPy, matplotlib, Ray or submitit: each is
+imported where it is used. The framework adapters live in :mod:`deviate_cb.lightning` (and, later,
+``deviate_cb.keras``); the replicator is the ``deviate-replicate`` command; the report is ``deviate report``.
+"""
+
+from deviate_cb.context import RunContext
+from deviate_cb.errors import DeviateError, MissingDependencyError, SchemaVersionError, UsageError
+from deviate_cb.variants import VARIANTS, Variant, get_variant
+
+__all__ = [
+    "VARIANTS",
+    "DeviateError",
+    "MissingDependencyError",
+    "RunContext",
+    "SchemaVersionError",
+    "UsageError",
+    "Variant",
+    "__version__",
+    "get_variant",
+]
+
+__version__ = "0.1.0"

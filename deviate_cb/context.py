@@ -1,0 +1,131 @@
+"""The run context: what a replica needs to know about itself, carried in environment variables.
+
+``deviate-replicate`` starts every replica as a fresh Python process whose environment holds its context;
+the bootstrap, the callbacks and the user's function all read it from here. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+__all__ = ["ENV_PREFIX", "Deterministic", "RunContext", "parse_deterministic"]
+
+ENV_PREFIX = "DEVIATE_"
+Deterministic = Union[bool, Literal["warn"]]
+
+_ENV_RUN_DIR = "DEVIATE_RUN_DIR"
+_ENV_EXPERIMENT = "DEVIATE_EXPERIMENT"
+_ENV_VARIANT = "DEVIATE_VARIANT"
+_ENV_REPLICA = "DEVIATE_REPLICA"
+_ENV_SEED = "DEVIATE_SEED"
+_ENV_DETERMINISTIC = "DEVIATE_DETERMINISTIC"
+_ENV_TRAINER = "DEVIATE_TRAINER"
+
+
+def parse_deterministic(value: object, name: str = "deterministic") -> Optional[Deterministic]:
+    """Normalise a determinism request: ``True``, ``False``, ``"warn"`` or ``None`` (leave as is).
+
+    Example:
+        >>> parse_deterministic("warn"), parse_deterministic("1"), parse_deterministic(None)
+        ('warn', True, None)
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered == "warn":
+            return "warn"
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+    raise ValueError(f"`{name}` must be True, False or 'warn'. Received: {name}={value!r}.")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything a replica knows about itself.
+
+    Attributes:
+        run_dir: The replica's run directory (``<out>/experiment=<e>/variant=<v>/replica=<k>``).
+        experiment: Experiment name.
+        variant: Noise variant name (``algo+impl``, ``algo``, ``impl``, ``control``).
+        replica: Replica index ``k``, from 0.
+        seed: The seed this replica must use.
+        deterministic: Whether deterministic tooling is requested (``True``, ``False`` or ``"warn"``).
+        trainer: The ``--trainer`` spec that started the replica, if any.
+
+    Example:
+        >>> ctx = RunContext(Path("runs/x"), "exp", "algo", 2, 102, True)
+        >>> RunContext.from_env(ctx.to_env()) == ctx
+        True
+    """
+
+    run_dir: Path
+    experiment: str
+    variant: str
+    replica: int
+    seed: int
+    deterministic: Deterministic
+    trainer: Optional[str] = None
+
+    def to_env(self) -> dict[str, str]:
+        """The environment variables that carry this context into a child process.
+
+        Besides the ``DEVIATE_*`` variables this sets ``PYTHONHASHSEED`` (only effective at interpreter
+        start), Lightning's ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS`` (so DataLoader workers are seeded) and,
+        when deterministic, ``CUBLAS_WORKSPACE_CONFIG`` (read when CUDA starts).
+        """
+        env = {
+            _ENV_RUN_DIR: str(self.run_dir),
+            _ENV_EXPERIMENT: self.experiment,
+            _ENV_VARIANT: self.variant,
+            _ENV_REPLICA: str(self.replica),
+            _ENV_SEED: str(self.seed),
+            _ENV_DETERMINISTIC: str(self.deterministic).lower(),
+            "PYTHONHASHSEED": str(self.seed),
+            "PL_GLOBAL_SEED": str(self.seed),
+            "PL_SEED_WORKERS": "1",
+        }
+        if self.trainer is not None:
+            env[_ENV_TRAINER] = self.trainer
+        if self.deterministic:
+            env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        return env
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> Optional[RunContext]:
+        """Read the context from the environment; ``None`` when not running under ``deviate-replicate``."""
+        environ = os.environ if environ is None else environ
+        run_dir = environ.get(_ENV_RUN_DIR)
+        if not run_dir:
+            return None
+        try:
+            return cls(
+                run_dir=Path(run_dir),
+                experiment=environ[_ENV_EXPERIMENT],
+                variant=environ[_ENV_VARIANT],
+                replica=int(environ[_ENV_REPLICA]),
+                seed=int(environ[_ENV_SEED]),
+                deterministic=parse_deterministic(environ[_ENV_DETERMINISTIC]) or False,
+                trainer=environ.get(_ENV_TRAINER),
+            )
+        except (KeyError, ValueError) as exc:
+            raise RuntimeError(
+                f"{_ENV_RUN_DIR} is set but the run context in the environment is incomplete or invalid ({exc}). "
+                "These variables are set by deviate-replicate; unset DEVIATE_RUN_DIR to run standalone."
+            ) from exc
+
+    @classmethod
+    def current(cls) -> Optional[RunContext]:
+        """The context of this process (``None`` when standalone).
+
+        Example:
+            >>> RunContext.current() is None or isinstance(RunContext.current(), RunContext)
+            True
+        """
+        return cls.from_env()

@@ -1,0 +1,289 @@
+"""The run directory: manifest JSON and Parquet files, written atomically, with a schema version.
+
+Layout (Hive-style, so ``pyarrow.dataset``, pandas, polars and DuckDB read a whole study in one call)::
+
+    <out>/experiment=<name>/variant=<variant>/replica=<k>/
+        run.json          manifest (status, seed, variant, determinism requested/in effect, ...)
+        metrics.parquet   long format, one row per recorded value (see :func:`metrics_schema`)
+        fingerprint.json  hardware/software fingerprint
+
+Every write goes to a temporary file in the same directory, is flushed and fsynced, then renamed over
+the target, so a reader (or a replica killed mid-write) never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from deviate_cb.errors import SchemaVersionError, UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "FINGERPRINT_FILE",
+    "MANIFEST_FILE",
+    "METRICS_FILE",
+    "SCHEMA_VERSION",
+    "STAGES",
+    "STATUSES",
+    "MetricsFile",
+    "RunDirectory",
+    "atomic_write_bytes",
+    "check_partition_value",
+    "claim_replica",
+    "metrics_schema",
+    "run_path",
+]
+
+SCHEMA_VERSION = 1
+MANIFEST_FILE = "run.json"
+METRICS_FILE = "metrics.parquet"
+FINGERPRINT_FILE = "fingerprint.json"
+STAGES = ("train", "val", "test", "final")
+STATUSES = ("running", "completed", "failed", "timeout", "killed")
+
+
+def metrics_schema() -> pa.Schema:
+    """The Arrow schema of ``metrics.parquet``.
+
+    Columns: ``seq`` (order of recording within the run), ``step`` (global step), ``epoch``, ``stage``
+    (train/val/test, or ``final`` for values returned by the trainer function), ``scope`` (``step``: one
+    batch; ``epoch``: reduced over an epoch; ``final``), ``name``, ``value`` (float64; NaN and Inf kept),
+    ``finite`` (False flags NaN/Inf), ``wall_time`` (Unix time in seconds).
+    """
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("step", pa.int64()),
+            ("epoch", pa.int64()),
+            ("stage", pa.string()),
+            ("scope", pa.string()),
+            ("name", pa.string()),
+            ("value", pa.float64()),
+            ("finite", pa.bool_()),
+            ("wall_time", pa.float64()),
+        ]
+    )
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, flush, fsync, rename)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_partition_value(name: str, value: str) -> str:
+    """Validate a value used as a Hive partition (``experiment``, ``variant``): non-empty, no ``/`` or ``=``.
+
+    Example:
+        >>> check_partition_value("experiment", "resnet")
+        'resnet'
+    """
+    if not isinstance(value, str) or not value or any(c in value for c in "/\\=") or value in {".", ".."}:
+        raise UsageError(f"`{name}` must be a non-empty name without '/', '\\' or '='. Received: {name}={value!r}.")
+    return value
+
+
+def run_path(out: Path, experiment: str, variant: str, replica: int) -> Path:
+    """The run directory of one replica.
+
+    Example:
+        >>> run_path(Path("runs"), "mlp", "algo", 3).as_posix()
+        'runs/experiment=mlp/variant=algo/replica=3'
+    """
+    check_partition_value("experiment", experiment)
+    check_partition_value("variant", variant)
+    return Path(out) / f"experiment={experiment}" / f"variant={variant}" / f"replica={replica}"
+
+
+def claim_replica(out: Path, experiment: str, variant: str) -> tuple[int, Path]:
+    """Create and return the lowest-numbered free replica directory (safe against concurrent claims)."""
+    parent = run_path(out, experiment, variant, 0).parent
+    parent.mkdir(parents=True, exist_ok=True)
+    replica = 0
+    while True:
+        path = parent / f"replica={replica}"
+        try:
+            path.mkdir()
+            return replica, path
+        except FileExistsError:
+            replica += 1
+
+
+class RunDirectory:
+    """One replica's run directory: read and update its manifest, fingerprint and metrics.
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDirectory(Path(tempfile.mkdtemp()) / "replica=0")
+        >>> run.update_manifest(status="running", seed=1)["status"]
+        'running'
+        >>> run.read_manifest()["schema_version"] == SCHEMA_VERSION
+        True
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_FILE
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def fingerprint_path(self) -> Path:
+        return self.path / FINGERPRINT_FILE
+
+    def exists(self) -> bool:
+        return self.manifest_path.is_file()
+
+    def read_manifest(self) -> dict[str, Any]:
+        """Return the manifest, ``{}`` if there is none yet.
+
+        Raises:
+            SchemaVersionError: The manifest was written by a newer deviate-cb.
+            UsageError: The manifest is not valid JSON.
+        """
+        try:
+            text = self.manifest_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            manifest = json.loads(text)
+            if not isinstance(manifest, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            raise UsageError(f"{self.manifest_path}: not a valid run manifest ({exc}).") from exc
+        check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), self.manifest_path)
+        return manifest
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically."""
+        manifest = self.read_manifest()
+        for key, value in fields.items():
+            if isinstance(value, Mapping) and isinstance(manifest.get(key), dict):
+                manifest[key] = {**manifest[key], **value}
+            else:
+                manifest[key] = value
+        manifest["schema_version"] = SCHEMA_VERSION
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.manifest_path, _dumps(manifest))
+        return manifest
+
+    def write_fingerprint(self, fingerprint: Mapping[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.fingerprint_path, _dumps(fingerprint))
+
+    def metrics(self) -> MetricsFile:
+        return MetricsFile(self.metrics_path)
+
+
+def check_schema_version(version: object, source: Path) -> None:
+    """Raise :class:`SchemaVersionError` if ``version`` is newer than this reader understands."""
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{source}: written with schema_version={version!r}, but this deviate-cb reads up to "
+            f"schema_version={SCHEMA_VERSION}. Upgrade deviate-cb (pip install -U deviate-cb)."
+        )
+
+
+class MetricsFile:
+    """``metrics.parquet`` of one run, appended to by rewriting it atomically.
+
+    Parquet files cannot be appended to in place, and a file whose footer was never written is unreadable;
+    rewriting the whole (small: one row per logged value) table on each flush keeps the file valid at every
+    moment, so a process killed at any point loses only what it had not flushed yet.
+
+    Example:
+        >>> import tempfile
+        >>> f = MetricsFile(Path(tempfile.mkdtemp()) / "metrics.parquet")
+        >>> f.append({"step": [0, 1], "epoch": [0, 0], "stage": ["train"] * 2, "scope": ["step"] * 2,
+        ...           "name": ["loss"] * 2, "value": [1.0, float("nan")], "wall_time": [0.0, 1.0]})
+        2
+        >>> f.read().column("finite").to_pylist()
+        [True, False]
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._table: Optional[pa.Table] = None
+
+    def read(self) -> pa.Table:
+        """All rows written so far (an empty table if the file does not exist)."""
+        if self._table is None:
+            import pyarrow.parquet as pq
+
+            schema = metrics_schema()
+            if self.path.is_file():
+                self._table = pq.read_table(self.path, schema=schema)
+            else:
+                self._table = schema.empty_table()
+        return self._table
+
+    @property
+    def next_seq(self) -> int:
+        table = self.read()
+        if table.num_rows == 0:
+            return 0
+        import pyarrow.compute as pc
+
+        return int(pc.max(table.column("seq")).as_py()) + 1
+
+    def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
+        """Append rows given as columns (``seq`` and ``finite`` are filled in when absent); return the row count."""
+        import numpy as np
+        import pyarrow as pa
+
+        values = np.asarray(columns["value"], dtype=np.float64)
+        n = len(values)
+        if n == 0:
+            return 0
+        data = dict(columns)
+        data["value"] = values
+        data.setdefault("seq", np.arange(self.next_seq, self.next_seq + n, dtype=np.int64))
+        data.setdefault("finite", np.isfinite(values))
+        schema = metrics_schema()
+        new = pa.table({field.name: pa.array(data[field.name], type=field.type) for field in schema}, schema=schema)
+        table = pa.concat_tables([self.read(), new])
+        self._write(table)
+        self._table = table
+        return n
+
+    def _write(self, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                pq.write_table(table, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _dumps(obj: Mapping[str, Any]) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
