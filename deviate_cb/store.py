@@ -269,6 +269,28 @@ class MetricsFile:
         self._table = table
         return n
 
+    def truncate(self, next_seq: int) -> int:
+        """Drop the rows recorded at or after ``next_seq`` (a resumed run re-records them); return how many.
+
+        Example:
+            >>> import tempfile
+            >>> f = MetricsFile(Path(tempfile.mkdtemp()) / "metrics.parquet")
+            >>> f.append({"step": [0, 1], "epoch": [0, 1], "stage": ["train"] * 2, "scope": ["epoch"] * 2,
+            ...           "name": ["loss"] * 2, "value": [1.0, 0.5], "wall_time": [0.0, 1.0]})
+            2
+            >>> f.truncate(1), f.read().num_rows, f.next_seq
+            (1, 1, 1)
+        """
+        import pyarrow.compute as pc
+
+        table = self.read()
+        kept = table.filter(pc.less(table.column("seq"), next_seq))
+        dropped = table.num_rows - kept.num_rows
+        if dropped:
+            self._write(kept)
+            self._table = kept
+        return dropped
+
     def _write(self, table: pa.Table) -> None:
         import pyarrow.parquet as pq
 

@@ -1,0 +1,115 @@
+"""Read what a LightningModule logged with ``self.log`` straight from Lightning's result collections.
+
+Lightning keeps each logged value in a ``_ResultCollection`` (one per loop): the last step's value in
+``_forward_cache`` (a fresh clone per ``self.log`` call) and the epoch reduction in ``_computed``. Reading
+those objects costs no ``.item()`` and no device sync; comparing object identity with the last value taken
+tells whether a metric was logged again since. ``trainer.callback_metrics`` is not enough: it never holds
+step-level validation/test values, and the values a module logs in its own ``on_*_epoch_end`` hooks arrive
+after the callbacks' hooks ran. This module is the only place that touches those internals (Lightning 2.x).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+
+__all__ = ["LightningMetricTap", "tensors_to_floats"]
+
+
+class LightningMetricTap:
+    """Takes new step and epoch values out of a ``_ResultCollection``, each value once.
+
+    Example:
+        >>> tap = LightningMetricTap()
+        >>> tap.step_values("train", None)
+        []
+    """
+
+    def __init__(self) -> None:
+        self._taken: dict[tuple[str, str, bool], Any] = {}
+
+    def step_values(self, stage: str, results: Optional[Mapping[str, Any]]) -> list[tuple[str, torch.Tensor]]:
+        """Values logged with ``on_step=True`` since the last call, named as Lightning names them."""
+        if not results:
+            return []
+        taken = self._taken
+        values = []
+        for key, metric in results.items():
+            meta = metric.meta
+            if not meta.on_step or metric.has_reset:
+                continue
+            cache = metric._forward_cache
+            if cache is None or taken.get((stage, key, True)) is cache:
+                continue
+            taken[(stage, key, True)] = cache
+            values.append((results._forked_name(metric, True)[1], cache.detach()))  # type: ignore[attr-defined]
+        return values
+
+    def epoch_values(
+        self, stage: str, results: Optional[Mapping[str, Any]], *, keys: Optional[set[str]] = None
+    ) -> list[tuple[str, torch.Tensor]]:
+        """Epoch reductions not taken yet (computing them as Lightning would; call on every rank).
+
+        Args:
+            stage: ``train``, ``val`` or ``test``.
+            results: The loop's result collection.
+            keys: If given, the collection keys whose values were taken are added to it.
+        """
+        if not results:
+            return []
+        values = []
+        for key, metric in results.items():
+            if not metric.meta.on_epoch or metric.has_reset:
+                continue
+            value = results._get_cache(metric, False)  # type: ignore[attr-defined]
+            computed = metric._computed
+            if not isinstance(value, torch.Tensor) or self._taken.get((stage, key, False)) is computed:
+                continue
+            self._taken[(stage, key, False)] = computed
+            values.append((results._forked_name(metric, False)[1], value.detach()))  # type: ignore[attr-defined]
+            if keys is not None:
+                keys.add(key)
+        return values
+
+    @staticmethod
+    def late_epoch_values(
+        results: Optional[Mapping[str, Any]], taken_keys: set[str], callback_metrics: Mapping[str, Any]
+    ) -> list[tuple[str, torch.Tensor]]:
+        """Epoch values logged after the callbacks' epoch-end hook (in the module's own ``on_*_epoch_end``).
+
+        After the epoch, Lightning resets the collection but keeps the values in ``trainer.callback_metrics``.
+        """
+        if not results:
+            return []
+        values = []
+        for key, metric in results.items():
+            if key in taken_keys or not metric.meta.on_epoch:
+                continue
+            name = results._forked_name(metric, False)[1]  # type: ignore[attr-defined]
+            value = callback_metrics.get(name)
+            if isinstance(value, torch.Tensor):
+                values.append((name, value.detach()))
+        return values
+
+
+def tensors_to_floats(values: list[Any]) -> list[float]:
+    """Convert buffered values to floats with one device transfer per (device, dtype) group.
+
+    Example:
+        >>> tensors_to_floats([torch.tensor(0.5), 2, torch.tensor(float("nan"))])
+        [0.5, 2.0, nan]
+    """
+    floats: list[float] = [0.0] * len(values)
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for index, value in enumerate(values):
+        if isinstance(value, torch.Tensor):
+            groups.setdefault((value.device, value.dtype), []).append(index)
+        else:
+            floats[index] = float(value)
+    for indices in groups.values():
+        stacked = torch.stack([values[i].reshape(-1)[0] for i in indices])
+        for index, number in zip(indices, stacked.cpu().double().tolist(), strict=True):
+            floats[index] = number
+    return floats
