@@ -1,0 +1,177 @@
+"""Write a :class:`~deviate_cb.report.summary.Report` as a terminal table, Markdown, CSV or JSON.
+
+JSON is a list of objects with the keys of :data:`~deviate_cb.report.summary.COLUMNS` (NaN becomes
+``null``); CSV has the same columns (NaN is an empty cell). The terminal table and Markdown also list the
+runs that were left out of the statistics.
+
+Example:
+    >>> from deviate_cb.report.summary import Report, ReportRow
+    >>> row = ReportRow("mlp", "algo", "val_acc", "last", 3, 0.82, 0.02, 0.0244, 0.8, 0.84, 0.04, 0.01, 0.13)
+    >>> print(render(Report((row,), ()), "csv").splitlines()[1])
+    mlp,algo,val_acc,last,3,0.82,0.02,0.0244,0.8,0.84,0.04,0.01,0.13,0
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import IO, Any, Optional
+
+from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.summary import COLUMNS, Report, ReportRow
+
+__all__ = ["FORMATS", "excluded_line", "print_table", "render", "to_csv", "to_json", "to_markdown"]
+
+FORMATS = ("table", "md", "csv", "json")
+_HUMAN = ("metric", "n", "mean", "std", "std CI", "cv", "min", "max", "range")
+
+
+def render(report: Report, fmt: str) -> str:
+    """The report as text in format ``md``, ``csv`` or ``json`` (``table`` renders without colour).
+
+    Example:
+        >>> from deviate_cb.report.summary import Report
+        >>> render(Report((), ()), "json")
+        '[]'
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"`fmt` must be one of {', '.join(FORMATS)}. Received: fmt={fmt!r}.")
+    if fmt == "table":
+        buffer = io.StringIO()
+        print_table(report, buffer, width=160)
+        return buffer.getvalue()
+    return {"md": to_markdown, "csv": to_csv, "json": to_json}[fmt](report)
+
+
+def to_json(report: Report) -> str:
+    """A JSON list with one object per row; NaN and Inf become ``null``."""
+    rows = [{k: _json_value(v) for k, v in row.as_dict().items()} for row in report.rows]
+    return json.dumps(rows, indent=2, allow_nan=False) if rows else "[]"
+
+
+def to_csv(report: Report) -> str:
+    """CSV with a header row of :data:`COLUMNS`; NaN is an empty cell, floats keep full precision."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in report.rows:
+        writer.writerow(["" if _is_nan(v) else v for v in row.as_dict().values()])
+    return buffer.getvalue()
+
+
+def to_markdown(report: Report) -> str:
+    """A Markdown document: the statistics table, then the runs left out of the statistics."""
+    level = _level(report.level)
+    lines = [
+        "# deviate report",
+        "",
+        f"Per-run aggregate: `{report.aggregate}`. std: sample standard deviation (ddof=1); "
+        f"std CI: {level} chi-square interval; cv: std / |mean|. Metrics sorted by cv within each group.",
+        "",
+        "| " + " | ".join(("experiment", "variant", *_HUMAN)) + " |",
+        "|" + "---|" * (len(_HUMAN) + 2),
+    ]
+    for row in report.rows:
+        lines.append("| " + " | ".join(_md(c) for c in (row.experiment, row.variant, *_human_cells(row))) + " |")
+    if report.excluded:
+        lines += [
+            "",
+            "## Runs left out of the statistics",
+            "",
+            "| experiment | variant | replica | status | exit code | error |",
+        ]
+        lines.append("|---|---|---|---|---|---|")
+        for run in report.excluded:
+            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
+            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def print_table(report: Report, file: Optional[IO[str]] = None, *, width: Optional[int] = None) -> None:
+    """Print the report with rich: one table per (experiment, variant) group, then the runs left out."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if width is None and file is not None and not (hasattr(file, "isatty") and file.isatty()):
+        width = 160
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    groups = report.groups or tuple(sorted({(r.experiment, r.variant, 0) for r in report.rows}))
+    for experiment, variant, n_completed in groups:
+        rows = [r for r in report.rows if (r.experiment, r.variant) == (experiment, variant)]
+        runs = f"{n_completed} completed run{'s' if n_completed != 1 else ''}, " if report.groups else ""
+        title = f"experiment={experiment}  variant={variant}  ({runs}aggregate={report.aggregate})"
+        if not rows:
+            console.print(Text(f"{title}: no metrics from completed runs.", style="bold"))
+            continue
+        nonfinite = any(r.n_nonfinite for r in rows)
+        console.print(Text(title, style="bold"), no_wrap=True, overflow="ignore")
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for i, header in enumerate((*_HUMAN, *(("non-finite",) if nonfinite else ()))):
+            table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
+        for row in rows:
+            table.add_row(*_human_cells(row), *((str(row.n_nonfinite),) if nonfinite else ()))
+        console.print(table)
+        console.print()
+    if report.excluded:
+        console.print(Text("Runs left out of the statistics", style="bold"))
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for header in ("experiment", "variant", "replica", "status", "exit code", "error"):
+            table.add_column(header, overflow="fold")
+        for run in report.excluded:
+            table.add_row(run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
+        console.print(table)
+        console.print()
+    console.print(
+        f"std: sample standard deviation (ddof=1); std CI: {_level(report.level)} chi-square interval; "
+        "cv: std / |mean|.",
+        style="dim",
+    )
+
+
+def excluded_line(run: RunRecord) -> str:
+    """One line describing a run left out of the statistics.
+
+    Example:
+        >>> from pathlib import Path
+        >>> excluded_line(RunRecord(Path("r"), "mlp", "algo", "3", "failed", 1, "RuntimeError: boom"))
+        'experiment=mlp variant=algo replica=3 left out of the statistics: failed (exit code 1): RuntimeError: boom'
+    """
+    detail = f" (exit code {run.exit_code})" if run.exit_code is not None else ""
+    error = f": {run.error}" if run.error else ""
+    where = f"experiment={run.experiment} variant={run.variant} replica={run.replica}"
+    return f"{where} left out of the statistics: {run.status}{detail}{error}"
+
+
+def _human_cells(row: ReportRow) -> tuple[str, ...]:
+    ci = "-" if _is_nan(row.std_ci_low) else f"[{_num(row.std_ci_low)}, {_num(row.std_ci_high)}]"
+    cv = "-" if _is_nan(row.cv) else f"{row.cv * 100:.3g}%"
+    stats = (row.mean, row.std)
+    return (row.metric, str(row.n), *map(_num, stats), ci, cv, _num(row.min), _num(row.max), _num(row.range))
+
+
+def _level(level: float) -> str:
+    return f"{level * 100:.6g}%"
+
+
+def _num(x: float) -> str:
+    return "-" if _is_nan(x) else f"{x:.4g}"
+
+
+def _exit(run: RunRecord) -> str:
+    return "" if run.exit_code is None else str(run.exit_code)
+
+
+def _md(cell: Any) -> str:
+    return str(cell).replace("|", "\\|").replace("\n", " ")
+
+
+def _is_nan(x: Any) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
+def _json_value(x: Any) -> Any:
+    return None if _is_nan(x) else x

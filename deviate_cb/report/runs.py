@@ -1,0 +1,163 @@
+"""Find the runs of a study directory and read their manifests.
+
+A run is a directory ``.../experiment=<e>/variant=<v>/replica=<k>/`` holding ``run.json`` (and, once it
+has logged something, ``metrics.parquet``). The directory given may be the study root, any folder above
+it, or an ``experiment=`` or ``variant=`` folder inside it: partition keys are always read from the path.
+
+Example:
+    >>> import tempfile
+    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = RunDirectory(run_path(root, "mlp", "algo", 0)).update_manifest(status="completed")
+    >>> [(r.experiment, r.variant, r.replica, r.status) for r in find_runs(root)]
+    [('mlp', 'algo', '0', 'completed')]
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import SchemaVersionError, UsageError
+from deviate_cb.store import MANIFEST_FILE, METRICS_FILE, RunDirectory
+
+__all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base"]
+
+RUN_LAYOUT = "<DIR>/experiment=<name>/variant=<v>/replica=<k>/run.json"
+_KEYS = ("experiment", "variant", "replica")
+_EXIT_CODE_KEYS = ("exit_code", "returncode", "exit_status")
+_ERROR_KEYS = ("error", "error_tail", "stderr_tail")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as its directory and manifest describe it.
+
+    Attributes:
+        path: The run directory.
+        experiment: Partition value ``experiment=``.
+        variant: Partition value ``variant=``.
+        replica: Partition value ``replica=`` (as written in the path).
+        status: ``completed``, ``running``, ``failed``, ``timeout``, ``killed``, or ``unknown`` when the
+            manifest is missing or unreadable.
+        exit_code: The replica's exit status, when the manifest records one.
+        error: The first informative line of the recorded error, when there is one.
+    """
+
+    path: Path
+    experiment: str
+    variant: str
+    replica: str
+    status: str
+    exit_code: Optional[int] = None
+    error: Optional[str] = None
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, str]:
+        number = int(self.replica) if self.replica.isdigit() else -1
+        return (self.experiment, self.variant, number, self.replica)
+
+
+def partition_base(directory: Path) -> Path:
+    """The folder above the Hive partitions: ``directory`` without trailing ``key=value`` parts.
+
+    Example:
+        >>> partition_base(Path("/runs/experiment=mlp/variant=algo")).as_posix()
+        '/runs'
+    """
+    path = Path(os.path.abspath(directory))
+    while "=" in path.name and path.name.split("=", 1)[0] in _KEYS:
+        path = path.parent
+    return path
+
+
+def find_runs(directory: Path, warnings: Optional[list[str]] = None) -> list[RunRecord]:
+    """Every run under ``directory``, sorted by experiment, variant and replica.
+
+    Args:
+        directory: A study directory (or a folder above it, or an ``experiment=``/``variant=`` folder).
+        warnings: Where to append one line per unreadable manifest (that run gets status ``unknown``).
+
+    Raises:
+        SchemaVersionError: A manifest was written by a newer deviate-cb.
+    """
+    root = Path(os.path.abspath(directory))
+    runs = []
+    for current, subdirs, files in os.walk(root):
+        path = Path(current)
+        keys = _partition_keys(path)
+        if keys is None:
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+            continue
+        subdirs[:] = []
+        if MANIFEST_FILE in files or METRICS_FILE in files:
+            runs.append(_read_run(path, keys, warnings if warnings is not None else []))
+    return sorted(runs, key=lambda r: r.sort_key)
+
+
+def _partition_keys(path: Path) -> Optional[tuple[str, str, str]]:
+    parts = path.parts[-3:]
+    if len(parts) != 3:
+        return None
+    values = []
+    for key, part in zip(_KEYS, parts, strict=True):
+        name, sep, value = part.partition("=")
+        if not sep or name != key or not value:
+            return None
+        values.append(value)
+    return values[0], values[1], values[2]
+
+
+def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> RunRecord:
+    run = RunDirectory(path)
+    if not run.manifest_path.is_file():
+        warnings.append(f"{run.manifest_path}: no manifest; the run is listed as status 'unknown'.")
+        return RunRecord(path, *keys, status="unknown", error="no run.json")
+    try:
+        manifest = run.read_manifest()
+    except SchemaVersionError:
+        raise
+    except (UsageError, OSError, UnicodeDecodeError) as exc:
+        reason = str(exc).replace(str(run.manifest_path) + ": ", "")
+        warnings.append(f"{run.manifest_path}: unreadable manifest ({reason}); the run is listed as status 'unknown'.")
+        return RunRecord(path, *keys, status="unknown", error="unreadable run.json")
+    status = manifest.get("status")
+    return RunRecord(
+        path,
+        *keys,
+        status=status if isinstance(status, str) and status else "unknown",
+        exit_code=_exit_code(manifest),
+        error=_first_error_line(manifest),
+    )
+
+
+def _exit_code(manifest: dict[str, Any]) -> Optional[int]:
+    for key in _EXIT_CODE_KEYS:
+        value = manifest.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _first_error_line(manifest: dict[str, Any]) -> Optional[str]:
+    for key in _ERROR_KEYS:
+        value = manifest.get(key)
+        if isinstance(value, (list, tuple)):
+            value = "\n".join(str(v) for v in value)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        lines = [line.strip() for line in value.splitlines() if line.strip()]
+        # A Python traceback says what happened on its last line, not its first.
+        line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+        return line if len(line) <= 160 else line[:157] + "..."
+    return None

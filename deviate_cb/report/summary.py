@@ -1,0 +1,252 @@
+"""Build the variance report of a study: per (experiment, variant) group and metric, the spread across runs.
+
+Runs whose status is not ``completed`` are listed apart and left out of the statistics. Each metric of
+each completed run is first aggregated to one number (``last``, ``best`` or ``mean``), then described
+across the runs of its group; within a group, metrics are sorted by coefficient of variation, largest
+first. A metric name that occurs in several stages is shown as ``stage/name``.
+
+Example:
+    >>> import tempfile
+    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k, acc in enumerate([0.80, 0.84, 0.82]):
+    ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
+    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.metrics().append({"step": [9], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
+    ...                               "name": ["val_acc"], "value": [acc], "wall_time": [0.0]})
+    >>> row = build_report(root).rows[0]
+    >>> row.metric, row.n, round(row.mean, 2), round(row.std, 2)
+    ('val_acc', 3, 0.82, 0.02)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.report.reader import read_metrics
+from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, find_runs, partition_base
+from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
+from deviate_cb.store import STAGES
+
+__all__ = ["COLUMNS", "Report", "ReportRow", "build_report"]
+
+COLUMNS = (
+    "experiment",
+    "variant",
+    "metric",
+    "aggregate",
+    "n",
+    "mean",
+    "std",
+    "cv",
+    "min",
+    "max",
+    "range",
+    "std_ci_low",
+    "std_ci_high",
+    "n_nonfinite",
+)
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """The spread of one metric across the completed runs of one (experiment, variant) group."""
+
+    experiment: str
+    variant: str
+    metric: str
+    aggregate: str
+    n: int
+    mean: float
+    std: float
+    cv: float
+    min: float
+    max: float
+    range: float
+    std_ci_low: float
+    std_ci_high: float
+    n_nonfinite: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a dict with the keys of :data:`COLUMNS`, in that order."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A whole report.
+
+    Attributes:
+        rows: One row per group and metric, groups sorted by name, metrics by CV (largest first, NaN last).
+        excluded: The runs left out of the statistics because they did not complete.
+        warnings: One line per problem met on the way (unreadable files, skipped metrics).
+        aggregate: The per-run aggregate used.
+        level: The confidence level of the std interval.
+        n_runs: The number of runs found.
+        groups: ``(experiment, variant, completed runs)`` for every group found, sorted.
+    """
+
+    rows: tuple[ReportRow, ...]
+    excluded: tuple[RunRecord, ...]
+    warnings: tuple[str, ...] = ()
+    aggregate: str = "last"
+    level: float = 0.95
+    n_runs: int = 0
+    groups: tuple[tuple[str, str, int], ...] = ()
+
+
+def build_report(
+    directory: Path,
+    *,
+    aggregate: str = "last",
+    directions: Optional[Mapping[str, str]] = None,
+    metrics: Optional[Sequence[str]] = None,
+    stage: Optional[str] = None,
+    level: float = 0.95,
+) -> Report:
+    """Read a study directory and compute its variance report.
+
+    Args:
+        directory: The study directory (or an ``experiment=``/``variant=`` folder inside one).
+        aggregate: Per-run aggregate: ``last``, ``best`` or ``mean``.
+        directions: Metric name (or ``stage/name``) -> ``max``/``min`` for ``best``, overriding inference.
+        metrics: Keep only metrics whose name or ``stage/name`` matches one of these fnmatch patterns.
+        stage: Keep only this stage (``train``, ``val``, ``test`` or ``final``).
+        level: Confidence level of the std interval, in (0, 1).
+
+    Raises:
+        UsageError: A bad argument, a directory without runs, or a filter that matches nothing.
+        SchemaVersionError: A manifest was written by a newer deviate-cb.
+    """
+    import pyarrow.compute as pc
+
+    directory = _validate_build_report(directory, aggregate, directions, stage, level)
+    warnings: list[str] = []
+    runs = find_runs(directory, warnings)
+    if not runs:
+        state = "is empty; it contains no runs" if not any(directory.iterdir()) else "contains no runs"
+        raise UsageError(f"`DIR` {state} (expected {RUN_LAYOUT}). Received: DIR={os.fspath(directory)!r}.")
+    completed = [r for r in runs if r.completed]
+    table = read_metrics(completed, partition_base(directory), warnings)
+    for run in completed:
+        if not run.metrics_path.is_file():
+            warnings.append(f"{run.path}: completed run without {run.metrics_path.name}; it has no metrics.")
+    if stage is not None:
+        present = sorted(set(table.column("stage").to_pylist()))
+        table = table.filter(pc.equal(table.column("stage"), stage))
+        if table.num_rows == 0 and present:
+            raise UsageError(
+                f"`--stage` matches no metric. Received: --stage={stage!r}. Expected one of: {', '.join(present)}."
+            )
+    table, display = _with_metric_column(table)
+    if metrics:
+        table = _filter_metrics(table, metrics, display, stage)
+    result = aggregate_table(
+        table,
+        aggregate,
+        keys=("experiment", "variant", "run", "metric"),
+        directions=_name_directions(directions, display),
+        name="metric",
+    )
+    for metric in result.skipped:
+        warnings.append(
+            f"metric `{metric}`: cannot tell whether higher or lower is better, so --aggregate best skips it; "
+            f"pass --direction {metric}=max or --direction {metric}=min."
+        )
+    rows = _describe_groups(result.table, aggregate, level)
+    groups = sorted({(r.experiment, r.variant) for r in runs})
+    counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
+    excluded = tuple(r for r in runs if not r.completed)
+    return Report(tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts)
+
+
+def _with_metric_column(table: Any) -> tuple[Any, dict[tuple[str, str], str]]:
+    """Add the ``metric`` column: ``name``, or ``stage/name`` for a name that occurs in several stages."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pairs = table.group_by(["stage", "name"]).aggregate([]).to_pylist()
+    stages: dict[str, set[str]] = {}
+    for pair in pairs:
+        stages.setdefault(pair["name"], set()).add(pair["stage"])
+    multi = pa.array(sorted(n for n, ss in stages.items() if len(ss) > 1), type=pa.string())
+    qualified = pc.binary_join_element_wise(table.column("stage"), table.column("name"), "/")
+    metric = pc.if_else(pc.is_in(table.column("name"), value_set=multi), qualified, table.column("name"))
+    display = {
+        (p["stage"], p["name"]): (f"{p['stage']}/{p['name']}" if len(stages[p["name"]]) > 1 else p["name"])
+        for p in pairs
+    }
+    return table.append_column("metric", metric), display
+
+
+def _name_directions(directions: Optional[Mapping[str, str]], display: Mapping[tuple[str, str], str]) -> dict:
+    """Directions keyed by displayed metric: an entry for ``name`` covers every ``stage/name`` of it."""
+    out: dict[str, str] = {}
+    for (stage, name), metric in display.items():
+        for key in (name, f"{stage}/{name}"):
+            if directions and key in directions:
+                out[metric] = directions[key]
+    return out
+
+
+def _filter_metrics(table: Any, patterns: Sequence[str], display: Mapping[tuple[str, str], str], stage: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keep = {
+        metric
+        for (stage_, name), metric in display.items()
+        if any(fnmatch.fnmatchcase(c, p) for p in patterns for c in (name, metric, f"{stage_}/{name}"))
+    }
+    if not keep and display:
+        raise UsageError(
+            f"`--metric` matches no metric{f' of stage {stage}' if stage else ''}. "
+            f"Received: --metric={list(patterns)!r}. Expected one of: {', '.join(sorted(set(display.values())))}."
+        )
+    return table.filter(pc.is_in(table.column("metric"), value_set=pa.array(sorted(keep), type=pa.string())))
+
+
+def _describe_groups(per_run: Any, how: str, level: float) -> list[ReportRow]:
+    columns = {c: per_run.column(c).to_pylist() for c in ("experiment", "variant", "metric", "value")}
+    series: dict[tuple[str, str, str], list[float]] = {}
+    for e, v, m, x in zip(*columns.values(), strict=True):
+        series.setdefault((e, v, m), []).append(x)
+    rows = []
+    for (experiment, variant, metric), values in series.items():
+        d = describe(values)
+        low, high = d.confidence_interval(level)
+        stats = (d.n, d.mean, d.std, d.cv, d.min, d.max, d.range, low, high, d.n_nonfinite)
+        rows.append(ReportRow(experiment, variant, metric, how, *stats))
+    return sorted(rows, key=lambda r: (r.experiment, r.variant, math.isnan(r.cv), -_num(r.cv), r.metric))
+
+
+def _num(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
+
+
+def _validate_build_report(
+    directory: Path, aggregate: str, directions: Optional[Mapping[str, str]], stage: Optional[str], level: float
+) -> Path:
+    text = os.fspath(directory)
+    path = Path(text)
+    if not path.exists():
+        raise UsageError(f"`DIR` does not exist. Received: DIR={text!r}.")
+    if not path.is_dir():
+        raise UsageError(f"`DIR` must be a directory. Received: DIR={text!r} (a file).")
+    if aggregate not in AGGREGATES:
+        raise UsageError(f"`--aggregate` must be one of {', '.join(AGGREGATES)}. Received: --aggregate={aggregate!r}.")
+    for name, direction in (directions or {}).items():
+        if direction not in DIRECTIONS:
+            raise UsageError(f"`--direction` must be NAME=max or NAME=min. Received: --direction={name}={direction}.")
+    if stage is not None and stage not in STAGES:
+        raise UsageError(f"`--stage` must be one of {', '.join(STAGES)}. Received: --stage={stage!r}.")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
+        raise UsageError(f"`--level` must be in (0, 1). Received: --level={level!r}.")
+    return path
