@@ -29,6 +29,21 @@ class LightningMetricTap:
 
     def __init__(self) -> None:
         self._taken: dict[tuple[str, str, bool], Any] = {}
+        # per (stage, collection): (number of keys when planned, [(key, metric, forked step name)])
+        self._plans: dict[tuple[str, int], tuple[int, list[tuple[str, Any, str]]]] = {}
+
+    def _step_plan(self, stage: str, results: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+        """The collection's ``on_step`` metrics with their names, rebuilt only when a new key appears."""
+        cached = self._plans.get((stage, id(results)))
+        if cached is not None and cached[0] == len(results):
+            return cached[1]
+        plan = [
+            (key, metric, results._forked_name(metric, True)[1])  # type: ignore[attr-defined]
+            for key, metric in results.items()
+            if metric.meta.on_step
+        ]
+        self._plans[(stage, id(results))] = (len(results), plan)
+        return plan
 
     def step_values(self, stage: str, results: Optional[Mapping[str, Any]]) -> list[tuple[str, torch.Tensor]]:
         """Values logged with ``on_step=True`` since the last call, named as Lightning names them."""
@@ -36,15 +51,13 @@ class LightningMetricTap:
             return []
         taken = self._taken
         values = []
-        for key, metric in results.items():
-            meta = metric.meta
-            if not meta.on_step or metric.has_reset:
-                continue
+        for key, metric, name in self._step_plan(stage, results):
             cache = metric._forward_cache
-            if cache is None or taken.get((stage, key, True)) is cache:
+            if cache is None or metric.has_reset or taken.get(key) is cache:
                 continue
-            taken[(stage, key, True)] = cache
-            values.append((results._forked_name(metric, True)[1], cache.detach()))  # type: ignore[attr-defined]
+            taken[key] = cache
+            # Lightning detaches logged values unless `enable_graph=True`; never keep a graph alive
+            values.append((name, cache.detach() if cache.requires_grad else cache))
         return values
 
     def epoch_values(

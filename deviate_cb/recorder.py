@@ -59,7 +59,10 @@ class MetricRecorder:
 
     @property
     def seen_names(self) -> dict[str, bool]:
-        """Every metric name offered so far, and whether it was kept."""
+        """Every metric name offered so far (buffered or filtered), and whether it was kept."""
+        for *_, items in self._groups:
+            for name, _ in items:
+                self._decisions.setdefault(name, True)
         return dict(self._decisions)
 
     def keeps(self, name: str) -> bool:
@@ -88,40 +91,42 @@ class MetricRecorder:
         wall_time: float,
     ) -> None:
         """Record several values that share step, epoch, stage, scope and time (the per-hook fast path)."""
-        keeps = self.keeps
-        for name, value in items:
-            if keeps(name):
-                self._names.append(name)
-                self._values.append(value)
-                self._meta.append((step, epoch, stage, scope, wall_time))
+        if self._patterns is not None:
+            items = [(name, value) for name, value in items if self.keeps(name)]
+        elif not isinstance(items, list):
+            items = list(items)
+        if items:
+            self._groups.append((step, epoch, stage, scope, wall_time, items))
+            self._count += len(items)
 
     def __len__(self) -> int:
-        return len(self._values)
+        return self._count
 
     def compute(self) -> dict[str, list[Any]]:
         """The buffered events as columns of :func:`deviate_cb.store.metrics_schema` (without ``seq``)."""
-        steps, epochs, stages, scopes, times = (
-            (list(col) for col in zip(*self._meta, strict=True)) if self._meta else ([],) * 5
-        )
-        return {
-            "step": steps,
-            "epoch": epochs,
-            "stage": stages,
-            "scope": scopes,
-            "name": list(self._names),
-            "value": list(self._to_floats(self._values)) if self._values else [],
-            "wall_time": times,
-        }
+        columns: dict[str, list[Any]] = {k: [] for k in ("step", "epoch", "stage", "scope", "name", "wall_time")}
+        values: list[Any] = []
+        for step, epoch, stage, scope, wall_time, items in self._groups:
+            n = len(items)
+            columns["step"] += [step] * n
+            columns["epoch"] += [epoch] * n
+            columns["stage"] += [stage] * n
+            columns["scope"] += [scope] * n
+            columns["wall_time"] += [wall_time] * n
+            for name, value in items:
+                columns["name"].append(name)
+                values.append(value)
+        columns["value"] = list(self._to_floats(values)) if values else []
+        return columns
 
     def reset(self) -> None:
         """Drop every buffered event."""
-        self._names: list[str] = []
-        self._values: list[Any] = []
-        self._meta: list[tuple[int, Optional[int], str, str, float]] = []
+        self._groups: list[tuple[int, Optional[int], str, str, float, list[tuple[str, Any]]]] = []
+        self._count = 0
 
     def flush(self, metrics_file: MetricsFile) -> int:
         """Append the buffer to ``metrics_file`` and empty it; return the number of rows written."""
-        if not self._values:
+        if not self._count:
             return 0
         written = metrics_file.append(self.compute())
         self.reset()
