@@ -5,7 +5,7 @@ the chi-square distribution of ``(n-1) s^2 / sigma^2`` for normally distributed 
 
     [ sqrt((n-1) s^2 / chi2.ppf(1 - a/2, n-1)),  sqrt((n-1) s^2 / chi2.ppf(a/2, n-1)) ],  a = 1 - level
 
-SciPy is imported only when an interval is computed, so importing this module stays cheap.
+SciPy (``scipy.special``) is imported only when an interval is computed, so importing this module stays cheap.
 
 Example:
     >>> d = describe([0.84, 0.85, 0.86, float("nan")])
@@ -121,14 +121,16 @@ def std_confidence_interval(std: ArrayLike, n: Union[int, np.ndarray], level: fl
         (0.6878, 1.8256)
     """
     std_arr, n_arr = _validate_std_ci(std, n, level)
-    from scipy.stats import chi2
+    # chdtri(df, p) is the chi-square quantile with upper-tail probability p, i.e. chi2.ppf(1 - p, df);
+    # scipy.special loads in a third of the time of scipy.stats, which matters for a command-line tool.
+    from scipy.special import chdtri
 
     alpha = 1.0 - level
     valid = (n_arr >= 2) & np.isfinite(std_arr)
     df = np.where(valid, n_arr - 1, 1).astype(np.float64)
     scale = df * np.where(valid, std_arr, 0.0) ** 2
-    low = np.where(valid, np.sqrt(scale / chi2.ppf(1.0 - alpha / 2.0, df)), np.nan)
-    high = np.where(valid, np.sqrt(scale / chi2.ppf(alpha / 2.0, df)), np.nan)
+    low = np.where(valid, np.sqrt(scale / chdtri(df, alpha / 2.0)), np.nan)
+    high = np.where(valid, np.sqrt(scale / chdtri(df, 1.0 - alpha / 2.0)), np.nan)
     if low.ndim == 0:
         return ConfidenceInterval(float(low), float(high))
     return ConfidenceInterval(low, high)
