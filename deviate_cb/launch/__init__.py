@@ -1,0 +1,56 @@
+"""Launch replicas: the planner, the backends (``local`` now; Slurm and Ray later) and the replica bootstrap.
+
+``deviate-replicate`` is :func:`replicate` behind argparse. Submodules are imported on first use, so a
+replica's bootstrap (:mod:`deviate_cb.launch.child`) loads only what it needs.
+
+Example:
+    >>> from deviate_cb.launch import replicate
+    >>> result = replicate("examples/train.py:main", runs=3, variant="control")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "Backend",
+    "Job",
+    "LocalBackend",
+    "Outcome",
+    "Placement",
+    "ReplicaPlan",
+    "ReplicaResult",
+    "ReplicationResult",
+    "TrainerSpec",
+    "TrainerSpecError",
+    "get_backend",
+    "plan_replicas",
+    "replicate",
+]
+
+_WHERE = {
+    "Backend": "base",
+    "Job": "base",
+    "Outcome": "base",
+    "Placement": "base",
+    "get_backend": "base",
+    "LocalBackend": "local",
+    "ReplicaPlan": "planner",
+    "plan_replicas": "planner",
+    "ReplicaResult": "runner",
+    "ReplicationResult": "runner",
+    "replicate": "runner",
+    "TrainerSpec": "trainer_spec",
+    "TrainerSpecError": "trainer_spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"deviate_cb.launch.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'deviate_cb.launch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

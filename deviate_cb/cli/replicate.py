@@ -1,0 +1,133 @@
+"""``deviate-replicate``: run a trainer N times under a noise variant and record every run.
+
+Example:
+    deviate-replicate --trainer mypkg.train:main -n 8 --variant algo+impl --out runs/ --experiment resnet
+    deviate-replicate --trainer examples/lightning_mlp.py:main -n 3 --variant control --parallel 2
+
+Exit status: 0 every replica completed, 1 some replica failed (or timed out), 2 usage error (one line on
+stderr), 130 interrupted with Ctrl-C (running replicas terminated and recorded ``killed``; 143 for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any, NoReturn, Optional
+
+from deviate_cb.errors import UsageError
+
+__all__ = ["build_parser", "main"]
+
+PROG = "deviate-replicate"
+
+_EPILOG = """\
+variants (seed of replica k; deterministic tooling):
+  algo+impl   base seed + k; off   everything users normally see (default)
+  algo        base seed + k; on    algorithmic (seed) noise only
+  impl        base seed;     off   implementation noise only
+  control     base seed;     on    nothing: replicas must be bit-identical
+
+The function may take no argument, `seed` (int), or `ctx`/`context`/`run_context` (RunContext); a returned
+mapping of numbers is recorded as final metrics. Lightning Trainers get a DeviateCallback when they have none.
+Re-running the same command skips completed replicas; --force reruns them.
+exit status: 0 all completed, 1 some failed, 2 usage error, 130 interrupted."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but its errors become one-line usage errors instead of a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message[:1].upper()}{message[1:]}. See `{PROG} --help`.")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM/SIGHUP received: handled like Ctrl-C (replicas terminated and recorded killed)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (values are validated by :func:`deviate_cb.launch.runner.replicate`)."""
+    from deviate_cb import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Run a training function N times as fresh processes under a noise variant, "
+        "recording metrics and manifests in a Hive-style run directory.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--trainer", required=True, metavar="SPEC", help="module:function or path/to/file.py:function")
+    parser.add_argument("-n", "--runs", required=True, metavar="N", help="number of replicas")
+    parser.add_argument("--variant", default="algo+impl", help="algo+impl (default), algo, impl or control")
+    parser.add_argument("--seed", default="0", metavar="SEED", help="base seed (default 0)")
+    parser.add_argument("--out", default="deviate_runs", metavar="DIR", help="output directory (default deviate_runs)")
+    parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: module name or file stem)")
+    parser.add_argument("--parallel", default="1", metavar="K", help="replicas run at once (default 1)")
+    parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
+    parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
+    parser.add_argument(
+        "--gpus",
+        metavar="IDS",
+        help="GPU ids to spread slots over, e.g. 0,1, or 'none' (default: CUDA_VISIBLE_DEVICES, else NVML)",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``deviate-replicate`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    previous: dict[int, Any] = {}
+    try:
+        ns = build_parser().parse_args(args)
+        from deviate_cb.launch.runner import replicate
+
+        for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if signum is not None:
+                previous[signum] = signal.signal(signum, _raise_terminated)
+        result = replicate(
+            ns.trainer,
+            runs=_number(ns.runs, int),
+            variant=ns.variant,
+            seed=_number(ns.seed, int),
+            out=ns.out,
+            experiment=ns.experiment,
+            parallel=_number(ns.parallel, int),
+            timeout=None if ns.timeout is None else _number(ns.timeout, float),
+            force=ns.force,
+            gpus=ns.gpus,
+            argv=[PROG, *args],
+        )
+    except UsageError as exc:
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, _Terminated) else signal.SIGINT
+        print(f"{PROG}: interrupted ({signal.Signals(signum).name}); running replicas were killed.", file=sys.stderr)
+        return 128 + signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return result.exit_status
+
+
+def _number(raw: str, kind: type) -> Any:
+    """``int("3")`` or ``float("2.5")``; the raw text when it is not one (validation then names it)."""
+    try:
+        return kind(raw.strip())
+    except ValueError:
+        return raw
+
+
+def _raise_terminated(signum: int, frame: Optional[FrameType]) -> None:
+    raise _Terminated(signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

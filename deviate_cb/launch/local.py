@@ -1,0 +1,267 @@
+"""The ``local`` backend: a pool of ``parallel`` slots, one fresh Python process per replica.
+
+Each replica starts in its own session (``start_new_session=True``), so Ctrl-C in the terminal reaches only
+the launcher, and a timeout or an interrupt can signal the replica's whole process group (DataLoader workers
+included): ``SIGTERM``, then ``SIGKILL`` after ``kill_grace_s``. Processes a replica leaves behind in its
+group when it exits are killed too. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
+
+__all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
+
+_GPU_ID = re.compile(r"^(\d+|(GPU|MIG)-[0-9A-Za-z/-]+)$")
+
+
+def parse_gpus(text: str) -> tuple[str, ...]:
+    """Parse ``--gpus``: comma-separated ids (``0,1``, or UUIDs ``GPU-...``); ``none`` or empty for none.
+
+    Example:
+        >>> parse_gpus("0, 1"), parse_gpus("none")
+        (('0', '1'), ())
+    """
+    if text.strip().lower() in ("", "none"):
+        return ()
+    ids = tuple(part.strip() for part in text.split(","))
+    if not all(_GPU_ID.match(i) for i in ids) or len(set(ids)) != len(ids):
+        raise UsageError(
+            "`--gpus` must be distinct GPU ids separated by commas (e.g. 0,1, or GPU-<uuid>), or 'none'. "
+            f"Received: --gpus={text}."
+        )
+    return ids
+
+
+def detect_gpus(environ: Optional[Mapping[str, str]] = None) -> tuple[str, ...]:
+    """The GPUs to spread slots over: ``CUDA_VISIBLE_DEVICES`` if set, else NVML's devices, else none.
+
+    Example:
+        >>> detect_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}), detect_gpus({"CUDA_VISIBLE_DEVICES": "-1"})
+        (('2', '3'), ())
+    """
+    environ = os.environ if environ is None else environ
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids: list[str] = []
+        for part in visible.split(","):
+            part = part.strip()
+            if not part or part.startswith("-"):  # CUDA ignores everything from the first invalid id on
+                break
+            ids.append(part)
+        return tuple(ids)
+    try:
+        import pynvml
+    except ImportError:
+        return ()
+    try:
+        pynvml.nvmlInit()
+        try:
+            return tuple(str(i) for i in range(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no device, or NVML refuses: run without GPU placement
+        return ()
+
+
+class _Running:
+    """A started replica process and what the backend has done to it."""
+
+    def __init__(self, job: Job, placement: Placement, popen: subprocess.Popen[bytes]) -> None:
+        self.job, self.placement, self.popen = job, placement, popen
+        self.started_at, self.started_mono = time.time(), time.monotonic()
+        self.term_sent: Optional[float] = None
+        self.killed = False
+        self.timed_out = self.interrupted = self.cancelled = False
+
+    def signal_group(self, signum: int) -> None:
+        try:
+            if hasattr(os, "killpg"):
+                os.killpg(self.popen.pid, signum)
+            else:  # pragma: no cover - Windows
+                self.popen.send_signal(signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def terminate(self) -> None:
+        if self.term_sent is None:
+            self.term_sent = time.monotonic()
+            self.signal_group(signal.SIGTERM)
+
+    def tick(self, grace_s: float) -> None:
+        """Apply the timeout, and escalate to SIGKILL once the grace after SIGTERM has passed."""
+        now = time.monotonic()
+        timeout = self.job.timeout_s
+        if timeout is not None and self.term_sent is None and now - self.started_mono >= timeout:
+            self.timed_out = True
+            self.terminate()
+        if self.term_sent is not None and not self.killed and now - self.term_sent >= grace_s:
+            self.killed = True
+            self.signal_group(signal.SIGKILL)
+
+    def exited(self) -> bool:
+        """Reap the process if it ended; kill what it left in its group first (its pid keeps the group id)."""
+        if hasattr(os, "waitid"):
+            try:
+                if os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                    return False
+                self.signal_group(signal.SIGKILL)
+            except ChildProcessError:
+                pass
+        return self.popen.poll() is not None
+
+    def reap(self) -> None:
+        """Wait for the process to end, kill what it left in its group, then reap it."""
+        if hasattr(os, "waitid"):
+            try:
+                os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOWAIT)
+                self.signal_group(signal.SIGKILL)
+            except ChildProcessError:
+                pass
+        self.popen.wait()
+
+    def outcome(self) -> Outcome:
+        rc = self.popen.returncode
+        name = None
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = f"signal {-rc}"
+        return Outcome(
+            returncode=rc,
+            signal=name,
+            timed_out=self.timed_out,
+            interrupted=self.interrupted,
+            cancelled=self.cancelled,
+            started_at=self.started_at,
+            ended_at=time.time(),
+            pid=self.popen.pid,
+        )
+
+
+class LocalBackend(Backend):
+    """Run replicas as local subprocesses, at most ``parallel`` at once.
+
+    Args:
+        parallel: Number of slots (concurrent replicas).
+        gpus: GPU ids to spread slots over (slot ``i`` gets ``gpus[i % len(gpus)]``); empty: no placement.
+        kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
+        poll_interval_s: How often running replicas are checked.
+
+    Example:
+        >>> backend = LocalBackend(parallel=3, gpus=("0", "1"))
+        >>> [backend.placement(slot).gpu for slot in range(3)]
+        ['0', '1', '0']
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        parallel: int = 1,
+        gpus: Sequence[str] = (),
+        kill_grace_s: float = 5.0,
+        poll_interval_s: float = 0.05,
+    ) -> None:
+        super().__init__(parallel=parallel)
+        self.gpus = tuple(gpus)
+        self.kill_grace_s = kill_grace_s
+        self.poll_interval_s = poll_interval_s
+        self._cancelled = False
+
+    def placement(self, slot: int) -> Placement:
+        return Placement(slot=slot, gpu=self.gpus[slot % len(self.gpus)] if self.gpus else None)
+
+    def describe(self) -> str:
+        gpus = ", ".join(self.gpus) if self.gpus else "none"
+        return f"{self.parallel} at a time, GPUs: {gpus}"
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def run(self, jobs: Sequence[Job], listener: Listener) -> None:
+        self._cancelled = False
+        pending = deque(jobs)
+        free = list(range(self.parallel))
+        running: list[_Running] = []
+        try:
+            while running or (pending and not self._cancelled):
+                while pending and free and not self._cancelled:
+                    job, placement = pending.popleft(), self.placement(heapq.heappop(free))
+                    listener.prepare(job, placement)
+                    proc = self._start(job, placement, listener)
+                    if proc is None:
+                        heapq.heappush(free, placement.slot)
+                        continue
+                    running.append(proc)
+                    listener.started(job, placement, proc.popen.pid)
+                for proc in list(running):
+                    if self._cancelled and proc.term_sent is None:
+                        proc.cancelled = True
+                        proc.terminate()
+                    if not proc.exited():
+                        proc.tick(self.kill_grace_s)
+                        continue
+                    running.remove(proc)
+                    heapq.heappush(free, proc.placement.slot)
+                    listener.finished(proc.job, proc.placement, proc.outcome())
+                if running:
+                    time.sleep(self.poll_interval_s)
+        except BaseException:
+            self._stop_all(running, listener)
+            raise
+
+    def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
+        env = {**os.environ, **job.env, **placement.env()}
+        try:
+            with open(job.stdout_path, "wb") as out, open(job.stderr_path, "wb") as err:
+                popen = subprocess.Popen(
+                    list(job.argv),
+                    env=env,
+                    cwd=job.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+        except OSError as exc:
+            now = time.time()
+            outcome = Outcome(returncode=None, started_at=now, ended_at=now, launch_error=f"cannot start: {exc}")
+            listener.finished(job, placement, outcome)
+            return None
+        return _Running(job, placement, popen)
+
+    def _stop_all(self, running: list[_Running], listener: Listener) -> None:
+        """Terminate every running replica (SIGTERM, grace, SIGKILL), wait for all, report them interrupted."""
+        for proc in running:
+            proc.interrupted = proc.interrupted or not (proc.timed_out or proc.cancelled)
+            proc.terminate()
+        deadline = time.monotonic() + self.kill_grace_s
+        try:
+            while time.monotonic() < deadline and not all([proc.exited() for proc in running]):
+                time.sleep(self.poll_interval_s)
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+            pass
+        for proc in running:
+            if proc.popen.returncode is None:
+                proc.signal_group(signal.SIGKILL)
+                proc.reap()
+        for proc in running:
+            listener.finished(proc.job, proc.placement, proc.outcome())
+
+
+register_backend("local", LocalBackend)

@@ -1,0 +1,122 @@
+"""The output directory of a replication: check it, create what is missing, lock it, undo on failure.
+
+:class:`OutputDirectory` creates ``<out>/experiment=<e>/variant=<v>/`` (remembering which directories it
+created), takes an exclusive lock there (``.deviate-replicate.lock``; a second launcher on the same
+experiment and variant is a usage error rather than two launchers rerunning each other's replicas), and can
+remove everything it created again, so that a usage error leaves the file system as it found it. Files whose
+names start with ``.`` are ignored by ``pyarrow.dataset``, so the lock never disturbs a reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.store import run_path
+
+__all__ = ["LOCK_FILE", "OutputDirectory"]
+
+LOCK_FILE = ".deviate-replicate.lock"
+
+
+class OutputDirectory:
+    """The variant directory of one replication, with the bookkeeping to undo its creation.
+
+    Example:
+        >>> import tempfile
+        >>> out = OutputDirectory(Path(tempfile.mkdtemp()) / "runs", "mlp", "algo")
+        >>> out.open().name
+        'variant=algo'
+        >>> out.close(remove_created=True); out.root.exists()
+        False
+    """
+
+    def __init__(self, root: Path, experiment: str, variant: str, *, given: Optional[str] = None) -> None:
+        self.root = Path(root)
+        self.given = str(root) if given is None else given
+        self.variant_dir = run_path(self.root, experiment, variant, 0).parent
+        self.created: list[Path] = []  # in creation order (parents first)
+        self._lock_fd: Optional[int] = None
+
+    def open(self) -> Path:
+        """Check the path, create the missing directories, and take the lock. Raises :class:`UsageError`."""
+        self._check_creatable()
+        missing = [p for p in (self.variant_dir, *self.variant_dir.parents) if not p.exists()]
+        try:
+            for path in reversed(missing):
+                try:
+                    path.mkdir()
+                except FileExistsError:  # created meanwhile by someone else: not ours to remove
+                    continue
+                self.created.append(path)
+            self._lock()
+        except OSError as exc:
+            self.close(remove_created=True)
+            raise UsageError(
+                f"`--out` must be a directory deviate-replicate can write to, but {exc.filename or self.given!r} is "
+                f"not writable ({exc.strerror or exc}). Received: --out={self.given}."
+            ) from None
+        except BaseException:
+            self.close(remove_created=True)
+            raise
+        return self.variant_dir
+
+    def _check_creatable(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(
+                f"`--out` must be a directory, but {self.given!r} is a file. Received: --out={self.given}."
+            )
+        for parent in self.root.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise UsageError(
+                        f"`--out` must be a directory path, but {str(parent)!r} on that path is a file. "
+                        f"Received: --out={self.given}."
+                    )
+                break
+
+    def _lock(self) -> None:
+        path = self.variant_dir / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory lock, the file still proves writability
+            self._lock_fd = fd
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode("utf-8", errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise UsageError(
+                f"`--out` is in use: another deviate-replicate ({holder}) is running replicas in "
+                f"{str(self.variant_dir)!r}. Wait for it, or use another --out or --experiment. "
+                f"Received: --out={self.given}."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self._lock_fd = fd
+
+    def close(self, *, remove_created: bool = False, remove_run_dirs: tuple[Path, ...] = ()) -> None:
+        """Release the lock; optionally remove the given run directories and every directory this created.
+
+        Directories this created are removed only when empty (nothing written by anyone else is ever lost).
+        """
+        if self._lock_fd is not None:
+            try:
+                (self.variant_dir / LOCK_FILE).unlink(missing_ok=True)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+        for run_dir in remove_run_dirs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if remove_created:
+            for path in reversed(self.created):
+                with contextlib.suppress(OSError):  # not empty: someone else's, or kept on purpose
+                    path.rmdir()
+            self.created = [p for p in self.created if p.exists()]

@@ -1,0 +1,183 @@
+"""Progress of a replication: a live table on a terminal, one plain line per state change otherwise (CI logs).
+
+Example:
+    >>> import io
+    >>> progress = make_progress(io.StringIO(), live=False)
+    >>> progress.add(0, seed=7)
+    >>> progress.started(0, "slot 0")
+    >>> progress.finished(0, "completed", exit_code=0, duration_s=1.5)
+    >>> progress.close()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, TextIO
+
+__all__ = ["LiveProgress", "PlainProgress", "Progress", "make_progress"]
+
+_STYLES = {
+    "queued": "dim",
+    "running": "yellow",
+    "completed": "green",
+    "skipped": "dim green",
+    "failed": "bold red",
+    "timeout": "bold red",
+    "killed": "magenta",
+}
+_ORDER = {"running": 0, "failed": 1, "timeout": 1, "killed": 2, "queued": 3, "completed": 4, "skipped": 5}
+
+
+@dataclass
+class _Row:
+    replica: int
+    seed: int
+    state: str = "queued"
+    where: str = ""
+    started: Optional[float] = None
+    ended: Optional[float] = None
+    exit: str = ""
+    note: str = ""
+
+    def elapsed(self) -> str:
+        if self.started is None:
+            return ""
+        return f"{(self.ended or time.monotonic()) - self.started:.1f} s"
+
+
+class Progress:
+    """Tracks each replica's state; subclasses decide how to show it."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, _Row] = {}
+        self._lock = threading.Lock()
+
+    def add(self, replica: int, seed: int, *, skipped: str = "") -> None:
+        """Announce a replica: queued, or skipped with a reason (e.g. ``already completed``)."""
+        with self._lock:
+            self.rows[replica] = _Row(replica, seed, state="skipped" if skipped else "queued", note=skipped)
+        if skipped:
+            self._changed(self.rows[replica])
+
+    def started(self, replica: int, where: str) -> None:
+        with self._lock:
+            row = self.rows[replica]
+            row.state, row.where, row.started = "running", where, time.monotonic()
+        self._changed(row)
+
+    def finished(
+        self, replica: int, state: str, *, exit_code: Optional[int], duration_s: Optional[float], note: str = ""
+    ) -> None:
+        with self._lock:
+            row = self.rows[replica]
+            now = time.monotonic()
+            row.started = row.started if row.started is not None else now - (duration_s or 0.0)
+            row.state, row.ended, row.note = state, now, note
+            row.exit = "" if exit_code is None else str(exit_code)
+        self._changed(row)
+
+    def message(self, text: str) -> None:
+        """A line that is not about one replica (the header, the summary)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop live updates; leave the final state on screen."""
+
+    def _changed(self, row: _Row) -> None:
+        raise NotImplementedError
+
+
+class PlainProgress(Progress):
+    """One line per state change, for logs: ``replica 3 (seed 3): failed after 2.1 s (exit 1)``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def message(self, text: str) -> None:
+        self._write(text)
+
+    def _changed(self, row: _Row) -> None:
+        head = f"replica {row.replica} (seed {row.seed}): {row.state}"
+        if row.state == "running":
+            text = f"{head} on {row.where}" if row.where else head
+        elif row.state == "skipped":
+            text = f"{head} ({row.note})" if row.note else head
+        else:
+            text = f"{head} after {row.elapsed()}"
+            details = [d for d in (f"exit {row.exit}" if row.exit else "", row.note) if d]
+            text += f" ({', '.join(details)})" if details else ""
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class LiveProgress(Progress):
+    """A rich live table (replica, seed, slot/GPU, state, elapsed, exit), redrawn a few times a second."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.live import Live
+
+        super().__init__()
+        self.console = console
+        self._live = Live(self, console=console, refresh_per_second=4, transient=False, redirect_stdout=False)
+        self._started = False
+
+    def message(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def _changed(self, row: _Row) -> None:
+        if not self._started:
+            self._started = True
+            self._live.start()
+        self._live.refresh()
+
+    def close(self) -> None:
+        if self._started:
+            self._live.refresh()
+            self._live.stop()
+
+    def __rich__(self) -> Any:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for column in ("replica", "seed", "slot/GPU", "state", "elapsed", "exit"):
+            table.add_column(column, justify="right" if column in ("replica", "seed", "elapsed", "exit") else "left")
+        with self._lock:
+            rows = sorted(self.rows.values(), key=lambda r: (_ORDER.get(r.state, 9), r.replica))
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row.state] = counts.get(row.state, 0) + 1
+            limit = max(5, self.console.size.height - 4)
+            shown = sorted(rows[:limit] if len(rows) > limit else rows, key=lambda r: r.replica)
+            for row in shown:
+                state = f"[{_STYLES.get(row.state, '')}]{row.state}[/]"
+                table.add_row(str(row.replica), str(row.seed), row.where, state, row.elapsed(), row.exit)
+        if len(rows) > len(shown):
+            hidden = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+            table.caption = f"{len(rows) - len(shown)} more not shown; in all: {hidden}"
+        return table
+
+
+def make_progress(stream: Optional[TextIO] = None, *, live: Optional[bool] = None) -> Progress:
+    """A live table when ``stream`` (default stdout) is a terminal, plain lines otherwise.
+
+    Example:
+        >>> import io
+        >>> type(make_progress(io.StringIO())).__name__
+        'PlainProgress'
+    """
+    import sys
+
+    stream = sys.stdout if stream is None else stream
+    if live is None or live:
+        from rich.console import Console
+
+        console = Console(file=stream, force_terminal=True if live else None)
+        if live or (console.is_terminal and not console.is_dumb_terminal):
+            return LiveProgress(console)
+    return PlainProgress(stream)

@@ -1,0 +1,146 @@
+"""What the launcher writes into a replica's manifest (``run.json``) before it starts and after it ends.
+
+Before: ``status="running"`` and who/what/where (experiment, variant, replica, seed, base seed, requested
+determinism, trainer, argv, start time, host, launcher pid, deviate-cb version, ``CUDA_VISIBLE_DEVICES``).
+After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
+duration and, for runs that did not complete, ``error``: the tail of the replica's stderr.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.launch.base import Outcome, Placement
+from deviate_cb.launch.planner import ReplicaPlan
+
+__all__ = ["ERROR_TAIL_LINES", "end_fields", "iso_time", "start_fields", "status_of", "tail_lines"]
+
+ERROR_TAIL_LINES = 20
+
+
+def iso_time(timestamp: Optional[float] = None) -> str:
+    """ISO 8601 UTC time of a Unix timestamp (default: now).
+
+    Example:
+        >>> iso_time(0)
+        '1970-01-01T00:00:00+00:00'
+    """
+    moment = (
+        _dt.datetime.now(_dt.timezone.utc)
+        if timestamp is None
+        else _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc)
+    )
+    return moment.isoformat()
+
+
+def status_of(outcome: Outcome) -> str:
+    """The manifest status an outcome implies.
+
+    Example:
+        >>> status_of(Outcome(returncode=0)), status_of(Outcome(returncode=-15, timed_out=True))
+        ('completed', 'timeout')
+    """
+    if outcome.interrupted or outcome.cancelled:
+        return "killed"
+    if outcome.timed_out:
+        return "timeout"
+    return "completed" if outcome.returncode == 0 else "failed"
+
+
+def tail_lines(path: Path, lines: int = ERROR_TAIL_LINES, max_bytes: int = 64 * 1024) -> str:
+    """The last ``lines`` lines of a log, as a terminal would show them (progress-bar ``\\r`` redraws folded).
+
+    Example:
+        >>> import tempfile
+        >>> log = Path(tempfile.mkdtemp()) / "stderr.log"
+        >>> _ = log.write_text("a\\nbar 10%\\rbar 100%\\nTraceback\\nValueError: x\\n")
+        >>> tail_lines(log, 3)
+        'bar 100%\\nTraceback\\nValueError: x'
+    """
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    shown = [line.rstrip("\r").rsplit("\r", 1)[-1].rstrip() for line in text.split("\n")]
+    shown = [line for line in shown if line]
+    return "\n".join(shown[-lines:])
+
+
+def start_fields(
+    plan: ReplicaPlan,
+    placement: Placement,
+    *,
+    base_seed: int,
+    argv: Sequence[str],
+    backend: str,
+    timeout_s: Optional[float],
+) -> dict[str, Any]:
+    """The manifest fields written before a replica starts."""
+    from deviate_cb import __version__
+
+    ctx = plan.context
+    gpu_env = placement.env().get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return {
+        "status": "running",
+        "experiment": ctx.experiment,
+        "variant": ctx.variant,
+        "replica": ctx.replica,
+        "seed": ctx.seed,
+        "base_seed": base_seed,
+        "deterministic": ctx.deterministic,
+        "trainer": ctx.trainer,
+        "argv": list(argv),
+        "started_at": iso_time(),
+        "host": placement.host or socket.gethostname(),
+        "launcher_pid": os.getpid(),
+        "deviate_version": __version__,
+        "cuda_visible_devices": gpu_env,
+        "backend": backend,
+        "slot": placement.slot,
+        "gpu": placement.gpu,
+        "attempt": plan.attempt,
+        "timeout_s": timeout_s,
+    }
+
+
+def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
+    """The manifest fields written after a replica ended."""
+    status = status_of(outcome)
+    fields: dict[str, Any] = {
+        "status": status,
+        "exit_code": outcome.returncode,
+        "signal": outcome.signal,
+        "ended_at": iso_time(outcome.ended_at),
+        "duration_s": None if outcome.duration_s is None else round(outcome.duration_s, 3),
+    }
+    if outcome.pid is not None:
+        fields["pid"] = outcome.pid
+    if status != "completed":
+        reason = _reason(outcome, status)
+        tail = tail_lines(stderr_path)
+        fields["error"] = tail or reason
+        fields["reason"] = reason
+    return fields
+
+
+def _reason(outcome: Outcome, status: str) -> str:
+    if outcome.launch_error:
+        return outcome.launch_error
+    ended = f"killed by {outcome.signal}" if outcome.signal else f"exited with code {outcome.returncode}"
+    if status == "timeout":
+        return f"timed out after {outcome.duration_s or 0:.1f} s; {ended}"
+    if outcome.interrupted:
+        return f"deviate-replicate was interrupted; {ended}"
+    if outcome.cancelled:
+        return f"terminated because another replica could not start its trainer; {ended}"
+    return ended

@@ -1,0 +1,261 @@
+"""Replicate a trainer ``n`` times under a noise variant: plan, launch, record, summarise.
+
+This is ``deviate-replicate`` as a function. Usage errors (bad arguments, a ``--trainer`` that cannot be
+imported or called, an unusable ``--out``, a manifest from a newer deviate-cb) raise
+:class:`~deviate_cb.errors.UsageError` and leave no new directories behind; failed replicas never stop the
+others; ``KeyboardInterrupt`` terminates the running replicas, records them ``killed`` and is re-raised.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, TextIO, Union
+
+from deviate_cb.errors import UsageError
+from deviate_cb.launch.base import Backend, Job, Outcome, Placement, get_backend
+from deviate_cb.launch.child import EXIT_TRAINER_SPEC
+from deviate_cb.launch.local import detect_gpus, parse_gpus
+from deviate_cb.launch.outdir import OutputDirectory
+from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt, plan_replicas
+from deviate_cb.launch.progress import Progress, make_progress
+from deviate_cb.launch.records import end_fields, start_fields, status_of
+from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
+from deviate_cb.store import RunDirectory, check_partition_value
+from deviate_cb.variants import VARIANTS
+
+__all__ = ["ReplicaResult", "ReplicationResult", "replicate"]
+
+CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.child")
+
+
+@dataclass(frozen=True)
+class ReplicaResult:
+    """One replica's fate: ``completed``, ``failed``, ``timeout``, ``killed``, ``skipped`` or ``not started``."""
+
+    replica: int
+    seed: int
+    run_dir: Path
+    status: str
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    duration_s: Optional[float] = None
+
+
+@dataclass
+class ReplicationResult:
+    """What :func:`replicate` did.
+
+    Example:
+        >>> r = ReplicationResult("runs", "mlp", "algo", [ReplicaResult(0, 0, Path("r0"), "completed")], 1.0)
+        >>> r.exit_status, r.summary()
+        (0, '1 completed, 0 failed, 0 skipped in 1.0 s; run `deviate report runs`')
+    """
+
+    out: str
+    experiment: str
+    variant: str
+    replicas: list[ReplicaResult]
+    elapsed_s: float
+    interrupted: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.replicas)
+
+    @property
+    def exit_status(self) -> int:
+        """0 when every replica completed (now or before), 1 otherwise."""
+        return 0 if all(r.status in ("completed", "skipped") for r in self.replicas) else 1
+
+    def summary(self) -> str:
+        text = f"{self.count('completed')} completed, {self.count('failed')} failed, {self.count('skipped')} skipped"
+        for status, label in (("timeout", "timed out"), ("killed", "killed"), ("not started", "not started")):
+            if self.count(status):
+                text += f", {self.count(status)} {label}"
+        return f"{text} in {self.elapsed_s:.1f} s; run `deviate report {self.out}`"
+
+
+def replicate(
+    trainer: str,
+    *,
+    runs: int = 1,
+    variant: str = "algo+impl",
+    seed: int = 0,
+    out: Union[str, Path] = "deviate_runs",
+    experiment: Optional[str] = None,
+    parallel: int = 1,
+    timeout: Optional[float] = None,
+    force: bool = False,
+    gpus: Union[str, Sequence[str], None] = None,
+    backend: str = "local",
+    argv: Optional[Sequence[str]] = None,
+    stream: Optional[TextIO] = None,
+    live: Optional[bool] = None,
+    kill_grace_s: float = 5.0,
+) -> ReplicationResult:
+    """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) under ``variant``.
+
+    Args:
+        gpus: GPU ids to spread slots over (``"0,1"`` or a list); ``None`` detects them
+            (``CUDA_VISIBLE_DEVICES``, else NVML), ``"none"`` or ``[]`` disables placement.
+        argv: The command line recorded in every manifest (default ``sys.argv``).
+        stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
+        kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
+
+    Raises:
+        UsageError: Exit status 2 on the command line; nothing was run, or (a ``--trainer`` that fails in
+            the replica) the replicas were stopped and their new, empty run directories removed.
+
+    Example:
+        >>> result = replicate("examples/train.py:main", runs=4, variant="control", out="runs")  # doctest: +SKIP
+        >>> result.exit_status, result.summary()  # doctest: +SKIP
+        (0, '4 completed, 0 failed, 0 skipped in 9.8 s; run `deviate report runs`')
+    """
+    started = time.monotonic()
+    _check_options(runs=runs, variant=variant, seed=seed, parallel=parallel, timeout=timeout)
+    spec = TrainerSpec.parse(trainer)
+    spec.precheck()
+    experiment = _check_experiment(experiment, spec)
+    gpu_ids = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
+    launcher = get_backend(backend, parallel=parallel, gpus=gpu_ids, kill_grace_s=kill_grace_s)
+    outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
+    outdir.open()
+    try:
+        plans = plan_replicas(outdir.root, experiment, variant, runs, seed, trainer=spec.text, force=force)
+    except BaseException:
+        outdir.close(remove_created=True)
+        raise
+    progress = make_progress(stream, live=live)
+    seeds = sorted({p.seed for p in plans})
+    progress.message(
+        f"deviate-replicate: {runs} replica{'s' * (runs != 1)} of {spec.text}, variant {variant} "
+        f"(seed{'s' * (len(seeds) > 1)} {seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}) in "
+        f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
+    )
+    replication = _Replication(progress, launcher, base_seed=seed, argv=sys.argv if argv is None else argv)
+    jobs = []
+    for plan in plans:
+        progress.add(plan.replica, plan.seed, skipped="" if plan.run else "already completed")
+        if plan.run:
+            jobs.append(_job(plan, timeout))
+    interrupted = False
+    try:
+        launcher.run(jobs, replication)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        progress.close()
+        if replication.spec_error is None:
+            outdir.close()
+        results = [replication.result_of(plan) for plan in plans]
+        result = ReplicationResult(str(out), experiment, variant, results, time.monotonic() - started, interrupted)
+        if replication.spec_error is None:
+            progress.message(result.summary())
+    if replication.spec_error is not None:
+        empty = tuple(d for d in replication.created_run_dirs if not RunDirectory(d).metrics_path.exists())
+        outdir.close(remove_created=True, remove_run_dirs=empty)
+        raise TrainerSpecError(replication.spec_error)
+    return result
+
+
+class _Replication:
+    """The listener: records each replica's start and end in its manifest and shows progress."""
+
+    def __init__(self, progress: Progress, launcher: Backend, *, base_seed: int, argv: Sequence[str]) -> None:
+        self.progress, self.launcher = progress, launcher
+        self.base_seed, self.argv = base_seed, list(argv)
+        self.created_run_dirs: list[Path] = []
+        self.statuses: dict[int, tuple[str, Optional[int], Optional[str], Optional[float]]] = {}
+        self.spec_error: Optional[str] = None
+
+    def prepare(self, job: Job, placement: Placement) -> None:
+        plan: ReplicaPlan = job.payload
+        if plan.run_dir.is_dir():
+            clear_previous_attempt(plan.run_dir)
+        else:
+            plan.run_dir.mkdir(parents=True)
+            self.created_run_dirs.append(plan.run_dir)
+        RunDirectory(plan.run_dir).update_manifest(
+            **start_fields(
+                plan,
+                placement,
+                base_seed=self.base_seed,
+                argv=self.argv,
+                backend=self.launcher.name,
+                timeout_s=job.timeout_s,
+            )
+        )
+
+    def started(self, job: Job, placement: Placement, pid: Optional[int]) -> None:
+        self.progress.started(job.payload.replica, placement.describe())
+
+    def finished(self, job: Job, placement: Placement, outcome: Outcome) -> None:
+        plan: ReplicaPlan = job.payload
+        run = RunDirectory(plan.run_dir)
+        fields = end_fields(outcome, job.stderr_path)
+        if outcome.returncode == EXIT_TRAINER_SPEC and self.spec_error is None:
+            trainer_error = run.read_manifest().get("trainer_error")
+            if isinstance(trainer_error, str) and trainer_error:
+                self.spec_error = trainer_error
+                self.launcher.cancel()
+        run.update_manifest(**fields)
+        status = status_of(outcome)
+        self.statuses[plan.replica] = (status, outcome.returncode, outcome.signal, outcome.duration_s)
+        note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
+        self.progress.finished(
+            plan.replica, status, exit_code=outcome.returncode, duration_s=outcome.duration_s, note=note
+        )
+
+    def result_of(self, plan: ReplicaPlan) -> ReplicaResult:
+        if not plan.run:
+            return ReplicaResult(plan.replica, plan.seed, plan.run_dir, "skipped")
+        if plan.replica not in self.statuses:
+            return ReplicaResult(plan.replica, plan.seed, plan.run_dir, "not started")
+        status, code, signal, duration = self.statuses[plan.replica]
+        return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
+
+
+def _job(plan: ReplicaPlan, timeout: Optional[float]) -> Job:
+    import os
+
+    env = plan.context.to_env()
+    env.setdefault("PYTHONUNBUFFERED", os.environ.get("PYTHONUNBUFFERED", "1"))  # logs up to date if killed
+    return Job(
+        key=f"replica={plan.replica}",
+        argv=CHILD_COMMAND,
+        env=env,
+        stdout_path=plan.run_dir / "stdout.log",
+        stderr_path=plan.run_dir / "stderr.log",
+        timeout_s=timeout,
+        payload=plan,
+    )
+
+
+def _check_options(*, runs: object, variant: object, seed: object, parallel: object, timeout: object) -> None:
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise UsageError(f"`--runs` must be a positive integer. Received: --runs={runs}.")
+    if variant not in VARIANTS:
+        raise UsageError(f"`--variant` must be one of {', '.join(VARIANTS)}. Received: --variant={variant}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise UsageError(f"`--seed` must be an integer in [0, 2**32). Received: --seed={seed}.")
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise UsageError(f"`--parallel` must be a positive integer. Received: --parallel={parallel}.")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")
+    ):
+        raise UsageError(f"`--timeout` must be a positive number of seconds. Received: --timeout={timeout}.")
+
+
+def _check_experiment(experiment: Optional[str], spec: TrainerSpec) -> str:
+    name = experiment if experiment is not None else spec.default_experiment()
+    try:
+        return check_partition_value("experiment", name)
+    except UsageError:
+        derived = "" if experiment is not None else " (derived from --trainer; pass --experiment)"
+        raise UsageError(
+            f"`--experiment` must be a non-empty name without '/', '\\' or '='. Received: --experiment={name}{derived}."
+        ) from None

@@ -1,0 +1,256 @@
+"""The ``--trainer`` spec: parse it, check it cheaply, resolve it to a function, and call that function.
+
+Two forms, as in ``python -m module`` and ``python path/to/file.py``::
+
+    mypkg.train:main          a module importable from the current directory or sys.path
+    path/to/train.py:main     a Python file; its directory goes first on sys.path, as ``python file.py`` does
+
+The launcher only runs :meth:`TrainerSpec.parse` and :meth:`TrainerSpec.precheck` (no user code is imported
+in the launcher); the replica runs :meth:`TrainerSpec.resolve` and :func:`call_trainer`. Every problem is a
+:class:`TrainerSpecError`, a one-line :class:`~deviate_cb.errors.UsageError` that names ``--trainer``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from deviate_cb.context import RunContext
+from deviate_cb.errors import UsageError
+
+__all__ = ["CONTEXT_PARAMETERS", "TrainerSpec", "TrainerSpecError", "call_trainer"]
+
+CONTEXT_PARAMETERS = ("ctx", "context", "run_context")
+
+
+class TrainerSpecError(UsageError):
+    """The ``--trainer`` spec cannot be used: malformed, not found, raising at import, or an unusable signature."""
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    """A parsed ``--trainer`` spec.
+
+    Attributes:
+        text: The spec as given.
+        target: A dotted module name, or a path to a ``.py`` file.
+        function: The (possibly dotted) attribute naming the function inside the module.
+        is_path: ``True`` for the ``path/to/file.py:fn`` form.
+
+    Example:
+        >>> spec = TrainerSpec.parse("examples/train.py:main")
+        >>> spec.is_path, spec.function, spec.default_experiment()
+        (True, 'main', 'train')
+        >>> TrainerSpec.parse("mypkg.train:main").default_experiment()
+        'mypkg.train'
+    """
+
+    text: str
+    target: str
+    function: str
+    is_path: bool
+
+    @classmethod
+    def parse(cls, text: str) -> TrainerSpec:
+        """Parse ``module:fn`` or ``path/to/file.py:fn``; raise :class:`TrainerSpecError` when malformed."""
+        if not isinstance(text, str) or text.count(":") != 1:
+            raise _error("must look like `module:function` or `path/to/file.py:function`", text)
+        target, function = (part.strip() for part in text.split(":"))
+        if not target or not function:
+            raise _error("must look like `module:function` or `path/to/file.py:function`", text)
+        if not all(part.isidentifier() for part in function.split(".")):
+            raise _error(f"must end in a Python function name after ':', not {function!r}", text)
+        is_path = target.endswith(".py") or "/" in target or os.sep in target
+        if not is_path and not all(part.isidentifier() for part in target.split(".")):
+            raise _error(f"must name an importable module before ':', not {target!r}", text)
+        return cls(text=text, target=target, function=function, is_path=is_path)
+
+    def default_experiment(self) -> str:
+        """The experiment name used when ``--experiment`` is not given: the file stem or the module name."""
+        return Path(self.target).stem if self.is_path else self.target
+
+    def precheck(self) -> None:
+        """Check what can be checked without running user code (the launcher calls this before any replica).
+
+        The path form: the file exists and ends in ``.py``. The module form: the top-level package can be
+        found from the current directory or ``sys.path`` (only the top level: finding a submodule would import
+        its parents, which runs user code).
+        """
+        if self.is_path:
+            path = Path(self.target)
+            if not self.target.endswith(".py"):
+                raise _error(f"must name a Python file ending in .py, not {self.target!r}", self.text)
+            if not path.is_file():
+                what = "is a directory" if path.is_dir() else "does not exist"
+                raise _error(f"names the file {self.target!r}, which {what}", self.text)
+            return
+        top = self.target.split(".")[0]
+        with _cwd_on_path():
+            try:
+                found = importlib.util.find_spec(top)
+            except (ImportError, ValueError) as exc:
+                raise _error(f"names module {self.target!r}, which cannot be found ({exc})", self.text) from None
+        if found is None:
+            raise _error(
+                f"names module {self.target!r}, but no module {top!r} is importable from the current directory "
+                "or sys.path (is the package installed, or the command run from the right directory?)",
+                self.text,
+            )
+
+    def load_module(self) -> ModuleType:
+        """Import the module (or execute the file) that holds the function. Runs user code."""
+        if not self.is_path:
+            cwd = os.getcwd()
+            if cwd not in sys.path and "" not in sys.path:
+                sys.path.insert(0, cwd)  # what `python -m` does
+            try:
+                return importlib.import_module(self.target)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                if isinstance(exc, ModuleNotFoundError) and exc.name and _is_prefix(exc.name, self.target):
+                    raise _error(f"names module {self.target!r}, which cannot be imported: {exc}", self.text) from None
+                raise _error(
+                    f"names module {self.target!r}, which raised at import: {_describe(exc)}", self.text
+                ) from None
+        path = Path(self.target).resolve()
+        if not path.is_file():
+            raise _error(f"names the file {self.target!r}, which does not exist", self.text)
+        sys.path.insert(0, str(path.parent))  # what `python path/to/file.py` does
+        name = path.stem if path.stem.isidentifier() and path.stem not in sys.modules else "__deviate_trainer__"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise _error(f"names the file {self.target!r}, which cannot be loaded as a Python module", self.text)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # so pickle and multiprocessing find what it defines
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException as exc:
+            sys.modules.pop(name, None)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise _error(
+                f"names the file {self.target!r}, which raised at import: {_describe(exc)}", self.text
+            ) from None
+        return module
+
+    def resolve(self) -> Callable[..., Any]:
+        """Import the module and return the function. Runs user code; call it in the replica only."""
+        module = self.load_module()
+        obj: Any = module
+        for part in self.function.split("."):
+            if not hasattr(obj, part):
+                available = sorted(
+                    n
+                    for n, v in vars(module).items()
+                    if callable(v) and not n.startswith("_") and _defined_in(v, module)
+                )
+                hint = f"; functions defined there: {', '.join(available[:8])}" if available else ""
+                raise _error(f"names {self.function!r}, which {self.target!r} does not define{hint}", self.text)
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise _error(f"names {self.function!r}, which is a {type(obj).__name__}, not a function", self.text)
+        return obj
+
+
+def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any:
+    """Call ``fn`` with what its signature asks for.
+
+    No parameters: ``fn()``. A parameter named ``seed``: the replica's seed. A parameter named ``ctx``,
+    ``context`` or ``run_context``, or annotated ``RunContext``: the run context. Parameters with defaults
+    and ``*args``/``**kwargs`` are left alone; any other required parameter is a :class:`TrainerSpecError`.
+    Coroutine functions are run with :func:`asyncio.run`.
+
+    Example:
+        >>> ctx = RunContext(Path("runs/r"), "e", "algo", 1, 8, True)
+        >>> call_trainer(lambda seed, ctx=None: (seed, ctx.replica), ctx)
+        (8, 1)
+    """
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: call without arguments
+        signature = inspect.Signature()
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.name == "seed":
+            value: Any = ctx.seed
+        elif param.name in CONTEXT_PARAMETERS or _is_context_annotation(param.annotation):
+            value = ctx
+        elif param.default is not param.empty:
+            if param.kind is param.POSITIONAL_ONLY:
+                args.append(param.default)
+            continue
+        else:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise _error(
+                f"names {name}{signature}, whose required parameter {param.name!r} deviate-replicate cannot fill "
+                f"(it passes only `seed` (int) and `ctx`/`context`/`run_context` (RunContext))",
+                spec or ctx.trainer or name,
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            args.append(value)
+        else:
+            kwargs[param.name] = value
+    if inspect.iscoroutinefunction(fn):
+        import asyncio
+
+        return asyncio.run(fn(*args, **kwargs))
+    return fn(*args, **kwargs)
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    if annotation is RunContext:
+        return True
+    if isinstance(annotation, str):  # postponed annotations: compare names, not objects
+        names = set(re.findall(r"[A-Za-z_][\w.]*", annotation)) - {"Optional", "typing.Optional", "Union", "None"}
+        return len(names) == 1 and names.pop().rsplit(".", 1)[-1] == "RunContext"
+    return False
+
+
+def _is_prefix(name: str, module: str) -> bool:
+    return module == name or module.startswith(name + ".")
+
+
+def _defined_in(value: Any, module: ModuleType) -> bool:
+    return getattr(value, "__module__", None) == module.__name__
+
+
+def _describe(exc: BaseException) -> str:
+    """``ValueError: boom (train.py, line 3)``: the exception and the innermost frame, on one line."""
+    message = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        frame = frames[-1]
+        text += f" ({frame.filename}, line {frame.lineno})"
+    return text
+
+
+def _error(problem: str, received: str) -> TrainerSpecError:
+    return TrainerSpecError(f"`--trainer` {problem}. Received: --trainer={received}.")
+
+
+class _cwd_on_path:
+    """Put the current directory first on ``sys.path`` while checking, as ``python -m`` does for the replica."""
+
+    def __enter__(self) -> None:
+        self._added = os.getcwd()
+        sys.path.insert(0, self._added)
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(self._added)

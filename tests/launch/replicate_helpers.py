@@ -1,0 +1,76 @@
+"""Helpers for the launcher tests: run ``deviate-replicate`` for real and read what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pyarrow.parquet as pq
+
+TRAINERS = Path(__file__).parent / "trainers"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Completed:
+    """A finished ``deviate-replicate`` run."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    out: Path
+
+    def variant_dir(self, experiment: str, variant: str) -> Path:
+        return self.out / f"experiment={experiment}" / f"variant={variant}"
+
+    def run_dir(self, experiment: str, variant: str, replica: int) -> Path:
+        return self.variant_dir(experiment, variant) / f"replica={replica}"
+
+
+def trainer(spec: str) -> str:
+    """``basic.py:echo`` -> an absolute path spec into tests/launch/trainers."""
+    return f"{TRAINERS / spec}"
+
+
+def child_env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(extra or {})
+    return env
+
+
+def start_cli(args: Sequence[str], *, cwd: Path, env: Optional[Mapping[str, str]] = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", *args],
+        cwd=cwd,
+        env=child_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def manifest(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.parquet"
+    return pq.read_table(path).to_pylist() if path.exists() else []
+
+
+def final_metrics(run_dir: Path) -> dict[str, float]:
+    return {row["name"]: row["value"] for row in metrics(run_dir) if row["stage"] == "final"}
+
+
+def tree(path: Path) -> list[str]:
+    """Every path under ``path`` (relative), for 'nothing was created' checks."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
