@@ -140,7 +140,7 @@ def excluded_line(run: RunRecord) -> str:
         >>> excluded_line(RunRecord(Path("r"), "mlp", "algo", "3", "failed", 1, "RuntimeError: boom"))
         'experiment=mlp variant=algo replica=3 left out of the statistics: failed (exit code 1): RuntimeError: boom'
     """
-    detail = f" (exit code {run.exit_code})" if run.exit_code is not None else ""
+    detail = f" (exit code {_exit(run)})" if run.exit_code is not None else f" ({run.signal})" if run.signal else ""
     error = f": {run.error}" if run.error else ""
     where = f"experiment={run.experiment} variant={run.variant} replica={run.replica}"
     return f"{where} left out of the statistics: {run.status}{detail}{error}"
@@ -162,7 +162,11 @@ def _num(x: float) -> str:
 
 
 def _exit(run: RunRecord) -> str:
-    return "" if run.exit_code is None else str(run.exit_code)
+    """The exit status as shown: the code, the signal's name, or both (``-9 (SIGKILL)``)."""
+    code = "" if run.exit_code is None else str(run.exit_code)
+    if run.signal:
+        return f"{code} ({run.signal})" if code else run.signal
+    return code
 
 
 def _md(cell: Any) -> str:

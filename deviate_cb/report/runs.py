@@ -28,7 +28,9 @@ __all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base"]
 RUN_LAYOUT = "<DIR>/experiment=<name>/variant=<v>/replica=<k>/run.json"
 _KEYS = ("experiment", "variant", "replica")
 _EXIT_CODE_KEYS = ("exit_code", "returncode", "exit_status")
-_ERROR_KEYS = ("error", "error_tail", "stderr_tail")
+# Most specific first: the launcher records the exception as one line (`exception`), a bad trainer spec
+# (`trainer_error`), why the replica ended (`reason`: exit code, signal, timeout) and the stderr tail (`error`).
+_ERROR_KEYS = ("exception", "trainer_error", "reason", "error", "error_tail", "stderr_tail")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class RunRecord:
         status: ``completed``, ``running``, ``failed``, ``timeout``, ``killed``, or ``unknown`` when the
             manifest is missing or unreadable.
         exit_code: The replica's exit status, when the manifest records one.
+        signal: The name of the signal that ended it (``SIGKILL``), when one did.
         error: The first informative line of the recorded error, when there is one.
     """
 
@@ -53,6 +56,7 @@ class RunRecord:
     status: str
     exit_code: Optional[int] = None
     error: Optional[str] = None
+    signal: Optional[str] = None
 
     @property
     def metrics_path(self) -> Path:
@@ -138,6 +142,7 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         status=status if isinstance(status, str) and status else "unknown",
         exit_code=_exit_code(manifest),
         error=_first_error_line(manifest),
+        signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
     )
 
 

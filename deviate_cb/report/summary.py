@@ -148,6 +148,9 @@ def build_report(
     table, display = _with_metric_column(table)
     if metrics:
         table = _filter_metrics(table, metrics, display, stage)
+    known = {key for (stage_, name) in display for key in (name, f"{stage_}/{name}")}
+    for key in sorted(set(directions or {}) - known):
+        warnings.append(f"`--direction {key}={(directions or {})[key]}` names no metric of this report; it is ignored.")
     result = aggregate_table(
         table,
         aggregate,
@@ -177,8 +180,10 @@ def _with_metric_column(table: Any) -> tuple[Any, dict[tuple[str, str], str]]:
     for pair in pairs:
         stages.setdefault(pair["name"], set()).add(pair["stage"])
     multi = pa.array(sorted(n for n, ss in stages.items() if len(ss) > 1), type=pa.string())
-    qualified = pc.binary_join_element_wise(table.column("stage"), table.column("name"), "/")
-    metric = pc.if_else(pc.is_in(table.column("name"), value_set=multi), qualified, table.column("name"))
+    metric = table.column("name")
+    if len(multi):
+        qualified = pc.binary_join_element_wise(table.column("stage"), metric, "/")
+        metric = pc.if_else(pc.is_in(metric, value_set=multi), qualified, metric)
     display = {
         (p["stage"], p["name"]): (f"{p['stage']}/{p['name']}" if len(stages[p["name"]]) > 1 else p["name"])
         for p in pairs
@@ -222,7 +227,7 @@ def _describe_groups(per_run: Any, how: str, level: float) -> list[ReportRow]:
     for (experiment, variant, metric), values in series.items():
         d = describe(values)
         low, high = d.confidence_interval(level)
-        stats = (d.n, d.mean, d.std, d.cv, d.min, d.max, d.range, low, high, d.n_nonfinite)
+        stats = (d.n, d.mean, d.std, d.cv, d.min, d.max, d.range, float(low), float(high), d.n_nonfinite)
         rows.append(ReportRow(experiment, variant, metric, how, *stats))
     return sorted(rows, key=lambda r: (r.experiment, r.variant, math.isnan(r.cv), -_num(r.cv), r.metric))
 

@@ -185,7 +185,9 @@ def aggregate_table(
         keep = pc.invert(pc.is_in(table.column(name), value_set=pa.array(skipped, type=pa.string())))
         work = work.append_column("_max", pc.is_in(table.column(name), value_set=maximise)).filter(keep)
     if how == "last":
-        work = work.sort_by([("_order", "ascending")])
+        order_values = work.column("_order").to_numpy()
+        if order_values.size and not np.all(order_values[1:] >= order_values[:-1]):
+            work = work.take(pa.array(np.argsort(order_values, kind="stable")))
         out = work.group_by(keys, use_threads=False).aggregate([("_v", "last")])
         result = out.column("_v_last")
     else:

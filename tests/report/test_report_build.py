@@ -242,3 +242,42 @@ def test_single_run_group_has_nan_spread(tmp_path: Path, make_run) -> None:
     make_run(tmp_path, "e", "v", 0, [("val", "acc", 0.5)])
     row = _row(build_report(tmp_path), "acc", "v")
     assert row.n == 1 and all(math.isnan(x) for x in (row.std, row.cv, row.std_ci_low, row.std_ci_high))
+
+
+def test_launcher_manifest_fields_are_summarised(tmp_path: Path, make_run) -> None:
+    """deviate-replicate records `exception` (one line), `reason`, `signal` and the stderr tail as `error`."""
+    tail = "Traceback (most recent call last):\n  File 'train.py', line 3\nValueError: bad lr"
+    make_run(tmp_path, "e", "v", 0, [("val", "acc", 0.5)])
+    make_run(tmp_path, "e", "v", 1, status="failed", exit_code=1, exception="ValueError: bad lr", error=tail)
+    killed = {"exit_code": -9, "signal": "SIGKILL", "reason": "killed by SIGKILL", "error": "epoch 3/10"}
+    make_run(tmp_path, "e", "v", 2, status="killed", **killed)
+    make_run(tmp_path, "e", "v", 3, status="timeout", exit_code=None, signal="SIGTERM", error=tail)
+    from deviate_cb.report.render import excluded_line
+
+    lines = [excluded_line(r) for r in build_report(tmp_path).excluded]
+    prefix = "experiment=e variant=v replica="
+    assert lines == [
+        f"{prefix}1 left out of the statistics: failed (exit code 1): ValueError: bad lr",
+        f"{prefix}2 left out of the statistics: killed (exit code -9 (SIGKILL)): killed by SIGKILL",
+        f"{prefix}3 left out of the statistics: timeout (SIGTERM): ValueError: bad lr",
+    ]
+
+
+def test_corrupt_column_chunk_with_intact_footer_is_skipped(tmp_path: Path, make_run) -> None:
+    """The footer check passes; the dataset scan fails; the files are then read one by one to name the bad one."""
+    _study(tmp_path, make_run)
+    path = make_run(tmp_path, "mlp", "algo", 3, [("val", "val_loss", 0.1)] * 50) / "metrics.parquet"
+    chunk = pq.read_metadata(path).row_group(0).column(pq.read_schema(path).get_field_index("value"))
+    offset = chunk.dictionary_page_offset or chunk.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[offset : offset + 16] = b"\xab" * 16  # the page header
+    path.write_bytes(bytes(data))
+    report = build_report(tmp_path)
+    assert _row(report, "val_loss").n == 3
+    (warning,) = report.warnings
+    assert warning.startswith(f"{path}: not a readable Parquet file (") and warning.endswith("; skipped.")
+
+
+def test_direction_for_an_unknown_metric_is_warned_about(tmp_path: Path, make_run) -> None:
+    report = build_report(_study(tmp_path, make_run), aggregate="best", directions={"lr": "max", "val_lss": "min"})
+    assert report.warnings == ("`--direction val_lss=min` names no metric of this report; it is ignored.",)
