@@ -1,0 +1,35 @@
+"""The variance report of a study directory: what ``deviate report DIR`` prints.
+
+:func:`build_report` finds the runs, reads their manifests and metrics (one ``pyarrow.dataset`` scan),
+aggregates each metric per run and describes it across the runs of each (experiment, variant) group;
+:func:`render` and :func:`print_table` write the result.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k, loss in enumerate([0.30, 0.34]):
+    ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
+    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.metrics().append({"step": [0], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
+    ...                               "name": ["val_loss"], "value": [loss], "wall_time": [0.0]})
+    >>> print(render(build_report(root), "csv").splitlines()[0])
+    experiment,variant,metric,aggregate,n,mean,std,cv,min,max,range,std_ci_low,std_ci_high,n_nonfinite
+"""
+
+from deviate_cb.report.render import FORMATS, print_table, render
+from deviate_cb.report.runs import RunRecord, find_runs
+from deviate_cb.report.summary import COLUMNS, Report, ReportRow, build_report
+
+__all__ = [
+    "COLUMNS",
+    "FORMATS",
+    "Report",
+    "ReportRow",
+    "RunRecord",
+    "build_report",
+    "find_runs",
+    "print_table",
+    "render",
+]

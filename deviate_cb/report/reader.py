@@ -87,8 +87,7 @@ def _check_file(path: str, warnings: list[str]) -> pa.Schema | None:
     import pyarrow.parquet as pq
 
     try:
-        pq.read_metadata(path)
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(path)  # reads and checks the footer only
     except (OSError, pa.ArrowException) as exc:
         warnings.append(f"{path}: not a readable Parquet file ({_reason(exc)}); skipped.")
         return None
