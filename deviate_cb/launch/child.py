@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any, Optional
 
@@ -32,7 +33,7 @@ from deviate_cb.launch.inject import install_trainer_injection
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
 from deviate_cb.store import RunDirectory
 
-__all__ = ["EXIT_TRAINER_SPEC", "EXIT_USAGE", "main", "run_replica"]
+__all__ = ["EXIT_TRAINER_SPEC", "EXIT_USAGE", "is_rank_zero", "main", "run_replica"]
 
 EXIT_TRAINER_SPEC = 3
 EXIT_USAGE = 2
@@ -63,23 +64,38 @@ def run_replica(ctx: RunContext) -> int:
     apply_determinism(ctx.deterministic)
     install_trainer_injection()
     run = RunDirectory(ctx.run_dir)
-    run.update_manifest(pid=os.getpid(), python=sys.executable)
+    writer = is_rank_zero()  # DDP re-launches this module for the other ranks: only rank zero records
+    if writer:
+        run.update_manifest(pid=os.getpid(), python=sys.executable)
     try:
         spec = TrainerSpec.parse(ctx.trainer or "")
         fn = spec.resolve()
         result = call_trainer(fn, ctx, spec.text)
     except TrainerSpecError as exc:
         message = str(exc)
-        run.update_manifest(trainer_error=message)
+        if writer:
+            run.update_manifest(trainer_error=message)
         print(f"{_PROG}: error: {message}", file=sys.stderr)
         return EXIT_TRAINER_SPEC
     except BaseException as exc:
-        if not isinstance(exc, SystemExit):  # the traceback goes to stderr.log; the manifest gets one line
+        if writer and not isinstance(exc, SystemExit):  # the traceback goes to stderr.log; the manifest: one line
             run.update_manifest(exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
         raise
-    names = record_final_metrics(result, ctx.run_dir)
-    _complete_plain_run(run, ctx, names)
+    if writer:
+        names = record_final_metrics(result, ctx.run_dir)
+        _complete_plain_run(run, ctx, names)
     return 0
+
+
+def is_rank_zero(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this process is global rank zero (``RANK``, ``LOCAL_RANK``, ``NODE_RANK`` unset or 0).
+
+    Example:
+        >>> is_rank_zero({}), is_rank_zero({"LOCAL_RANK": "1"})
+        (True, False)
+    """
+    environ = os.environ if environ is None else environ
+    return all(environ.get(name, "0") in ("0", "") for name in ("RANK", "LOCAL_RANK", "NODE_RANK"))
 
 
 def _complete_plain_run(run: RunDirectory, ctx: RunContext, final_metrics: list[str]) -> None:

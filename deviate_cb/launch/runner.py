@@ -150,7 +150,7 @@ def replicate(
     finally:
         progress.close()
         if replication.spec_error is None:
-            outdir.close()
+            outdir.close(remove_created=True)  # only what is still empty: nothing ran there
         results = [replication.result_of(plan) for plan in plans]
         result = ReplicationResult(str(out), experiment, variant, results, time.monotonic() - started, interrupted)
         if replication.spec_error is None:

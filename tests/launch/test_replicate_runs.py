@@ -87,6 +87,7 @@ def test_replica_environment_and_seeds_follow_the_variant(cli, variant: str, see
     assert "2 completed, 0 failed, 0 skipped in " in done.stdout and "run `deviate report " in done.stdout
 
 
+@pytest.mark.slow
 def test_failed_replica_is_recorded_and_never_stops_the_others_then_resume_and_force(cli, tmp_path: Path) -> None:
     log = tmp_path / "launches.txt"
     args = ("--trainer", trainer("basic.py:fail_on_replica"), "-n", "3", "--parallel", "2", "--experiment", "exp")
@@ -182,6 +183,7 @@ def test_gpus_default_to_cuda_visible_devices(cli) -> None:
     assert set(gpus) == {"3", "5"} and "GPUs: 3, 5" in done.stdout
 
 
+@pytest.mark.slow
 def test_function_signatures_and_module_form(cli, tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(TRAINERS)}
     for fn, expected in (("no_args", 0.0), ("keyword_only", 14.0), ("coroutine", 7.0)):
