@@ -50,7 +50,7 @@ def patch_trainer_class(trainer_cls: type, callback_class: Optional[type] = None
         >>> Trainer(callbacks=[mine]).callbacks == [mine]
         True
     """
-    original = trainer_cls.__init__
+    original = getattr(trainer_cls, "__init__")  # noqa: B009 (the class attribute, not an instance's)
     if getattr(original, _MARKER, False):
         return
 
@@ -62,7 +62,7 @@ def patch_trainer_class(trainer_cls: type, callback_class: Optional[type] = None
         original(self, *args, **kwargs)
 
     setattr(__init__, _MARKER, True)
-    trainer_cls.__init__ = __init__  # type: ignore[method-assign]
+    setattr(trainer_cls, "__init__", __init__)  # noqa: B010
 
 
 def with_callback(callbacks: Any, callback_class: type) -> Any:

@@ -21,6 +21,7 @@ from replicate_helpers import (
 )
 
 from deviate_cb.launch.runner import replicate
+from deviate_cb.store import RunDirectory
 
 
 @pytest.mark.slow
@@ -122,6 +123,22 @@ def test_failed_replica_is_recorded_and_never_stops_the_others_then_resume_and_f
     assert len(final_metrics(forced.run_dir("exp", "algo+impl", 0))) == 1  # cleared, not appended twice
 
 
+def test_running_left_by_a_dead_launcher_is_rerun_from_scratch(cli, tmp_path: Path) -> None:
+    stale = RunDirectory(tmp_path / "runs" / "experiment=basic" / "variant=algo+impl" / "replica=0")
+    stale.update_manifest(status="running", seed=0, launcher_pid=999999, error="old")
+    stale.metrics().append(
+        {"step": [5], "epoch": [0], "stage": ["train"], "scope": ["step"], "name": ["stale"], "value": [1.0],
+         "wall_time": [0.0]}
+    )  # fmt: skip
+    (stale.path / "stderr.log").write_text("old attempt\n")
+    done = cli("--trainer", trainer("basic.py:counted"), "-n", "1")
+    assert done.returncode == 0, done.stderr
+    assert [r["name"] for r in metrics(stale.path)] == ["replica"]
+    record = manifest(stale.path)
+    assert record["status"] == "completed" and record["attempt"] == 2 and "error" not in record
+    assert "old attempt" not in (stale.path / "stderr.log").read_text()
+
+
 def test_sigkill_mid_training_keeps_flushed_metrics_and_is_marked_failed(cli) -> None:
     done = cli("--trainer", trainer("basic.py:sigkill_midway"), "-n", "1")
     assert done.returncode == 1
@@ -147,13 +164,10 @@ def test_timeout_terminates_the_replica_and_marks_it(cli) -> None:
 
 
 def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored(tmp_path: Path) -> None:
-    result = replicate(
-        trainer("basic.py:ignore_sigterm"),
-        out=tmp_path / "runs",
-        timeout=1.0,
-        kill_grace_s=0.5,
-        stream=open(os.devnull, "w"),  # noqa: SIM115
-    )
+    with open(os.devnull, "w") as sink:
+        result = replicate(
+            trainer("basic.py:ignore_sigterm"), out=tmp_path / "runs", timeout=1.0, kill_grace_s=0.5, stream=sink
+        )
     assert result.exit_status == 1 and result.replicas[0].status == "timeout"
     record = manifest(result.replicas[0].run_dir)
     assert record["status"] == "timeout" and record["signal"] == "SIGKILL"
