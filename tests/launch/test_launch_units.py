@@ -56,7 +56,9 @@ def test_default_experiment_is_the_file_stem_or_the_module() -> None:
     assert TrainerSpec.parse("mypkg.train:main").default_experiment() == "mypkg.train"
 
 
-def test_precheck_finds_top_level_packages_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_precheck_finds_top_level_packages_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_imports
+) -> None:
     TrainerSpec.parse("json.decoder:anything").precheck()  # the function is checked in the replica
     with pytest.raises(TrainerSpecError, match="no module 'nosuchpkg_xyz'"):
         TrainerSpec.parse("nosuchpkg_xyz.train:main").precheck()
@@ -71,7 +73,17 @@ def test_precheck_finds_top_level_packages_only(tmp_path: Path, monkeypatch: pyt
         TrainerSpec.parse("d.py:main").precheck()
 
 
-def test_resolve_errors_name_the_problem(tmp_path: Path) -> None:
+@pytest.fixture
+def isolated_imports(monkeypatch: pytest.MonkeyPatch):
+    """Undo what resolving a spec does to this process: sys.path entries and imported trainer modules."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def test_resolve_errors_name_the_problem(isolated_imports) -> None:
     with pytest.raises(TrainerSpecError, match=r"functions defined there: .*echo"):
         TrainerSpec.parse(f"{TRAINERS / 'basic.py'}:nosuch").resolve()
     with pytest.raises(TrainerSpecError, match="is a dict, not a function"):

@@ -52,9 +52,8 @@ def test_torch_control_replicas_are_bit_identical_and_algo_impl_differ(cli) -> N
     [("algo+impl", [10, 11], False), ("algo", [10, 11], True), ("impl", [10, 10], False), ("control", [10, 10], True)],
 )
 def test_replica_environment_and_seeds_follow_the_variant(cli, variant: str, seeds: list[int], deterministic: bool):
-    done = cli(
-        "--trainer", trainer("basic.py:echo"), "-n", "2", "--variant", variant, "--seed", "10", "--parallel", "2"
-    )
+    args = ("--trainer", trainer("basic.py:echo"), "-n", "2", "--variant", variant, "--seed", "10", "--parallel", "2")
+    done = cli(*args, "--gpus", "none")
     assert done.returncode == 0, done.stderr
     hashes = []
     for replica, seed in enumerate(seeds):
@@ -71,7 +70,7 @@ def test_replica_environment_and_seeds_follow_the_variant(cli, variant: str, see
         assert (
             (env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8") if deterministic else env["CUBLAS_WORKSPACE_CONFIG"] is None
         )
-        assert env["CUDA_VISIBLE_DEVICES"] is None  # no GPUs known: inherited (unset)
+        assert env["CUDA_VISIBLE_DEVICES"] is None  # --gpus none: no placement, inherited (unset)
         values = final_metrics(run_dir)
         assert values["seed"] == seed and values["replica"] == replica and values["cublas_set"] == deterministic
         hashes.append((values["hash"], values["np_rand"], values["py_rand"]))
