@@ -99,7 +99,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             out=ns.out,
             experiment=ns.experiment,
             parallel=_number(ns.parallel, int),
-            timeout=None if ns.timeout is None else _number(ns.timeout, float),
+            timeout=None if ns.timeout is None else _number(ns.timeout, int, float),
             force=ns.force,
             gpus=ns.gpus,
             argv=[PROG, *args],
@@ -117,12 +117,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return result.exit_status
 
 
-def _number(raw: str, kind: type) -> Any:
-    """``int("3")`` or ``float("2.5")``; the raw text when it is not one (validation then names it)."""
-    try:
-        return kind(raw.strip())
-    except ValueError:
-        return raw
+def _number(raw: str, *kinds: type) -> Any:
+    """``raw`` as the first of ``kinds`` that parses it; the raw text when none does (validation then names it).
+
+    Example:
+        >>> _number("3", int), _number("2.5", int, float), _number("x", int)
+        (3, 2.5, 'x')
+    """
+    for kind in kinds:
+        try:
+            return kind(raw.strip())
+        except ValueError:
+            continue
+    return raw
 
 
 def _raise_terminated(signum: int, frame: Optional[FrameType]) -> None:
