@@ -2,13 +2,16 @@
 
 A returned mapping of numbers (or a list of mappings, which is what Lightning's ``trainer.test`` returns) is
 appended to the run's ``metrics.parquet`` with ``stage="final"``, ``scope="final"``, ``epoch`` null and
-``step`` the largest step already recorded (0 when nothing was). Numbers are ``int``, ``float``, ``bool``,
-NumPy scalars and 0-d arrays or tensors; NaN and Inf are kept (the store flags them). Anything else is
-skipped with one warning line naming the metric and its type, never an error.
+``step`` the largest step already recorded (0 when nothing was). A returned value that a DeviateCallback
+already recorded (same name, same latest value, as in ``return trainer.test()[0]``) is not recorded twice.
+Numbers are ``int``, ``float``, ``bool``, NumPy scalars and 0-d arrays or tensors; NaN and Inf are kept
+(the store flags them). Anything else is skipped with one warning line naming the metric and its type,
+never an error.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 import sys
 import time
@@ -103,6 +106,10 @@ def record_final_metrics(result: Any, run_dir: Path, *, warn: TextIO | None = No
 
         largest = pc.max(table.column("step")).as_py()
         step = int(largest) if largest is not None else 0
+        latest = _latest_values(table)
+        pairs = [(name, value) for name, value in pairs if not _same(latest.get(name), value)]
+        if not pairs:
+            return []
     n = len(pairs)
     now = time.time()
     metrics.append(
@@ -117,6 +124,15 @@ def record_final_metrics(result: Any, run_dir: Path, *, warn: TextIO | None = No
         }
     )
     return [name for name, _ in pairs]
+
+
+def _latest_values(table: Any) -> dict[str, float]:
+    """The latest recorded value of each metric name (rows are in recording order)."""
+    return dict(zip(table.column("name").to_pylist(), table.column("value").to_pylist(), strict=True))
+
+
+def _same(recorded: Optional[float], value: float) -> bool:
+    return recorded is not None and (recorded == value or (math.isnan(recorded) and math.isnan(value)))
 
 
 def _type_name(value: Any) -> str:

@@ -354,3 +354,29 @@ def test_live_progress_renders_a_table() -> None:
     progress.close()
     rendered = stream.getvalue()
     assert "slot/GPU" in rendered and "timeout" in rendered and "more not shown; in all: 11 queued" in rendered
+
+
+def test_final_metrics_skip_values_the_callback_already_recorded(tmp_path: Path) -> None:
+    from deviate_cb.launch.final_metrics import record_final_metrics
+    from deviate_cb.store import RunDirectory
+
+    RunDirectory(tmp_path).metrics().append(
+        {
+            "step": [5, 9],
+            "epoch": [0, 1],
+            "stage": ["val", "val"],
+            "scope": ["epoch", "epoch"],
+            "name": ["val_acc", "val_acc"],
+            "value": [0.25, 0.5],
+            "wall_time": [0.0, 1.0],
+        }
+    )
+    # `return trainer.callback_metrics`-style: the latest val_acc is already there; new_metric is not
+    assert record_final_metrics({"val_acc": 0.5, "new_metric": 1.0}, tmp_path) == ["new_metric"]
+    # a value that differs from the latest recorded one is a real final value
+    assert record_final_metrics({"val_acc": 0.25}, tmp_path) == ["val_acc"]
+    rows = RunDirectory(tmp_path).metrics().read().to_pylist()
+    assert [(r["stage"], r["name"], r["value"]) for r in rows if r["stage"] == "final"] == [
+        ("final", "new_metric", 1.0),
+        ("final", "val_acc", 0.25),
+    ]

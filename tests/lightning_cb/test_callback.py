@@ -210,3 +210,29 @@ def test_state_dict_round_trip(tmp_path: Path) -> None:
 def test_invalid_arguments(kwargs: dict, message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         DeviateCallback(**kwargs)
+
+
+def test_under_a_run_context_two_trainers_append_to_the_replica_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deviate_cb.context import RunContext
+
+    run_dir = tmp_path / "runs" / "experiment=e" / "variant=algo" / "replica=3"
+    ctx = RunContext(run_dir, "e", "algo", 3, 103, True)
+    for name, value in ctx.to_env().items():
+        monkeypatch.setenv(name, value)
+    module = TinyModule()
+    with pytest.warns(UserWarning, match=r"DeviateCallback\(seed=7\) is ignored: deviate-replicate controls it"):
+        fit_cb = DeviateCallback(seed=7)
+    trainer([fit_cb], max_epochs=1).fit(module, loader(), loader(shuffle=False))
+    test_cb = DeviateCallback()
+    trainer([test_cb], max_epochs=1).test(module, loader(shuffle=False))
+    assert Path(fit_cb.run_dir) == Path(test_cb.run_dir) == run_dir
+    data = rows(run_dir)
+    assert [r["seq"] for r in data] == list(range(len(data)))
+    assert data[-1]["stage"] == "test" and data[-1]["name"] == "test_acc"
+    m = manifest(run_dir)
+    assert "status" not in m  # the launcher owns a replica's status
+    assert m["determinism"]["requested"] == {"seed": 103, "deterministic": True}
+    assert m["determinism"]["in_effect"]["torch"]["deterministic_algorithms"] is True
+    torch.use_deterministic_algorithms(False)
