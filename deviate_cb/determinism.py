@@ -18,7 +18,13 @@ from typing import Any, Optional
 from deviate_cb._import_hooks import when_imported
 from deviate_cb.context import Deterministic, parse_deterministic
 
-__all__ = ["apply_determinism", "determinism_in_effect", "seed_everything", "verify_determinism"]
+__all__ = [
+    "apply_determinism",
+    "determinism_in_effect",
+    "determinism_record",
+    "seed_everything",
+    "verify_determinism",
+]
 
 _CUBLAS_CONFIG = ":4096:8"
 _RELATED_ENV = (
@@ -141,4 +147,24 @@ def verify_determinism(
             problems.append("torch.backends.cudnn.benchmark is True")
         if env.get("CUBLAS_WORKSPACE_CONFIG") not in (":4096:8", ":16:8"):
             problems.append(f"CUBLAS_WORKSPACE_CONFIG is {env.get('CUBLAS_WORKSPACE_CONFIG')!r}")
+    if deterministic is False and torch_state is not None and torch_state["deterministic_algorithms"]:
+        problems.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
     return problems
+
+
+def determinism_record(seed: Optional[int], deterministic: Optional[Deterministic]) -> dict[str, Any]:
+    """The manifest's ``determinism`` section: what was requested, what is in effect now, what disagrees.
+
+    Example:
+        >>> record = determinism_record(None, None)
+        >>> record["verified"], record["requested"]
+        (True, {'seed': None, 'deterministic': None})
+    """
+    in_effect = determinism_in_effect()
+    problems = verify_determinism(seed, deterministic, in_effect)
+    return {
+        "requested": {"seed": seed, "deterministic": deterministic},
+        "in_effect": in_effect,
+        "problems": problems,
+        "verified": not problems,
+    }

@@ -8,7 +8,6 @@ when CUDA is already initialised. GPU UUIDs are hashed. See DESIGN.md, "Fingerpr
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import importlib.metadata
 import os
@@ -19,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from deviate_cb.determinism import determinism_in_effect
+from deviate_cb.store import iso_time
 
 __all__ = ["collect_fingerprint", "flatten"]
 
@@ -56,7 +56,7 @@ def collect_fingerprint(
         (3, True, 3)
     """
     fingerprint: dict[str, Any] = {
-        "collected_at": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        "collected_at": iso_time(),
         "seed": seed,
         "dataloader_workers": dataloader_workers,
         "python": {

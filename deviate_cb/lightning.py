@@ -92,25 +92,30 @@ class DeviateCallback(pl.Callback):
         if trainer.is_global_zero:
             self._session.open()
 
+    def _fingerprint(self, trainer: pl.Trainer, dataloaders: Any) -> None:
+        if trainer.is_global_zero:  # the DataLoaders exist only once the stage starts
+            self._session.write_fingerprint(
+                dataloader_workers=_num_workers(dataloaders), extra={"lightning": _trainer_facts(trainer)}
+            )
+
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start(trainer)
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.is_global_zero:  # the DataLoaders exist only now: record the fingerprint with their facts
-            self._session.write_fingerprint(
-                dataloader_workers=_num_workers(trainer.train_dataloader), extra={"lightning": _trainer_facts(trainer)}
-            )
+        self._fingerprint(trainer, trainer.train_dataloader)
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn != "fit":
             self._start(trainer)
+            self._fingerprint(trainer, trainer.val_dataloaders)
 
     @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start(trainer)
+        self._fingerprint(trainer, trainer.test_dataloaders)
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:

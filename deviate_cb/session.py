@@ -9,7 +9,6 @@ the session sets it (running, then completed or failed).
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import socket
 import sys
@@ -19,18 +18,14 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from deviate_cb.context import Deterministic, RunContext, parse_deterministic
-from deviate_cb.determinism import apply_determinism, determinism_in_effect, seed_everything, verify_determinism
+from deviate_cb.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.fingerprint import collect_fingerprint
 from deviate_cb.recorder import MetricRecorder, ValuesToFloats, floats_of
-from deviate_cb.store import MetricsFile, RunDirectory, check_partition_value, claim_replica
+from deviate_cb.store import MetricsFile, RunDirectory, check_partition_value, claim_replica, iso_time
 
 __all__ = ["STANDALONE_VARIANT", "RunSession"]
 
 STANDALONE_VARIANT = "standalone"
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
 
 
 class RunSession:
@@ -84,6 +79,7 @@ class RunSession:
         self._metrics_file: Optional[MetricsFile] = None
         self._restored: Optional[Mapping[str, Any]] = None
         self._failed = False
+        self._fingerprinted = False
 
     @staticmethod
     def _validate(out_dir: object, experiment: object, seed: object, metrics: object) -> None:
@@ -148,35 +144,27 @@ class RunSession:
                 argv=list(sys.argv),
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                started_at=restored.get("started_at") or _now(),
+                started_at=restored.get("started_at") or iso_time(),
             )
         run.update_manifest(**fields)
         self.record_determinism()
-        self.write_fingerprint()
         return run
 
     def record_determinism(self) -> list[str]:
         """Record what was requested and what is verifiably in effect; warn about each mismatch."""
-        in_effect = determinism_in_effect()
-        problems = verify_determinism(self.seed, self.deterministic, in_effect)
-        if self.deterministic is False and in_effect.get("torch", {}).get("deterministic_algorithms"):
-            problems.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
+        record = determinism_record(self.seed, self.deterministic)
+        problems = record["problems"]
         if self.run is not None:
-            self.run.update_manifest(
-                determinism={
-                    "requested": {"seed": self.seed, "deterministic": self.deterministic},
-                    "in_effect": in_effect,
-                    "problems": problems,
-                    "verified": not problems,
-                }
-            )
+            self.run.update_manifest(determinism=record)
         if problems and self.deterministic:
             warnings.warn("deviate-cb: determinism not fully in effect: " + "; ".join(problems), stacklevel=2)
         return problems
 
     def write_fingerprint(self, **facts: Any) -> None:
-        if self.run is not None:
+        """Record the fingerprint (adapters call this once the stage's DataLoaders exist)."""
+        if self.run is not None and self.enabled:
             self.run.write_fingerprint(collect_fingerprint(seed=self.seed, **facts))
+            self._fingerprinted = True
 
     @property
     def next_seq(self) -> int:
@@ -198,6 +186,8 @@ class RunSession:
         self.flush()
         if self.run is None:
             return {}
+        if not self._fingerprinted:  # the run ended before its adapter recorded one
+            self.write_fingerprint()
         fields: dict[str, Any] = {}
         if error is not None:
             self._failed = True
@@ -207,7 +197,7 @@ class RunSession:
                 fields["status"] = "killed" if isinstance(error, KeyboardInterrupt) else "failed"
             elif not self._failed:
                 fields["status"] = "completed"
-            fields["ended_at"] = _now()
+            fields["ended_at"] = iso_time()
         return self.run.update_manifest(**fields) if fields else self.run.read_manifest()
 
     def state_dict(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ the target, so a reader (or a replica killed mid-write) never sees a half-writte
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import tempfile
@@ -37,6 +38,7 @@ __all__ = [
     "atomic_write_bytes",
     "check_partition_value",
     "claim_replica",
+    "iso_time",
     "metrics_schema",
     "run_path",
 ]
@@ -72,6 +74,18 @@ def metrics_schema() -> pa.Schema:
             ("wall_time", pa.float64()),
         ]
     )
+
+
+def iso_time(timestamp: Optional[float] = None) -> str:
+    """ISO 8601 UTC time of a Unix timestamp (default: now), as manifests record times.
+
+    Example:
+        >>> iso_time(0)
+        '1970-01-01T00:00:00+00:00'
+    """
+    if timestamp is None:
+        return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc).isoformat()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -27,7 +27,7 @@ from types import FrameType
 from typing import Any, Optional
 
 from deviate_cb.context import RunContext
-from deviate_cb.determinism import apply_determinism, determinism_in_effect, seed_everything, verify_determinism
+from deviate_cb.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.inject import install_trainer_injection
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
@@ -105,14 +105,7 @@ def _complete_plain_run(run: RunDirectory, ctx: RunContext, final_metrics: list[
     if final_metrics:
         fields["final_metrics"] = final_metrics
     if "determinism" not in manifest:
-        in_effect = determinism_in_effect()
-        problems = verify_determinism(ctx.seed, ctx.deterministic, in_effect)
-        fields["determinism"] = {
-            "requested": {"seed": ctx.seed, "deterministic": ctx.deterministic},
-            "in_effect": in_effect,
-            "problems": problems,
-            "verified": not problems,
-        }
+        fields["determinism"] = determinism_record(ctx.seed, ctx.deterministic)
     if fields:
         run.update_manifest(**fields)
     if not run.fingerprint_path.exists():

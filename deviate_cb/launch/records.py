@@ -8,7 +8,6 @@ duration and, for runs that did not complete, ``error``: the tail of the replica
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import socket
 from collections.abc import Sequence
@@ -17,25 +16,11 @@ from typing import Any, Optional
 
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
+from deviate_cb.store import iso_time
 
-__all__ = ["ERROR_TAIL_LINES", "end_fields", "iso_time", "start_fields", "status_of", "tail_lines"]
+__all__ = ["ERROR_TAIL_LINES", "end_fields", "start_fields", "status_of", "tail_lines"]
 
 ERROR_TAIL_LINES = 20
-
-
-def iso_time(timestamp: Optional[float] = None) -> str:
-    """ISO 8601 UTC time of a Unix timestamp (default: now).
-
-    Example:
-        >>> iso_time(0)
-        '1970-01-01T00:00:00+00:00'
-    """
-    moment = (
-        _dt.datetime.now(_dt.timezone.utc)
-        if timestamp is None
-        else _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc)
-    )
-    return moment.isoformat()
 
 
 def status_of(outcome: Outcome) -> str:

@@ -236,3 +236,16 @@ def test_under_a_run_context_two_trainers_append_to_the_replica_run(
     assert m["determinism"]["requested"] == {"seed": 103, "deterministic": True}
     assert m["determinism"]["in_effect"]["torch"]["deterministic_algorithms"] is True
     torch.use_deterministic_algorithms(False)
+
+
+def test_a_run_failing_before_training_starts_still_has_a_fingerprint(tmp_path: Path) -> None:
+    class BrokenData(TinyModule):
+        def train_dataloader(self):  # type: ignore[no-untyped-def]
+            raise OSError("data not found")
+
+    cb = DeviateCallback(tmp_path / "runs")
+    with pytest.raises(OSError, match="data not found"):
+        trainer([cb], max_epochs=1).fit(BrokenData())
+    assert manifest(cb.run_dir)["status"] == "failed"
+    assert json.loads((Path(cb.run_dir) / "fingerprint.json").read_text())["torch"]["version"] == torch.__version__
+    assert len(list((tmp_path / "runs").rglob("fingerprint.json"))) == 1
