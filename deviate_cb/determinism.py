@@ -5,6 +5,12 @@ sets it in the child's environment); ``CUBLAS_WORKSPACE_CONFIG`` only when set b
 ``torch.use_deterministic_algorithms`` does not set ``cudnn.deterministic``, so both are set here; TF32 and
 matmul-precision flags change numerics, so they are recorded. Frameworks are never imported here: each
 switch is applied when its framework is imported (immediately if it already is).
+
+Per framework (DESIGN.md): torch gets deterministic algorithms and cuDNN determinism; TensorFlow
+``tf.config.experimental.enable_op_determinism()`` (which makes unseeded random ops raise, so TF is seeded
+too); JAX ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, effective only when set before JAX starts (the
+replicator's child sets it before any user code runs). Keras 3 has no switch of its own: its backend's
+apply. Seeding never imports TensorFlow (``keras.utils.set_random_seed`` does, whenever it is installed).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ __all__ = [
 ]
 
 _CUBLAS_CONFIG = ":4096:8"
+_XLA_DETERMINISTIC = "--xla_gpu_deterministic_ops=true"
 _RELATED_ENV = (
     "PYTHONHASHSEED",
     "CUBLAS_WORKSPACE_CONFIG",
@@ -40,11 +47,12 @@ _RELATED_ENV = (
     "TF_CUDNN_DETERMINISTIC",
     "XLA_FLAGS",
     "KERAS_BACKEND",
+    "TF_ENABLE_ONEDNN_OPTS",
 )
 
 
 def seed_everything(seed: int, *, workers: bool = True) -> None:
-    """Seed Python's ``random``, NumPy and (now or as soon as it is imported) torch on every device.
+    """Seed ``random``, NumPy and (now, or as soon as each is imported) torch, TensorFlow and Keras.
 
     With ``workers=True`` Lightning seeds each DataLoader worker from this seed (its
     ``seed_everything(seed, workers=True)`` semantics, through ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``).
@@ -65,18 +73,35 @@ def seed_everything(seed: int, *, workers: bool = True) -> None:
     os.environ["PL_GLOBAL_SEED"] = str(seed)
     os.environ["PL_SEED_WORKERS"] = "1" if workers else "0"
     when_imported("torch", lambda torch: torch.manual_seed(seed))
+    when_imported("tensorflow", lambda tf: tf.random.set_seed(seed))
+    when_imported("keras", lambda keras: _seed_keras(seed))
+
+
+def _seed_keras(seed: int) -> None:
+    """Keras' global seed, as ``keras.utils.set_random_seed`` sets it, without importing TensorFlow."""
+    try:
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+    except ImportError:  # Keras 2 or a layout this version does not know: Python/NumPy seeds still hold
+        return
+    global_state.set_global_attribute("global_random_seed", seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
 
 
 def apply_determinism(deterministic: Optional[Deterministic]) -> None:
     """Turn deterministic tooling on (``True``), on with warnings only (``"warn"``), or leave it alone.
 
     ``False`` and ``None`` leave the framework defaults in place (nothing is switched off that the user
-    switched on). Torch switches are applied now if torch is imported, otherwise when it is.
+    switched on). Switches are applied now to frameworks already imported, otherwise when they are.
+    TensorFlow has no warn-only mode, so ``"warn"`` leaves TensorFlow's op determinism off.
     """
     deterministic = parse_deterministic(deterministic)
     if not deterministic:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", _CUBLAS_CONFIG)
+    xla_flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_deterministic_ops" not in xla_flags:
+        os.environ["XLA_FLAGS"] = f"{xla_flags} {_XLA_DETERMINISTIC}".strip()
     warn_only = deterministic == "warn"
 
     def _torch_switches(torch: ModuleType) -> None:
@@ -85,6 +110,8 @@ def apply_determinism(deterministic: Optional[Deterministic]) -> None:
         torch.backends.cudnn.benchmark = False
 
     when_imported("torch", _torch_switches)
+    if not warn_only:
+        when_imported("tensorflow", lambda tf: tf.config.experimental.enable_op_determinism())
 
 
 def determinism_in_effect() -> dict[str, Any]:
@@ -112,7 +139,37 @@ def determinism_in_effect() -> dict[str, Any]:
             "initial_seed": int(torch.initial_seed()),
             "cuda_initialized": bool(torch.cuda.is_initialized()),
         }
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "config"):
+        state["tensorflow"] = {
+            "op_determinism": _tf_op_determinism(),
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        }
+    if "jax" in sys.modules:
+        state["jax"] = {"xla_deterministic_ops": "xla_gpu_deterministic_ops=true" in os.environ.get("XLA_FLAGS", "")}
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend"):
+        state["keras"] = {"backend": keras.backend.backend(), "global_random_seed": _keras_global_seed()}
     return state
+
+
+def _tf_op_determinism() -> Optional[bool]:
+    try:  # enable_op_determinism is public, its query is not
+        from tensorflow.python.framework import config as tf_config
+
+        return bool(tf_config.is_op_determinism_enabled())
+    except (ImportError, AttributeError):
+        return None
+
+
+def _keras_global_seed() -> Optional[int]:
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:
+        return None
+    seed = global_state.get_global_attribute("global_random_seed")
+    return seed if isinstance(seed, int) else None
 
 
 def verify_determinism(
@@ -147,6 +204,14 @@ def verify_determinism(
             problems.append("torch.backends.cudnn.benchmark is True")
         if env.get("CUBLAS_WORKSPACE_CONFIG") not in (":4096:8", ":16:8"):
             problems.append(f"CUBLAS_WORKSPACE_CONFIG is {env.get('CUBLAS_WORKSPACE_CONFIG')!r}")
+    tf_state = in_effect.get("tensorflow")
+    if deterministic is True and tf_state is not None and tf_state["op_determinism"] is False:
+        problems.append("tf.config.experimental.is_op_determinism_enabled() is False")
+    if deterministic and "jax" in in_effect and not in_effect["jax"]["xla_deterministic_ops"]:
+        problems.append("XLA_FLAGS lacks --xla_gpu_deterministic_ops=true (it must be set before JAX starts)")
+    keras_state = in_effect.get("keras")
+    if seed is not None and keras_state is not None and keras_state["global_random_seed"] != seed:
+        problems.append(f"Keras' global random seed is {keras_state['global_random_seed']!r}, not {seed}")
     if deterministic is False and torch_state is not None and torch_state["deterministic_algorithms"]:
         problems.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
     return problems

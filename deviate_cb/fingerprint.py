@@ -76,8 +76,10 @@ def collect_fingerprint(
         "determinism": determinism_in_effect(),
         "nvml": _nvml(),
     }
-    if "torch" in sys.modules:
-        fingerprint["torch"] = _torch(sys.modules["torch"])
+    for name, collect in (("torch", _torch), ("tensorflow", _tensorflow), ("jax", _jax), ("keras", _keras)):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "__version__"):  # imported by the training code
+            fingerprint[name] = collect(module)
     if extra:
         fingerprint.update(extra)
     fingerprint["flat"] = flatten({k: v for k, v in fingerprint.items() if k != "flat"})
@@ -190,6 +192,44 @@ def _torch(torch: Any) -> dict[str, Any]:
                 }
             )
     return info
+
+
+def _tensorflow(tf: Any) -> dict[str, Any]:
+    build = dict(tf.sysconfig.get_build_info())
+    return {
+        "version": tf.__version__,
+        "git_version": getattr(tf.version, "GIT_VERSION", None),
+        "build": {key: build.get(key) for key in ("is_cuda_build", "cuda_version", "cudnn_version", "is_rocm_build")},
+        "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        "devices": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
+    }
+
+
+def _jax(jax: Any) -> dict[str, Any]:
+    try:
+        import jaxlib
+
+        jaxlib_version = getattr(jaxlib, "__version__", None) or importlib.metadata.version("jaxlib")
+    except (ImportError, importlib.metadata.PackageNotFoundError):
+        jaxlib_version = None
+    return {
+        "version": jax.__version__,
+        "jaxlib": jaxlib_version,
+        "default_backend": jax.default_backend(),
+        "devices": [{"platform": d.platform, "kind": d.device_kind} for d in jax.devices()],
+        "xla_flags": os.environ.get("XLA_FLAGS"),
+    }
+
+
+def _keras(keras: Any) -> dict[str, Any]:
+    return {
+        "version": keras.__version__,
+        "backend": keras.backend.backend(),
+        "floatx": keras.config.floatx(),
+        "image_data_format": keras.config.image_data_format(),
+    }
 
 
 def _nvml() -> Optional[dict[str, Any]]:

@@ -146,8 +146,9 @@ class RunSession:
                 pid=os.getpid(),
                 started_at=restored.get("started_at") or iso_time(),
             )
-        run.update_manifest(**fields)
-        self.record_determinism()
+        manifest = run.update_manifest(**fields)
+        if "determinism" not in manifest or self.seed is not None or self.deterministic is not None:
+            self.record_determinism()  # a continued run keeps its record unless this session asks for something
         return run
 
     def record_determinism(self) -> list[str]:

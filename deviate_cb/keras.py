@@ -1,0 +1,217 @@
+"""Keras 3 adapter: ``DeviateCallback`` captures every metric ``fit`` and ``evaluate`` report.
+
+Works on the TensorFlow, torch and JAX backends. Example:
+
+    >>> from deviate_cb.keras import DeviateCallback
+    >>> model.fit(x, y, validation_split=0.2, epochs=5, callbacks=[DeviateCallback()])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
+
+import keras
+
+from deviate_cb.context import Deterministic
+from deviate_cb.session import RunSession
+
+__all__ = ["DeviateCallback"]
+
+# A model trained again (fine-tuning after pre-training) continues the run of its previous fit, even when
+# the second fit gets a new callback: model -> (run directory, global steps so far).
+_RUNS_OF_MODELS: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
+
+
+class DeviateCallback(keras.callbacks.Callback):
+    """Capture every metric Keras reports, with seeds, per-backend determinism and a fingerprint.
+
+    Records ``logs`` at each training batch end (stage ``train``, scope ``step``; with
+    ``steps_per_execution=N`` Keras reports every N batches, and batch-end values are Keras' running means
+    over the epoch), at each epoch end (``train``, and ``val_*`` keys as stage ``val`` under the base name, so
+    ``val_loss`` is ``loss`` at stage ``val``, lining up with Lightning runs), and the results of
+    ``model.evaluate()`` outside ``fit`` (stage ``test``). Values are written at each epoch end and at the end
+    of ``fit``/``evaluate``. The callback is ``async_safe``: it does not stop Keras from dispatching batch-end
+    callbacks off the training thread. Several ``fit`` calls on one model continue the same run.
+
+    Under ``deviate-replicate`` the replica's run directory, seed and determinism are used. Standalone, the
+    run goes to ``<out_dir>/experiment=<experiment>/variant=standalone/replica=<k>/``.
+
+    Args:
+        out_dir: Root of the run store when standalone. Default: ``deviate_runs``.
+        experiment: Experiment name when standalone. Default: ``default``.
+        seed: Seed for ``random``, NumPy, the backend and Keras' global seed, applied when the callback is
+            created (create it before the model). Never imports TensorFlow on the torch or JAX backend.
+        deterministic: ``True`` turns the backend's determinism on (TensorFlow op determinism; torch
+            deterministic algorithms and cuDNN; JAX ``XLA_FLAGS``, effective only if set before JAX starts, as
+            ``deviate-replicate`` does), ``"warn"`` the warn-only variant where the backend has one,
+            ``False``/``None`` leaves things alone. What is in effect is verified and recorded.
+        metrics: Metric names or ``fnmatch`` patterns to keep (names as recorded: ``loss``, ``accuracy``).
+
+    Example:
+        >>> cb = DeviateCallback("runs", experiment="mlp", seed=0, deterministic=True)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        out_dir: Union[str, os.PathLike[str], None] = None,
+        *,
+        experiment: Optional[str] = None,
+        seed: Optional[int] = None,
+        deterministic: Optional[Deterministic] = None,
+        metrics: Optional[Sequence[str]] = None,
+    ) -> None:
+        super().__init__()
+        self._session = RunSession(
+            out_dir, experiment=experiment, seed=seed, deterministic=deterministic, metrics=metrics, framework="keras"
+        )
+        self._session.apply_requested()
+        self.async_safe = True  # Keras may call on_train_batch_end from its dispatch threads
+        self._lock = threading.Lock()
+        self._batches: list[tuple[int, int, float, Mapping[str, Any]]] = []  # (step, epoch, time, logs)
+        self._steps_done = 0  # global steps before the current epoch
+        self._epoch: Optional[int] = None
+        self._in_fit = False
+        self._skipped: set[str] = set()
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    @property
+    def run_dir(self) -> Optional[os.PathLike[str]]:
+        """The run directory once the run has started (``None`` before)."""
+        return self._session.run.path if self._session.run is not None else None
+
+    def set_model(self, model: Any) -> None:
+        if not isinstance(model, keras.Model):
+            kind = f"{type(model).__module__}.{type(model).__qualname__}"
+            raise TypeError(
+                f"deviate_cb.keras.DeviateCallback needs a Keras 3 model (keras.Model). Received: {kind}. "
+                "Legacy tf.keras/tf_keras models are not supported: build the model with `import keras` "
+                "(Keras 3, pip install 'keras>=3'), or use deviate_cb.lightning for PyTorch Lightning."
+            )
+        super().set_model(model)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        session = self._session
+        session.enabled = _is_chief()
+        if not session.enabled:
+            return
+        model = self._model
+        previous = _RUNS_OF_MODELS.get(model) if model is not None else None
+        if previous is not None and session.run is None:  # a new callback on a model trained before
+            session.load_state_dict({"run_dir": previous[0]})
+            self._steps_done = previous[1]
+        new = session.run is None
+        run = session.open()
+        if new:
+            session.write_fingerprint()
+        if model is not None:
+            _RUNS_OF_MODELS[model] = (str(run.path), self._steps_done)
+
+    def on_train_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        self._in_fit = True
+        self._start()
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        if logs and self._session.enabled:  # may run on a Keras dispatch thread: only append here
+            self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        # Keras waits for every dispatched batch-end call before calling this
+        with self._lock:
+            batches, self._batches = sorted(self._batches, key=lambda b: b[0]), []
+        recorder = self._session.recorder
+        for step, batch_epoch, wall_time, batch_logs in batches:
+            items = self._numbers(batch_logs)
+            recorder.update_many(
+                step=step, epoch=batch_epoch, stage="train", scope="step", items=items, wall_time=wall_time
+            )
+        self._steps_done = batches[-1][0] if batches else self._steps_done + int(self.params.get("steps") or 0)
+        if logs and self._session.enabled:
+            now, train, val = time.time(), [], []
+            for name, value in self._numbers(logs):
+                (val if name.startswith("val_") else train).append(
+                    (name[4:] if name.startswith("val_") else name, value)
+                )
+            recorder.update_many(
+                step=self._steps_done, epoch=epoch, stage="train", scope="epoch", items=train, wall_time=now
+            )
+            recorder.update_many(
+                step=self._steps_done, epoch=epoch, stage="val", scope="epoch", items=val, wall_time=now
+            )
+        self._session.flush()
+        if self._model is not None and self._session.run is not None:
+            _RUNS_OF_MODELS[self._model] = (str(self._session.run.path), self._steps_done)
+
+    def on_train_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        self._in_fit = False
+        self._session.close()
+
+    def on_test_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        if not self._in_fit:  # fit's own validation also calls the test hooks: its results come as val_*
+            self._start()
+
+    def on_test_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        if self._in_fit or not logs or not self._session.enabled:
+            return
+        self._session.recorder.update_many(
+            step=self._steps_done,
+            epoch=self._epoch,
+            stage="test",
+            scope="epoch",
+            items=self._numbers(logs),
+            wall_time=time.time(),
+        )
+        self._session.close()
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _numbers(self, logs: Mapping[str, Any]) -> list[tuple[str, float]]:
+        """The numeric entries of ``logs``; anything else is skipped with one warning per name."""
+        items = []
+        for name, value in logs.items():
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                if name not in self._skipped:
+                    self._skipped.add(name)
+                    shape = getattr(value, "shape", None)
+                    warnings.warn(
+                        f"DeviateCallback: metric {name!r} is not a number (received "
+                        f"{type(value).__name__}{f' of shape {tuple(shape)}' if shape is not None else ''}); "
+                        "it is not recorded.",
+                        stacklevel=3,
+                    )
+                continue
+            items.append((name, number))
+        return items
+
+
+def _is_chief() -> bool:
+    """Only one process of a multi-process run records: rank/task zero (torch, TF, JAX conventions)."""
+    if any(os.environ.get(name, "0") not in ("0", "") for name in ("RANK", "LOCAL_RANK", "NODE_RANK")):
+        return False
+    jax = sys.modules.get("jax")
+    if jax is not None and keras.backend.backend() == "jax":
+        try:
+            return int(jax.process_index()) == 0
+        except Exception:  # JAX not initialised for distribution
+            return True
+    return True
+
+
+def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
+    """Flush what an interrupted ``fit`` buffered (Keras has no exception hook) when Python exits."""
+    callback = ref()
+    if callback is not None and callback._in_fit and callback._session.run is not None:
+        callback.on_epoch_end(callback._epoch or 0, None)
+        callback._session.close(error=RuntimeError("the process exited while fit() was running"))
