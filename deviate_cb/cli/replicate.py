@@ -3,6 +3,7 @@
 Example:
     deviate-replicate --trainer mypkg.train:main -n 8 --variant algo+impl --out runs/ --experiment resnet
     deviate-replicate --trainer examples/lightning_mlp.py:main -n 3 --variant control --parallel 2
+    deviate-replicate --trainer examples/keras_mlp.py:main -n 3 --variant control --keras-backend jax
 
 Exit status: 0 every replica completed, 1 some replica failed (or timed out), 2 usage error (one line on
 stderr), 130 interrupted with Ctrl-C (running replicas terminated and recorded ``killed``; 143 for SIGTERM).
@@ -31,7 +32,8 @@ variants (seed of replica k; deterministic tooling):
   control     base seed;     on    nothing: replicas must be bit-identical
 
 The function may take no argument, `seed` (int), or `ctx`/`context`/`run_context` (RunContext); a returned
-mapping of numbers is recorded as final metrics. Lightning Trainers get a DeviateCallback when they have none.
+mapping of numbers is recorded as final metrics. Lightning Trainers and Keras Model.fit/evaluate calls get a
+DeviateCallback when they have none.
 Re-running the same command skips completed replicas; --force reruns them.
 exit status: 0 all completed, 1 some failed, 2 usage error, 130 interrupted."""
 
@@ -76,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="IDS",
         help="GPU ids to spread slots over, e.g. 0,1, or 'none' (default: CUDA_VISIBLE_DEVICES, else NVML)",
     )
+    parser.add_argument(
+        "--keras-backend",
+        metavar="NAME",
+        help="tensorflow, torch or jax: KERAS_BACKEND of every replica (default: the environment's)",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -102,6 +109,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             timeout=None if ns.timeout is None else _number(ns.timeout, int, float),
             force=ns.force,
             gpus=ns.gpus,
+            keras_backend=ns.keras_backend,
             argv=[PROG, *args],
         )
     except UsageError as exc:

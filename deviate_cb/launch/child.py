@@ -1,10 +1,12 @@
 """The replica bootstrap: ``python -m deviate_cb.launch.child``, started by a backend for every replica.
 
 In order, before any user code runs: read the :class:`~deviate_cb.context.RunContext` from the environment,
-seed ``random``/NumPy/torch, turn on the requested determinism switches (torch's when it is imported), and
-arrange for every Lightning ``Trainer`` to get a ``DeviateCallback``. Then import the ``--trainer`` function,
-call it according to its signature, and record a returned mapping of numbers as final metrics. A plain
-trainer (no callback) also gets the determinism record and the fingerprint the callback would have written.
+seed ``random``/NumPy/torch, turn on the requested determinism switches (torch's when it is imported),
+arrange for every Lightning ``Trainer`` and every Keras ``fit``/``evaluate`` to get a ``DeviateCallback``, and
+make ``import keras`` fail with one clear line when the package of its backend is not installed. Then import
+the ``--trainer`` function, call it according to its signature, and record a returned mapping of numbers as
+final metrics. A plain trainer (no callback) also gets the determinism record and the fingerprint the callback
+would have written.
 
 Exit status: the function's (0 when it returns; 1 with a traceback when it raises), or
 :data:`EXIT_TRAINER_SPEC` when the ``--trainer`` spec cannot be used; then one line goes to stderr and the
@@ -29,7 +31,8 @@ from typing import Any, Optional
 from deviate_cb.context import RunContext
 from deviate_cb.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.launch.final_metrics import record_final_metrics
-from deviate_cb.launch.inject import install_trainer_injection
+from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
+from deviate_cb.launch.keras_backend import KerasBackendNotInstalled, install_backend_guard
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
 from deviate_cb.store import RunDirectory
 
@@ -63,6 +66,8 @@ def run_replica(ctx: RunContext) -> int:
     seed_everything(ctx.seed)
     apply_determinism(ctx.deterministic)
     install_trainer_injection()
+    install_keras_injection()
+    install_backend_guard()
     run = RunDirectory(ctx.run_dir)
     writer = is_rank_zero()  # DDP re-launches this module for the other ranks: only rank zero records
     if writer:
@@ -77,6 +82,11 @@ def run_replica(ctx: RunContext) -> int:
             run.update_manifest(trainer_error=message)
         print(f"{_PROG}: error: {message}", file=sys.stderr)
         return EXIT_TRAINER_SPEC
+    except KerasBackendNotInstalled as exc:  # imported by the function: one line, not a traceback
+        if writer:
+            run.update_manifest(exception=f"{type(exc).__name__}: {exc}")
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 1
     except BaseException as exc:
         if writer and not isinstance(exc, SystemExit):  # the traceback goes to stderr.log; the manifest: one line
             run.update_manifest(exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])

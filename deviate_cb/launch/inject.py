@@ -1,24 +1,48 @@
-"""Add a :class:`~deviate_cb.lightning.DeviateCallback` to every Lightning ``Trainer`` a replica builds.
+"""Add a ``DeviateCallback`` to every Lightning ``Trainer`` and every Keras ``fit``/``evaluate`` of a replica.
 
-The replica bootstrap calls :func:`install_trainer_injection` before the user's module is imported; the patch
-is applied the moment ``lightning.pytorch.trainer.trainer`` is imported (and costs nothing when it never is).
-``Trainer.__init__`` is wrapped so that its keyword ``callbacks`` (``None``, one callback or a list) gets a
-``DeviateCallback()`` appended unless it already holds one: never two. The callback class is imported only
-when a ``Trainer`` is built, when Lightning is fully imported.
+The replica bootstrap calls :func:`install_trainer_injection` and :func:`install_keras_injection` before the
+user's module is imported; each patch is applied the moment its framework's module is imported
+(``lightning.pytorch.trainer.trainer``, ``keras.src.models.model``) and costs nothing when it never is.
+
+Lightning: ``Trainer.__init__`` is wrapped so that its keyword ``callbacks`` (``None``, one callback or a list)
+gets a :class:`deviate_cb.lightning.DeviateCallback` appended unless it already holds one: never two.
+
+Keras: ``keras.Model.fit`` and ``keras.Model.evaluate`` (defined by each backend's trainer; wrapped on
+``Model`` itself, so every model on every backend sees the wrapper) get a
+:class:`deviate_cb.keras.DeviateCallback` in ``callbacks`` (keyword or positional) unless one is there. One
+callback serves a model for its whole life in the replica: a second ``fit`` (fine-tuning) and a later
+``evaluate`` (recorded as stage ``test``) reuse the model's callback, the injected one or the user's own.
+The validation pass inside ``fit`` (``evaluate`` with ``_use_cached_eval_dataset``) is left alone.
+
+The callback classes are imported only when first needed, when the framework is fully imported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
+import inspect
 import sys
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 from deviate_cb._import_hooks import when_imported
 
-__all__ = ["TRAINER_MODULE", "install_trainer_injection", "patch_trainer_class", "with_callback"]
+__all__ = [
+    "KERAS_MODEL_MODULE",
+    "TRAINER_MODULE",
+    "install_keras_injection",
+    "install_trainer_injection",
+    "keras_callbacks_with",
+    "patch_keras_model",
+    "patch_trainer_class",
+    "with_callback",
+]
 
 TRAINER_MODULE = "lightning.pytorch.trainer.trainer"
+KERAS_MODEL_MODULE = "keras.src.models.model"
 _MARKER = "__deviate_injects_callback__"
 
 
@@ -94,19 +118,138 @@ def _is_callback_like(obj: Any) -> bool:
     return hasattr(obj, "on_train_start") or hasattr(obj, "state_key")
 
 
-_warned = False
+# -- Keras ----------------------------------------------------------------------------------------------------
+def install_keras_injection(callback_class: Optional[type] = None) -> None:
+    """Patch ``keras.Model.fit``/``evaluate`` as soon as Keras is imported (now, if it already is).
+
+    Args:
+        callback_class: The callback class to add; default ``deviate_cb.keras.DeviateCallback``.
+
+    Example:
+        >>> install_keras_injection()  # in a replica, before the user's module is imported
+    """
+    when_imported(KERAS_MODEL_MODULE, lambda module: patch_keras_model(module.Model, callback_class))
 
 
-def _default_callback_class() -> Optional[type]:
-    global _warned
+def patch_keras_model(model_cls: type, callback_class: Optional[type] = None) -> None:
+    """Wrap ``model_cls.fit`` and ``model_cls.evaluate`` so that each call has one ``callback_class`` (idempotent).
+
+    Example:
+        >>> class Model:
+        ...     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None):
+        ...         return callbacks
+        ...     def evaluate(self, x=None, y=None, callbacks=None, **kwargs):
+        ...         return callbacks
+        >>> class Marker:
+        ...     pass
+        >>> patch_keras_model(Model, Marker)
+        >>> model = Model()
+        >>> fitted = model.fit([1], [2], 4, 1, 0, [])  # positional callbacks
+        >>> [type(c).__name__ for c in fitted], model.evaluate()[0] is fitted[0]  # evaluate reuses it
+        (['Marker'], True)
+    """
+    for name in ("fit", "evaluate"):
+        original = getattr(model_cls, name)
+        if not getattr(original, _MARKER, False):
+            setattr(model_cls, name, _keras_wrapper(original, name, callback_class))
+
+
+def _keras_wrapper(original: Callable[..., Any], name: str, callback_class: Optional[type]) -> Callable[..., Any]:
     try:
-        from deviate_cb.lightning import DeviateCallback
+        parameters = list(inspect.signature(original).parameters)
+        position: Optional[int] = parameters.index("callbacks") - 1  # without `self`
+    except (TypeError, ValueError):
+        position = None
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (name == "evaluate" and kwargs.get("_use_cached_eval_dataset")):  # fit's validation pass
+            cls = callback_class or _default_callback_class("deviate_cb.keras", f"Model.{name}()")
+            if cls is not None:
+                if position is not None and len(args) > position:
+                    given = keras_callbacks_with(self, args[position], cls)
+                    args = (*args[:position], given, *args[position + 1 :])
+                else:
+                    kwargs["callbacks"] = keras_callbacks_with(self, kwargs.get("callbacks"), cls)
+        return original(self, *args, **kwargs)
+
+    setattr(method, _MARKER, True)
+    return method
+
+
+_model_callbacks: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def keras_callbacks_with(model: Any, callbacks: Any, callback_class: type) -> Any:
+    """``callbacks`` for a Keras ``fit``/``evaluate`` of ``model``, holding exactly one ``callback_class``.
+
+    A callback of that class already there is kept (and remembered as the model's); otherwise the model's
+    remembered one (from an earlier call) or a new one is appended. ``callbacks`` may be ``None``, one
+    callback, a list or tuple, or a ``CallbackList``; a list is returned (Keras inspects list items for
+    ``async_safe``), or the ``CallbackList`` itself.
+
+    Example:
+        >>> class CB:
+        ...     pass
+        >>> class Model:
+        ...     pass
+        >>> model, other = Model(), object()
+        >>> first = keras_callbacks_with(model, [other], CB)
+        >>> first[0] is other and type(first[1]) is CB, keras_callbacks_with(model, None, CB) == [first[1]]
+        (True, True)
+    """
+    is_list_object = callbacks is not None and not isinstance(callbacks, (list, tuple)) and _is_callback_list(callbacks)
+    if callbacks is None:
+        existing: list[Any] = []
+    elif is_list_object:
+        existing = list(callbacks.callbacks)
+    elif isinstance(callbacks, (list, tuple)):
+        existing = list(callbacks)
+    else:
+        existing = [callbacks]
+    for item in existing:
+        if isinstance(item, callback_class):
+            _remember(model, item)
+            return callbacks
+    callback = _remembered(model)
+    if not isinstance(callback, callback_class):
+        callback = callback_class()
+        _remember(model, callback)
+    if is_list_object:
+        callbacks.callbacks.append(callback)
+        if getattr(callbacks, "model", None) is not None and hasattr(callback, "set_model"):
+            callback.set_model(callbacks.model)
+        return callbacks
+    return [*existing, callback]
+
+
+def _is_callback_list(obj: Any) -> bool:
+    return isinstance(getattr(obj, "callbacks", None), list) and type(obj).__name__ == "CallbackList"
+
+
+def _remember(model: Any, callback: Any) -> None:
+    with contextlib.suppress(TypeError):  # neither hashable nor weakly referenceable: no reuse across calls
+        _model_callbacks[model] = callback
+
+
+def _remembered(model: Any) -> Any:
+    try:
+        return _model_callbacks.get(model)
+    except TypeError:
+        return None
+
+
+_warned: set[str] = set()
+
+
+def _default_callback_class(module: str = "deviate_cb.lightning", where: str = "the Trainer") -> Optional[type]:
+    try:
+        return importlib.import_module(module).DeviateCallback
     except ImportError as exc:
-        if not _warned:
-            _warned = True
+        if module not in _warned:
+            _warned.add(module)
             sys.stderr.write(
-                f"deviate-replicate: warning: cannot add DeviateCallback to the Trainer ({exc}); "
+                f"deviate-replicate: warning: cannot add DeviateCallback to {where} ({exc}); "
                 "the metrics it logs are not recorded.\n"
             )
         return None
-    return DeviateCallback

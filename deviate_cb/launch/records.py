@@ -1,7 +1,8 @@
 """What the launcher writes into a replica's manifest (``run.json``) before it starts and after it ends.
 
 Before: ``status="running"`` and who/what/where (experiment, variant, replica, seed, base seed, requested
-determinism, trainer, argv, start time, host, launcher pid, deviate-cb version, ``CUDA_VISIBLE_DEVICES``).
+determinism, trainer, argv, start time, host, launcher pid, deviate-cb version, ``CUDA_VISIBLE_DEVICES``, the
+requested Keras backend).
 After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
 duration and, for runs that did not complete, ``error``: the tail of the replica's stderr.
 """
@@ -69,13 +70,14 @@ def start_fields(
     argv: Sequence[str],
     backend: str,
     timeout_s: Optional[float],
+    keras_backend: Optional[str] = None,
 ) -> dict[str, Any]:
-    """The manifest fields written before a replica starts."""
+    """The manifest fields written before a replica starts (``keras_backend`` only when one was requested)."""
     from deviate_cb import __version__
 
     ctx = plan.context
     gpu_env = placement.env().get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
-    return {
+    fields: dict[str, Any] = {
         "status": "running",
         "experiment": ctx.experiment,
         "variant": ctx.variant,
@@ -96,6 +98,9 @@ def start_fields(
         "attempt": plan.attempt,
         "timeout_s": timeout_s,
     }
+    if keras_backend is not None:
+        fields["keras_backend"] = keras_backend
+    return fields
 
 
 def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:

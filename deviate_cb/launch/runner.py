@@ -18,6 +18,7 @@ from typing import Optional, TextIO, Union
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Outcome, Placement, get_backend
 from deviate_cb.launch.child import EXIT_TRAINER_SPEC
+from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt, plan_replicas
@@ -90,6 +91,7 @@ def replicate(
     timeout: Optional[float] = None,
     force: bool = False,
     gpus: Union[str, Sequence[str], None] = None,
+    keras_backend: Optional[str] = None,
     backend: str = "local",
     argv: Optional[Sequence[str]] = None,
     stream: Optional[TextIO] = None,
@@ -101,6 +103,9 @@ def replicate(
     Args:
         gpus: GPU ids to spread slots over (``"0,1"`` or a list); ``None`` detects them
             (``CUDA_VISIBLE_DEVICES``, else NVML), ``"none"`` or ``[]`` disables placement.
+        keras_backend: ``tensorflow``, ``torch`` or ``jax``: ``KERAS_BACKEND`` of every replica (checked here
+            without importing anything: Keras 3 and the backend's package must be installed); ``None`` leaves
+            the environment's.
         argv: The command line recorded in every manifest (default ``sys.argv``).
         stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
         kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
@@ -116,6 +121,7 @@ def replicate(
     """
     started = time.monotonic()
     _check_options(runs=runs, variant=variant, seed=seed, parallel=parallel, timeout=timeout)
+    keras_backend = check_keras_backend(keras_backend)
     spec = TrainerSpec.parse(trainer)
     spec.precheck()
     experiment = _check_experiment(experiment, spec)
@@ -134,13 +140,16 @@ def replicate(
         f"deviate-replicate: {runs} replica{'s' * (runs != 1)} of {spec.text}, variant {variant} "
         f"(seed{'s' * (len(seeds) > 1)} {seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}) in "
         f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
+        + (f"; Keras backend {keras_backend}" if keras_backend else "")
     )
-    replication = _Replication(progress, launcher, base_seed=seed, argv=sys.argv if argv is None else argv)
+    replication = _Replication(
+        progress, launcher, base_seed=seed, argv=sys.argv if argv is None else argv, keras_backend=keras_backend
+    )
     jobs = []
     for plan in plans:
         progress.add(plan.replica, plan.seed, skipped="" if plan.run else "already completed")
         if plan.run:
-            jobs.append(_job(plan, timeout))
+            jobs.append(_job(plan, timeout, keras_backend))
     interrupted = False
     try:
         launcher.run(jobs, replication)
@@ -165,9 +174,17 @@ def replicate(
 class _Replication:
     """The listener: records each replica's start and end in its manifest and shows progress."""
 
-    def __init__(self, progress: Progress, launcher: Backend, *, base_seed: int, argv: Sequence[str]) -> None:
+    def __init__(
+        self,
+        progress: Progress,
+        launcher: Backend,
+        *,
+        base_seed: int,
+        argv: Sequence[str],
+        keras_backend: Optional[str] = None,
+    ) -> None:
         self.progress, self.launcher = progress, launcher
-        self.base_seed, self.argv = base_seed, list(argv)
+        self.base_seed, self.argv, self.keras_backend = base_seed, list(argv), keras_backend
         self.created_run_dirs: list[Path] = []
         self.statuses: dict[int, tuple[str, Optional[int], Optional[str], Optional[float]]] = {}
         self.spec_error: Optional[str] = None
@@ -187,6 +204,7 @@ class _Replication:
                 argv=self.argv,
                 backend=self.launcher.name,
                 timeout_s=job.timeout_s,
+                keras_backend=self.keras_backend,
             )
         )
 
@@ -219,10 +237,12 @@ class _Replication:
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
 
 
-def _job(plan: ReplicaPlan, timeout: Optional[float]) -> Job:
+def _job(plan: ReplicaPlan, timeout: Optional[float], keras_backend: Optional[str] = None) -> Job:
     import os
 
     env = plan.context.to_env()
+    if keras_backend is not None:
+        env["KERAS_BACKEND"] = keras_backend
     env.setdefault("PYTHONUNBUFFERED", os.environ.get("PYTHONUNBUFFERED", "1"))  # logs up to date if killed
     return Job(
         key=f"replica={plan.replica}",

@@ -233,11 +233,24 @@ def _describe(exc: BaseException) -> str:
     """``ValueError: boom (train.py, line 3)``: the exception and the innermost frame, on one line."""
     message = " ".join(str(exc).split())
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_import_machinery(f.filename)]
     if frames:
         frame = frames[-1]
         text += f" ({frame.filename}, line {frame.lineno})"
     return text
+
+
+def _is_import_machinery(filename: str) -> bool:
+    """Frames of Python's import system and of the replica's import hooks: never where the user's error is."""
+    if filename.startswith("<frozen "):
+        return True
+    path = Path(filename)
+    package = Path(__file__).resolve().parent.parent  # deviate_cb/
+    try:
+        relative = path.resolve().relative_to(package)
+    except (ValueError, OSError):
+        return False
+    return relative.parts[0] == "_import_hooks.py" or relative.parts[:2] == ("launch", "keras_backend.py")
 
 
 def _error(problem: str, received: str) -> TrainerSpecError:
