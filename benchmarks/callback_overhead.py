@@ -15,14 +15,21 @@ one fit the callback (or logger) is in the Trainer on every other step, so "with
 microseconds apart; on a shared machine whose speed drifts by tens of percent between runs this is the
 figure that resolves a 2% effect.
 
-    python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50]
+    python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras]
+
+Then, for each installed Keras backend among TensorFlow and torch, ``keras_overhead.py`` runs the same
+step-interleaved measurement for ``deviate_cb.keras.DeviateCallback`` in its own process (goal: 1.03x).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -181,7 +188,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
+    parser.add_argument("--only", choices=["lightning", "keras"], help="run one framework's part")
     args = parser.parse_args()
+    if args.only != "keras":
+        lightning_part(args)
+    if args.only != "lightning":
+        keras_part(args)
+
+
+def keras_part(args: argparse.Namespace) -> None:
+    """Each Keras backend in its own process: Keras picks its backend once, at import."""
+    if importlib.util.find_spec("keras") is None:
+        print("Keras part skipped: keras is not installed (pip install 'deviate-cb[keras]').")
+        return
+    script = Path(__file__).with_name("keras_overhead.py")
+    for backend in ("tensorflow", "torch"):
+        if importlib.util.find_spec(backend) is None:
+            print(f"Keras/{backend} skipped: {backend} is not installed.")
+            continue
+        print()
+        env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        command = [sys.executable, str(script), f"--rounds={max(args.rounds * 2 // 3, 4)}", f"--epochs={args.epochs}"]
+        subprocess.run([*command, f"--steps={args.steps}"], env=env, check=True)
+
+
+def lightning_part(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
