@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from keras_helpers import BACKENDS, EXAMPLES, TRAINERS, Replicated, replicate, skip_reason
+from keras_helpers import EXAMPLES, TRAINERS, Replicated, replicate, selected_backends, skip_reason
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,7 @@ EPOCHS, STEPS_PER_EPOCH = 3, 4  # keras_tiny.py: 64 samples, batch 16
 NAMES = {"loss", "accuracy"}
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=selected_backends())
 def backend(request: pytest.FixtureRequest) -> str:
     reason = skip_reason(request.param)
     if reason:
