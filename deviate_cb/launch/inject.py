@@ -53,7 +53,7 @@ def install_trainer_injection(callback_class: Optional[type] = None) -> None:
         callback_class: The callback class to add; default ``deviate_cb.lightning.DeviateCallback``.
 
     Example:
-        >>> install_trainer_injection()  # in a replica, before the user's module is imported
+        >>> install_trainer_injection()  # in a replica, before the user's module is imported  # doctest: +SKIP
     """
     when_imported(TRAINER_MODULE, lambda module: patch_trainer_class(module.Trainer, callback_class))
 
@@ -126,7 +126,7 @@ def install_keras_injection(callback_class: Optional[type] = None) -> None:
         callback_class: The callback class to add; default ``deviate_cb.keras.DeviateCallback``.
 
     Example:
-        >>> install_keras_injection()  # in a replica, before the user's module is imported
+        >>> install_keras_injection()  # in a replica, before the user's module is imported  # doctest: +SKIP
     """
     when_imported(KERAS_MODEL_MODULE, lambda module: patch_keras_model(module.Model, callback_class))
 
