@@ -28,7 +28,8 @@ class LightningMetricTap:
     """
 
     def __init__(self) -> None:
-        self._taken: dict[tuple[str, str, bool], Any] = {}
+        self._taken: dict[tuple[str, str, bool], Any] = {}  # epoch values: (stage, key, False) -> _computed
+        self._taken_steps: dict[str, Any] = {}  # step values: collection key -> _forward_cache
         # per (stage, collection): (number of keys when planned, [(key, metric, forked step name)])
         self._plans: dict[tuple[str, int], tuple[int, list[tuple[str, Any, str]]]] = {}
 
@@ -49,7 +50,7 @@ class LightningMetricTap:
         """Values logged with ``on_step=True`` since the last call, named as Lightning names them."""
         if not results:
             return []
-        taken = self._taken
+        taken = self._taken_steps  # keys differ across collections: their hook name (fx) is part of them
         values = []
         for key, metric, name in self._step_plan(stage, results):
             cache = metric._forward_cache

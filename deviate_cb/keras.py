@@ -138,7 +138,9 @@ class DeviateCallback(keras.callbacks.Callback):
             )
         self._steps_done = batches[-1][0] if batches else self._steps_done + int(self.params.get("steps") or 0)
         if logs and self._session.enabled:
-            now, train, val = time.time(), [], []
+            now = time.time()
+            train: list[tuple[str, float]] = []
+            val: list[tuple[str, float]] = []
             for name, value in self._numbers(logs):
                 (val if name.startswith("val_") else train).append(
                     (name[4:] if name.startswith("val_") else name, value)

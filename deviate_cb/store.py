@@ -272,7 +272,7 @@ class MetricsFile:
         n = len(values)
         if n == 0:
             return 0
-        data = dict(columns)
+        data: dict[str, Any] = dict(columns)
         data["value"] = values
         data.setdefault("seq", np.arange(self.next_seq, self.next_seq + n, dtype=np.int64))
         data.setdefault("finite", np.isfinite(values))
