@@ -24,6 +24,7 @@ MODULES = [
     "deviate_cb.stats",
     "deviate_cb.stats.aggregate",
     "deviate_cb.stats.describe",
+    "deviate_cb.stats._results",
     "deviate_cb.report",
     "deviate_cb.report.runs",
     "deviate_cb.report.reader",
