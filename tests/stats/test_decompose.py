@@ -1,0 +1,108 @@
+"""decompose(): the implementation-noise share on the Morin & Willetts (2020) replicate data, and its edges."""
+
+from __future__ import annotations
+
+import doctest
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deviate_cb.stats import decompose as decompose_module
+from deviate_cb.stats.decompose import decompose
+
+MORIN = Path(__file__).resolve().parents[3] / "shared" / "reference-data" / "morin2020"
+
+
+def _morin() -> tuple[np.ndarray, np.ndarray]:
+    same, different = MORIN / "resnet_same_seed.csv", MORIN / "resnet_different_seeds.csv"
+    if not (same.is_file() and different.is_file()):
+        pytest.skip(f"Morin 2020 reference data not found under {MORIN}")
+    return np.loadtxt(same, delimiter=","), np.loadtxt(different, delimiter=",")
+
+
+@pytest.mark.parametrize(("column", "expected"), [(0, 0.759), (1, 0.902)])
+def test_morin_2020_share(column: int, expected: float) -> None:
+    impl, algo_impl = _morin()
+    r = decompose(impl[:, column], algo_impl[:, column], rng=0)
+    assert r.test == "decompose"
+    assert round(r.statistic, 3) == expected
+    # Equal group sizes: ddof=0 gives the same ratio.
+    np.testing.assert_allclose(r.statistic, np.std(impl[:, column]) / np.std(algo_impl[:, column]), rtol=1e-12)
+    assert math.isnan(r.pvalue)
+    np.testing.assert_allclose(r.settings["variance_share"], r.statistic**2, rtol=1e-12)
+    assert r.settings["n_impl"] == r.settings["n_algo_impl"] == 50
+    for level in (0.8, 0.95, 0.99):
+        low, high = r.confidence_interval(level)
+        assert low < r.statistic < high
+    assert r.confidence_interval(0.8).high < r.confidence_interval(0.99).high
+
+
+def test_same_seed_same_interval_and_level_recomputation_reuses_draws() -> None:
+    impl, algo_impl = _morin()
+    a = decompose(impl[:, 0], algo_impl[:, 0], rng=7)
+    b = decompose(impl[:, 0], algo_impl[:, 0], rng=7)
+    assert a.confidence_interval() == b.confidence_interval()
+    assert a.confidence_interval(0.9) == b.confidence_interval(0.9) == a.confidence_interval(0.9)
+    c = decompose(impl[:, 0], algo_impl[:, 0], level=0.9, rng=7)
+    np.testing.assert_allclose(c.confidence_interval(), a.confidence_interval(0.9), rtol=1e-12)
+    assert decompose(impl[:, 0], algo_impl[:, 0], rng=8).confidence_interval() != a.confidence_interval()
+
+
+def test_rng_generator_and_fresh_entropy_are_recorded() -> None:
+    x, y = [1.0, 2.0, 4.0, 3.0, 2.5], [0.0, 3.0, 5.0, 1.0, 2.0]
+    state = np.random.get_state()[1].copy()
+    r = decompose(x, y, rng=None, n_resamples=200)
+    assert isinstance(r.settings["seed"], int)
+    again = decompose(x, y, rng=r.settings["seed"], n_resamples=200)
+    assert again.confidence_interval() == r.confidence_interval()
+    g = decompose(x, y, rng=np.random.default_rng(3), n_resamples=200)
+    assert g.settings["seed"] is None and np.isfinite(g.confidence_interval().low)
+    np.testing.assert_array_equal(np.random.get_state()[1], state)  # global state untouched
+
+
+def test_hand_computed_ratio_and_control_algo_pair() -> None:
+    r = decompose([1.0, 2.0, 3.0], [0.0, 2.0, 4.0], rng=1, method="percentile")
+    assert r.statistic == 0.5 and r.settings["method"] == "percentile"
+    assert r.settings["std_impl"] == 1.0 and r.settings["std_algo_impl"] == 2.0
+    # Identical control runs: no implementation noise at all.
+    assert decompose([0.9, 0.9, 0.9], [0.8, 0.85, 0.9], rng=1).statistic == 0.0
+
+
+def test_non_finite_values_are_left_out() -> None:
+    r = decompose([1.0, np.nan, 2.0, 3.0], [0.0, 2.0, np.inf, 4.0], rng=1)
+    assert r.statistic == 0.5 and r.settings["n_impl"] == 3 and r.settings["n_algo_impl"] == 3
+
+
+def test_no_spread_in_algo_impl_gives_nan_with_a_note() -> None:
+    r = decompose([1.0, 2.0, 3.0], [5.0, 5.0, 5.0], rng=0)
+    assert math.isnan(r.statistic)
+    assert "no spread" in r.settings["note"]
+    assert all(math.isnan(v) for v in r.confidence_interval())
+    assert r.to_dict()["statistic"] is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"impl": [1.0]}, ValueError, "`impl` must hold at least two finite values"),
+        ({"algo_impl": [1.0, np.nan]}, ValueError, "`algo_impl` must hold at least two"),
+        ({"impl": "abc"}, TypeError, "`impl` must be numbers"),
+        ({"impl": [[1.0, 2.0]]}, ValueError, "one-dimensional"),
+        ({"level": 1.5}, ValueError, "`level` must be a number in"),
+        ({"n_resamples": 0}, ValueError, "`n_resamples` must be a positive integer"),
+        ({"method": "bca"}, ValueError, "`method` must be one of"),
+        ({"rng": 1.5}, ValueError, "`rng` must be"),
+        ({"rng": True}, ValueError, "`rng` must be"),
+    ],
+)
+def test_validation(kwargs: dict, error: type, match: str) -> None:
+    args = {"impl": [1.0, 2.0, 3.0], "algo_impl": [0.0, 2.0, 4.0], "rng": 0, **kwargs}
+    with pytest.raises(error, match=match):
+        decompose(**args)
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(decompose_module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
