@@ -1,0 +1,283 @@
+"""Power analysis: how many runs per group detect a given difference, and the power of the runs made.
+
+Welch's t-test (``runs_needed``, ``achieved_power``). With group sizes ``n_a``, ``n_b`` and standard
+deviations ``s_a``, ``s_b``, the standard error is ``se = sqrt(s_a^2/n_a + s_b^2/n_b)``, the degrees of
+freedom are Welch-Satterthwaite's ``df = se^4 / ((s_a^2/n_a)^2/(n_a-1) + (s_b^2/n_b)^2/(n_b-1))``, and the
+statistic follows a noncentral t with noncentrality ``effect / se``. The power at level ``alpha`` is::
+
+    two-sided:         P(T > t_{1-alpha/2, df}) + P(T < -t_{1-alpha/2, df}),   T ~ nct(df, effect / se)
+    greater / less:    P(T > t_{1-alpha, df})
+
+``effect`` is the size of the difference of means to detect (positive); for a one-sided test it is taken in
+the tested direction, so ``"greater"`` and ``"less"`` have the same power. ``runs_needed`` is the smallest
+``n`` per group (equal groups) whose power reaches ``power``, found by bisection (the power grows with n).
+
+Noether (1987) for the Mann-Whitney test (``noether_runs``): to detect ``P(A > B) = p`` with a fraction
+``c`` of the runs in one group, the total is ``N = (z_{1-alpha/2} + z_{power})^2 / (12 c (1-c) (p - 1/2)^2)``;
+with equal groups (``c = 1/2``) each group needs ``ceil(N / 2)`` runs.
+
+Example:
+    >>> runs_needed(1.0, effect=1.0)
+    17
+    >>> round(achieved_power(17, 17, 1.0, effect=1.0), 3)
+    0.807
+    >>> noether_runs(0.75)
+    21
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from deviate_cb.stats.describe import describe
+
+__all__ = ["PowerReport", "achieved_power", "noether_runs", "power_report", "runs_needed"]
+
+_ALTERNATIVES = ("two-sided", "greater", "less")
+_MAX_RUNS = 10**9
+
+
+def achieved_power(
+    n_a: int,
+    n_b: int,
+    std_a: float,
+    std_b: Optional[float] = None,
+    *,
+    effect: float,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> float:
+    """Power of Welch's t-test with the runs already made.
+
+    Args:
+        n_a: Runs in group A (at least 2).
+        n_b: Runs in group B (at least 2).
+        std_a: Standard deviation (``ddof=1``) of group A.
+        std_b: Standard deviation of group B; ``None`` uses ``std_a``.
+        effect: Difference of means to detect (positive).
+        alpha: Significance level.
+        alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
+
+    Returns:
+        The probability that the test rejects when the true difference is ``effect``.
+
+    Example:
+        >>> round(achieved_power(10, 10, 0.0034, effect=0.005), 2)
+        0.87
+    """
+    std_a, std_b, effect, alpha, _, alternative = _validate_common(std_a, std_b, effect, alpha, 0.5, alternative)
+    for name, n in (("n_a", n_a), ("n_b", n_b)):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 2:
+            raise ValueError(f"`{name}` must be an integer of at least 2. Received: {name}={n!r}.")
+    return _welch_power(int(n_a), int(n_b), std_a, std_b, effect, alpha, alternative)
+
+
+def runs_needed(
+    std_a: float,
+    std_b: Optional[float] = None,
+    *,
+    effect: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: str = "two-sided",
+) -> int:
+    """Smallest number of runs per group for Welch's t-test to detect ``effect`` with the given power.
+
+    Args:
+        std_a: Standard deviation (``ddof=1``) of group A, e.g. measured on pilot runs.
+        std_b: Standard deviation of group B; ``None`` uses ``std_a``.
+        effect: Difference of means to detect (positive).
+        alpha: Significance level.
+        power: Wanted power, in (0, 1).
+        alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
+
+    Returns:
+        ``n`` runs per group (at least 2): ``achieved_power(n, n, ...) >= power > achieved_power(n - 1, ...)``.
+
+    Example:
+        >>> runs_needed(0.0034, effect=0.005), runs_needed(0.0034, 0.0068, effect=0.005, alternative="greater")
+        (9, 16)
+    """
+    std_a, std_b, effect, alpha, power, alternative = _validate_common(std_a, std_b, effect, alpha, power, alternative)
+
+    def enough(n: int) -> bool:
+        return _welch_power(n, n, std_a, std_b, effect, alpha, alternative) >= power
+
+    if enough(2):
+        return 2
+    low, high = 2, 4  # enough(low) is False; grow `high` until enough(high).
+    while not enough(high):
+        if high >= _MAX_RUNS:
+            raise ValueError(f"`effect` is too small to detect with fewer than {_MAX_RUNS} runs. Received: {effect}.")
+        low, high = high, min(2 * high, _MAX_RUNS)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def noether_runs(p_improvement: float, alpha: float = 0.05, power: float = 0.8, alternative: str = "two-sided") -> int:
+    """Noether's (1987) runs per group for the Mann-Whitney test to detect ``P(A > B) = p_improvement``.
+
+    Args:
+        p_improvement: The probability of improvement to detect, in (0, 1) and not 0.5.
+        alpha: Significance level.
+        power: Wanted power, in (0, 1).
+        alternative: ``"two-sided"`` uses ``z_{1-alpha/2}``; ``"greater"``/``"less"`` use ``z_{1-alpha}``.
+
+    Returns:
+        ``ceil(N / 2)`` with ``N = (z_a + z_{power})^2 / (3 (p - 1/2)^2)`` (equal groups, ``c = 1/2``).
+
+    Example:
+        >>> noether_runs(0.75), noether_runs(0.6), noether_runs(0.25, alpha=0.01, power=0.9)
+        (21, 131, 40)
+    """
+    _, _, _, alpha, power, alternative = _validate_common(1.0, None, 1.0, alpha, power, alternative)
+    if (
+        isinstance(p_improvement, bool)
+        or not isinstance(p_improvement, numbers.Real)
+        or not 0.0 < p_improvement < 1.0
+        or p_improvement == 0.5
+    ):
+        raise ValueError(f"`p_improvement` must be in (0, 1) and not 0.5. Received: p_improvement={p_improvement!r}.")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf
+    z_alpha = z(1.0 - alpha / 2.0) if alternative == "two-sided" else z(1.0 - alpha)
+    c = 0.5
+    total = (z_alpha + z(power)) ** 2 / (12.0 * c * (1.0 - c) * (float(p_improvement) - 0.5) ** 2)
+    return max(2, math.ceil(total / 2.0))
+
+
+@dataclass(frozen=True)
+class PowerReport:
+    """What pilot runs say about the number of runs a comparison needs.
+
+    Attributes:
+        n_needed: Runs per group for Welch's t-test to detect ``effect`` with ``power``.
+        achieved_power: Power of the runs already made (``n_a`` and ``n_b``).
+        std_a: Measured standard deviation (``ddof=1``) of group A.
+        std_b: Of group B (``std_a`` when only one group was given).
+        n_a: Finite pilot runs in group A.
+        n_b: In group B (``n_a`` when only one group was given).
+        effect: Difference of means to detect.
+        alpha: Significance level.
+        power: Wanted power.
+        alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
+    """
+
+    n_needed: int
+    achieved_power: float
+    std_a: float
+    std_b: float
+    n_a: int
+    n_b: int
+    effect: float
+    alpha: float
+    power: float
+    alternative: str = "two-sided"
+
+    def summary(self) -> str:
+        """One sentence for people.
+
+        Example:
+            >>> PowerReport(17, 0.52, 0.0034, 0.0034, 10, 10, 0.005, 0.05, 0.8).summary()[:58]
+            'At the measured spread (std 0.0034) you need 17 runs per g'
+        """
+        same_std, same_n = self.std_a == self.std_b, self.n_a == self.n_b
+        std = f"std {self.std_a:.2g}" if same_std else f"std {self.std_a:.2g} and {self.std_b:.2g}"
+        runs = f"{self.n_a} runs you have" if same_n else f"{self.n_a} and {self.n_b} runs you have"
+        return (
+            f"At the measured spread ({std}) you need {self.n_needed} runs per group to detect a difference of "
+            f"{self.effect:g} at {self.power:.0%} power (alpha {self.alpha:g}); the {runs} give "
+            f"{self.achieved_power:.0%} power."
+        )
+
+
+def power_report(
+    values_a: Iterable[float],
+    values_b: Optional[Iterable[float]] = None,
+    *,
+    effect: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: str = "two-sided",
+) -> PowerReport:
+    """Runs needed and power achieved, from pilot runs (one value per run; non-finite values left out).
+
+    Args:
+        values_a: Pilot runs of group A (at least two finite values).
+        values_b: Pilot runs of group B; ``None`` assumes B spreads like A and has as many runs.
+        effect: Difference of means to detect (positive).
+        alpha: Significance level.
+        power: Wanted power.
+        alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
+
+    Returns:
+        A frozen :class:`PowerReport`; ``.summary()`` says it in one sentence.
+
+    Example:
+        >>> r = power_report([0.851, 0.847, 0.853, 0.849, 0.856, 0.846], effect=0.005)
+        >>> r.n_needed, round(r.std_a, 4)
+        (11, 0.0038)
+        >>> r.summary()
+        'At the measured spread (std 0.0038) you need 11 runs per group to detect a difference of 0.005 at 80% power (alpha 0.05); the 6 runs you have give 54% power.'
+    """  # noqa: E501
+    stds, sizes = [], []
+    for name, values in (("values_a", values_a), ("values_b", values_b)):
+        if values is None:
+            continue
+        if isinstance(values, (str, bytes)):
+            raise TypeError(f"`{name}` must be numbers. Received: {name}={values!r}.")
+        d = describe(np.asarray(values, dtype=np.float64) if isinstance(values, np.ndarray) else values)
+        if d.n < 2:
+            raise ValueError(f"`{name}` must hold at least two finite values. Received: {d.n}.")
+        stds.append(d.std)
+        sizes.append(d.n)
+    std_b = stds[-1] if len(stds) == 2 else None
+    n_b = sizes[-1]
+    n = runs_needed(stds[0], std_b, effect=effect, alpha=alpha, power=power, alternative=alternative)
+    got = achieved_power(sizes[0], n_b, stds[0], std_b, effect=effect, alpha=alpha, alternative=alternative)
+    return PowerReport(n, got, stds[0], stds[-1], sizes[0], n_b, float(effect), float(alpha), float(power), alternative)
+
+
+def _welch_power(n_a: int, n_b: int, std_a: float, std_b: float, effect: float, alpha: float, alt: str) -> float:
+    from scipy.special import nctdtr, stdtrit
+
+    var_a, var_b = std_a**2 / n_a, std_b**2 / n_b
+    se = math.sqrt(var_a + var_b)
+    df = (var_a + var_b) ** 2 / (var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1))
+    nc = effect / se
+    if alt == "two-sided":
+        crit = float(stdtrit(df, 1.0 - alpha / 2.0))
+        return float(1.0 - nctdtr(df, nc, crit) + nctdtr(df, nc, -crit))
+    return float(1.0 - nctdtr(df, nc, float(stdtrit(df, 1.0 - alpha))))
+
+
+def _validate_common(
+    std_a: float, std_b: Optional[float], effect: float, alpha: float, power: float, alternative: str
+) -> tuple[float, float, float, float, float, str]:
+    def real(value: object) -> bool:
+        return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+    for name, value in (("std_a", std_a), ("std_b", std_b)):
+        if value is not None and (not real(value) or value < 0):
+            raise ValueError(f"`{name}` must be a non-negative number. Received: {name}={value!r}.")
+    std_b = std_a if std_b is None else std_b
+    if std_a == 0 and std_b == 0:
+        raise ValueError("`std_a` and `std_b` must not both be 0: with no spread any difference is detected.")
+    if not real(effect) or effect <= 0:
+        raise ValueError(f"`effect` must be a positive number. Received: effect={effect!r}.")
+    if not real(alpha) or not 0.0 < alpha < 1.0:
+        raise ValueError(f"`alpha` must be a number in (0, 1). Received: alpha={alpha!r}.")
+    if not real(power) or not 0.0 < power < 1.0:
+        raise ValueError(f"`power` must be a number in (0, 1). Received: power={power!r}.")
+    if alternative not in _ALTERNATIVES:
+        raise ValueError(f"`alternative` must be one of {_ALTERNATIVES}. Received: alternative={alternative!r}.")
+    return float(std_a), float(std_b), float(effect), float(alpha), float(power), alternative
