@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 
@@ -183,7 +183,7 @@ def _resolve_rng(rng: RngLike) -> tuple[np.random.Generator, Optional[int]]:
         return rng, None
     if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0):
         raise ValueError(f"`rng` must be a non-negative int seed, a numpy Generator or None. Received: rng={rng!r}.")
-    seed = int(np.random.SeedSequence().entropy) if rng is None else int(rng)
+    seed = int(cast(int, np.random.SeedSequence().entropy)) if rng is None else int(rng)
     return np.random.default_rng(seed), seed
 
 
