@@ -134,7 +134,11 @@ def prob_improvement(
     """
     x, y, n_bad = _validate_pair(a, b)
     seed = _check_bootstrap(level, n_resamples, rng, method)
-    return _bootstrap_result("prob_improvement", _p_improvement, x, y, n_bad, level, n_resamples, seed, method)
+    # P(A>B) depends only on the order of the values: resample their codes (same draws, no per-resample sort)
+    levels, codes = np.unique(np.concatenate([x, y]), return_inverse=True)
+    data = (codes[: x.size].astype(np.float64), codes[x.size :].astype(np.float64))
+    statistic = _p_improvement_codes(levels.size)
+    return _bootstrap_result("prob_improvement", statistic, x, y, n_bad, level, n_resamples, seed, method, data)
 
 
 def mean_difference(
@@ -149,7 +153,7 @@ def mean_difference(
     """
     x, y, n_bad = _validate_pair(a, b)
     seed = _check_bootstrap(level, n_resamples, rng, method)
-    return _bootstrap_result("mean_difference", _mean_diff, x, y, n_bad, level, n_resamples, seed, method)
+    return _bootstrap_result("mean_difference", _mean_diff, x, y, n_bad, level, n_resamples, seed, method, (x, y))
 
 
 def variance_test(a: Values, b: Values, center: str = "median", alternative: str = "two-sided") -> StatResult:
@@ -361,12 +365,30 @@ def _effect_size(
 
 
 def _p_improvement(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    from scipy.stats import rankdata
+    """P(A>B) along ``axis`` (ties count one half), from the values' positions among the pooled sorted values."""
+    levels, codes = np.unique(np.concatenate([np.ravel(x), np.ravel(y)]), return_inverse=True)
+    cx, cy = codes[: np.size(x)].reshape(np.shape(x)), codes[np.size(x) :].reshape(np.shape(y))
+    return _p_improvement_codes(levels.size)(cx, cy, axis)
 
-    na, nb = x.shape[axis], y.shape[axis]
-    ranks = rankdata(np.concatenate([x, y], axis=axis), axis=axis)  # average ranks: ties count one half
-    rank_sum = np.take(ranks, np.arange(na), axis=axis).sum(axis=axis)
-    return (rank_sum - na * (na + 1) / 2.0) / (na * nb)
+
+def _p_improvement_codes(k: int) -> Callable[..., np.ndarray]:
+    """P(A>B) for integer codes in ``range(k)`` (the order of the values): counting, no sorting per resample."""
+
+    def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+        shape, na, nb = x.shape[:-1], x.shape[-1], y.shape[-1]
+        cx, cy = x.reshape(-1, na).astype(np.intp), y.reshape(-1, nb).astype(np.intp)
+        out = np.empty(cx.shape[0])
+        for start in range(0, cx.shape[0], 1024):  # chunks bound the (rows, k) count table
+            rows = slice(start, start + 1024)
+            m = cy[rows].shape[0]
+            counts = np.bincount((cy[rows] + k * np.arange(m)[:, None]).ravel(), minlength=m * k).reshape(m, k)
+            # 2 * (#y below each code) + (#y at it): twice the score of an x with that code
+            twice = 2 * (np.cumsum(counts, axis=-1) - counts) + counts
+            out[rows] = np.take_along_axis(twice, cx[rows], axis=-1).sum(axis=-1) / (2.0 * na * nb)
+        return out.reshape(shape) if shape else out[0]
+
+    return statistic
 
 
 def _mean_diff(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -383,6 +405,7 @@ def _bootstrap_result(
     n_resamples: int,
     seed: int,
     method: str,
+    data: tuple[np.ndarray, np.ndarray],
 ) -> StatResult:
     cache: dict[float, tuple[float, float]] = {}
 
@@ -393,7 +416,7 @@ def _bootstrap_result(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # degenerate (constant) resamples: the interval is then a point
                 res = bootstrap(
-                    (x, y),
+                    data,
                     statistic,
                     n_resamples=n_resamples,
                     paired=False,
@@ -407,7 +430,7 @@ def _bootstrap_result(
 
     return StatResult(
         name,
-        float(statistic(x, y)),
+        float(statistic(*data)),
         math.nan,
         level,
         _settings(x, y, n_bad, method=method, n_resamples=n_resamples, seed=seed),
