@@ -209,7 +209,13 @@ def describe(
     """
     array = _validate_describe(values, ddof, level, std_ci, n_resamples, rng)
     seed = _seed(rng) if std_ci == "bootstrap" else None
-    settings = {"ddof": ddof, "level": float(level), "std_ci": std_ci, "n_resamples": n_resamples, "seed": seed}
+    settings: dict[str, Any] = {
+        "ddof": ddof,
+        "level": float(level),
+        "std_ci": std_ci,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
     finite = array[np.isfinite(array)]
     n = int(finite.size)
     n_nonfinite = int(array.size - n)
@@ -362,12 +368,12 @@ def _validate_describe(
     _check_level(level)
     if std_ci not in STD_CI_METHODS:
         raise ValueError(f"`std_ci` must be 'chi2' or 'bootstrap'. Received: std_ci={std_ci!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or int(n_resamples) < 1:
         raise ValueError(f"`n_resamples` must be a positive integer. Received: n_resamples={n_resamples!r}.")
     if not (
         rng is None
         or isinstance(rng, np.random.Generator)
-        or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and rng >= 0)
+        or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and int(rng) >= 0)
     ):
         raise TypeError(
             f"`rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng={rng!r}."
