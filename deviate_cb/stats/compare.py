@@ -487,7 +487,7 @@ def _check_bootstrap(level: object, n_resamples: object, rng: object, method: ob
 def _resolve_seed(rng: object) -> int:
     """The int seed every interval of one result is computed with (``None``: fresh entropy)."""
     if rng is None:
-        return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        return int(np.random.default_rng().integers(2**63))  # fresh OS entropy; fits int64 columns and JSON
     if isinstance(rng, np.random.Generator):
         return int(rng.integers(2**63))
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:

@@ -160,7 +160,7 @@ def test_same_seed_same_result_and_levels_reuse_the_seed() -> None:
         g1, g2 = np.random.default_rng(3), np.random.default_rng(3)
         assert func(a, b, rng=g1, n_resamples=200).to_dict() == func(a, b, rng=g2, n_resamples=200).to_dict()
         fresh = func(a, b, n_resamples=200)
-        assert isinstance(fresh.settings["seed"], int)
+        assert isinstance(fresh.settings["seed"], int) and 0 <= fresh.settings["seed"] < 2**63
         again = func(a, b, n_resamples=200, rng=fresh.settings["seed"])
         assert fresh.confidence_interval() == again.confidence_interval()
     np.testing.assert_array_equal(np.random.get_state()[1], state[1])  # the global RNG is untouched
@@ -216,6 +216,17 @@ def test_compare_collects_everything() -> None:
     assert d["results"]["cohens_d"]["reject"] is None and d["results"]["cohens_d"]["pvalue"] is None
     with pytest.raises(AttributeError):
         c.n_a = 3  # type: ignore[misc]
+
+
+def test_compare_is_reproducible_with_a_seed_or_generator() -> None:
+    a, b = _groups(12)
+    assert compare(a, b, rng=5, n_resamples=300).to_dict() == compare(a, b, rng=5, n_resamples=300).to_dict()
+    c1 = compare(a, b, rng=np.random.default_rng(5), n_resamples=300)
+    c2 = compare(a, b, rng=np.random.default_rng(5), n_resamples=300)
+    assert c1.to_dict() == c2.to_dict()
+    seed = c1.mean_difference.settings["seed"]
+    assert c1.prob_improvement.settings["seed"] == seed
+    assert c1.mean_difference.confidence_interval(0.8) == mean_difference(a, b, 0.8, 300, seed).confidence_interval()
 
 
 def test_compare_alternatives_are_passed_on() -> None:
