@@ -1,7 +1,15 @@
-"""Statistics of training variance: per-run aggregates and across-run descriptions.
+"""Statistics of training variance: how noisy is it, and is A really better than B?
 
-Plain functions do the maths; results are frozen objects. Nothing here touches the global RNG, and SciPy
-is imported only inside the functions that need it.
+- per run: :func:`aggregate` (last, best, mean, at a step or epoch);
+- across runs: :func:`describe` (spread with confidence intervals, robust extras);
+- two groups: :func:`compare` (Welch/Student t, Mann-Whitney U, Cohen's d, Hedges' g, P(A>B), the mean
+  difference, a variance test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
+- planning: :func:`runs_needed`, :func:`achieved_power`, :func:`noether_runs`, :func:`power_report`;
+- noise sources: :func:`decompose` (the share of spread due to implementation noise).
+
+Plain functions do the maths; results are frozen objects in SciPy's style (``statistic``, ``pvalue``,
+``confidence_interval(level)``, ``to_dict()``). Resampling functions take ``rng`` and never touch the global
+random state. SciPy is imported only inside the functions that need it.
 
 Example:
     >>> from deviate_cb.stats import aggregate, describe
@@ -10,27 +18,78 @@ Example:
     0.02
 """
 
+from deviate_cb.stats._results import StatResult
 from deviate_cb.stats.aggregate import (
     AGGREGATES,
+    AT_AGGREGATES,
     DIRECTIONS,
     AggregateResult,
     aggregate,
     aggregate_table,
     infer_direction,
+    parse_aggregate,
     resolve_direction,
 )
-from deviate_cb.stats.describe import ConfidenceInterval, Description, describe, std_confidence_interval
+from deviate_cb.stats.aso import almost_stochastic_order, violation_ratio
+from deviate_cb.stats.compare import (
+    ALTERNATIVES,
+    Comparison,
+    compare,
+    mann_whitney_u,
+    student_t,
+    variance_test,
+    welch_t,
+)
+from deviate_cb.stats.correction import CORRECTIONS, correct, reject
+from deviate_cb.stats.decompose import decompose
+from deviate_cb.stats.describe import (
+    STD_CI_METHODS,
+    ConfidenceInterval,
+    Description,
+    describe,
+    mean_confidence_interval,
+    std_confidence_interval,
+)
+from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
+from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
 
 __all__ = [
     "AGGREGATES",
+    "ALTERNATIVES",
+    "AT_AGGREGATES",
+    "CORRECTIONS",
     "DIRECTIONS",
+    "STD_CI_METHODS",
     "AggregateResult",
+    "Comparison",
     "ConfidenceInterval",
     "Description",
+    "PowerReport",
+    "StatResult",
+    "achieved_power",
     "aggregate",
     "aggregate_table",
+    "almost_stochastic_order",
+    "cohens_d",
+    "compare",
+    "correct",
+    "decompose",
     "describe",
+    "hedges_g",
     "infer_direction",
+    "mann_whitney_u",
+    "mean_confidence_interval",
+    "mean_difference",
+    "noether_runs",
+    "parse_aggregate",
+    "power_report",
+    "prob_improvement",
+    "reject",
     "resolve_direction",
+    "runs_needed",
     "std_confidence_interval",
+    "student_t",
+    "variance_test",
+    "violation_ratio",
+    "welch_t",
 ]

@@ -64,7 +64,7 @@ class StatResult:
         return ConfidenceInterval(float(low), float(high))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (NaN becomes ``None``)."""
+        """A JSON-ready dict (NaN and infinite bounds, as in one-sided intervals, become ``None``)."""
         low, high = self.confidence_interval()
         out = {
             "test": self.test,
@@ -75,4 +75,4 @@ class StatResult:
             "ci_high": high,
             **{f"setting_{k}": v for k, v in self.settings.items()},
         }
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
 import itertools
 import math
 
 import numpy as np
 import pytest
 
-from deviate_cb.stats import aso as aso_module
 from deviate_cb.stats.aso import almost_stochastic_order, violation_ratio
 
 
@@ -150,8 +148,3 @@ def test_validation(kwargs: dict, error: type, match: str) -> None:
     args = {"a": [1.0, 2.0, 3.0], "b": [0.0, 2.0, 4.0], "rng": 0, **kwargs}
     with pytest.raises(error, match=match):
         almost_stochastic_order(**args)
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(aso_module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import math
 import warnings
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from deviate_cb.stats import compare as compare_module
 from deviate_cb.stats.compare import (
     Comparison,
     cohens_d,
@@ -306,8 +304,3 @@ def test_validation_messages() -> None:
         compare([[1.0, 2.0], [3.0, 4.0]], B3)
     with pytest.raises(TypeError, match=r"^`b` must be numbers\. Received: b='abc'\.$"):
         compare(A3, "abc")
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(compare_module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from deviate_cb.stats import decompose as decompose_module
 from deviate_cb.stats.decompose import decompose
 
 MORIN = Path(__file__).resolve().parents[3] / "shared" / "reference-data" / "morin2020"
@@ -101,8 +99,3 @@ def test_validation(kwargs: dict, error: type, match: str) -> None:
     args = {"impl": [1.0, 2.0, 3.0], "algo_impl": [0.0, 2.0, 4.0], "rng": 0, **kwargs}
     with pytest.raises(error, match=match):
         decompose(**args)
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(decompose_module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

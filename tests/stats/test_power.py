@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
 import math
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
-from deviate_cb.stats import power as power_module
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
 
 
@@ -155,8 +153,3 @@ def test_the_summary_of_the_brief() -> None:
 def test_validation(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
-
-
-def test_docstring_examples() -> None:
-    result = doctest.testmod(power_module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
