@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,11 +30,12 @@ from deviate_cb.report.runs import RunRecord
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["METRIC_COLUMNS", "read_metrics"]
+__all__ = ["LAST_COLUMNS", "METRIC_COLUMNS", "read_last_values", "read_metrics"]
 
 METRIC_COLUMNS = ("seq", "stage", "name", "value")
 _PARTITIONS = ("experiment", "variant", "replica")
 _TEXT = ("stage", "name")
+LAST_COLUMNS = ("experiment", "variant", "replica", "run", "stage", "name", "value")
 
 
 def read_metrics(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> pa.Table:
@@ -60,6 +62,150 @@ def read_metrics(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> 
             groups.setdefault(tuple(str(f.type) for f in schema), (schema, []))[1].append(path)
     tables = [_scan(schema, files, base, index, warnings) for schema, files in groups.values()]
     return pa.concat_tables([_empty(), *[t for t in tables if t.num_rows]])
+
+
+def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> pa.Table:
+    """The value recorded last (by ``seq``) of every metric of every run, streamed file by file.
+
+    The same result as ``aggregate_table(read_metrics(runs, base, warnings), "last", keys=("run", "stage",
+    "name"))`` (and the same warnings), but the files are scanned in batches and each batch is reduced at
+    once to its last value per (stage, name), so the whole long table is never held in memory. Files whose
+    ``value`` column holds text go through :func:`read_metrics` instead.
+
+    Args:
+        runs: The runs to read (those without a ``metrics.parquet`` contribute nothing).
+        base: The folder above the Hive partitions (``partition_base_dir``).
+        warnings: Where to append one line per skipped file or metric.
+
+    Returns:
+        Columns ``experiment``, ``variant``, ``replica`` (strings), ``run`` (int32, indexing into ``runs``),
+        ``stage``, ``name`` (strings) and ``value`` (float64; NaN where the last value was null or NaN), one row
+        per (run, stage, name), sorted by ``run``, ``stage``, ``name``.
+
+    Example:
+        >>> import tempfile
+        >>> from deviate_cb.store import RunDirectory, run_path
+        >>> from deviate_cb.report.runs import find_runs, partition_base
+        >>> root = Path(tempfile.mkdtemp())
+        >>> run = RunDirectory(run_path(root, "mlp", "algo", 0))
+        >>> _ = run.update_manifest(status="completed")
+        >>> _ = run.metrics().append({"step": [0, 1], "epoch": [0, 0], "stage": ["val"] * 2, "scope": ["epoch"] * 2,
+        ...                           "name": ["val_acc"] * 2, "value": [0.5, 0.6], "wall_time": [0.0, 1.0]})
+        >>> read_last_values(find_runs(root), partition_base(root), []).select(["run", "name", "value"]).to_pylist()
+        [{'run': 0, 'name': 'val_acc', 'value': 0.6}]
+    """
+    import pyarrow as pa
+
+    index = {str(run.metrics_path): i for i, run in enumerate(runs)}
+    groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
+    for path in index:
+        if not Path(path).is_file():
+            continue
+        schema = _check_file(path, warnings)
+        if schema is not None:
+            groups.setdefault(tuple(str(f.type) for f in schema), (schema, []))[1].append(path)
+    # (run, stage, name) -> (seq, position in the scan, value)
+    best: dict[tuple[int, str, str], tuple[int, int, float]] = {}
+    text_runs: list[int] = []
+    for schema, files in groups.values():
+        value_type = schema.field("value").type
+        if pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
+            text_runs.extend(index[f] for f in files)
+        else:
+            _stream_last(schema, files, base, index, warnings, best)
+    rows = [(run, stage, name, value) for (run, stage, name), (_, _, value) in best.items()]
+    if text_runs:
+        from deviate_cb.stats.aggregate import aggregate_table
+
+        text_runs.sort()
+        table = read_metrics([runs[i] for i in text_runs], base, warnings)
+        last = aggregate_table(table, "last", keys=("run", "stage", "name")).table
+        mapped = [text_runs[i] for i in last.column("run").to_pylist()]
+        rows += zip(mapped, *(last.column(c).to_pylist() for c in ("stage", "name", "value")), strict=True)
+    rows.sort(key=lambda r: r[:3])
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    records = [runs[i] for i in columns[0]]
+    return pa.table(
+        {
+            "experiment": pa.array([r.experiment for r in records], pa.string()),
+            "variant": pa.array([r.variant for r in records], pa.string()),
+            "replica": pa.array([r.replica for r in records], pa.string()),
+            "run": pa.array(columns[0], pa.int32()),
+            "stage": pa.array(columns[1], pa.string()),
+            "name": pa.array(columns[2], pa.string()),
+            "value": pa.array(columns[3], pa.float64()),
+        }
+    )
+
+
+def _stream_last(
+    schema: pa.Schema,
+    files: list[str],
+    base: Path,
+    index: dict[str, int],
+    warnings: list[str],
+    best: dict[tuple[int, str, str], tuple[int, int, float]],
+) -> None:
+    """Fold the last value per (run, stage, name) of ``files`` into ``best``; on a read error, one file at a time."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    fields = [f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in _TEXT else f for f in schema]
+    options = ds.ParquetReadOptions(dictionary_columns=list(_TEXT))
+    found: dict[tuple[int, str, str], tuple[int, int, float]] = {}
+    try:
+        dataset = ds.dataset(files, schema=pa.schema(fields), format=ds.ParquetFileFormat(read_options=options))
+        fragment_runs = np.asarray([index[str(f)] for f in dataset.files], dtype=np.int64)
+        position = 0
+        for batch in dataset.to_batches(columns=["__fragment_index", *METRIC_COLUMNS]):
+            n = batch.num_rows
+            if n == 0:
+                continue
+            fragment = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            seq = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            stage, name = batch.column(2), batch.column(3)
+            value = pc.cast(batch.column(4), pa.float64()).fill_null(math.nan).to_numpy(zero_copy_only=False)
+            stage_codes = pc.fill_null(stage.indices, len(stage.dictionary)).to_numpy(zero_copy_only=False)
+            name_null = len(name.dictionary)
+            name_codes = pc.fill_null(name.indices, name_null).to_numpy(zero_copy_only=False)
+            stage_labels = [*stage.dictionary.cast(pa.string()).to_pylist(), "unknown"]
+            name_labels = name.dictionary.cast(pa.string()).to_pylist()
+            n_stage, n_name = len(stage_labels), name_null + 1
+            first = int(fragment[0])
+            if fragment[-1] == first and np.all(fragment == first):
+                fragment_codes = np.zeros(n, dtype=np.int64)
+                fragments = np.asarray([first])
+            else:
+                fragments, fragment_codes = np.unique(fragment, return_inverse=True)
+            keys = (fragment_codes * n_stage + stage_codes.astype(np.int64)) * n_name + name_codes.astype(np.int64)
+            if np.all(seq[1:] >= seq[:-1]):
+                rows = np.arange(n, dtype=np.int64)
+            else:  # the last by seq, ties broken by file order: a stable sort, then the last of each key
+                rows = np.argsort(seq, kind="stable")
+                keys = keys[rows]
+            last = np.full(len(fragments) * n_stage * n_name, -1, dtype=np.int64)
+            np.maximum.at(last, keys, np.arange(n, dtype=np.int64))
+            for key in np.flatnonzero(last >= 0):
+                rest, name_code = divmod(int(key), n_name)
+                if name_code == name_null:
+                    continue  # rows without a name are not metrics
+                fragment_code, stage_code = divmod(rest, n_stage)
+                row = int(rows[last[key]])
+                ident = (int(fragment_runs[fragments[fragment_code]]), stage_labels[stage_code], name_labels[name_code])
+                candidate = (int(seq[row]), position + row, float(value[row]))
+                if ident not in found or candidate[:2] >= found[ident][:2]:
+                    found[ident] = candidate
+            position += n
+    except (OSError, pa.ArrowException) as exc:
+        if len(files) > 1:
+            for f in files:
+                _stream_last(schema, [f], base, index, warnings, best)
+            return
+        warnings.append(f"{files[0]}: not a readable Parquet file ({_reason(exc)}); skipped.")
+        return
+    best.update(found)
 
 
 def _output_schema() -> pa.Schema:

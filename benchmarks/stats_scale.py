@@ -1,0 +1,283 @@
+"""How long the variance report of a large study takes, next to a bare pyarrow read of the same files.
+
+Builds a synthetic study (default 1,000 runs x 20 metrics x 1,000 steps = 20M rows) in the run-store format
+(``<dir>/experiment=E/variant=V/replica=K/metrics.parquet`` + ``run.json``; seeded; cached in ``--dir`` between
+invocations), then times each method in its own fresh process (so peak RSS is per method; whole process,
+interpreter start and imports included; warm page cache: one untimed read first), best of ``--repeat``:
+
+* ``floor``: the bare pyarrow read of the needed columns (``seq``, ``name``, ``value``) of every metrics file;
+* ``report``: :func:`deviate_cb.report.summary.build_report` with ``aggregate="last"``, exactly what
+  ``deviate report`` computes (per-run ``last`` of every metric, then ``describe`` across runs);
+* ``stream``: the same statistics through :func:`deviate_cb.report.reader.read_last_values` (per-run ``last``
+  reduced while streaming, the whole table never materialised) and ``describe``;
+* peers when installed: ``duckdb`` (``arg_max`` in SQL), ``polars`` (lazy, streaming), ``pyarrow`` ``group_by``.
+
+Every method's statistics (n, mean, std, min, max per metric) are checked against a plain NumPy computation
+(``numpy``: each file read whole, ``last`` by ``seq``); the largest absolute difference is printed.
+Goal (issue 4, section 5): ``report`` at most 0.7x the floor and under 256 MiB peak.
+
+    python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SEED = 20261121
+EXPERIMENT, VARIANT = "scale", "base"
+STAGES = ("train", "val")
+
+
+# ----------------------------------------------------------------------------------------------- the study
+def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
+    """Write the study under ``root`` (skipped when a study of the same shape is already there)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from deviate_cb.store import SCHEMA_VERSION, metrics_schema, run_path
+
+    stamp = root / f".stats_scale-{runs}x{metrics}x{steps}-{SEED}"
+    if stamp.is_file():
+        return root
+    rng = np.random.default_rng(SEED)
+    names = [f"{STAGES[m % 2]}_metric_{m:02d}" for m in range(metrics)]
+    per_step = np.arange(steps, dtype=np.int64)
+    step = np.repeat(per_step, metrics)
+    epoch = step // max(1, steps // 10)
+    stage = pa.array([STAGES[m % 2] for m in range(metrics)] * steps, type=pa.string())
+    name = pa.array(names * steps, type=pa.string())
+    scope = pa.array(["step"] * (metrics * steps), type=pa.string())
+    seq = np.arange(metrics * steps, dtype=np.int64)
+    for k in range(runs):
+        path = run_path(root, EXPERIMENT, VARIANT, k)
+        path.mkdir(parents=True, exist_ok=True)
+        curve = 1.0 / (1.0 + per_step / 100.0)
+        value = (curve[:, None] * rng.uniform(0.5, 1.5, metrics) + rng.normal(0, 0.01, (steps, metrics))).ravel()
+        wall = np.repeat(1.7e9 + k * 1e4 + np.cumsum(rng.exponential(0.05, steps)), metrics)  # one time per step
+        table = pa.table(
+            [seq, step, epoch, stage, scope, name, value, np.isfinite(value), wall], schema=metrics_schema()
+        )
+        pq.write_table(table, path / "metrics.parquet")  # as MetricsFile writes it
+        manifest = {"schema_version": SCHEMA_VERSION, "status": "completed", "seed": k, "variant": VARIANT}
+        (path / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    stamp.write_text("ok\n")
+    return root
+
+
+def metric_files(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.glob("experiment=*/variant=*/replica=*/metrics.parquet"))
+
+
+# ------------------------------------------------------------------------------------------------ methods
+# Each returns {metric: [n, mean, std, min, max]} (or None for the floor, which computes nothing).
+def m_floor(root: Path) -> None:
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(metric_files(root), format="parquet").to_table(columns=["seq", "name", "value"])
+    assert table.num_rows > 0
+
+
+def _stats(values: list[float]) -> list[float]:
+    from deviate_cb.stats import describe
+
+    d = describe(values)
+    return [d.n, d.mean, d.std, d.min, d.max]
+
+
+def m_report(root: Path) -> dict:
+    from deviate_cb.report.summary import build_report
+
+    report = build_report(root, aggregate="last")
+    return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
+
+
+def m_stream(root: Path) -> dict:
+    from deviate_cb.report.reader import read_last_values
+    from deviate_cb.report.runs import find_runs, partition_base
+
+    warnings: list[str] = []
+    runs = [r for r in find_runs(root, warnings) if r.completed]
+    table = read_last_values(runs, partition_base(root), warnings)
+    series: dict[str, list[float]] = {}
+    for name, value in zip(table.column("name").to_pylist(), table.column("value").to_pylist(), strict=True):
+        series.setdefault(name, []).append(value)
+    return {name: _stats(values) for name, values in series.items()}
+
+
+def m_numpy(root: Path) -> dict:
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    series: dict[str, list[float]] = {}
+    for path in metric_files(root):
+        t = pq.read_table(path, columns=["seq", "name", "value"])
+        seq, value = t.column("seq").to_numpy(), t.column("value").to_numpy()
+        names = np.asarray(t.column("name").to_pylist(), dtype=object)
+        for name in np.unique(names):
+            rows = np.flatnonzero(names == name)
+            series.setdefault(str(name), []).append(float(value[rows[np.argmax(seq[rows])]]))
+    out = {}
+    for name, values in series.items():
+        x = np.asarray(values)
+        x = x[np.isfinite(x)]
+        out[name] = [x.size, float(x.mean()), float(x.std(ddof=1)), float(x.min()), float(x.max())]
+    return out
+
+
+def m_duckdb(root: Path) -> dict:
+    import duckdb
+
+    con = duckdb.connect()
+    pattern = str(root / "experiment=*/variant=*/replica=*/metrics.parquet")
+    rows = con.execute(
+        f"""
+        WITH last AS (
+            SELECT experiment, variant, replica, name, arg_max(value, seq) AS v
+            FROM read_parquet('{pattern}', hive_partitioning = true)
+            GROUP BY ALL
+        )
+        SELECT name, count(v), avg(v), stddev_samp(v), min(v), max(v) FROM last GROUP BY name
+        """
+    ).fetchall()
+    return {r[0]: list(r[1:]) for r in rows}
+
+
+def m_polars(root: Path) -> dict:
+    import polars as pl
+
+    pattern = str(root / "experiment=*/variant=*/replica=*/metrics.parquet")
+    last = (
+        pl.scan_parquet(pattern, hive_partitioning=True)
+        .select("experiment", "variant", "replica", "seq", "name", "value")
+        .group_by("experiment", "variant", "replica", "name")
+        .agg(pl.col("value").sort_by("seq").last())
+    )
+    stats = last.group_by("name").agg(
+        pl.col("value").count().alias("n"),
+        pl.col("value").mean().alias("mean"),
+        pl.col("value").std().alias("std"),
+        pl.col("value").min().alias("min"),
+        pl.col("value").max().alias("max"),
+    )
+    df = stats.collect(engine="streaming")
+    return {r[0]: list(r[1:]) for r in df.iter_rows()}
+
+
+def m_pyarrow(root: Path) -> dict:
+    import pyarrow.dataset as ds
+
+    files = metric_files(root)
+    table = ds.dataset(files, format="parquet").to_table(columns=["__fragment_index", "seq", "name", "value"])
+    table = table.sort_by([("__fragment_index", "ascending"), ("seq", "ascending")])
+    last = table.group_by(["__fragment_index", "name"], use_threads=False).aggregate([("value", "last")])
+    series: dict[str, list[float]] = {}
+    for name, value in zip(last.column("name").to_pylist(), last.column("value_last").to_pylist(), strict=True):
+        series.setdefault(name, []).append(value)
+    return {name: _stats(values) for name, values in series.items()}
+
+
+METHODS = {
+    "floor": m_floor,
+    "report": m_report,
+    "stream": m_stream,
+    "duckdb": m_duckdb,
+    "polars": m_polars,
+    "pyarrow": m_pyarrow,
+    "numpy": m_numpy,
+}
+OPTIONAL = {"duckdb": "duckdb", "polars": "polars"}
+
+
+def child(method: str, root: Path, out: Path) -> None:
+    start = time.perf_counter()
+    result = METHODS[method](root)
+    elapsed = time.perf_counter() - start
+    out.write_text(json.dumps({"inner_s": elapsed, "result": result}))
+
+
+def run_child(method: str, root: Path) -> tuple[float, float, dict]:
+    """Whole-process wall seconds, peak RSS (MiB) and the child's output."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        out = Path(handle.name)
+    try:
+        args = [sys.executable, __file__, "--child", method, "--dir", str(root), "--out", str(out)]
+        start = time.perf_counter()
+        proc = subprocess.Popen(args)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise SystemExit(f"method {method} failed (exit {proc.returncode})")
+        return wall, usage.ru_maxrss / 1024.0, json.loads(out.read_text())
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def max_abs_diff(got: dict, ref: dict) -> float:
+    if set(got) != set(ref):
+        return math.inf
+    worst = 0.0
+    for name, row in ref.items():
+        for a, b in zip(got[name], row, strict=True):
+            if a is None or b is None or (isinstance(a, float) and math.isnan(a)):
+                return math.inf
+            worst = max(worst, abs(float(a) - float(b)))
+    return worst
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--metrics", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--dir", type=Path, default=None, help="where the study is built and cached")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.child, args.dir, args.out)
+        return
+    root = args.dir or Path(tempfile.gettempdir()) / f"deviate-stats-scale-{args.runs}x{args.metrics}x{args.steps}"
+    start = time.perf_counter()
+    build_study(root, args.runs, args.metrics, args.steps)
+    files = metric_files(root)
+    size = sum(os.path.getsize(f) for f in files) / 1e6
+    rows = args.runs * args.metrics * args.steps
+    ready = time.perf_counter() - start
+    print(f"study: {root} ({len(files)} runs, {rows:,} rows, {size:.0f} MB; ready in {ready:.1f} s)")
+    for f in files:  # warm the page cache
+        Path(f).read_bytes()
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    import importlib.util
+
+    methods = [m for m in methods if m not in OPTIONAL or importlib.util.find_spec(OPTIONAL[m]) is not None]
+    ref = run_child("numpy", root)[2]["result"]
+    results = {}
+    for method in methods:
+        best = None
+        for _ in range(args.repeat):
+            wall, rss, out = run_child(method, root)
+            if best is None or wall < best[0]:
+                best = (wall, rss, out["inner_s"], out["result"])
+        results[method] = best
+    floor = results.get("floor", (math.nan,))[0]
+    print(f"{'method':<9} {'process s':>9} {'work s':>7} {'peak MiB':>9} {'x floor':>8} {'max |diff| vs NumPy':>20}")
+    for method, (wall, rss, inner, result) in results.items():
+        diff = "-" if result is None else f"{max_abs_diff(result, ref):.3g}"
+        print(f"{method:<9} {wall:>9.2f} {inner:>7.2f} {rss:>9.0f} {wall / floor:>7.2f}x {diff:>20}")
+    print("goal: report <= 0.70x floor, < 256 MiB peak, equal to NumPy")
+
+
+if __name__ == "__main__":
+    main()
