@@ -22,7 +22,17 @@ from typing import IO, Any, Optional
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.summary import COLUMNS, Report, ReportRow
 
-__all__ = ["FORMATS", "excluded_line", "print_table", "render", "to_csv", "to_json", "to_markdown"]
+__all__ = [
+    "FORMATS",
+    "decomposition_json",
+    "excluded_line",
+    "print_table",
+    "render",
+    "render_records",
+    "to_csv",
+    "to_json",
+    "to_markdown",
+]
 
 FORMATS = ("table", "md", "csv", "json")
 _HUMAN = ("metric", "n", "mean", "std", "std CI", "cv", "min", "max", "range")
@@ -86,6 +96,12 @@ def to_markdown(report: Report) -> str:
         for run in report.excluded:
             cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
             lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    if report.decomposition:
+        lines += ["", "## Variance decomposition", "", _DECOMPOSITION_NOTE.format(level=level), ""]
+        lines.append("| " + " | ".join(_DECOMPOSITION_HUMAN) + " |")
+        lines.append("|" + "---|" * len(_DECOMPOSITION_HUMAN))
+        for d in report.decomposition:
+            lines.append("| " + " | ".join(_md(c) for c in _decomposition_cells(d)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -125,11 +141,106 @@ def print_table(report: Report, file: Optional[IO[str]] = None, *, width: Option
             table.add_row(run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
         console.print(table)
         console.print()
+    if report.decomposition:
+        console.print(Text("Variance decomposition", style="bold"))
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for i, header in enumerate(_DECOMPOSITION_HUMAN):
+            table.add_column(header, justify="left" if i < 3 else "right", no_wrap=i < 7)
+        for d in report.decomposition:
+            table.add_row(*_decomposition_cells(d))
+        console.print(table)
+        console.print(_DECOMPOSITION_NOTE.format(level=_level(report.level)), style="dim")
+        console.print()
     console.print(
         f"std: sample standard deviation (ddof=1); std CI: {_level(report.level)} chi-square interval; "
         "cv: std / |mean|.",
         style="dim",
     )
+
+
+_DECOMPOSITION_HUMAN = ("experiment", "metric", "pair", "n", "std narrow", "std wide", "share", "share CI", "note")
+_DECOMPOSITION_NOTE = (
+    "share: std(narrow) / std(wide) (ddof=1); impl / algo+impl is the part of the spread implementation noise "
+    "alone keeps, control / algo the part left with every seed fixed; share CI: {level} bootstrap (BCa)."
+)
+
+
+def _decomposition_cells(d: Any) -> tuple[str, ...]:
+    ci = "-" if _is_nan(d.share_ci_low) else f"[{_num(d.share_ci_low)}, {_num(d.share_ci_high)}]"
+    n = f"{d.n_narrow} / {d.n_wide}"
+    share = "-" if _is_nan(d.share) else f"{d.share:.3f}"
+    return (d.experiment, d.metric, d.pair, n, _num(d.std_narrow), _num(d.std_wide), share, ci, d.note)
+
+
+def decomposition_json(report: Report) -> str:
+    """The decomposition rows as a JSON list (keys of ``DECOMPOSITION_COLUMNS``; NaN becomes ``null``)."""
+    rows = [{k: _json_value(v) for k, v in d.as_dict().items()} for d in report.decomposition]
+    return json.dumps(rows, indent=2, allow_nan=False) if rows else "[]"
+
+
+def render_records(
+    records: list[dict[str, Any]],
+    columns: tuple[str, ...],
+    fmt: str,
+    *,
+    title: str = "",
+    human: Optional[dict[str, Any]] = None,
+    notes: tuple[str, ...] = (),
+    file: Optional[IO[str]] = None,
+) -> str:
+    r"""Flat records as ``json`` (a list of objects), ``csv`` (``columns``), ``md`` or ``table``.
+
+    ``human`` maps a header to a function of the record giving the cell, for ``md`` and ``table``; ``table``
+    is printed to ``file`` (rich) and returns ``""``.
+
+    Example:
+        >>> render_records([{"metric": "acc", "p": float("nan")}], ("metric", "p"), "csv")
+        'metric,p\nacc,\n'
+    """
+    if fmt == "json":
+        rows = [{k: _json_value(r.get(k)) for k in columns} for r in records]
+        return json.dumps(rows, indent=2, allow_nan=False) if rows else "[]"
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        for r in records:
+            writer.writerow(["" if r.get(k) is None or _is_nan(r.get(k)) else r.get(k) for k in columns])
+        return buffer.getvalue()
+    cells = human or {c: (lambda r, c=c: _cell(r.get(c))) for c in columns}
+    if fmt == "md":
+        lines = [f"# {title}", ""] if title else []
+        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("|" + "---|" * len(cells))
+        lines += ["| " + " | ".join(_md(f(r)) for f in cells.values()) + " |" for r in records]
+        lines += ["", *notes] if notes else []
+        return "\n".join(lines) + "\n"
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    width = None if file is not None and hasattr(file, "isatty") and file.isatty() else 200
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    if title:
+        console.print(Text(title, style="bold"), no_wrap=True, overflow="ignore")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for i, header in enumerate(cells):
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
+    for r in records:
+        table.add_row(*(f(r) for f in cells.values()))
+    console.print(table)
+    for note in notes:
+        console.print(note, style="dim")
+    return ""
+
+
+def _cell(x: Any) -> str:
+    if x is None or _is_nan(x):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
 
 
 def excluded_line(run: RunRecord) -> str:

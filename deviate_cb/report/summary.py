@@ -35,7 +35,7 @@ from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, find_runs, partition_b
 from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
 from deviate_cb.store import STAGES
 
-__all__ = ["COLUMNS", "Report", "ReportRow", "build_report"]
+__all__ = ["COLUMNS", "PerRun", "Report", "ReportRow", "build_report", "describe_series", "load_per_run"]
 
 COLUMNS = (
     "experiment",
@@ -91,6 +91,8 @@ class Report:
         level: The confidence level of the std interval.
         n_runs: The number of runs found.
         groups: ``(experiment, variant, completed runs)`` for every group found, sorted.
+        decomposition: :class:`~deviate_cb.report.decomposition.DecompositionRow` per experiment, pair and
+            metric, when asked for.
     """
 
     rows: tuple[ReportRow, ...]
@@ -100,6 +102,7 @@ class Report:
     level: float = 0.95
     n_runs: int = 0
     groups: tuple[tuple[str, str, int], ...] = ()
+    decomposition: tuple[Any, ...] = ()
 
 
 def build_report(
@@ -110,6 +113,8 @@ def build_report(
     metrics: Optional[Sequence[str]] = None,
     stage: Optional[str] = None,
     level: float = 0.95,
+    decompose: bool = False,
+    seed: int = 0,
 ) -> Report:
     """Read a study directory and compute its variance report.
 
@@ -120,14 +125,55 @@ def build_report(
         metrics: Keep only metrics whose name or ``stage/name`` matches one of these fnmatch patterns.
         stage: Keep only this stage (``train``, ``val``, ``test`` or ``final``).
         level: Confidence level of the std interval, in (0, 1).
+        decompose: Also compute the variance decomposition (``impl`` vs ``algo+impl``, ``control`` vs ``algo``).
+        seed: Seed of the decomposition's bootstrap.
 
     Raises:
         UsageError: A bad argument, a directory without runs, or a filter that matches nothing.
         SchemaVersionError: A manifest was written by a newer deviate-cb.
     """
+    directory = _validate_build_report(directory, aggregate, directions, stage, level)
+    loaded = load_per_run(directory, aggregate=aggregate, directions=directions, metrics=metrics, stage=stage)
+    runs, completed, warnings, per_run = loaded.runs, loaded.completed, list(loaded.warnings), loaded.table
+    rows = _describe_groups(per_run, aggregate, level)
+    groups = sorted({(r.experiment, r.variant) for r in runs})
+    counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
+    excluded = tuple(r for r in runs if not r.completed)
+    decomposition: tuple[Any, ...] = ()
+    if decompose:
+        from deviate_cb.report.decomposition import decompose_series
+
+        decomposition = tuple(decompose_series(_series(per_run), level=level, seed=seed))
+    return Report(tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts, decomposition)
+
+
+@dataclass(frozen=True)
+class PerRun:
+    """The per-run aggregates of a study: ``table`` has ``experiment``, ``variant``, ``run`` (an index into
+    ``completed``), ``metric`` and ``value``."""
+
+    runs: tuple[RunRecord, ...]
+    completed: tuple[RunRecord, ...]
+    warnings: tuple[str, ...]
+    table: Any
+
+
+def load_per_run(
+    directory: Path,
+    *,
+    aggregate: str = "last",
+    directions: Optional[Mapping[str, str]] = None,
+    metrics: Optional[Sequence[str]] = None,
+    stage: Optional[str] = None,
+) -> PerRun:
+    """Find the runs under ``directory`` and aggregate each metric of each completed run to one number.
+
+    Raises:
+        UsageError: A directory without runs, or a filter that matches nothing.
+    """
     import pyarrow.compute as pc
 
-    directory = _validate_build_report(directory, aggregate, directions, stage, level)
+    directory = _validate_build_report(directory, aggregate, directions, stage, 0.95)
     warnings: list[str] = []
     runs = find_runs(directory, warnings)
     if not runs:
@@ -163,11 +209,15 @@ def build_report(
             f"metric `{metric}`: cannot tell whether higher or lower is better, so --aggregate best skips it; "
             f"pass --direction {metric}=max or --direction {metric}=min."
         )
-    rows = _describe_groups(result.table, aggregate, level)
-    groups = sorted({(r.experiment, r.variant) for r in runs})
-    counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
-    excluded = tuple(r for r in runs if not r.completed)
-    return Report(tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts)
+    return PerRun(tuple(runs), tuple(completed), tuple(warnings), result.table)
+
+
+def _series(per_run: Any) -> dict[tuple[str, str, str], list[float]]:
+    columns = {c: per_run.column(c).to_pylist() for c in ("experiment", "variant", "metric", "value")}
+    series: dict[tuple[str, str, str], list[float]] = {}
+    for e, v, m, x in zip(*columns.values(), strict=True):
+        series.setdefault((e, v, m), []).append(x)
+    return series
 
 
 def _with_metric_column(table: Any) -> tuple[Any, dict[tuple[str, str], str]]:
@@ -219,10 +269,11 @@ def _filter_metrics(table: Any, patterns: Sequence[str], display: Mapping[tuple[
 
 
 def _describe_groups(per_run: Any, how: str, level: float) -> list[ReportRow]:
-    columns = {c: per_run.column(c).to_pylist() for c in ("experiment", "variant", "metric", "value")}
-    series: dict[tuple[str, str, str], list[float]] = {}
-    for e, v, m, x in zip(*columns.values(), strict=True):
-        series.setdefault((e, v, m), []).append(x)
+    return describe_series(_series(per_run), how, level)
+
+
+def describe_series(series: Mapping[tuple[str, str, str], Sequence[float]], how: str, level: float) -> list[ReportRow]:
+    """One :class:`ReportRow` per ``(experiment, variant, metric) -> values``, sorted as in the report."""
     rows = []
     for (experiment, variant, metric), values in series.items():
         d = describe(values)

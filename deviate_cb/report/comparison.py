@@ -1,0 +1,147 @@
+"""``deviate compare`` and ``deviate power``: per-metric rows built from two (or more) groups of runs.
+
+:func:`compare_groups` runs :func:`deviate_cb.stats.compare` and Almost Stochastic Order per metric present
+in both groups, corrects the Welch p-values across the metrics compared and writes a one-line verdict.
+Metrics in one group only, or with fewer than two finite runs in a group, get a row with ``status
+"skipped"`` and the ``reason``. :func:`power_rows` measures each group's spread and the runs needed.
+
+Example:
+    >>> from deviate_cb.report.runset import RunValues
+    >>> a = [RunValues({}, {"acc": x}) for x in (0.84, 0.85, 0.86, 0.85)]
+    >>> b = [RunValues({}, {"acc": x}) for x in (0.80, 0.82, 0.81, 0.83)]
+    >>> compare_groups(a, b, n_resamples=999)[0]["verdict"]
+    'A > B (significant after holm); ASO: A almost dominates B (eps 0.00)'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from deviate_cb.report.runset import RunValues
+
+__all__ = ["COMPARE_COLUMNS", "POWER_COLUMNS", "compare_groups", "power_rows"]
+
+COMPARE_COLUMNS = (
+    "metric", "status", "reason", "n_a", "n_b", "mean_a", "mean_b", "std_a", "std_b",
+    "mean_diff", "mean_diff_ci_low", "mean_diff_ci_high", "welch_t", "welch_p", "welch_p_corrected",
+    "mann_whitney_p", "cohens_d", "cohens_d_ci_low", "cohens_d_ci_high", "hedges_g", "hedges_g_ci_low",
+    "hedges_g_ci_high", "p_a_gt_b", "p_a_gt_b_ci_low", "p_a_gt_b_ci_high", "variance_p", "aso_epsilon_min",
+    "correction", "alpha", "level", "verdict",
+)  # fmt: skip
+POWER_COLUMNS = (
+    "group", "metric", "n", "mean", "std", "effect", "alpha", "power", "runs_needed", "achieved_power", "summary",
+)  # fmt: skip
+
+
+def _values(runs: Sequence[RunValues], metric: str) -> list[float]:
+    return [float(r.values[metric]) for r in runs if metric in r.values and math.isfinite(r.values[metric])]
+
+
+def compare_groups(
+    a: Sequence[RunValues],
+    b: Sequence[RunValues],
+    *,
+    alpha: float = 0.05,
+    correction: Optional[str] = "holm",
+    level: float = 0.95,
+    seed: int = 0,
+    n_resamples: int = 9999,
+) -> list[dict[str, Any]]:
+    """One flat dict per metric (keys :data:`COMPARE_COLUMNS`): compared metrics first, then skipped ones."""
+    from deviate_cb.stats.aso import almost_stochastic_order
+    from deviate_cb.stats.compare import compare
+    from deviate_cb.stats.correction import correct
+
+    names_a = {m for r in a for m in r.values}
+    names_b = {m for r in b for m in r.values}
+    compared: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for metric in sorted(names_a | names_b):
+        row: dict[str, Any] = dict.fromkeys(COMPARE_COLUMNS, math.nan)
+        x, y = _values(a, metric), _values(b, metric)
+        row.update(metric=metric, n_a=len(x), n_b=len(y), correction=correction or "none", alpha=alpha, level=level)
+        reason = ""
+        if metric not in names_b or metric not in names_a:
+            reason = f"only in group {'A' if metric in names_a else 'B'}"
+        elif len(x) < 2 or len(y) < 2:
+            reason = f"fewer than 2 finite runs in group {'A' if len(x) < 2 else 'B'}"
+        if reason:
+            row.update(status="skipped", reason=reason, verdict=f"not compared: {reason}")
+            skipped.append(row)
+            continue
+        c = compare(x, y, alpha=alpha, level=level, rng=seed, n_resamples=n_resamples)
+        aso = almost_stochastic_order(x, y, alpha=alpha, rng=seed)
+        row.update(status="compared", reason="", mean_a=c.mean_a, mean_b=c.mean_b, std_a=c.std_a, std_b=c.std_b)
+        row.update(welch_t=c.welch_t.statistic, welch_p=c.welch_t.pvalue, mann_whitney_p=c.mann_whitney_u.pvalue)
+        for key, result in (
+            ("mean_diff", c.mean_difference),
+            ("cohens_d", c.cohens_d),
+            ("hedges_g", c.hedges_g),
+            ("p_a_gt_b", c.prob_improvement),
+        ):
+            low, high = result.confidence_interval()
+            row.update({key: float(result.statistic), f"{key}_ci_low": low, f"{key}_ci_high": high})
+        row.update(variance_p=c.variance_test.pvalue, aso_epsilon_min=aso.statistic)
+        compared.append(row)
+    if compared:
+        adjusted = correct([r["welch_p"] for r in compared], method=correction)
+        for row, p in zip(compared, adjusted, strict=True):
+            row["welch_p_corrected"] = float(p)
+            row["verdict"] = _verdict(row, alpha, correction)
+    return [{k: _clean(v) for k, v in r.items()} for r in (*compared, *skipped)]
+
+
+def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> str:
+    p = row["welch_p_corrected"]
+    if math.isnan(p):
+        return "no test possible (both groups constant)"
+    after = f"after {correction}" if correction else f"p <= {alpha:g}"
+    if p <= alpha:
+        sign = ">" if row["mean_diff"] > 0 else "<"
+        text = f"A {sign} B (significant {after})"
+        eps = row["aso_epsilon_min"]
+        if sign == ">" and eps < 0.2:
+            text += f"; ASO: A almost dominates B (eps {eps:.2f})"
+        return text
+    return "no significant difference" + (f" (after {correction})" if correction else "")
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def power_rows(
+    groups: Sequence[tuple[str, Sequence[RunValues]]],
+    *,
+    effect: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> list[dict[str, Any]]:
+    """One flat dict per group and metric (keys :data:`POWER_COLUMNS`); ``summary`` says it in one sentence."""
+    from deviate_cb.stats.power import power_report
+
+    rows = []
+    for label, runs in groups:
+        for metric in sorted({m for r in runs for m in r.values}):
+            x = _values(runs, metric)
+            row: dict[str, Any] = dict.fromkeys(POWER_COLUMNS, None)
+            row.update(group=label, metric=metric, n=len(x), effect=effect, alpha=alpha, power=power)
+            if len(x) < 2:
+                row["summary"] = f"{label} {metric}: fewer than 2 finite runs in this group; no spread to measure."
+                rows.append(row)
+                continue
+            mean = sum(x) / len(x)
+            try:
+                r = power_report(x, effect=effect, alpha=alpha, power=power)
+            except ValueError as exc:
+                row.update(mean=mean, summary=f"{label} {metric}: {' '.join(str(exc).split())}")
+                rows.append(row)
+                continue
+            row.update(mean=mean, std=r.std_a, runs_needed=r.n_needed, achieved_power=r.achieved_power)
+            row["summary"] = f"{label} {metric}: {r.summary()}"
+            rows.append({k: _clean(v) for k, v in row.items()})
+    return rows

@@ -1,0 +1,142 @@
+"""The variance decomposition of a study that holds several variants of one experiment.
+
+For every experiment and metric, and for each pair of variants present, the share of the spread that the
+narrower setting keeps: ``std(impl) / std(algo+impl)`` (implementation noise alone against seeds plus
+implementation noise) and ``std(control) / std(algo)`` (everything fixed against only the seed varying), with
+a bootstrap confidence interval (:func:`deviate_cb.stats.decompose`, seed fixed so a report is reproducible).
+A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number.
+
+Example:
+    >>> series = {("mlp", "impl", "acc"): [0.80, 0.82, 0.81, 0.83], ("mlp", "algo+impl", "acc"): [0.78, 0.84, 0.80, 0.86]}
+    >>> row = decompose_series(series)[0]
+    >>> row.pair, round(row.share, 3)
+    ('impl / algo+impl', 0.354)
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["DECOMPOSITION_COLUMNS", "PAIRS", "DecompositionRow", "decompose_series"]
+
+# (narrow setting, wide setting): accepted spellings of each variant name.
+PAIRS = (
+    (("impl",), ("algo+impl", "algo_impl", "algo-impl")),
+    (("control",), ("algo",)),
+)
+DECOMPOSITION_COLUMNS = (
+    "experiment",
+    "metric",
+    "pair",
+    "narrow",
+    "wide",
+    "n_narrow",
+    "n_wide",
+    "std_narrow",
+    "std_wide",
+    "share",
+    "share_ci_low",
+    "share_ci_high",
+    "level",
+    "note",
+)
+
+
+@dataclass(frozen=True)
+class DecompositionRow:
+    """``std(narrow) / std(wide)`` of one metric of one experiment, with its bootstrap interval."""
+
+    experiment: str
+    metric: str
+    pair: str
+    narrow: str
+    wide: str
+    n_narrow: int
+    n_wide: int
+    std_narrow: float
+    std_wide: float
+    share: float
+    share_ci_low: float
+    share_ci_high: float
+    level: float
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a dict with the keys of :data:`DECOMPOSITION_COLUMNS`."""
+        return asdict(self)
+
+
+def decompose_series(
+    series: Mapping[tuple[str, str, str], Sequence[float]], *, level: float = 0.95, seed: int = 0
+) -> list[DecompositionRow]:
+    """Decomposition rows for every ``(experiment, metric)`` present in both variants of a known pair.
+
+    Args:
+        series: ``(experiment, variant, metric) -> per-run values``.
+        level: Confidence level of the bootstrap interval.
+        seed: Bootstrap seed.
+    """
+    from deviate_cb.stats.decompose import decompose
+
+    variants: dict[str, set[str]] = {}
+    for experiment, variant, _ in series:
+        variants.setdefault(experiment, set()).add(variant)
+    rows = []
+    for experiment in sorted(variants):
+        for narrow_names, wide_names in PAIRS:
+            narrow = next((v for v in narrow_names if v in variants[experiment]), None)
+            wide = next((v for v in wide_names if v in variants[experiment]), None)
+            if narrow is None or wide is None:
+                continue
+            metrics = sorted(
+                {m for (e, v, m) in series if e == experiment and v == narrow}
+                & {m for (e, v, m) in series if e == experiment and v == wide}
+            )
+            for metric in metrics:
+                x = _finite(series[(experiment, narrow, metric)])
+                y = _finite(series[(experiment, wide, metric)])
+                rows.append(_row(decompose, experiment, metric, narrow, wide, x, y, level, seed))
+    return rows
+
+
+def _row(
+    decompose: Any,
+    experiment: str,
+    metric: str,
+    narrow: str,
+    wide: str,
+    x: list[float],
+    y: list[float],
+    level: float,
+    seed: int,
+) -> DecompositionRow:
+    head = (experiment, metric, f"{narrow} / {wide}", narrow, wide, len(x), len(y))
+    if len(x) < 2 or len(y) < 2:
+        nan = math.nan
+        return DecompositionRow(*head, nan, nan, nan, nan, nan, level, "fewer than 2 finite runs in a group")
+    import numpy as np
+
+    std_x, std_y = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
+    try:
+        result = decompose(x, y, level=level, rng=seed)
+        low, high = result.confidence_interval()
+        note = str(result.settings.get("note", ""))
+        return DecompositionRow(*head, std_x, std_y, float(result.statistic), low, high, level, note)
+    except ValueError as exc:  # e.g. a degenerate bootstrap
+        return DecompositionRow(
+            *head,
+            std_x,
+            std_y,
+            std_x / std_y if std_y else math.nan,
+            math.nan,
+            math.nan,
+            level,
+            f"no interval: {' '.join(str(exc).split())}",
+        )
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(v)]

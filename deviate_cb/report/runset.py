@@ -1,0 +1,102 @@
+"""Runs as flat records: their keys (Hive partitions, or a table's text columns) and one value per metric.
+
+``deviate compare`` and ``deviate power`` work on these records, whether the runs come from a study
+directory (:func:`store_runs`: completed runs only, each metric aggregated to one number) or from a table of
+results made elsewhere (:mod:`deviate_cb.report.table_input`). :func:`select` keeps the runs matching
+``KEY=VALUE`` terms (ANDed).
+
+Example:
+    >>> runs = [RunValues({"variant": "a"}, {"acc": 0.8}), RunValues({"variant": "b"}, {"acc": 0.7})]
+    >>> [r.values["acc"] for r in select(runs, [("variant", "b")], "--b")]
+    [0.7]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from deviate_cb.errors import UsageError
+
+__all__ = ["RunValues", "metric_names", "parse_term", "select", "store_runs"]
+
+
+@dataclass(frozen=True)
+class RunValues:
+    """One run: ``keys`` (partition or column name -> value as text) and ``values`` (metric -> number)."""
+
+    keys: Mapping[str, str]
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
+def parse_term(text: str, option: str) -> tuple[str, str]:
+    """``KEY=VALUE`` -> ``(KEY, VALUE)``; a one-line :class:`UsageError` otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise UsageError(f"`{option}` must be KEY=VALUE (e.g. variant=algo). Received: {option}={text!r}.")
+    return key.strip(), value.strip()
+
+
+def select(runs: Sequence[RunValues], terms: Sequence[tuple[str, str]], option: str) -> list[RunValues]:
+    """The runs whose keys match every ``(key, value)`` term.
+
+    Raises:
+        UsageError: A key no run has, or terms no run matches.
+    """
+    known = sorted({k for r in runs for k in r.keys})
+    for key, value in terms:
+        if key not in known:
+            raise UsageError(
+                f"`{option}` names an unknown key. Received: {option}={key}={value}. "
+                f"Expected one of: {', '.join(known)}."
+            )
+    chosen = [r for r in runs if all(r.keys.get(k) == v for k, v in terms)]
+    if not chosen:
+        text = " ".join(f"{option} {k}={v}" for k, v in terms)
+        seen = {k: sorted({r.keys[k] for r in runs if k in r.keys}) for k, _ in terms}
+        values = "; ".join(f"{k}: {', '.join(vs)}" for k, vs in seen.items())
+        raise UsageError(f"`{option}` matches no completed run. Received: {text}. Values present: {values}.")
+    return chosen
+
+
+def metric_names(runs: Sequence[RunValues]) -> list[str]:
+    """Every metric name of ``runs``, sorted."""
+    return sorted({m for r in runs for m in r.values})
+
+
+def store_runs(
+    directory: str,
+    *,
+    aggregate: str = "last",
+    directions: Optional[Mapping[str, str]] = None,
+    metrics: Optional[Sequence[str]] = None,
+    warnings: Optional[list[str]] = None,
+) -> list[RunValues]:
+    """The completed runs of a study directory, keyed by every ``key=value`` folder of their path.
+
+    Runs that did not complete are left out with one warning each (appended to ``warnings``).
+    """
+    from deviate_cb.report.render import excluded_line
+    from deviate_cb.report.summary import load_per_run
+
+    loaded = load_per_run(Path(directory), aggregate=aggregate, directions=directions, metrics=metrics)
+    if warnings is not None:
+        warnings.extend(loaded.warnings)
+        warnings.extend(excluded_line(r) for r in loaded.runs if not r.completed)
+    values: dict[int, dict[str, float]] = {}
+    columns = [loaded.table.column(c).to_pylist() for c in ("run", "metric", "value")]
+    for run, metric, value in zip(*columns, strict=True):
+        values.setdefault(run, {})[metric] = float("nan") if value is None else value
+    out = []
+    for i, record in enumerate(loaded.completed):
+        keys = {}
+        for part in Path(os.path.abspath(record.path)).parts:
+            key, sep, value = part.partition("=")
+            if sep and key and value:
+                keys[key] = value
+        keys.update(experiment=record.experiment, variant=record.variant, replica=record.replica)
+        out.append(RunValues(keys, values.get(i, {})))
+    return out

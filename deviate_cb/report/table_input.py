@@ -1,0 +1,162 @@
+"""Results from elsewhere: a CSV or Parquet table with one row per run.
+
+Every numeric column (integers or floats, booleans excluded) other than the group column is a metric; the
+other columns are kept as text keys, so that ``--a column=value`` can select rows, and are ignored as
+metrics with one warning. A ``.parquet``/``.pq`` file is read as Parquet, anything else as CSV (with a
+header row).
+
+Example:
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "runs.csv"
+    >>> _ = path.write_text("setting,acc,note\\nimpl,0.8,x\\nimpl,0.82,y\\n")
+    >>> warnings = []
+    >>> runs = read_run_table(path, "setting", warnings)
+    >>> [(r.keys["setting"], r.values) for r in runs]
+    [('impl', {'acc': 0.8}), ('impl', {'acc': 0.82})]
+    >>> warnings
+    ['runs.csv: non-numeric column ignored as a metric: note.']
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.report.runset import RunValues
+
+__all__ = ["read_run_table", "read_table", "table_report"]
+
+_PARQUET = (".parquet", ".pq")
+
+
+def read_table(path: Any, option: str = "--table") -> Any:
+    """The file as a ``pyarrow.Table``; one-line :class:`UsageError` for a missing, unreadable or empty file."""
+    import pyarrow as pa
+
+    text = os.fspath(path)
+    file = Path(text)
+    if not file.exists():
+        raise UsageError(f"`{option}` file does not exist. Received: {option}={text!r}.")
+    if not file.is_file():
+        raise UsageError(f"`{option}` must be a CSV or Parquet file. Received: {option}={text!r} (a directory).")
+    try:
+        if file.suffix.lower() in _PARQUET:
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(file)
+        else:
+            import pyarrow.csv as pcsv
+
+            table = pcsv.read_csv(file)
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        kind = "Parquet" if file.suffix.lower() in _PARQUET else "CSV"
+        reason = " ".join(str(exc).split())[:200]
+        raise UsageError(f"`{option}` could not be read as {kind} ({reason}). Received: {option}={text!r}.") from None
+    if table.num_rows == 0:
+        raise UsageError(f"`{option}` table is empty (no rows). Received: {option}={text!r}.")
+    return table
+
+
+def read_run_table(
+    path: Any, group_by: Optional[str], warnings: list[str], metrics: Optional[Sequence[str]] = None
+) -> list[RunValues]:
+    """One :class:`RunValues` per row: text columns (and ``group_by``) as keys, numeric columns as metrics.
+
+    Args:
+        path: A CSV or Parquet file.
+        group_by: The column naming each row's group (``None``: no group column).
+        warnings: Where to append one line naming the non-numeric columns ignored as metrics.
+        metrics: Keep only metrics matching one of these fnmatch patterns.
+
+    Raises:
+        UsageError: A missing, unreadable or empty file, an unknown ``group_by`` column, no numeric column,
+            or ``metrics`` matching none.
+    """
+    import fnmatch
+
+    import pyarrow as pa
+
+    table = read_table(path)
+    name = Path(os.fspath(path)).name
+    columns = list(table.column_names)
+    if group_by is not None and group_by not in columns:
+        raise UsageError(
+            f"`--group-by` names no column of {name}. Received: --group-by={group_by!r}. "
+            f"Expected one of: {', '.join(columns)}."
+        )
+
+    def numeric(column: str) -> bool:
+        t = table.schema.field(column).type
+        return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+    metric_columns = [c for c in columns if c != group_by and numeric(c)]
+    ignored = [c for c in columns if c != group_by and not numeric(c)]
+    if ignored:
+        plural = "s" if len(ignored) > 1 else ""
+        warnings.append(f"{name}: non-numeric column{plural} ignored as a metric: {', '.join(ignored)}.")
+    if not metric_columns:
+        raise UsageError(
+            f"`--table` has no numeric column to use as a metric. Received: --table={os.fspath(path)!r} "
+            f"(columns: {', '.join(columns)})."
+        )
+    if metrics:
+        kept = [c for c in metric_columns if any(fnmatch.fnmatchcase(c, p) for p in metrics)]
+        if not kept:
+            raise UsageError(
+                f"`--metric` matches no metric. Received: --metric={list(metrics)!r}. "
+                f"Expected one of: {', '.join(metric_columns)}."
+            )
+        metric_columns = kept
+    keys = {c: table.column(c).to_pylist() for c in columns if c not in metric_columns and c in [group_by, *ignored]}
+    values = {c: table.column(c).to_pylist() for c in metric_columns}
+    runs = []
+    for i in range(table.num_rows):
+        run_keys = {c: "" if v[i] is None else str(v[i]) for c, v in keys.items()}
+        run_values = {c: math.nan if v[i] is None else float(v[i]) for c, v in values.items()}
+        runs.append(RunValues(run_keys, run_values))
+    return runs
+
+
+def table_report(
+    path: Any,
+    group_by: Optional[str],
+    *,
+    level: float = 0.95,
+    metrics: Optional[Sequence[str]] = None,
+    decompose: bool = False,
+    seed: int = 0,
+) -> Any:
+    """The variance report of a run table: experiment = the file's stem, variant = the ``group_by`` value.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "runs.csv"
+        >>> _ = path.write_text("setting,acc\\nimpl,0.8\\nimpl,0.82\\nimpl,0.84\\n")
+        >>> row = table_report(path, "setting").rows[0]
+        >>> row.experiment, row.variant, row.n, round(row.std, 2)
+        ('runs', 'impl', 3, 0.02)
+    """
+    from deviate_cb.report.summary import Report, describe_series
+
+    warnings: list[str] = []
+    runs = read_run_table(path, group_by, warnings, metrics)
+    experiment = Path(os.fspath(path)).stem
+    series: dict[tuple[str, str, str], list[float]] = {}
+    counts: dict[str, int] = {}
+    for run in runs:
+        variant = run.keys[group_by] if group_by is not None else "all"
+        counts[variant] = counts.get(variant, 0) + 1
+        for metric, value in run.values.items():
+            series.setdefault((experiment, variant, metric), []).append(value)
+    rows = describe_series(series, "as given", level)
+    decomposition: tuple[Any, ...] = ()
+    if decompose:
+        from deviate_cb.report.decomposition import decompose_series
+
+        decomposition = tuple(decompose_series(series, level=level, seed=seed))
+    groups = tuple((experiment, v, n) for v, n in sorted(counts.items()))
+    return Report(tuple(rows), (), tuple(warnings), "as given", level, len(runs), groups, decomposition)

@@ -1,0 +1,38 @@
+"""The Morin & Willetts (2020) replicate results shipped in tests/data/morin2020, as run tables and a run store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from report_study import write_run
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "morin2020"
+FILES = {"impl": "resnet_same_seed.csv", "algo+impl": "resnet_different_seeds.csv"}
+
+
+def load(setting: str) -> np.ndarray:
+    """The 50 x 2 array (test loss, test accuracy) of one setting."""
+    return np.loadtxt(DATA / FILES[setting], delimiter=",")
+
+
+def write_tables(root: Path) -> dict[str, Path]:
+    """``all.csv`` (column ``setting``), ``impl.csv`` and ``algo+impl.csv``, each with a header row."""
+    paths = {"all": root / "all.csv"}
+    lines = ["setting,test_loss,test_acc"]
+    for setting in FILES:
+        data = load(setting)
+        lines += [f"{setting},{loss!r},{acc!r}" for loss, acc in data.tolist()]
+        path = root / f"{setting}.csv"
+        path.write_text("test_loss,test_acc\n" + "".join(f"{a!r},{b!r}\n" for a, b in data.tolist()))
+        paths[setting] = path
+    paths["all"].write_text("\n".join(lines) + "\n")
+    return paths
+
+
+def write_store(root: Path) -> Path:
+    """A run store: experiment=resnet, variant=impl / algo+impl, one run per CSV row."""
+    for setting in FILES:
+        for k, (loss, acc) in enumerate(load(setting).tolist()):
+            write_run(root, "resnet", setting, k, [("test", "test_loss", loss), ("test", "test_acc", acc)])
+    return root
