@@ -199,12 +199,11 @@ def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
 
 
-def _load(args: argparse.Namespace, source: str, err: IO[str]) -> list:
-    """The completed runs of one DIR or one --table file, as RunValues; warnings go to ``err``."""
+def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
+    """The completed runs of one DIR or one --table file, as RunValues; warnings are appended to ``warnings``."""
     from deviate_cb.report.runset import store_runs
     from deviate_cb.report.table_input import read_run_table
 
-    warnings: list[str] = []
     if source in args.table:
         runs = read_run_table(source, args.group_by, warnings, args.metric or None)
     else:
@@ -215,8 +214,6 @@ def _load(args: argparse.Namespace, source: str, err: IO[str]) -> list:
             metrics=args.metric or None,
             warnings=warnings,
         )
-    for line in warnings:
-        _say(err, "warning", line)
     return runs
 
 
@@ -277,20 +274,23 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         what = "DIR" if args.dirs else "--table"
         raise UsageError(f"`compare` takes one or two sources ({what}). Received: {len(sources)}.")
     a_terms, b_terms = _terms(args, args.a, "--a"), _terms(args, args.b, "--b")
+    warnings: list[str] = []
     if len(sources) == 1:
         if not a_terms or not b_terms:
             raise UsageError("with one source, both `--a` and `--b` are required. Received: " + _received(args))
-        runs = _load(args, sources[0], err)
+        runs = _load(args, sources[0], warnings)
         group_a, group_b = select(runs, a_terms, "--a"), select(runs, b_terms, "--b")
         label_a = " ".join(f"{k}={v}" for k, v in a_terms)
         label_b = " ".join(f"{k}={v}" for k, v in b_terms)
     else:
-        runs_a, runs_b = _load(args, sources[0], err), _load(args, sources[1], err)
+        runs_a, runs_b = _load(args, sources[0], warnings), _load(args, sources[1], warnings)
         group_a = select(runs_a, a_terms, "--a") if a_terms else runs_a
         group_b = select(runs_b, b_terms, "--b") if b_terms else runs_b
         label_a, label_b = sources
     if not group_a or not group_b:
         raise UsageError(f"group {'A' if not group_a else 'B'} holds no completed run. Received: " + _received(args))
+    for line in warnings:
+        _say(err, "warning", line)
     correction = None if args.correction == "none" else args.correction
     rows = compare_groups(group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed)
     for row in rows:
@@ -378,9 +378,12 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     sources = [*args.dirs, *args.table]
     if len(sources) != 1:
         raise UsageError(f"`power` takes one DIR or one `--table`. Received: {len(sources)} sources.")
-    runs = _load(args, sources[0], err)
+    warnings: list[str] = []
+    runs = _load(args, sources[0], warnings)
     if args.group:
         runs = select(runs, _terms(args, args.group, "--group"), "--group")
+    for line in warnings:
+        _say(err, "warning", line)
     groups: dict[str, list] = {}
     for run in runs:
         if args.table:

@@ -1,0 +1,84 @@
+"""`deviate power`: runs needed per group and the power of the runs made, checked against deviate_cb.stats.power."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from morin_tables import load, write_store, write_tables
+
+from deviate_cb.cli.main import main
+from deviate_cb.report.comparison import POWER_COLUMNS
+from deviate_cb.stats.power import achieved_power, runs_needed
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_store(tmp_path_factory.mktemp("morin_power"))
+
+
+def test_power_per_group_and_metric(capsys, store: Path) -> None:
+    code, out, err = _run(capsys, "power", str(store), "--effect", "0.002", "--metric", "test_acc", "--format", "json")
+    assert (code, err) == (0, "")
+    rows = json.loads(out)
+    assert [r["group"] for r in rows] == ["experiment=resnet variant=algo+impl", "experiment=resnet variant=impl"]
+    for row, setting in zip(rows, ("algo+impl", "impl"), strict=True):
+        x = load(setting)[:, 1]
+        assert list(row) == list(POWER_COLUMNS)
+        assert row["std"] == pytest.approx(x.std(ddof=1), rel=1e-12)
+        assert row["runs_needed"] == runs_needed(x.std(ddof=1), effect=0.002)
+        assert row["achieved_power"] == pytest.approx(achieved_power(50, 50, x.std(ddof=1), effect=0.002))
+        assert row["summary"].startswith(f"{row['group']} test_acc: At the measured spread (std ")
+        assert (
+            f"you need {row['runs_needed']} runs per group to detect a difference of 0.002 at 80% power"
+            in (row["summary"])
+        )
+
+
+def test_power_table_prints_the_sentences(capsys, store: Path) -> None:
+    code, out, _ = _run(capsys, "power", str(store), "--effect", "0.01", "--group", "variant=impl", "--power", "0.9")
+    assert code == 0
+    assert "variant=algo+impl" not in out
+    assert out.count("At the measured spread") == 2 and "at 90% power" in out
+    code, md, _ = _run(capsys, "power", str(store), "--effect", "0.01", "--format", "md")
+    assert code == 0 and md.startswith("# power to detect a difference of 0.01") and "| group | metric |" in md
+
+
+def test_power_on_a_table(capsys, tmp_path: Path) -> None:
+    paths = write_tables(tmp_path)
+    args = ("power", "--table", str(paths["all"]), "--group-by", "setting", "--effect", "0.005", "--format", "csv")
+    code, out, _ = _run(capsys, *args)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == ",".join(POWER_COLUMNS) and len(lines) == 5
+    assert lines[1].startswith("setting=algo+impl,test_acc,50,")
+
+
+def test_power_with_one_run_explains(capsys, tmp_path: Path, make_run) -> None:
+    make_run(tmp_path, "mlp", "algo", 0, [("val", "val_acc", 0.8)])
+    code, out, _ = _run(capsys, "power", str(tmp_path), "--effect", "0.01", "--format", "json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert row["n"] == 1 and row["runs_needed"] is None and "fewer than 2 finite runs" in row["summary"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--effect", "0"), "deviate: error: `--effect` must be a positive number. Received: --effect=0.0."),
+        (("--effect", "1", "--power", "1.5"), "deviate: error: `--power` must be in (0, 1). Received: --power=1.5."),
+        (("--effect", "1", "--group", "variant"), "deviate: error: `--group` must be KEY=VALUE"),
+        ((), "deviate: error: the following arguments are required: --effect."),
+    ],
+)
+def test_power_usage_errors(capsys, store: Path, args, message) -> None:
+    code, out, err = _run(capsys, "power", str(store), *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(message) and err.count("\n") == 1
