@@ -50,9 +50,7 @@ def compare_groups(
     n_resamples: int = 9999,
 ) -> list[dict[str, Any]]:
     """One flat dict per metric (keys :data:`COMPARE_COLUMNS`): compared metrics first, then skipped ones."""
-    from deviate_cb.stats.aso import almost_stochastic_order
-    from deviate_cb.stats.compare import compare
-    from deviate_cb.stats.correction import correct
+    from deviate_cb.stats import almost_stochastic_order, compare, correct
 
     names_a = {m for r in a for m in r.values}
     names_b = {m for r in b for m in r.values}
@@ -122,7 +120,7 @@ def power_rows(
     power: float = 0.8,
 ) -> list[dict[str, Any]]:
     """One flat dict per group and metric (keys :data:`POWER_COLUMNS`); ``summary`` says it in one sentence."""
-    from deviate_cb.stats.power import power_report
+    from deviate_cb.stats import power_report
 
     rows = []
     for label, runs in groups:

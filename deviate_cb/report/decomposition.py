@@ -79,7 +79,7 @@ def decompose_series(
         level: Confidence level of the bootstrap interval.
         seed: Bootstrap seed.
     """
-    from deviate_cb.stats.decompose import decompose
+    from deviate_cb.stats import decompose
 
     variants: dict[str, set[str]] = {}
     for experiment, variant, _ in series:

@@ -10,7 +10,7 @@ from morin_tables import load, write_store, write_tables
 
 from deviate_cb.cli.main import main
 from deviate_cb.report.comparison import POWER_COLUMNS
-from deviate_cb.stats.power import achieved_power, runs_needed
+from deviate_cb.stats import achieved_power, runs_needed
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
