@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from deviate_cb.report.runs import RunRecord
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
 __all__ = ["LAST_COLUMNS", "METRIC_COLUMNS", "read_last_values", "read_metrics"]
@@ -149,7 +150,6 @@ def _stream_last(
     """Fold the last value per (run, stage, name) of ``files`` into ``best``; on a read error, one file at a time."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     fields = [f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in _TEXT else f for f in schema]
@@ -159,17 +159,18 @@ def _stream_last(
         dataset = ds.dataset(files, schema=pa.schema(fields), format=ds.ParquetFileFormat(read_options=options))
         fragment_runs = np.asarray([index[str(f)] for f in dataset.files], dtype=np.int64)
         position = 0
-        for batch in dataset.to_batches(columns=["__fragment_index", *METRIC_COLUMNS]):
+        positions = np.arange(1 << 17, dtype=np.int64)  # a batch holds at most 131,072 rows by default
+        for batch in dataset.to_batches(columns=["__fragment_index", *METRIC_COLUMNS], fragment_readahead=8):
             n = batch.num_rows
             if n == 0:
                 continue
-            fragment = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            seq = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            fragment = batch.column(0).to_numpy(zero_copy_only=False)
+            seq = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
             stage, name = batch.column(2), batch.column(3)
-            value = pc.cast(batch.column(4), pa.float64()).fill_null(math.nan).to_numpy(zero_copy_only=False)
-            stage_codes = pc.fill_null(stage.indices, len(stage.dictionary)).to_numpy(zero_copy_only=False)
+            value = _float_values(batch.column(4))
+            stage_codes = _codes(stage.indices, len(stage.dictionary))
             name_null = len(name.dictionary)
-            name_codes = pc.fill_null(name.indices, name_null).to_numpy(zero_copy_only=False)
+            name_codes = _codes(name.indices, name_null)
             stage_labels = [*stage.dictionary.cast(pa.string()).to_pylist(), "unknown"]
             name_labels = name.dictionary.cast(pa.string()).to_pylist()
             n_stage, n_name = len(stage_labels), name_null + 1
@@ -179,14 +180,14 @@ def _stream_last(
                 fragments = np.asarray([first])
             else:
                 fragments, fragment_codes = np.unique(fragment, return_inverse=True)
-            keys = (fragment_codes * n_stage + stage_codes.astype(np.int64)) * n_name + name_codes.astype(np.int64)
+            keys = (fragment_codes * n_stage + stage_codes) * n_name + name_codes
             if np.all(seq[1:] >= seq[:-1]):
-                rows = np.arange(n, dtype=np.int64)
+                rows = positions[:n] if n <= positions.size else np.arange(n, dtype=np.int64)
             else:  # the last by seq, ties broken by file order: a stable sort, then the last of each key
                 rows = np.argsort(seq, kind="stable")
                 keys = keys[rows]
             last = np.full(len(fragments) * n_stage * n_name, -1, dtype=np.int64)
-            np.maximum.at(last, keys, np.arange(n, dtype=np.int64))
+            np.maximum.at(last, keys, positions[:n] if n <= positions.size else np.arange(n, dtype=np.int64))
             for key in np.flatnonzero(last >= 0):
                 rest, name_code = divmod(int(key), n_name)
                 if name_code == name_null:
@@ -206,6 +207,28 @@ def _stream_last(
         warnings.append(f"{files[0]}: not a readable Parquet file ({_reason(exc)}); skipped.")
         return
     best.update(found)
+
+
+def _codes(indices: pa.Array, null_code: int) -> np.ndarray:
+    """Dictionary indices as int64, nulls as ``null_code``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if indices.null_count:
+        indices = pc.fill_null(indices, null_code)
+    return indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _float_values(values: pa.Array) -> np.ndarray:
+    """A numeric column as float64, nulls as NaN."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if values.type != pa.float64():
+        values = pc.cast(values, pa.float64())
+    if values.null_count:
+        values = values.fill_null(math.nan)
+    return values.to_numpy(zero_copy_only=False)
 
 
 def _output_schema() -> pa.Schema:
