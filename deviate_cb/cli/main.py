@@ -260,7 +260,7 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.comparison import COMPARE_COLUMNS, compare_groups
+    from deviate_cb.report.comparison import COMPARE_COLUMNS, COMPARE_HUMAN, compare_groups
     from deviate_cb.report.render import render_records
     from deviate_cb.report.runset import select
 
@@ -303,7 +303,7 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         "MW p: Mann-Whitney U (two-sided); var p: Brown-Forsythe; ASO eps: epsilon_min of A over B "
         "(< 0.2: A almost dominates).",
     )
-    text = render_records(rows, COMPARE_COLUMNS, args.format, title=title, human=_COMPARE_HUMAN, notes=notes, file=out)
+    text = render_records(rows, COMPARE_COLUMNS, args.format, title=title, human=COMPARE_HUMAN, notes=notes, file=out)
     out.write(text + ("\n" if args.format == "json" else ""))
     out.flush()
     return 0
@@ -311,38 +311,6 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def _received(args: argparse.Namespace) -> str:
     return f"--a={args.a!r}, --b={args.b!r}."
-
-
-def _ci(row: dict, key: str) -> str:
-    from deviate_cb.report.render import _cell
-
-    if row.get(key) is None:
-        return "-"
-    return f"{_cell(row[key])} [{_cell(row[key + '_ci_low'])}, {_cell(row[key + '_ci_high'])}]"
-
-
-def _c(key: str):
-    from deviate_cb.report.render import _cell
-
-    return lambda row: _cell(row.get(key))
-
-
-_COMPARE_HUMAN = {
-    "metric": _c("metric"),
-    "n A/B": lambda r: f"{r['n_a']}/{r['n_b']}",
-    "mean A": _c("mean_a"),
-    "mean B": _c("mean_b"),
-    "diff [CI]": lambda r: _ci(r, "mean_diff"),
-    "p": _c("welch_p"),
-    "p adj": _c("welch_p_corrected"),
-    "MW p": _c("mann_whitney_p"),
-    "d [CI]": lambda r: _ci(r, "cohens_d"),
-    "g": _c("hedges_g"),
-    "P(A>B) [CI]": lambda r: _ci(r, "p_a_gt_b"),
-    "var p": _c("variance_p"),
-    "ASO eps": _c("aso_epsilon_min"),
-    "verdict": _c("verdict"),
-}
 
 
 def _add_power(commands: argparse._SubParsersAction) -> None:
@@ -366,7 +334,7 @@ def _add_power(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.comparison import POWER_COLUMNS, power_rows
+    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
     from deviate_cb.report.render import render_records
     from deviate_cb.report.runset import select
 
@@ -392,12 +360,11 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             label = f"experiment={run.keys['experiment']} variant={run.keys['variant']}"
         groups.setdefault(label, []).append(run)
     rows = power_rows(sorted(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power)
-    human = {k: _c(k) for k in ("group", "metric", "n", "mean", "std", "runs_needed", "achieved_power")}
     notes = tuple(r["summary"] for r in rows) if args.format in ("table", "md") else ()
     title = (
         f"power to detect a difference of {args.effect:g} (alpha {args.alpha:g}, Welch t, aggregate={args.aggregate})"
     )
-    out.write(render_records(rows, POWER_COLUMNS, args.format, title=title, human=human, notes=notes, file=out))
+    out.write(render_records(rows, POWER_COLUMNS, args.format, title=title, human=POWER_HUMAN, notes=notes, file=out))
     out.write("\n" if args.format == "json" else "")
     out.flush()
     return 0

@@ -16,12 +16,13 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from deviate_cb.report.render import _cell
 from deviate_cb.report.runset import RunValues
 
-__all__ = ["COMPARE_COLUMNS", "POWER_COLUMNS", "compare_groups", "power_rows"]
+__all__ = ["COMPARE_COLUMNS", "COMPARE_HUMAN", "POWER_COLUMNS", "POWER_HUMAN", "compare_groups", "power_rows"]
 
 COMPARE_COLUMNS = (
     "metric", "status", "reason", "n_a", "n_b", "mean_a", "mean_b", "std_a", "std_b",
@@ -143,3 +144,35 @@ def power_rows(
             row["summary"] = f"{label} {metric}: {r.summary()}"
             rows.append({k: _clean(v) for k, v in row.items()})
     return rows
+
+
+# Cells of the terminal table and Markdown (csv and json write every column of COMPARE_COLUMNS).
+def _ci(row: dict, key: str) -> str:
+    if row.get(key) is None:
+        return "-"
+    return f"{_cell(row[key])} [{_cell(row[key + '_ci_low'])}, {_cell(row[key + '_ci_high'])}]"
+
+
+def _c(key: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: _cell(row.get(key))
+
+
+COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
+    "metric": _c("metric"),
+    "n A/B": lambda r: f"{r['n_a']}/{r['n_b']}",
+    "mean A": _c("mean_a"),
+    "mean B": _c("mean_b"),
+    "diff [CI]": lambda r: _ci(r, "mean_diff"),
+    "p": _c("welch_p"),
+    "p adj": _c("welch_p_corrected"),
+    "MW p": _c("mann_whitney_p"),
+    "d [CI]": lambda r: _ci(r, "cohens_d"),
+    "g": _c("hedges_g"),
+    "P(A>B) [CI]": lambda r: _ci(r, "p_a_gt_b"),
+    "var p": _c("variance_p"),
+    "ASO eps": _c("aso_epsilon_min"),
+    "verdict": _c("verdict"),
+}
+
+
+POWER_HUMAN = {k: _c(k) for k in ("group", "metric", "n", "mean", "std", "runs_needed", "achieved_power")}
