@@ -93,6 +93,8 @@ def compare_groups(
 
 
 def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> str:
+    from deviate_cb.stats import infer_direction
+
     p = row["welch_p_corrected"]
     if math.isnan(p):
         return "no test possible (both groups constant)"
@@ -101,7 +103,7 @@ def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> st
         sign = ">" if row["mean_diff"] > 0 else "<"
         text = f"A {sign} B (significant {after})"
         eps = row["aso_epsilon_min"]
-        if sign == ">" and eps < 0.2:
+        if sign == ">" and eps < 0.2 and infer_direction(row["metric"]) != "min":  # ASO: larger is better
             text += f"; ASO: A almost dominates B (eps {eps:.2f})"
         return text
     return "no significant difference" + (f" (after {correction})" if correction else "")

@@ -180,3 +180,26 @@ def test_missing_table_is_one_line(capsys, tmp_path: Path) -> None:
     assert (
         code == 2 and err == f"deviate: error: `--table` file does not exist. Received: --table='{tmp_path}/a.csv'.\n"
     )
+
+
+def test_subprocess_end_to_end_on_morin_tables(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    paths = write_tables(tmp_path)
+    cmd = [sys.executable, "-m", "deviate_cb.cli.main", "compare", "--table", str(paths["all"]), "--group-by"]
+    cmd += ["setting", "--a", "impl", "--b", "algo+impl", "--metric", "test_acc", "--format", "json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert (proc.returncode, proc.stderr) == (0, "")
+    (row,) = json.loads(proc.stdout)
+    assert (row["n_a"], row["n_b"], row["verdict"]) == (50, 50, "no significant difference (after holm)")
+    assert 0.05 < row["welch_p"] < 1 and 0.3 < row["p_a_gt_b"] < 0.6
+
+
+def test_aso_is_not_quoted_for_a_loss(capsys, tmp_path: Path, make_run) -> None:
+    root = _study(tmp_path, make_run, shift=-0.05)
+    code, out, _ = _run(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "json")
+    rows = {r["metric"]: r for r in json.loads(out)}
+    assert code == 0 and rows["val_loss"]["verdict"] == "A > B (significant after holm)"
+    assert rows["val_loss"]["aso_epsilon_min"] < 0.2
