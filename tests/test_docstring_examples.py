@@ -36,6 +36,7 @@ MODULES = [
     "deviate_cb.report.reader",
     "deviate_cb.report.summary",
     "deviate_cb.report.render",
+    "deviate_cb.cli._common",
     "deviate_cb.cli.main",
     "deviate_cb.launch.base",
     "deviate_cb.launch.final_metrics",

@@ -1,0 +1,211 @@
+"""``deviate compare`` (is A really better than B?) and ``deviate power`` (how many runs are needed?)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import IO
+
+from deviate_cb.cli._common import direction_argument, say
+from deviate_cb.errors import UsageError
+
+__all__ = ["add_compare", "add_power"]
+
+
+def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
+    """Arguments shared by compare and power: where the runs come from and how each becomes one number."""
+    from deviate_cb.stats.aggregate import AGGREGATES
+
+    p.add_argument("dirs", metavar="DIR", nargs="*", help=dirs)
+    p.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a CSV or Parquet file with one row per run (every numeric column a metric), instead of DIR",
+    )
+    p.add_argument("--group-by", metavar="COLUMN", help="the --table column naming each run's group")
+    p.add_argument(
+        "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"
+    )
+    p.add_argument("--aggregate", choices=AGGREGATES[:3], default="last", help="per-run reduction (default: last)")
+    p.add_argument(
+        "--direction",
+        action="append",
+        default=[],
+        type=direction_argument,
+        metavar="NAME=max|min",
+        help="whether larger is better for a metric, for --aggregate best (repeatable; inferred from the name)",
+    )
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+
+
+def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
+    """The completed runs of one DIR or one --table file, as RunValues; warnings are appended to ``warnings``."""
+    from deviate_cb.report.runset import store_runs
+    from deviate_cb.report.table_input import read_run_table
+
+    if source in args.table:
+        runs = read_run_table(source, args.group_by, warnings, args.metric or None)
+    else:
+        runs = store_runs(
+            source,
+            aggregate=args.aggregate,
+            directions=dict(args.direction),
+            metrics=args.metric or None,
+            warnings=warnings,
+        )
+    return runs
+
+
+def _terms(args: argparse.Namespace, texts: Sequence[str], option: str) -> list[tuple[str, str]]:
+    from deviate_cb.report.runset import parse_term
+
+    if args.group_by is not None:
+        return [(args.group_by, t) if "=" not in t else parse_term(t, option) for t in texts]
+    return [parse_term(t, option) for t in texts]
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise UsageError(f"`--alpha` must be in (0, 1). Received: --alpha={alpha!r}.")
+
+
+def add_compare(commands: argparse._SubParsersAction) -> None:
+    from deviate_cb.report.render import FORMATS
+
+    p = commands.add_parser(
+        "compare",
+        help="is A really better than B? every test and effect size, per metric",
+        description="Compare two groups of completed runs, per metric present in both: means, the mean difference "
+        "with a bootstrap CI, Welch's t (p raw and corrected across the metrics compared), Mann-Whitney U, Cohen's d "
+        "and Hedges' g with CIs, P(A>B) with a bootstrap CI, the Brown-Forsythe variance test, Almost Stochastic "
+        "Order's epsilon_min of A over B, and a verdict. Groups: `DIR --a KEY=VALUE --b KEY=VALUE` (any partition "
+        "key; several --a terms are ANDed), `DIR_A DIR_B`, `--table A.csv --table B.csv`, or `--table ALL.csv "
+        "--group-by COLUMN --a VALUE --b VALUE`. Metrics in one group only, or with fewer than 2 runs in a group, "
+        "are listed with the reason.",
+    )
+    _add_sources(p, "one study directory (with --a/--b) or two (A then B)")
+    p.add_argument("--a", action="append", default=[], metavar="KEY=VALUE", help="runs of group A (repeatable, ANDed)")
+    p.add_argument("--b", action="append", default=[], metavar="KEY=VALUE", help="runs of group B (repeatable, ANDed)")
+    p.add_argument(
+        "--correction",
+        choices=("holm", "bh", "bonferroni", "none"),
+        default="holm",
+        help="multiple-comparison correction across the metrics compared (default: holm)",
+    )
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstraps (default 0: reproducible)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.set_defaults(handler=_run_compare)
+
+
+def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.report.comparison import COMPARE_COLUMNS, COMPARE_HUMAN, compare_groups
+    from deviate_cb.report.render import render_records
+    from deviate_cb.report.runset import select
+
+    _check_alpha(args.alpha)
+    if not 0.0 < args.level < 1.0:
+        raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
+    sources = [*args.dirs, *args.table]
+    if args.dirs and args.table:
+        raise UsageError(f"give DIR or `--table`, not both. Received: DIR={args.dirs[0]!r}, --table={args.table[0]!r}.")
+    if len(sources) not in (1, 2):
+        what = "DIR" if args.dirs else "--table"
+        raise UsageError(f"`compare` takes one or two sources ({what}). Received: {len(sources)}.")
+    a_terms, b_terms = _terms(args, args.a, "--a"), _terms(args, args.b, "--b")
+    warnings: list[str] = []
+    if len(sources) == 1:
+        if not a_terms or not b_terms:
+            raise UsageError("with one source, both `--a` and `--b` are required. Received: " + _received(args))
+        runs = _load(args, sources[0], warnings)
+        group_a, group_b = select(runs, a_terms, "--a"), select(runs, b_terms, "--b")
+        label_a = " ".join(f"{k}={v}" for k, v in a_terms)
+        label_b = " ".join(f"{k}={v}" for k, v in b_terms)
+    else:
+        runs_a, runs_b = _load(args, sources[0], warnings), _load(args, sources[1], warnings)
+        group_a = select(runs_a, a_terms, "--a") if a_terms else runs_a
+        group_b = select(runs_b, b_terms, "--b") if b_terms else runs_b
+        label_a, label_b = sources
+    if not group_a or not group_b:
+        raise UsageError(f"group {'A' if not group_a else 'B'} holds no completed run. Received: " + _received(args))
+    for line in warnings:
+        say(err, "warning", line)
+    correction = None if args.correction == "none" else args.correction
+    rows = compare_groups(group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed)
+    for row in rows:
+        if row["status"] == "skipped" and args.format in ("csv", "json"):
+            say(err, "warning", f"metric `{row['metric']}` not compared: {row['reason']}.")
+    how = "" if args.table else f"  aggregate={args.aggregate}"
+    title = f"A: {label_a} ({len(group_a)} runs)  vs  B: {label_b} ({len(group_b)} runs){how}"
+    notes = (
+        f"diff: mean(A) - mean(B) with {args.level:.0%} bootstrap CI; p: Welch t, p adj: {args.correction}; "
+        "MW p: Mann-Whitney U (two-sided); var p: Brown-Forsythe; ASO eps: epsilon_min of A over B "
+        "(< 0.2: A almost dominates).",
+    )
+    text = render_records(rows, COMPARE_COLUMNS, args.format, title=title, human=COMPARE_HUMAN, notes=notes, file=out)
+    out.write(text + ("\n" if args.format == "json" else ""))
+    out.flush()
+    return 0
+
+
+def _received(args: argparse.Namespace) -> str:
+    return f"--a={args.a!r}, --b={args.b!r}."
+
+
+def add_power(commands: argparse._SubParsersAction) -> None:
+    from deviate_cb.report.render import FORMATS
+
+    p = commands.add_parser(
+        "power",
+        help="how many runs per group you need to detect a difference, from the spread measured",
+        description="Per group (experiment, variant; or the --group-by column of --table) and metric: the measured "
+        "std (ddof=1), the runs per group Welch's t-test needs to detect a difference of --effect (in the metric's "
+        "units) at --power, and the power of the runs already made.",
+    )
+    _add_sources(p, "study directory")
+    p.add_argument("--effect", type=float, required=True, help="difference of means to detect, in the metric's units")
+    p.add_argument("--power", type=float, default=0.8, help="wanted power (default 0.8)")
+    p.add_argument(
+        "--group", action="append", default=[], metavar="KEY=VALUE", help="only runs with these keys (repeatable)"
+    )
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.set_defaults(handler=_run_power)
+
+
+def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
+    from deviate_cb.report.render import render_records
+    from deviate_cb.report.runset import select
+
+    _check_alpha(args.alpha)
+    if not args.effect > 0:
+        raise UsageError(f"`--effect` must be a positive number. Received: --effect={args.effect!r}.")
+    if not 0.0 < args.power < 1.0:
+        raise UsageError(f"`--power` must be in (0, 1). Received: --power={args.power!r}.")
+    sources = [*args.dirs, *args.table]
+    if len(sources) != 1:
+        raise UsageError(f"`power` takes one DIR or one `--table`. Received: {len(sources)} sources.")
+    warnings: list[str] = []
+    runs = _load(args, sources[0], warnings)
+    if args.group:
+        runs = select(runs, _terms(args, args.group, "--group"), "--group")
+    for line in warnings:
+        say(err, "warning", line)
+    groups: dict[str, list] = {}
+    for run in runs:
+        if args.table:
+            label = f"{args.group_by}={run.keys[args.group_by]}" if args.group_by else "all"
+        else:
+            label = f"experiment={run.keys['experiment']} variant={run.keys['variant']}"
+        groups.setdefault(label, []).append(run)
+    rows = power_rows(sorted(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power)
+    notes = tuple(r["summary"] for r in rows) if args.format in ("table", "md") else ()
+    title = (
+        f"power to detect a difference of {args.effect:g} (alpha {args.alpha:g}, Welch t, aggregate={args.aggregate})"
+    )
+    out.write(render_records(rows, POWER_COLUMNS, args.format, title=title, human=POWER_HUMAN, notes=notes, file=out))
+    out.write("\n" if args.format == "json" else "")
+    out.flush()
+    return 0

@@ -1,0 +1,118 @@
+"""``deviate report``: the spread of every metric across the runs of each (experiment, variant) group."""
+
+from __future__ import annotations
+
+import argparse
+from typing import IO
+
+from deviate_cb.cli._common import direction_argument, say
+from deviate_cb.errors import UsageError
+
+__all__ = ["add_report"]
+
+
+def add_report(commands: argparse._SubParsersAction) -> None:
+    from deviate_cb.report.render import FORMATS
+    from deviate_cb.stats.aggregate import AGGREGATES
+    from deviate_cb.store import STAGES
+
+    p = commands.add_parser(
+        "report",
+        help="spread of every metric across the runs of each (experiment, variant) group",
+        description="Per (experiment, variant) group and metric: n, mean, std (ddof=1), cv, min, max, range and a "
+        "chi-square confidence interval of the std, over the completed runs under DIR. Runs that did not complete "
+        "are listed apart and left out. When an experiment holds the variants impl and algo+impl (or control and "
+        "algo), the table and md formats end with the variance decomposition: std(impl)/std(algo+impl) and "
+        "std(control)/std(algo) per metric, with a bootstrap CI (seed --seed); --decomposition makes csv and json "
+        "write the decomposition rows instead of the per-group rows. --table FILE --group-by COLUMN reports on "
+        "results made elsewhere (CSV or Parquet, one row per run, every numeric column a metric).",
+    )
+    p.add_argument(
+        "dir", metavar="DIR", nargs="?", help="study directory (<DIR>/experiment=<e>/variant=<v>/replica=<k>/)"
+    )
+    p.add_argument("--table", metavar="FILE", help="a CSV or Parquet file with one row per run, instead of DIR")
+    p.add_argument("--group-by", metavar="COLUMN", help="the --table column naming each run's group (variant)")
+    p.add_argument(
+        "--decomposition",
+        action="store_true",
+        help="with --format csv or json: write the variance decomposition rows instead of the per-group rows",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the decomposition bootstrap (default 0)")
+    p.add_argument("--aggregate", choices=AGGREGATES, default="last", help="per-run reduction (default: last)")
+    p.add_argument(
+        "--direction",
+        action="append",
+        default=[],
+        type=direction_argument,
+        metavar="NAME=max|min",
+        help="whether larger is better for a metric, for --aggregate best (repeatable; inferred from the name)",
+    )
+    p.add_argument(
+        "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"
+    )
+    p.add_argument("--stage", choices=STAGES, default=None, help="only metrics of this stage")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the std interval (default 0.95)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.set_defaults(handler=_run_report)
+
+
+def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.report.render import excluded_line, print_table, render
+    from deviate_cb.report.summary import build_report
+
+    if not 0.0 < args.level < 1.0:
+        raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
+    decompose = args.decomposition or args.format in ("table", "md")
+    if args.table is not None:
+        if args.dir is not None:
+            raise UsageError(
+                f"give either DIR or `--table`, not both. Received: DIR={args.dir!r}, --table={args.table!r}."
+            )
+        from deviate_cb.report.table_input import table_report
+
+        report = table_report(
+            args.table,
+            args.group_by,
+            level=args.level,
+            metrics=args.metric or None,
+            decompose=decompose,
+            seed=args.seed,
+        )
+    elif args.dir is None:
+        raise UsageError("the following arguments are required: DIR. See `deviate report --help`.")
+    else:
+        if args.group_by is not None:
+            raise UsageError(f"`--group-by` needs `--table`. Received: --group-by={args.group_by!r} without --table.")
+        report = build_report(
+            args.dir,
+            aggregate=args.aggregate,
+            directions=dict(args.direction),
+            metrics=args.metric or None,
+            stage=args.stage,
+            level=args.level,
+            decompose=decompose,
+            seed=args.seed,
+        )
+    for line in report.warnings:
+        say(err, "warning", line)
+    if args.format in ("csv", "json"):
+        for run in report.excluded:
+            say(err, "warning", excluded_line(run))
+    if args.format == "table":
+        print_table(report, out)
+    elif args.decomposition and args.format in ("csv", "json"):
+        from deviate_cb.report.render import decomposition_json, render_records
+
+        if args.format == "json":
+            out.write(decomposition_json(report) + "\n")
+        else:
+            from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
+
+            rows = [d.as_dict() for d in report.decomposition]
+            out.write(render_records(rows, DECOMPOSITION_COLUMNS, "csv"))
+    else:
+        out.write(render(report, args.format))
+        if args.format == "json":
+            out.write("\n")
+    out.flush()
+    return 0
