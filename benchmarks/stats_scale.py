@@ -3,7 +3,8 @@
 Builds a synthetic study (default 1,000 runs x 20 metrics x 1,000 steps = 20M rows) in the run-store format
 (``<dir>/experiment=E/variant=V/replica=K/metrics.parquet`` + ``run.json``; seeded; cached in ``--dir`` between
 invocations), then times each method in its own fresh process (so peak RSS is per method; whole process,
-interpreter start and imports included; warm page cache: one untimed read first), best of ``--repeat``:
+interpreter start and imports included; warm page cache: one untimed read first), best of ``--repeat`` rounds
+(methods interleaved round by round, so that drift in the speed of a shared machine hits all alike):
 
 * ``floor``: the bare pyarrow read of the needed columns (``seq``, ``name``, ``value``) of every metrics file;
 * ``report``: :func:`deviate_cb.report.summary.build_report` with ``aggregate="last"``, exactly what
@@ -262,15 +263,18 @@ def main(argv: list[str] | None = None) -> None:
     import importlib.util
 
     methods = [m for m in methods if m not in OPTIONAL or importlib.util.find_spec(OPTIONAL[m]) is not None]
-    ref = run_child("numpy", root)[2]["result"]
-    results = {}
-    for method in methods:
-        best = None
-        for _ in range(args.repeat):
+    wall, rss, out = run_child("numpy", root)  # the reference, timed once
+    ref = out["result"]
+    results: dict[str, tuple[float, float, float, dict | None]] = {}
+    if "numpy" in methods:
+        results["numpy"] = (wall, rss, out["inner_s"], ref)
+    timed = [m for m in methods if m != "numpy"]
+    for _ in range(args.repeat):  # round by round, so that drift in machine speed hits every method alike
+        for method in timed:
             wall, rss, out = run_child(method, root)
-            if best is None or wall < best[0]:
-                best = (wall, rss, out["inner_s"], out["result"])
-        results[method] = best
+            if method not in results or wall < results[method][0]:
+                results[method] = (wall, rss, out["inner_s"], out["result"])
+    results = {m: results[m] for m in methods if m in results}
     floor = results.get("floor", (math.nan,))[0]
     print(f"{'method':<9} {'process s':>9} {'work s':>7} {'peak MiB':>9} {'x floor':>8} {'max |diff| vs NumPy':>20}")
     for method, (wall, rss, inner, result) in results.items():
