@@ -28,7 +28,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) "torch==2.13.0"
-	$(PIP_INSTALL) -e ".[lightning,keras,dev]" "$(TF_PACKAGE)"
+	$(PIP_INSTALL) -e ".[lightning,keras,dev]" "duckdb>=1.0" "$(TF_PACKAGE)"
 	touch $(STAMP)
 
 $(JAX_STAMP): $(STAMP)

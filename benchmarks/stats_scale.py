@@ -10,7 +10,8 @@ interpreter start and imports included; warm page cache: one untimed read first)
 * ``report``: :func:`deviate_cb.report.summary.build_report` with ``aggregate="last"``, exactly what
   ``deviate report`` computes (per-run ``last`` of every metric, then ``describe`` across runs);
 * ``stream``: the same statistics through :func:`deviate_cb.report.reader.read_last_values` (per-run ``last``
-  reduced while streaming, the whole table never materialised) and ``describe``;
+  reduced while streaming, the whole table never materialised; DuckDB when installed) and ``describe``;
+  ``stream-pa``: the same with ``engine="pyarrow"`` (the fallback without DuckDB);
 * peers when installed: ``duckdb`` (``arg_max`` in SQL), ``polars`` (lazy, streaming), ``pyarrow`` ``group_by``.
 
 Every method's statistics (n, mean, std, min, max per metric) are checked against a plain NumPy computation
@@ -101,13 +102,13 @@ def m_report(root: Path) -> dict:
     return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
 
 
-def m_stream(root: Path) -> dict:
+def m_stream(root: Path, engine: str = "auto") -> dict:
     from deviate_cb.report.reader import read_last_values
     from deviate_cb.report.runs import find_runs, partition_base
 
     warnings: list[str] = []
     runs = [r for r in find_runs(root, warnings) if r.completed]
-    table = read_last_values(runs, partition_base(root), warnings)
+    table = read_last_values(runs, partition_base(root), warnings, engine=engine)
     series: dict[str, list[float]] = {}
     for name, value in zip(table.column("name").to_pylist(), table.column("value").to_pylist(), strict=True):
         series.setdefault(name, []).append(value)
@@ -190,6 +191,7 @@ METHODS = {
     "floor": m_floor,
     "report": m_report,
     "stream": m_stream,
+    "stream-pa": lambda root: m_stream(root, "pyarrow"),
     "duckdb": m_duckdb,
     "polars": m_polars,
     "pyarrow": m_pyarrow,

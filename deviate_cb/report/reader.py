@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deviate_cb.report.runs import RunRecord
 
@@ -65,18 +65,21 @@ def read_metrics(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> 
     return pa.concat_tables([_empty(), *[t for t in tables if t.num_rows]])
 
 
-def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> pa.Table:
+def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str], *, engine: str = "auto") -> pa.Table:
     """The value recorded last (by ``seq``) of every metric of every run, streamed file by file.
 
     The same result as ``aggregate_table(read_metrics(runs, base, warnings), "last", keys=("run", "stage",
     "name"))`` (and the same warnings), but the files are scanned in batches and each batch is reduced at
     once to its last value per (stage, name), so the whole long table is never held in memory. Files whose
-    ``value`` column holds text go through :func:`read_metrics` instead.
+    ``value`` column holds text go through :func:`read_metrics` instead. With DuckDB installed (the ``report``
+    extra), the scan and reduction run in DuckDB (``arg_max`` by ``seq``, then file order), about twice as
+    fast; without it, or if DuckDB fails on a file, in pyarrow batches with NumPy.
 
     Args:
         runs: The runs to read (those without a ``metrics.parquet`` contribute nothing).
         base: The folder above the Hive partitions (``partition_base_dir``).
         warnings: Where to append one line per skipped file or metric.
+        engine: ``"auto"`` (DuckDB when it can be imported, else pyarrow), ``"duckdb"`` or ``"pyarrow"``.
 
     Returns:
         Columns ``experiment``, ``variant``, ``replica`` (strings), ``run`` (int32, indexing into ``runs``),
@@ -97,6 +100,9 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str])
     """
     import pyarrow as pa
 
+    if engine not in ("auto", "duckdb", "pyarrow"):
+        raise ValueError(f"`engine` must be 'auto', 'duckdb' or 'pyarrow'. Received: engine={engine!r}.")
+    duckdb = None if engine == "pyarrow" else _import_duckdb(required=engine == "duckdb")
     index = {str(run.metrics_path): i for i, run in enumerate(runs)}
     groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
     for path in index:
@@ -112,7 +118,7 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str])
         value_type = schema.field("value").type
         if pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
             text_runs.extend(index[f] for f in files)
-        else:
+        elif duckdb is None or not _duckdb_last(duckdb, files, index, best):
             _stream_last(schema, files, base, index, warnings, best)
     rows = [(run, stage, name, value) for (run, stage, name), (_, _, value) in best.items()]
     if text_runs:
@@ -137,6 +143,42 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str])
             "value": pa.array(columns[3], pa.float64()),
         }
     )
+
+
+def _import_duckdb(required: bool) -> Any:
+    try:
+        import duckdb
+    except ImportError:
+        if required:
+            raise
+        return None
+    return duckdb
+
+
+def _duckdb_last(
+    duckdb: Any, files: list[str], index: dict[str, int], best: dict[tuple[int, str, str], tuple[int, int, float]]
+) -> bool:
+    """Fold the last value per (run, stage, name) of ``files`` into ``best`` with DuckDB; ``False`` on an error."""
+    query = """
+        SELECT filename, coalesce(stage, 'unknown'), name, max(seq),
+               arg_max(coalesce(CAST(value AS DOUBLE), 'NaN'::DOUBLE), (seq, file_row_number))
+        FROM read_parquet($files, filename = true, file_row_number = true, hive_partitioning = false)
+        WHERE name IS NOT NULL
+        GROUP BY ALL
+    """
+    try:
+        with duckdb.connect() as con:
+            rows = con.execute(query, {"files": files}).fetchall()
+    except duckdb.Error:
+        return False
+    found = {}
+    for path, stage, name, seq, value in rows:
+        run = index.get(str(path))
+        if run is None:
+            return False
+        found[(run, str(stage), str(name))] = (int(seq), 0, float(value))
+    best.update(found)
+    return True
 
 
 def _stream_last(

@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from deviate_cb.report import reader
 from deviate_cb.report.reader import read_last_values, read_metrics
 from deviate_cb.report.runs import find_runs, partition_base
 from deviate_cb.stats.aggregate import aggregate_table
@@ -46,7 +48,11 @@ def _same(got: list[dict], want: list[dict]) -> None:
         assert (math.isnan(g["value"]) and math.isnan(w["value"])) or g["value"] == w["value"]
 
 
-def test_matches_aggregate_table_on_awkward_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["pyarrow", "duckdb", "auto"])
+def test_matches_aggregate_table_on_awkward_files(tmp_path: Path, engine: str, monkeypatch) -> None:
+    if engine == "duckdb":
+        pytest.importorskip("duckdb")
+        monkeypatch.setattr(reader, "_stream_last", None)  # DuckDB must do every numeric file itself
     rng = np.random.default_rng(0)
     for k in range(4):
         n = 60
@@ -69,15 +75,16 @@ def test_matches_aggregate_table_on_awkward_files(tmp_path: Path) -> None:
     _write(tmp_path, 1, pa.table({"seq": [0], "name": ["z"], "value": [1.0]}), variant="c")  # no stage column
     want, want_warnings = _reference(tmp_path)
     warnings: list[str] = []
-    got = read_last_values(find_runs(tmp_path), partition_base(tmp_path), warnings).to_pylist()
+    got = read_last_values(find_runs(tmp_path), partition_base(tmp_path), warnings, engine=engine).to_pylist()
     _same(got, want)
     assert sorted(warnings) == sorted(want_warnings)
     assert any("oops" in w for w in warnings) and any("not a readable" in w for w in warnings)
 
 
-def test_empty(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["pyarrow", "auto"])
+def test_empty(tmp_path: Path, engine: str) -> None:
     RunDirectory(run_path(tmp_path, "exp", "a", 0)).update_manifest(status="completed")
-    table = read_last_values(find_runs(tmp_path), partition_base(tmp_path), [])
+    table = read_last_values(find_runs(tmp_path), partition_base(tmp_path), [], engine=engine)
     assert table.num_rows == 0 and table.column_names == [
         "experiment",
         "variant",
@@ -87,3 +94,11 @@ def test_empty(tmp_path: Path) -> None:
         "name",
         "value",
     ]
+
+
+def test_duckdb_is_not_imported_by_the_package() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, deviate_cb, deviate_cb.report.reader, deviate_cb.stats; print('duckdb' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
