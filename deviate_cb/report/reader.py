@@ -104,15 +104,17 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
         raise ValueError(f"`engine` must be 'auto', 'duckdb' or 'pyarrow'. Received: engine={engine!r}.")
     duckdb = None if engine == "pyarrow" else _import_duckdb(required=engine == "duckdb")
     index = {str(run.metrics_path): i for i, run in enumerate(runs)}
-    groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
-    for path in index:
-        if not Path(path).is_file():
-            continue
-        schema = _check_file(path, warnings)
-        if schema is not None:
-            groups.setdefault(tuple(str(f.type) for f in schema), (schema, []))[1].append(path)
+    present = [path for path in index if Path(path).is_file()]
     # (run, stage, name) -> (seq, position in the scan, value)
     best: dict[tuple[int, str, str], tuple[int, int, float]] = {}
+    groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
+    # Fast path: DuckDB reads every footer at once; when all files have the store's column types, one query
+    # does all. Anything else (a corrupt file, other types) goes file by file through the checks below.
+    if not (duckdb is not None and present and _duckdb_store_files(duckdb, present, index, best)):
+        for path in present:
+            schema = _check_file(path, warnings)
+            if schema is not None:
+                groups.setdefault(tuple(str(f.type) for f in schema), (schema, []))[1].append(path)
     text_runs: list[int] = []
     for schema, files in groups.values():
         value_type = schema.field("value").type
@@ -155,13 +157,40 @@ def _import_duckdb(required: bool) -> Any:
     return duckdb
 
 
+_STORE_TYPES = {"seq": ("INT64", None), "stage": ("BYTE_ARRAY", "UTF8"), "name": ("BYTE_ARRAY", "UTF8")}
+
+
+def _duckdb_store_files(
+    duckdb: Any, files: list[str], index: dict[str, int], best: dict[tuple[int, str, str], tuple[int, int, float]]
+) -> bool:
+    """Whether every file has the store's column types (and, if so, their last values went into ``best``)."""
+    query = """
+        SELECT file_name, name, type, converted_type FROM parquet_schema($files)
+        WHERE name IN ('seq', 'stage', 'name', 'value')
+    """
+    try:
+        with duckdb.connect() as con:
+            rows = con.execute(query, {"files": files}).fetchall()
+    except duckdb.Error:
+        return False
+    seen: dict[str, set[str]] = {}
+    for path, column, physical, converted in rows:
+        expected = _STORE_TYPES.get(column, ("DOUBLE", None))
+        if (physical, converted) != expected or column in seen.setdefault(str(path), set()):
+            return False
+        seen[str(path)].add(column)
+    if len(seen) != len(files) or any(len(columns) != 4 for columns in seen.values()):
+        return False
+    return _duckdb_last(duckdb, files, index, best)
+
+
 def _duckdb_last(
     duckdb: Any, files: list[str], index: dict[str, int], best: dict[tuple[int, str, str], tuple[int, int, float]]
 ) -> bool:
     """Fold the last value per (run, stage, name) of ``files`` into ``best`` with DuckDB; ``False`` on an error."""
     query = """
-        SELECT filename, coalesce(stage, 'unknown'), name, max(seq),
-               arg_max(coalesce(CAST(value AS DOUBLE), 'NaN'::DOUBLE), (seq, file_row_number))
+        SELECT filename, coalesce(stage, 'unknown'), name,
+               arg_max(coalesce(CAST(value AS DOUBLE), 'NaN'::DOUBLE), seq * 4294967296 + file_row_number)
         FROM read_parquet($files, filename = true, file_row_number = true, hive_partitioning = false)
         WHERE name IS NOT NULL
         GROUP BY ALL
@@ -169,14 +198,14 @@ def _duckdb_last(
     try:
         with duckdb.connect() as con:
             rows = con.execute(query, {"files": files}).fetchall()
-    except duckdb.Error:
+    except duckdb.Error:  # an unreadable file, or seq beyond 2**31 (the order key overflows): use pyarrow
         return False
     found = {}
-    for path, stage, name, seq, value in rows:
+    for path, stage, name, value in rows:
         run = index.get(str(path))
         if run is None:
             return False
-        found[(run, str(stage), str(name))] = (int(seq), 0, float(value))
+        found[(run, str(stage), str(name))] = (0, 0, float(value))
     best.update(found)
     return True
 

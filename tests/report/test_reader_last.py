@@ -102,3 +102,26 @@ def test_duckdb_is_not_imported_by_the_package() -> None:
 
     code = "import sys, deviate_cb, deviate_cb.report.reader, deviate_cb.stats; print('duckdb' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_duckdb_fast_path_on_store_files(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("duckdb")
+    rng = np.random.default_rng(1)
+    for k in range(3):
+        n = 50
+        seq = rng.permutation(n) if k else np.arange(n)
+        seq[3] = seq[4] = seq.max()
+        table = pa.table(
+            {
+                "seq": seq,
+                "stage": rng.choice(["train", "val", None], n).tolist(),
+                "name": rng.choice(["acc", "loss", None], n).tolist(),
+                "value": pa.array(rng.normal(size=n), mask=rng.random(n) < 0.2),
+            }
+        )
+        _write(tmp_path, k, table)
+    want, _ = _reference(tmp_path)
+    monkeypatch.setattr(reader, "_check_file", None)  # one DuckDB query must do it all
+    monkeypatch.setattr(reader, "_stream_last", None)
+    got = read_last_values(find_runs(tmp_path), partition_base(tmp_path), [], engine="duckdb").to_pylist()
+    _same(got, want)
