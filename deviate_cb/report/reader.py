@@ -189,10 +189,9 @@ def _duckdb_last(
 ) -> bool:
     """Fold the last value per (run, stage, name) of ``files`` into ``best`` with DuckDB; ``False`` on an error."""
     query = """
-        SELECT filename, coalesce(stage, 'unknown'), name,
-               arg_max(coalesce(CAST(value AS DOUBLE), 'NaN'::DOUBLE), seq * 4294967296 + file_row_number)
+        SELECT filename, stage, name, arg_max_null(value, seq * 4294967296 + file_row_number),
+               max(seq * 4294967296 + file_row_number)
         FROM read_parquet($files, filename = true, file_row_number = true, hive_partitioning = false)
-        WHERE name IS NOT NULL
         GROUP BY ALL
     """
     try:
@@ -200,12 +199,16 @@ def _duckdb_last(
             rows = con.execute(query, {"files": files}).fetchall()
     except duckdb.Error:  # an unreadable file, or seq beyond 2**31 (the order key overflows): use pyarrow
         return False
-    found = {}
-    for path, stage, name, value in rows:
+    found: dict[tuple[int, str, str], tuple[int, int, float]] = {}
+    for path, stage, name, value, key in rows:
         run = index.get(str(path))
         if run is None:
             return False
-        found[(run, str(stage), str(name))] = (0, 0, float(value))
+        if name is None:
+            continue  # rows without a name are not metrics
+        ident = (run, "unknown" if stage is None else str(stage), str(name))
+        if ident not in found or key > found[ident][0]:  # a null stage and the stage "unknown" are one series
+            found[ident] = (int(key), 0, math.nan if value is None else float(value))
     best.update(found)
     return True
 
