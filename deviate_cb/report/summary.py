@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.report.reader import read_metrics
+from deviate_cb.report.reader import read_last_values, read_metrics
 from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, find_runs, partition_base
 from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
 from deviate_cb.store import STAGES
@@ -171,6 +171,8 @@ def load_per_run(
     Raises:
         UsageError: A directory without runs, or a filter that matches nothing.
     """
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     directory = _validate_build_report(directory, aggregate, directions, stage, 0.95)
@@ -180,7 +182,11 @@ def load_per_run(
         state = "is empty; it contains no runs" if not any(directory.iterdir()) else "contains no runs"
         raise UsageError(f"`DIR` {state} (expected {RUN_LAYOUT}). Received: DIR={os.fspath(directory)!r}.")
     completed = [r for r in runs if r.completed]
-    table = read_metrics(completed, partition_base(directory), warnings)
+    if aggregate == "last":  # streamed: one row per (run, stage, name), never the whole long table
+        table = read_last_values(completed, partition_base(directory), warnings)
+        table = table.append_column("seq", pa.array(np.zeros(table.num_rows, dtype=np.int64)))
+    else:
+        table = read_metrics(completed, partition_base(directory), warnings)
     for run in completed:
         if not run.metrics_path.is_file():
             warnings.append(f"{run.path}: completed run without {run.metrics_path.name}; it has no metrics.")
