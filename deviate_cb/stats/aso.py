@@ -48,6 +48,7 @@ from typing import Any, Optional, Union, cast
 
 import numpy as np
 
+from deviate_cb.stats._groups import _group
 from deviate_cb.stats._results import StatResult
 
 __all__ = ["almost_stochastic_order", "violation_ratio"]
@@ -194,21 +195,7 @@ def _check_positive_int(value: object, name: str) -> int:
 
 
 def _validate_samples(a: Iterable[float], b: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
-    groups = []
-    for name, values in (("a", a), ("b", b)):
-        if isinstance(values, (str, bytes)):
-            raise TypeError(f"`{name}` must be numbers. Received: {name}={values!r}.")
-        try:
-            array = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"`{name}` must be numbers. Received: {name} of type {type(values).__name__}.") from exc
-        if array.ndim != 1:
-            raise ValueError(f"`{name}` must be one-dimensional. Received: {name} with shape {array.shape}.")
-        array = array[np.isfinite(array)]
-        if array.size < 2:
-            raise ValueError(f"`{name}` must hold at least two finite values. Received: {array.size}.")
-        groups.append(array)
-    return groups[0], groups[1]
+    return _group(a, "a")[0], _group(b, "b")[0]
 
 
 def _validate_aso(

@@ -37,6 +37,7 @@ from typing import Any, Optional, Union, cast
 
 import numpy as np
 
+from deviate_cb.stats._groups import _group
 from deviate_cb.stats._results import StatResult, check_level
 
 __all__ = ["decompose"]
@@ -152,20 +153,7 @@ def _resolve_rng(rng: RngLike) -> tuple[np.random.Generator, Optional[int]]:
 def _validate_decompose(
     impl: Iterable[float], algo_impl: Iterable[float], level: float, n_resamples: int, method: str
 ) -> tuple[np.ndarray, np.ndarray, float, int, str]:
-    groups = []
-    for name, values in (("impl", impl), ("algo_impl", algo_impl)):
-        if isinstance(values, (str, bytes)):
-            raise TypeError(f"`{name}` must be numbers. Received: {name}={values!r}.")
-        try:
-            array = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"`{name}` must be numbers. Received: {name} of type {type(values).__name__}.") from exc
-        if array.ndim != 1:
-            raise ValueError(f"`{name}` must be one-dimensional. Received: {name} with shape {array.shape}.")
-        array = array[np.isfinite(array)]
-        if array.size < 2:
-            raise ValueError(f"`{name}` must hold at least two finite values. Received: {array.size}.")
-        groups.append(array)
+    groups = [_group(impl, "impl")[0], _group(algo_impl, "algo_impl")[0]]
     level = check_level(level)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
         raise ValueError(f"`n_resamples` must be a positive integer. Received: n_resamples={n_resamples!r}.")

@@ -132,8 +132,8 @@ def test_large_groups_are_batched() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"a": [1.0]}, ValueError, "`a` must hold at least two finite values"),
-        ({"b": [1.0, np.nan]}, ValueError, "`b` must hold at least two"),
+        ({"a": [1.0]}, ValueError, "`a` needs at least 2 finite values to compare"),
+        ({"b": [1.0, np.nan]}, ValueError, "`b` needs at least 2 finite values to compare"),
         ({"a": "abc"}, TypeError, "`a` must be numbers"),
         ({"b": [[1.0, 2.0]]}, ValueError, "`b` must be one-dimensional"),
         ({"alpha": 0.0}, ValueError, "`alpha` must be a number in"),

@@ -84,8 +84,8 @@ def test_no_spread_in_algo_impl_gives_nan_with_a_note() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"impl": [1.0]}, ValueError, "`impl` must hold at least two finite values"),
-        ({"algo_impl": [1.0, np.nan]}, ValueError, "`algo_impl` must hold at least two"),
+        ({"impl": [1.0]}, ValueError, "`impl` needs at least 2 finite values to compare"),
+        ({"algo_impl": [1.0, np.nan]}, ValueError, "`algo_impl` needs at least 2 finite values to compare"),
         ({"impl": "abc"}, TypeError, "`impl` must be numbers"),
         ({"impl": [[1.0, 2.0]]}, ValueError, "one-dimensional"),
         ({"level": 1.5}, ValueError, "`level` must be a number in"),
