@@ -24,6 +24,7 @@ MODULES = [
     "deviate_cb.stats",
     "deviate_cb.stats.aggregate",
     "deviate_cb.stats.describe",
+    "deviate_cb.stats._checks",
     "deviate_cb.stats._results",
     "deviate_cb.stats.aso",
     "deviate_cb.stats.compare",

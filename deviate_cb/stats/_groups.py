@@ -7,6 +7,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from deviate_cb.stats._checks import as_vector, positive_int
 from deviate_cb.stats._results import check_level
 
 __all__ = ["ALTERNATIVES", "RngLike", "Values"]
@@ -22,14 +23,7 @@ def _settings(x: np.ndarray, y: np.ndarray, n_bad: tuple[int, int], **extra: Any
 
 
 def _group(values: Values, name: str) -> tuple[np.ndarray, int]:
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"`{name}` must be numbers. Received: {name}={values!r}.")
-    try:
-        array = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"`{name}` must be numbers. Received: {name} of type {type(values).__name__} ({exc}).") from exc
-    if array.ndim != 1:
-        raise ValueError(f"`{name}` must be one-dimensional. Received: {name} with shape {array.shape}.")
+    array = as_vector(values, name)
     finite = array[np.isfinite(array)]
     n_bad = int(array.size - finite.size)
     if finite.size < 2:
@@ -53,8 +47,7 @@ def _check_alternative(alternative: object, name: str = "alternative") -> str:
 
 def _check_bootstrap(level: object, n_resamples: object, rng: object, method: object) -> int:
     check_level(level)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"`n_resamples` must be a positive integer. Received: n_resamples={n_resamples!r}.")
+    positive_int(n_resamples, "n_resamples")
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of 'percentile', 'basic', 'BCa'. Received: method={method!r}.")
     return _resolve_seed(rng)

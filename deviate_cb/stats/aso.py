@@ -44,10 +44,11 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from typing import Any, Optional, Union, cast
+from typing import Any, Union
 
 import numpy as np
 
+from deviate_cb.stats._checks import positive_int, resolve_rng
 from deviate_cb.stats._groups import _group
 from deviate_cb.stats._results import StatResult
 
@@ -73,7 +74,7 @@ def violation_ratio(a: Iterable[float], b: Iterable[float], grid_size: int = 100
         (0.2, 0.8)
     """
     x, y = _validate_samples(a, b)
-    grid_size = _check_positive_int(grid_size, "grid_size")
+    grid_size = positive_int(grid_size, "grid_size")
     t = _grid(grid_size)
     return float(_ratios(_quantiles(np.sort(x), t), _quantiles(np.sort(y), t)))
 
@@ -113,7 +114,7 @@ def almost_stochastic_order(
         0.0
     """
     x, y, alpha, threshold, n_resamples, grid_size = _validate_aso(a, b, alpha, threshold, n_resamples, grid_size)
-    generator, seed = _resolve_rng(rng)
+    generator, seed = resolve_rng(rng)
     from statistics import NormalDist
 
     t = _grid(grid_size)
@@ -179,21 +180,6 @@ def _bootstrap_ratios(
     return out
 
 
-def _resolve_rng(rng: RngLike) -> tuple[np.random.Generator, Optional[int]]:
-    if isinstance(rng, np.random.Generator):
-        return rng, None
-    if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0):
-        raise ValueError(f"`rng` must be a non-negative int seed, a numpy Generator or None. Received: rng={rng!r}.")
-    seed = int(cast(int, np.random.SeedSequence().entropy)) if rng is None else int(rng)
-    return np.random.default_rng(seed), seed
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}.")
-    return int(value)
-
-
 def _validate_samples(a: Iterable[float], b: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
     return _group(a, "a")[0], _group(b, "b")[0]
 
@@ -205,6 +191,6 @@ def _validate_aso(
     for name, value in (("alpha", alpha), ("threshold", threshold)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < value < 1.0:
             raise ValueError(f"`{name}` must be a number in (0, 1). Received: {name}={value!r}.")
-    n_resamples = _check_positive_int(n_resamples, "n_resamples")
-    grid_size = _check_positive_int(grid_size, "grid_size")
+    n_resamples = positive_int(n_resamples, "n_resamples")
+    grid_size = positive_int(grid_size, "grid_size")
     return x, y, float(alpha), float(threshold), n_resamples, grid_size

@@ -20,6 +20,8 @@ from typing import Optional, Union
 
 import numpy as np
 
+from deviate_cb.stats._checks import as_numbers
+
 __all__ = ["CORRECTIONS", "correct", "reject"]
 
 CORRECTIONS = ("holm", "bh", "bonferroni", None)
@@ -86,12 +88,7 @@ def _holm(p: np.ndarray) -> np.ndarray:
 
 
 def _as_pvalues(values: PValues, name: str) -> np.ndarray:
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"`{name}` must be numbers. Received: {name}={values!r}.")
-    try:
-        array = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"`{name}` must be numbers. Received: {name} of type {type(values).__name__} ({exc}).") from exc
+    array = as_numbers(values, name)  # any shape: the adjusted p-values keep it
     finite = array[~np.isnan(array)]
     if np.any((finite < 0) | (finite > 1)):
         bad = float(finite[(finite < 0) | (finite > 1)][0])

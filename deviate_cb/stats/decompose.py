@@ -31,12 +31,12 @@ Example:
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable
-from typing import Any, Optional, Union, cast
+from typing import Any, Optional, Union
 
 import numpy as np
 
+from deviate_cb.stats._checks import positive_int, resolve_rng
 from deviate_cb.stats._groups import _group
 from deviate_cb.stats._results import StatResult, check_level
 
@@ -79,7 +79,7 @@ def decompose(
         (0.5, 0.25)
     """
     x, y, level, n_resamples, method = _validate_decompose(impl, algo_impl, level, n_resamples, method)
-    generator, seed = _resolve_rng(rng)
+    generator, seed = resolve_rng(rng)
     std_x, std_y = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
     settings: dict[str, Any] = {
         "std_impl": std_x,
@@ -141,22 +141,12 @@ def _bootstrap(
         )
 
 
-def _resolve_rng(rng: RngLike) -> tuple[np.random.Generator, Optional[int]]:
-    if isinstance(rng, np.random.Generator):
-        return rng, None
-    if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0):
-        raise ValueError(f"`rng` must be a non-negative int seed, a numpy Generator or None. Received: rng={rng!r}.")
-    seed = int(cast(int, np.random.SeedSequence().entropy)) if rng is None else int(rng)
-    return np.random.default_rng(seed), seed
-
-
 def _validate_decompose(
     impl: Iterable[float], algo_impl: Iterable[float], level: float, n_resamples: int, method: str
 ) -> tuple[np.ndarray, np.ndarray, float, int, str]:
     groups = [_group(impl, "impl")[0], _group(algo_impl, "algo_impl")[0]]
     level = check_level(level)
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
-        raise ValueError(f"`n_resamples` must be a positive integer. Received: n_resamples={n_resamples!r}.")
+    n_resamples = positive_int(n_resamples, "n_resamples")
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of {_METHODS}. Received: method={method!r}.")
     return groups[0], groups[1], level, int(n_resamples), method

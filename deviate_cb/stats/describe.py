@@ -39,6 +39,8 @@ from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
+from deviate_cb.stats._checks import as_vector, positive_int
+
 __all__ = [
     "STD_CI_METHODS",
     "ConfidenceInterval",
@@ -368,8 +370,7 @@ def _validate_describe(
     _check_level(level)
     if std_ci not in STD_CI_METHODS:
         raise ValueError(f"`std_ci` must be 'chi2' or 'bootstrap'. Received: std_ci={std_ci!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or int(n_resamples) < 1:
-        raise ValueError(f"`n_resamples` must be a positive integer. Received: n_resamples={n_resamples!r}.")
+    positive_int(n_resamples, "n_resamples")
     if not (
         rng is None
         or isinstance(rng, np.random.Generator)
@@ -378,15 +379,7 @@ def _validate_describe(
         raise TypeError(
             f"`rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng={rng!r}."
         )
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"`values` must be numbers. Received: values={values!r}.")
-    try:
-        array = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"`values` must be numbers. Received: values of type {type(values).__name__} ({exc}).") from exc
-    if array.ndim != 1:
-        raise ValueError(f"`values` must be one-dimensional. Received: values with shape {array.shape}.")
-    return array
+    return as_vector(values, "values")
 
 
 def _validate_std_ci(std: ArrayLike, n: Union[int, np.ndarray], level: float) -> tuple[np.ndarray, np.ndarray]:
