@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.store import MANIFEST_FILE, RunDirectory, run_path
+from deviate_cb.store import FINGERPRINT_FILE, MANIFEST_FILE, METRICS_FILE, RunDirectory, run_path
 from deviate_cb.variants import get_variant
 
 __all__ = ["SEED_LIMIT", "STALE_FILES", "ReplicaPlan", "clear_previous_attempt", "plan_replicas"]
@@ -23,8 +23,8 @@ SEED_LIMIT = 2**32
 # What a previous attempt leaves in a run directory; removed before the replica runs again.
 STALE_FILES = (
     MANIFEST_FILE,
-    "metrics.parquet",
-    "fingerprint.json",
+    METRICS_FILE,
+    FINGERPRINT_FILE,
     "timings.parquet",
     "predictions.parquet",
     "stdout.log",

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+from morin_data import FILES
+from morin_data import morin as load
 from report_study import write_run
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "morin2020"
-FILES = {"impl": "resnet_same_seed.csv", "algo+impl": "resnet_different_seeds.csv"}
-
-
-def load(setting: str) -> np.ndarray:
-    """The 50 x 2 array (test loss, test accuracy) of one setting."""
-    return np.loadtxt(DATA / FILES[setting], delimiter=",")
 
 
 def write_tables(root: Path) -> dict[str, Path]:

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
+from morin_data import FILES, morin
 
 from deviate_cb.store import RunDirectory, run_path
 
-_REPO = Path(__file__).resolve().parents[2]
-_MORIN_CANDIDATES = [
-    Path(os.environ.get("DEVIATE_REFERENCE_DATA", _REPO / "shared" / "reference-data")) / "morin2020",
-    _REPO / "shared" / "reference-data" / "morin2020",
-    _REPO.parent / "shared" / "reference-data" / "morin2020",
-]
-MORIN = next((p for p in _MORIN_CANDIDATES if p.is_dir()), _MORIN_CANDIDATES[-1])
-MORIN_FILES = {"impl": "resnet_same_seed.csv", "algo+impl": "resnet_different_seeds.csv"}
+MORIN_FILES = FILES
 
 Row = tuple[str, str, float]  # (stage, name, value), in recording order
 
@@ -54,6 +46,4 @@ def write_run(
 
 def morin_data(variant: str) -> np.ndarray:
     """The 50 x 2 table (test loss, test accuracy) of one Morin & Willetts (2020) file."""
-    if not MORIN.is_dir():
-        pytest.skip(f"reference data not found (looked in {', '.join(map(str, _MORIN_CANDIDATES))})")
-    return np.loadtxt(MORIN / MORIN_FILES[variant], delimiter=",")
+    return morin(variant)

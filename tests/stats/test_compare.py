@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from morin_data import morin
 from scipy import stats as sps
 
 from deviate_cb.stats.compare import (
@@ -24,7 +24,6 @@ from deviate_cb.stats.compare import (
     welch_t,
 )
 
-MORIN = Path("/work/shared/reference-data/morin2020")
 A3, B3 = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0]
 
 
@@ -251,10 +250,7 @@ def test_constant_groups_do_not_crash() -> None:
 
 
 def test_morin2020_same_vs_different_seeds() -> None:
-    files = [MORIN / "resnet_same_seed.csv", MORIN / "resnet_different_seeds.csv"]
-    if not all(f.exists() for f in files):
-        pytest.skip("Morin 2020 reference data not present")
-    same, different = (np.loadtxt(f, delimiter=",")[:, 1] for f in files)  # column 2: test accuracy
+    same, different = morin("impl")[:, 1], morin("algo+impl")[:, 1]  # column 2: test accuracy
     c = compare(different, same, rng=2020, n_resamples=2000)
     assert (c.n_a, c.n_b) == (50, 50)
     # seeds do not shift the mean accuracy much ...

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from morin_data import morin
 
 from deviate_cb.stats.decompose import decompose
 
-MORIN = Path(__file__).resolve().parents[3] / "shared" / "reference-data" / "morin2020"
-
 
 def _morin() -> tuple[np.ndarray, np.ndarray]:
-    same, different = MORIN / "resnet_same_seed.csv", MORIN / "resnet_different_seeds.csv"
-    if not (same.is_file() and different.is_file()):
-        pytest.skip(f"Morin 2020 reference data not found under {MORIN}")
-    return np.loadtxt(same, delimiter=","), np.loadtxt(different, delimiter=",")
+    return morin("impl"), morin("algo+impl")
 
 
 @pytest.mark.parametrize(("column", "expected"), [(0, 0.759), (1, 0.902)])

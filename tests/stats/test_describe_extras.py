@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
+from morin_data import morin
 from scipy import stats as sps
 
 from deviate_cb.stats.describe import Description, describe, mean_confidence_interval
-
-MORIN = Path(__file__).resolve().parents[3] / "shared" / "reference-data" / "morin2020" / "resnet_same_seed.csv"
 
 
 @pytest.mark.parametrize("ddof", [0, 1])
@@ -160,9 +158,8 @@ def test_validation_messages(kwargs: dict, error: type, message: str) -> None:
         describe([1.0, 2.0]).mean_confidence_interval(0.0)
 
 
-@pytest.mark.skipif(not MORIN.exists(), reason=f"reference data not found: {MORIN}")
 def test_morin2020_same_seed_population_std() -> None:
-    column = np.loadtxt(MORIN, delimiter=",", usecols=0)
+    column = morin("impl")[:, 0]
     d = describe(column, ddof=0)
     assert d.n == column.size
     assert f"{d.std:.3e}" == "1.995e-02"
