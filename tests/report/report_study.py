@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from morin_data import FILES, morin
 
 from deviate_cb.store import RunDirectory, run_path
@@ -47,3 +48,12 @@ def write_run(
 def morin_data(variant: str) -> np.ndarray:
     """The 50 x 2 table (test loss, test accuracy) of one Morin & Willetts (2020) file."""
     return morin(variant)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run ``deviate ARGS`` in-process; return (exit status, stdout, stderr)."""
+    from deviate_cb.cli.main import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -10,16 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from morin_tables import load, write_store, write_tables
+from report_study import run_cli
 from scipy import stats as sps
 
 from deviate_cb.cli.main import main
 from deviate_cb.report.comparison import COMPARE_COLUMNS
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -68,27 +63,27 @@ def test_morin_seed_settings_on_store(morin_json: list[dict]) -> None:
 
 def test_seed_makes_compare_reproducible(capsys, store: Path, morin_json: list[dict]) -> None:
     args = ("compare", str(store), "--a", "variant=impl", "--b", "variant=algo+impl", "--format", "json")
-    assert json.loads(_run(capsys, *args, "--seed", "0")[1]) == morin_json
-    other = json.loads(_run(capsys, *args, "--seed", "7")[1])
+    assert json.loads(run_cli(capsys, *args, "--seed", "0")[1]) == morin_json
+    other = json.loads(run_cli(capsys, *args, "--seed", "7")[1])
     assert other[0]["welch_p"] == morin_json[0]["welch_p"]
 
 
 def test_tables_match_store(capsys, tmp_path: Path, morin_json: list[dict]) -> None:
     paths = write_tables(tmp_path)
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "compare", "--table", str(paths["impl"]), "--table", str(paths["algo+impl"]), "--format", "json"
     )
     assert (code, err) == (0, "")
     assert json.loads(out) == morin_json
     one = ("compare", "--table", str(paths["all"]), "--group-by", "setting", "--a", "impl", "--b", "algo+impl")
-    code, out, _ = _run(capsys, *one, "--metric", "test_acc", "--format", "json")
+    code, out, _ = run_cli(capsys, *one, "--metric", "test_acc", "--format", "json")
     (row,) = json.loads(out)
     (expected,) = [r for r in morin_json if r["metric"] == "test_acc"]
     assert code == 0 and row["welch_p_corrected"] == row["welch_p"]  # one metric: nothing to correct
     assert {k: v for k, v in row.items() if k != "welch_p_corrected"} == {
         k: v for k, v in expected.items() if k != "welch_p_corrected"
     }
-    code, out, _ = _run(capsys, *one)
+    code, out, _ = run_cli(capsys, *one)
     assert code == 0 and "test_acc" in out and "no significant difference" in out
 
 
@@ -109,7 +104,9 @@ def _study(root: Path, make_run, shift: float = 0.05) -> Path:
 
 def test_significant_difference_and_skipped_metrics(capsys, tmp_path: Path, make_run) -> None:
     root = _study(tmp_path, make_run)
-    code, out, err = _run(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "json")
+    code, out, err = run_cli(
+        capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "json"
+    )
     assert code == 0
     rows = {r["metric"]: r for r in json.loads(out)}
     assert rows["val_acc"]["verdict"].startswith("A > B (significant after holm)")
@@ -120,20 +117,20 @@ def test_significant_difference_and_skipped_metrics(capsys, tmp_path: Path, make
     assert rows["sparse"]["welch_p"] is None
     assert "metric `only_new` not compared: only in group A." in err
     assert "replica=99 left out of the statistics: failed" in err
-    code, out, _ = _run(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "csv")
+    code, out, _ = run_cli(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "csv")
     assert code == 0
     table = list(csv.DictReader(io.StringIO(out)))
     assert tuple(table[0]) == COMPARE_COLUMNS and len(table) == 4
-    code, out, _ = _run(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "md")
+    code, out, _ = run_cli(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "md")
     assert code == 0 and "| metric | n A/B |" in out and "not compared: only in group A" in out
-    code, out, _ = _run(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old")
+    code, out, _ = run_cli(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old")
     assert code == 0 and "A > B" in out and "significant" in out
 
 
 def test_correction_none_and_and_terms(capsys, tmp_path: Path, make_run) -> None:
     root = _study(tmp_path, make_run)
     args = ("compare", str(root), "--format", "json", "--metric", "val_*", "--correction", "none")
-    code, out, _ = _run(capsys, *args, "--a", "variant=new", "--a", "experiment=mlp", "--b", "variant=old")
+    code, out, _ = run_cli(capsys, *args, "--a", "variant=new", "--a", "experiment=mlp", "--b", "variant=old")
     assert code == 0
     rows = json.loads(out)
     assert {r["metric"] for r in rows} == {"val_acc", "val_loss"}
@@ -144,7 +141,7 @@ def test_correction_none_and_and_terms(capsys, tmp_path: Path, make_run) -> None
 def test_two_directories(capsys, tmp_path: Path, make_run) -> None:
     root = _study(tmp_path, make_run)
     a, b = root / "experiment=mlp" / "variant=new", root / "experiment=mlp" / "variant=old"
-    code, out, _ = _run(capsys, "compare", str(a), str(b), "--format", "json", "--metric", "val_acc")
+    code, out, _ = run_cli(capsys, "compare", str(a), str(b), "--format", "json", "--metric", "val_acc")
     assert code == 0
     (row,) = json.loads(out)
     assert (row["n_a"], row["n_b"]) == (8, 8) and row["verdict"].startswith("A > B")
@@ -170,13 +167,13 @@ def test_two_directories(capsys, tmp_path: Path, make_run) -> None:
 )
 def test_usage_errors_are_one_line(capsys, tmp_path: Path, make_run, args, message) -> None:
     root = _study(tmp_path, make_run)
-    code, out, err = _run(capsys, "compare", str(root), *args)
+    code, out, err = run_cli(capsys, "compare", str(root), *args)
     assert (code, out) == (2, "")
     assert err.startswith(message) and err.count("\n") == 1
 
 
 def test_missing_table_is_one_line(capsys, tmp_path: Path) -> None:
-    code, _, err = _run(capsys, "compare", "--table", str(tmp_path / "a.csv"), "--table", str(tmp_path / "b.csv"))
+    code, _, err = run_cli(capsys, "compare", "--table", str(tmp_path / "a.csv"), "--table", str(tmp_path / "b.csv"))
     assert (
         code == 2 and err == f"deviate: error: `--table` file does not exist. Received: --table='{tmp_path}/a.csv'.\n"
     )
@@ -199,7 +196,7 @@ def test_subprocess_end_to_end_on_morin_tables(tmp_path: Path) -> None:
 
 def test_aso_is_not_quoted_for_a_loss(capsys, tmp_path: Path, make_run) -> None:
     root = _study(tmp_path, make_run, shift=-0.05)
-    code, out, _ = _run(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "json")
+    code, out, _ = run_cli(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "json")
     rows = {r["metric"]: r for r in json.loads(out)}
     assert code == 0 and rows["val_loss"]["verdict"] == "A > B (significant after holm)"
     assert rows["val_loss"]["aso_epsilon_min"] < 0.2

@@ -7,16 +7,10 @@ from pathlib import Path
 
 import pytest
 from morin_tables import load, write_store, write_tables
+from report_study import run_cli
 
-from deviate_cb.cli.main import main
 from deviate_cb.report.comparison import POWER_COLUMNS
 from deviate_cb.stats import achieved_power, runs_needed
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +19,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_power_per_group_and_metric(capsys, store: Path) -> None:
-    code, out, err = _run(capsys, "power", str(store), "--effect", "0.002", "--metric", "test_acc", "--format", "json")
+    code, out, err = run_cli(
+        capsys, "power", str(store), "--effect", "0.002", "--metric", "test_acc", "--format", "json"
+    )
     assert (code, err) == (0, "")
     rows = json.loads(out)
     assert [r["group"] for r in rows] == ["experiment=resnet variant=algo+impl", "experiment=resnet variant=impl"]
@@ -43,18 +39,18 @@ def test_power_per_group_and_metric(capsys, store: Path) -> None:
 
 
 def test_power_table_prints_the_sentences(capsys, store: Path) -> None:
-    code, out, _ = _run(capsys, "power", str(store), "--effect", "0.01", "--group", "variant=impl", "--power", "0.9")
+    code, out, _ = run_cli(capsys, "power", str(store), "--effect", "0.01", "--group", "variant=impl", "--power", "0.9")
     assert code == 0
     assert "variant=algo+impl" not in out
     assert out.count("At the measured spread") == 2 and "at 90% power" in out
-    code, md, _ = _run(capsys, "power", str(store), "--effect", "0.01", "--format", "md")
+    code, md, _ = run_cli(capsys, "power", str(store), "--effect", "0.01", "--format", "md")
     assert code == 0 and md.startswith("# power to detect a difference of 0.01") and "| group | metric |" in md
 
 
 def test_power_on_a_table(capsys, tmp_path: Path) -> None:
     paths = write_tables(tmp_path)
     args = ("power", "--table", str(paths["all"]), "--group-by", "setting", "--effect", "0.005", "--format", "csv")
-    code, out, _ = _run(capsys, *args)
+    code, out, _ = run_cli(capsys, *args)
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == ",".join(POWER_COLUMNS) and len(lines) == 5
@@ -63,7 +59,7 @@ def test_power_on_a_table(capsys, tmp_path: Path) -> None:
 
 def test_power_with_one_run_explains(capsys, tmp_path: Path, make_run) -> None:
     make_run(tmp_path, "mlp", "algo", 0, [("val", "val_acc", 0.8)])
-    code, out, _ = _run(capsys, "power", str(tmp_path), "--effect", "0.01", "--format", "json")
+    code, out, _ = run_cli(capsys, "power", str(tmp_path), "--effect", "0.01", "--format", "json")
     assert code == 0
     (row,) = json.loads(out)
     assert row["n"] == 1 and row["runs_needed"] is None and "fewer than 2 finite runs" in row["summary"]
@@ -79,6 +75,6 @@ def test_power_with_one_run_explains(capsys, tmp_path: Path, make_run) -> None:
     ],
 )
 def test_power_usage_errors(capsys, store: Path, args, message) -> None:
-    code, out, err = _run(capsys, "power", str(store), *args)
+    code, out, err = run_cli(capsys, "power", str(store), *args)
     assert (code, out) == (2, "")
     assert err.startswith(message) and err.count("\n") == 1

@@ -11,20 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from deviate_cb.cli.main import main
+from report_study import run_cli
 
 
 def _deviate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
     cmd = [sys.executable, "-m", "deviate_cb.cli.main", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _small_study(root: Path, make_run) -> Path:
@@ -74,7 +67,7 @@ def test_subprocess_no_command() -> None:
 def test_success_in_every_format(capsys, tmp_path: Path, make_run) -> None:
     _small_study(tmp_path, make_run)
     for fmt in ("table", "md", "csv", "json"):
-        code, out, err = _run(capsys, "report", str(tmp_path), "--format", fmt)
+        code, out, err = run_cli(capsys, "report", str(tmp_path), "--format", fmt)
         assert (code, err) == (0, ""), fmt
         assert "val_acc" in out
 
@@ -83,14 +76,14 @@ def test_options_reach_the_report(capsys, tmp_path: Path, make_run) -> None:
     _small_study(tmp_path, make_run)
     make_run(tmp_path, "mlp", "algo", 3, [("val", "lr", 0.1)])
     argv = ["report", str(tmp_path), "--format", "json", "--aggregate", "best", "--metric", "val_*", "--stage", "val"]
-    code, out, err = _run(capsys, *argv, "--direction", "val_loss=max", "--level", "0.9")
+    code, out, err = run_cli(capsys, *argv, "--direction", "val_loss=max", "--level", "0.9")
     assert code == 0 and err == ""
     rows = json.loads(out)
     assert {r["metric"] for r in rows} == {"val_acc", "val_loss"} and {r["aggregate"] for r in rows} == {"best"}
 
 
 def test_empty_dir(capsys, tmp_path: Path) -> None:
-    code, out, err = _run(capsys, "report", str(tmp_path))
+    code, out, err = run_cli(capsys, "report", str(tmp_path))
     assert (code, out) == (2, "")
     assert err == (
         "deviate: error: `DIR` is empty; it contains no runs (expected "
@@ -101,14 +94,14 @@ def test_empty_dir(capsys, tmp_path: Path) -> None:
 def test_dir_without_runs(capsys, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     (tmp_path / "experiment=a" / "variant=b").mkdir(parents=True)
-    code, _, err = _run(capsys, "report", str(tmp_path))
+    code, _, err = run_cli(capsys, "report", str(tmp_path))
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("deviate: error: `DIR` contains no runs (expected <DIR>/experiment=<name>/variant=<v>/")
 
 
 def test_dir_is_a_file(capsys, tmp_path: Path) -> None:
     (tmp_path / "runs").write_text("x")
-    code, _, err = _run(capsys, "report", str(tmp_path / "runs"))
+    code, _, err = run_cli(capsys, "report", str(tmp_path / "runs"))
     assert code == 2
     assert err == f"deviate: error: `DIR` must be a directory. Received: DIR={str(tmp_path / 'runs')!r} (a file).\n"
 
@@ -117,7 +110,7 @@ def test_newer_schema_version(capsys, tmp_path: Path, make_run) -> None:
     _small_study(tmp_path, make_run)
     manifest = tmp_path / "experiment=mlp" / "variant=algo" / "replica=1" / "run.json"
     manifest.write_text(json.dumps({"schema_version": 7, "status": "completed"}))
-    code, out, err = _run(capsys, "report", str(tmp_path))
+    code, out, err = run_cli(capsys, "report", str(tmp_path))
     assert (code, out) == (2, "")
     assert err == (
         f"deviate: error: {manifest}: written with schema_version=7, but this deviate-cb reads up to "
@@ -131,7 +124,7 @@ def test_non_numeric_metric_is_skipped_with_one_warning(capsys, tmp_path: Path, 
         path = make_run(tmp_path, "mlp", "algo", k) / "metrics.parquet"
         table = {"seq": [0, 1], "stage": ["val", "val"], "name": ["val_acc", "comment"], "value": ["0.83", "good"]}
         pq.write_table(pa.table(table), path)
-    code, out, err = _run(capsys, "report", str(tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "report", str(tmp_path), "--format", "json")
     assert code == 0
     (line,) = err.splitlines()
     assert line.startswith("deviate: warning: ") and line.endswith(
@@ -144,20 +137,20 @@ def test_non_numeric_metric_is_skipped_with_one_warning(capsys, tmp_path: Path, 
 def test_failed_runs_are_warned_about_in_machine_formats(capsys, tmp_path: Path, make_run) -> None:
     _small_study(tmp_path, make_run)
     make_run(tmp_path, "mlp", "algo", 3, status="failed", exit_code=1, error="RuntimeError: boom")
-    code, out, err = _run(capsys, "report", str(tmp_path), "--format", "csv")
+    code, out, err = run_cli(capsys, "report", str(tmp_path), "--format", "csv")
     assert code == 0 and "boom" not in out
     assert err == (
         "deviate: warning: experiment=mlp variant=algo replica=3 left out of the statistics: "
         "failed (exit code 1): RuntimeError: boom\n"
     )
-    code, out, err = _run(capsys, "report", str(tmp_path))
+    code, out, err = run_cli(capsys, "report", str(tmp_path))
     assert code == 0 and err == "" and "RuntimeError: boom" in out
 
 
 def test_best_with_unknown_direction_warns_once(capsys, tmp_path: Path, make_run) -> None:
     for k in range(3):
         make_run(tmp_path, "e", "v", k, [("train", "lr", 0.1), ("train", "lr", 0.2), ("val", "val_acc", 0.5)])
-    code, out, err = _run(capsys, "report", str(tmp_path), "--aggregate", "best", "--format", "json")
+    code, out, err = run_cli(capsys, "report", str(tmp_path), "--aggregate", "best", "--format", "json")
     assert code == 0 and [r["metric"] for r in json.loads(out)] == ["val_acc"]
     assert err == (
         "deviate: warning: metric `lr`: cannot tell whether higher or lower is better, so --aggregate best skips "
@@ -182,15 +175,15 @@ def test_best_with_unknown_direction_warns_once(capsys, tmp_path: Path, make_run
 )
 def test_bad_options_give_one_line(capsys, tmp_path: Path, make_run, args: list[str], message: str) -> None:
     _small_study(tmp_path, make_run)
-    code, out, err = _run(capsys, "report", str(tmp_path), *args)
+    code, out, err = run_cli(capsys, "report", str(tmp_path), *args)
     assert (code, out) == (2, "")
     assert err.startswith("deviate: error: ") and err.count("\n") == 1
     assert message in err
 
 
 def test_missing_dir_argument_and_help(capsys) -> None:
-    code, _, err = _run(capsys, "report")
+    code, _, err = run_cli(capsys, "report")
     assert code == 2
     assert err == "deviate: error: the following arguments are required: DIR. See `deviate report --help`.\n"
-    code, out, _ = _run(capsys, "report", "--help")
+    code, out, _ = run_cli(capsys, "report", "--help")
     assert code == 0 and "--aggregate" in out and "--direction" in out

@@ -11,15 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from morin_tables import load, write_store, write_tables
+from report_study import run_cli
 
-from deviate_cb.cli.main import main
 from deviate_cb.report.decomposition import decompose_series
-
-
-def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +22,9 @@ def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_report_table_reproduces_paper_same_seed_stds(capsys, tables) -> None:
-    code, out, err = _run(capsys, "report", "--table", str(tables["all"]), "--group-by", "setting", "--format", "json")
+    code, out, err = run_cli(
+        capsys, "report", "--table", str(tables["all"]), "--group-by", "setting", "--format", "json"
+    )
     assert (code, err) == (0, "")
     rows = {(r["variant"], r["metric"]): r for r in json.loads(out)}
     assert set(rows) == {(v, m) for v in ("impl", "algo+impl") for m in ("test_loss", "test_acc")}
@@ -43,7 +39,7 @@ def test_report_table_reproduces_paper_same_seed_stds(capsys, tables) -> None:
 
 def test_report_table_decomposition_share_of_column_one(capsys, tables) -> None:
     args = ("report", "--table", str(tables["all"]), "--group-by", "setting")
-    code, out, _ = _run(capsys, *args, "--format", "json", "--decomposition")
+    code, out, _ = run_cli(capsys, *args, "--format", "json", "--decomposition")
     assert code == 0
     rows = {r["metric"]: r for r in json.loads(out)}
     loss = rows["test_loss"]
@@ -52,22 +48,22 @@ def test_report_table_decomposition_share_of_column_one(capsys, tables) -> None:
     assert loss["share_ci_low"] < loss["share"] < loss["share_ci_high"]
     assert round(rows["test_acc"]["share"], 3) == 0.902
     # same seed, same numbers; the table and md formats show it after the per-group tables
-    assert _run(capsys, *args, "--format", "json", "--decomposition")[1] == out
-    code, md, _ = _run(capsys, *args, "--format", "md")
+    assert run_cli(capsys, *args, "--format", "json", "--decomposition")[1] == out
+    code, md, _ = run_cli(capsys, *args, "--format", "md")
     assert code == 0 and "## Variance decomposition" in md and "| all | test_loss | impl / algo+impl |" in md
-    code, text, _ = _run(capsys, *args)
+    code, text, _ = run_cli(capsys, *args)
     assert code == 0 and text.index("Variance decomposition") > text.index("variant=impl")
     assert "0.759" in text
 
 
 def test_report_store_decomposition_matches_table(capsys, tmp_path: Path) -> None:
     root = write_store(tmp_path)
-    code, out, _ = _run(capsys, "report", str(root), "--format", "json", "--decomposition")
+    code, out, _ = run_cli(capsys, "report", str(root), "--format", "json", "--decomposition")
     assert code == 0
     rows = {r["metric"]: r for r in json.loads(out)}
     assert round(rows["test/test_loss" if "test/test_loss" in rows else "test_loss"]["share"], 3) == 0.759
     # the default JSON (per-group rows) is unchanged: a list of the report's rows
-    code, out, _ = _run(capsys, "report", str(root), "--format", "json")
+    code, out, _ = run_cli(capsys, "report", str(root), "--format", "json")
     assert code == 0 and {r["variant"] for r in json.loads(out)} == {"impl", "algo+impl"}
     assert "share" not in json.loads(out)[0]
 
@@ -93,7 +89,7 @@ def test_parquet_table_and_ignored_columns_warning(capsys, tmp_path: Path) -> No
     pq.write_table(
         pa.table({"arm": ["a", "a", "b", "b"], "acc": [0.8, 0.82, 0.7, 0.74], "note": ["x", "y", "z", "w"]}), path
     )
-    code, out, err = _run(capsys, "report", "--table", str(path), "--group-by", "arm", "--format", "csv")
+    code, out, err = run_cli(capsys, "report", "--table", str(path), "--group-by", "arm", "--format", "csv")
     assert code == 0
     assert err == "deviate: warning: runs.parquet: non-numeric column ignored as a metric: note.\n"
     lines = out.splitlines()
@@ -118,11 +114,11 @@ def test_table_errors_are_one_line(capsys, tmp_path: Path, content, args, messag
     path = tmp_path / "t.csv"
     if content is not None:
         path.write_text(content)
-    code, out, err = _run(capsys, "report", "--table", str(path), *args)
+    code, out, err = run_cli(capsys, "report", "--table", str(path), *args)
     assert (code, out) == (2, "")
     assert err.startswith(message) and err.count("\n") == 1
 
 
 def test_dir_and_table_together_is_an_error(capsys, tables) -> None:
-    code, _, err = _run(capsys, "report", "somewhere", "--table", str(tables["all"]))
+    code, _, err = run_cli(capsys, "report", "somewhere", "--table", str(tables["all"]))
     assert code == 2 and err.startswith("deviate: error: give either DIR or `--table`, not both.")
