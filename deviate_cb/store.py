@@ -274,7 +274,9 @@ class MetricsFile:
             return 0
         data: dict[str, Any] = dict(columns)
         data["value"] = values
-        data.setdefault("seq", np.arange(self.next_seq, self.next_seq + n, dtype=np.int64))
+        if "seq" not in data:
+            first = self.next_seq  # a max over the table so far: computed once per append
+            data["seq"] = np.arange(first, first + n, dtype=np.int64)
         data.setdefault("finite", np.isfinite(values))
         schema = metrics_schema()
         new = pa.table({field.name: pa.array(data[field.name], type=field.type) for field in schema}, schema=schema)
