@@ -5,7 +5,9 @@
 - two groups: :func:`compare` (Welch/Student t, Mann-Whitney U, Cohen's d, Hedges' g, P(A>B), the mean
   difference, a variance test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
 - planning: :func:`runs_needed`, :func:`achieved_power`, :func:`noether_runs`, :func:`power_report`;
-- noise sources: :func:`decompose` (the share of spread due to implementation noise).
+- noise sources: :func:`decompose` (the share of spread due to implementation noise);
+- model stability (issue 5): :func:`prediction_churn`, :func:`sample_instability`, :func:`per_class_accuracy`,
+  :func:`subgroup_rates`, :func:`weight_distance` and :func:`weight_distance_from_sketches`.
 
 Plain functions do the maths; results are frozen objects in SciPy's style (``statistic``, ``pvalue``,
 ``confidence_interval(level)``, ``to_dict()``). Resampling functions take ``rng`` and never touch the global
@@ -52,6 +54,22 @@ from deviate_cb.stats.describe import (
 )
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
+from deviate_cb.stats.stability import (
+    Churn,
+    SampleInstability,
+    align_runs,
+    majority_vote,
+    prediction_churn,
+    sample_instability,
+)
+from deviate_cb.stats.stability_groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
+from deviate_cb.stats.stability_sketch import (
+    WeightDistance,
+    jl_epsilon,
+    sketch_vector,
+    weight_distance,
+    weight_distance_from_sketches,
+)
 
 __all__ = [
     "AGGREGATES",
@@ -61,14 +79,20 @@ __all__ = [
     "DIRECTIONS",
     "STD_CI_METHODS",
     "AggregateResult",
+    "Churn",
     "Comparison",
     "ConfidenceInterval",
     "Description",
+    "PerClassAccuracy",
     "PowerReport",
+    "SampleInstability",
     "StatResult",
+    "SubgroupRates",
+    "WeightDistance",
     "achieved_power",
     "aggregate",
     "aggregate_table",
+    "align_runs",
     "almost_stochastic_order",
     "cohens_d",
     "compare",
@@ -77,19 +101,28 @@ __all__ = [
     "describe",
     "hedges_g",
     "infer_direction",
+    "jl_epsilon",
+    "majority_vote",
     "mann_whitney_u",
     "mean_confidence_interval",
     "mean_difference",
     "noether_runs",
     "parse_aggregate",
+    "per_class_accuracy",
     "power_report",
+    "prediction_churn",
     "prob_improvement",
     "reject",
     "resolve_direction",
     "runs_needed",
+    "sample_instability",
+    "sketch_vector",
     "std_confidence_interval",
     "student_t",
+    "subgroup_rates",
     "variance_test",
     "violation_ratio",
+    "weight_distance",
+    "weight_distance_from_sketches",
     "welch_t",
 ]
