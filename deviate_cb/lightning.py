@@ -15,13 +15,28 @@ from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 import lightning.pytorch as pl
+import torch
 from typing_extensions import override
 
 from deviate_cb._lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.context import Deterministic
+from deviate_cb.errors import UsageError
 from deviate_cb.session import RunSession
+from deviate_cb.stability_capture import (
+    FINAL_SNAPSHOT,
+    CollectedPredictions,
+    PredictionCollector,
+    Predictions,
+    Weights,
+    epoch_snapshot,
+    parse_predictions,
+    parse_weights,
+    weight_arrays,
+    write_prediction_snapshot,
+    write_weight_record,
+)
 
-__all__ = ["DeviateCallback"]
+__all__ = ["DeviateCallback", "Predictions", "Weights"]
 
 
 class DeviateCallback(pl.Callback):
@@ -46,10 +61,27 @@ class DeviateCallback(pl.Callback):
             or ``None`` leaves the framework's settings alone. What is in effect is verified and recorded.
         metrics: Metric names or ``fnmatch`` patterns to keep, e.g. ``["val_*", "train_loss_epoch"]``.
             Default: every metric.
+        predictions: Record per-sample predictions to ``predictions.parquet`` (for prediction churn,
+            per-class and per-group variance). ``True``: the outputs that ``test_step``/``predict_step``
+            return during ``trainer.test``/``trainer.predict`` (logits, probabilities or classes; a dict under
+            ``"preds"``, ``"logits"``, ...), with ``batch[1]`` as label. ``Predictions(data=loader,
+            every_n_epochs=k, groups=...)``: the callback predicts on ``loader`` itself at the end of ``fit``
+            and every k epochs (eval mode, ``torch.inference_mode``, modes restored). See
+            :class:`deviate_cb.stability_capture.Predictions`. Default: off.
+        weights: Record the final weights at the end of ``fit``: a Johnson-Lindenstrauss sketch
+            (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``). Every
+            floating-point entry of ``pl_module.state_dict()`` (parameters and buffers) in ``state_dict`` order
+            (module registration order), as float64. ``True`` means ``Weights()``. Default: off.
+
+    Only global rank zero records predictions and weights. Strategies that shard parameters (FSDP, DeepSpeed
+    stage 3) are not supported for ``weights``; under multi-device ``trainer.test``/``predict``, use
+    ``Predictions(data=...)`` (rank zero predicts on the whole set) instead of the loop's outputs.
 
     Example:
         >>> cb = DeviateCallback("runs", experiment="mlp", seed=0, deterministic=True)  # doctest: +SKIP
         >>> trainer = L.Trainer(max_epochs=5, callbacks=[cb])  # doctest: +SKIP
+        >>> stability = DeviateCallback(predictions=Predictions(data=val_loader, every_n_epochs=5),
+        ...                             weights=True)  # doctest: +SKIP
     """
 
     def __init__(
@@ -60,8 +92,18 @@ class DeviateCallback(pl.Callback):
         seed: Optional[int] = None,
         deterministic: Optional[Deterministic] = None,
         metrics: Optional[Sequence[str]] = None,
+        predictions: Union[bool, Predictions, None] = None,
+        weights: Union[bool, Weights, None] = None,
     ) -> None:
         super().__init__()
+        self._predictions = parse_predictions(predictions)
+        self._weights = parse_weights(weights)
+        data = self._predictions.data if self._predictions is not None else None
+        if data is not None and (not hasattr(data, "__iter__") or isinstance(data, torch.Tensor)):
+            raise TypeError(
+                "`Predictions.data` must be a DataLoader (or an iterable of batches) for Lightning. "
+                f"Received: data of type {type(data).__name__}."
+            )
         self._session = RunSession(
             out_dir,
             experiment=experiment,
@@ -75,6 +117,9 @@ class DeviateCallback(pl.Callback):
         self._tap = LightningMetricTap()
         self._train_epoch: Optional[tuple[int, int]] = None  # (epoch, step) awaiting late epoch values
         self._train_epoch_keys: set[str] = set()
+        self._stage_collector: Optional[PredictionCollector] = None  # set while a test/predict loop is recorded
+        self._last_data_snapshot: Optional[tuple[int, CollectedPredictions]] = None  # (global step, arrays)
+        self._snapshots: list[str] = []
 
     @property
     def run_dir(self) -> Optional[os.PathLike[str]]:
@@ -87,6 +132,22 @@ class DeviateCallback(pl.Callback):
         self._session.enabled = trainer.is_global_zero
         # The Trainer applied its own `deterministic` flag in its constructor; a requested switch wins.
         self._session.apply_requested(seed=False)
+        config = self._predictions
+        if config is not None and stage == "fit" and config.data is not None:
+            sampler = getattr(config.data, "sampler", None)
+            if isinstance(sampler, torch.utils.data.RandomSampler) and config.sample_ids is None:
+                raise UsageError(
+                    "`Predictions.data` shuffles (its sampler is a RandomSampler): the sample index is the "
+                    "position in the set, so it must come in the same order in every run. Build the DataLoader "
+                    "with shuffle=False, or give each sample an id with Predictions(sample_ids=...)."
+                )
+        if config is not None and config.records_stage(stage) and trainer.world_size > 1:
+            warnings.warn(
+                f"DeviateCallback(predictions=...): the outputs of trainer.{stage}() are not recorded with "
+                f"{trainer.world_size} processes (each sees part of the data); pass Predictions(data=...) to "
+                "predict on the whole set on rank zero at the end of fit.",
+                stacklevel=2,
+            )
 
     def _start(self, trainer: pl.Trainer) -> None:
         if trainer.is_global_zero:
@@ -116,6 +177,14 @@ class DeviateCallback(pl.Callback):
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start(trainer)
         self._fingerprint(trainer, trainer.test_dataloaders)
+        self._start_stage_predictions(trainer, "test", trainer.test_dataloaders)
+
+    @override
+    def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._predictions is not None and self._predictions.records_stage("predict"):
+            self._start(trainer)
+            self._fingerprint(trainer, trainer.predict_dataloaders)
+            self._start_stage_predictions(trainer, "predict", trainer.predict_dataloaders)
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
@@ -168,10 +237,18 @@ class DeviateCallback(pl.Callback):
         self._record(trainer, "train", "epoch", items)
         self._train_epoch, self._train_epoch_keys = (trainer.current_epoch, trainer.global_step), keys
         self._session.flush()
+        config = self._predictions
+        if config is not None and config.data is not None and config.due(trainer.current_epoch):
+            self._predict_on_data(trainer, pl_module, epoch_snapshot(trainer.current_epoch))
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._take_late_train_epoch_values(trainer)
+        if self._predictions is not None and self._predictions.data is not None:
+            self._predict_on_data(trainer, pl_module, FINAL_SNAPSHOT)
+        if self._weights is not None and self._session.enabled and self._session.run is not None:
+            named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))
+            write_weight_record(self._session.run.path, weight_arrays(named), self._weights)
 
     def _take_late_train_epoch_values(self, trainer: pl.Trainer) -> None:
         """Epoch values the module logged in its own ``on_train_epoch_end``, after this callback's hook."""
@@ -221,20 +298,121 @@ class DeviateCallback(pl.Callback):
     ) -> None:
         if self._session.enabled:
             self._record(trainer, "test", "step", self._tap.step_values("test", trainer._results))
+        if self._stage_collector is not None and dataloader_idx == 0:
+            self._stage_collector.add(outputs, batch)
 
     @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._record(trainer, "test", "epoch", self._tap.epoch_values("test", trainer._results))
         self._session.flush()
+        self._finish_stage_predictions(trainer)
+
+    @override
+    def on_predict_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if self._stage_collector is not None and dataloader_idx == 0:
+            self._stage_collector.add(outputs, batch)
+
+    @override
+    def on_predict_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._finish_stage_predictions(trainer)
 
     # -- checkpointing -------------------------------------------------------------------------------------
     @override
     def state_dict(self) -> dict[str, Any]:
-        return self._session.state_dict()
+        state = self._session.state_dict()
+        if self._predictions is not None:
+            state["prediction_snapshots"] = list(self._snapshots)
+        return state
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._session.load_state_dict(state_dict)
+        state = dict(state_dict)
+        self._snapshots = list(state.pop("prediction_snapshots", self._snapshots))
+        self._session.load_state_dict(state)
+
+    # -- predictions ---------------------------------------------------------------------------------------
+    def _start_stage_predictions(self, trainer: pl.Trainer, stage: str, dataloaders: Any) -> None:
+        config = self._predictions
+        self._stage_collector = None
+        if config is None or not config.records_stage(stage) or not self._session.enabled or trainer.world_size > 1:
+            return
+        loaders = dataloaders if isinstance(dataloaders, (list, tuple)) else [dataloaders]
+        sampler = getattr(loaders[0], "sampler", None) if loaders else None
+        if isinstance(sampler, torch.utils.data.RandomSampler) and config.sample_ids is None:
+            warnings.warn(
+                f"DeviateCallback(predictions=...): the {stage} DataLoader shuffles, so sample indices will not "
+                "line up across runs; use shuffle=False or Predictions(sample_ids=...).",
+                stacklevel=3,
+            )
+        self._stage_collector = PredictionCollector(config, source=f"{stage}_step")
+
+    def _finish_stage_predictions(self, trainer: pl.Trainer) -> None:
+        collector, self._stage_collector = self._stage_collector, None
+        if collector is None:
+            return
+        skipped = collector.skipped
+        collected = collector.collect()
+        if collected is None:
+            if skipped:
+                warnings.warn(
+                    f"DeviateCallback(predictions=...): {collector.source} returned nothing, so no predictions "
+                    f"were recorded. Return the batch's logits or probabilities (or a dict with 'preds'), or "
+                    "predict on a given set with Predictions(data=...).",
+                    stacklevel=3,
+                )
+            return
+        self._write_snapshot(trainer, collected, FINAL_SNAPSHOT)
+
+    def _predict_on_data(self, trainer: pl.Trainer, pl_module: pl.LightningModule, snapshot: str) -> None:
+        """Run the module on ``Predictions.data`` (rank zero, eval mode, no autograd) and write a snapshot."""
+        config = self._predictions
+        if config is None or not self._session.enabled or self._session.run is None:
+            return
+        last = self._last_data_snapshot
+        if last is not None and last[0] == trainer.global_step:  # nothing trained since: same predictions
+            self._write_snapshot(trainer, last[1], snapshot)
+            return
+        collector = PredictionCollector(config, source=_forward_name(pl_module, config))
+        modes = [(module, module.training) for module in pl_module.modules()]
+        pl_module.eval()
+        try:
+            with torch.inference_mode(), trainer.precision_plugin.predict_step_context():
+                for batch_idx, batch in enumerate(config.data):
+                    batch = trainer.strategy.batch_to_device(batch)
+                    collector.add(_forward(pl_module, config, batch, batch_idx), batch)
+        finally:
+            for module, training in modes:
+                module.training = training
+        collected = collector.collect()
+        if collected is None:
+            raise UsageError(
+                f"DeviateCallback(predictions=...): {collector.source} returned no predictions on "
+                "Predictions.data (empty data, or the step returned None)."
+            )
+        self._last_data_snapshot = (trainer.global_step, collected)
+        self._write_snapshot(trainer, collected, snapshot)
+
+    def _write_snapshot(self, trainer: pl.Trainer, collected: CollectedPredictions, snapshot: str) -> None:
+        if self._predictions is None or self._session.run is None:
+            return
+        write_prediction_snapshot(
+            self._session.run.path,
+            collected,
+            self._predictions,
+            snapshot=snapshot,
+            epoch=trainer.current_epoch,
+            step=trainer.global_step,
+        )
+        if snapshot not in self._snapshots:
+            self._snapshots.append(snapshot)
 
     def _warn_if_nothing_kept(self) -> None:
         seen = self._session.recorder.seen_names
@@ -244,6 +422,23 @@ class DeviateCallback(pl.Callback):
                 f"{sorted(seen)}; nothing was recorded.",
                 stacklevel=2,
             )
+
+
+def _forward_name(pl_module: pl.LightningModule, config: Predictions) -> str:
+    if config.predict_fn is not None:
+        return "Predictions.predict_fn"
+    if type(pl_module).predict_step is not pl.LightningModule.predict_step:
+        return "predict_step"
+    return "forward"
+
+
+def _forward(pl_module: pl.LightningModule, config: Predictions, batch: Any, batch_idx: int) -> Any:
+    """The module's outputs on one batch: ``predict_fn``, else its own ``predict_step``, else ``forward(x)``."""
+    if config.predict_fn is not None:
+        return config.predict_fn(pl_module, batch)
+    if type(pl_module).predict_step is not pl.LightningModule.predict_step:
+        return pl_module.predict_step(batch, batch_idx)
+    return pl_module(batch[0] if isinstance(batch, (tuple, list)) else batch)
 
 
 def _num_workers(dataloaders: Any) -> Optional[int]:
