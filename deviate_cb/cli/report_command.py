@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import IO
+from typing import IO, Any
 
 from deviate_cb.cli._common import direction_argument, say
 from deviate_cb.errors import UsageError
@@ -24,8 +24,11 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "are listed apart and left out. When an experiment holds the variants impl and algo+impl (or control and "
         "algo), the table and md formats end with the variance decomposition: std(impl)/std(algo+impl) and "
         "std(control)/std(algo) per metric, with a bootstrap CI (seed --seed); --decomposition makes csv and json "
-        "write the decomposition rows instead of the per-group rows. --table FILE --group-by COLUMN reports on "
-        "results made elsewhere (CSV or Parquet, one row per run, every numeric column a metric).",
+        "write the decomposition rows instead of the per-group rows. When runs saved predictions or weights "
+        "(DeviateCallback(predictions=..., weights=...)), the table and md formats end with a stability section per "
+        "group: prediction churn, majority agreement, normalized weight distance, per-class and sub-group spread, "
+        "the least stable samples; --stability makes csv and json write those rows instead. --table FILE --group-by "
+        "COLUMN reports on results made elsewhere (CSV or Parquet, one row per run, every numeric column a metric).",
     )
     p.add_argument(
         "dir", metavar="DIR", nargs="?", help="study directory (<DIR>/experiment=<e>/variant=<v>/replica=<k>/)"
@@ -36,6 +39,19 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "--decomposition",
         action="store_true",
         help="with --format csv or json: write the variance decomposition rows instead of the per-group rows",
+    )
+    p.add_argument(
+        "--stability",
+        action="store_true",
+        help="with --format csv or json: write the stability rows (churn, weight distance, per-class and "
+        "sub-group spread, unstable samples) instead of the per-group rows",
+    )
+    p.add_argument(
+        "--positive",
+        type=int,
+        default=1,
+        metavar="CLASS",
+        help="positive class of the sub-group false-positive/negative rates (default 1; one-vs-rest if multi-class)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the decomposition bootstrap (default 0)")
     p.add_argument("--aggregate", choices=AGGREGATES, default="last", help="per-run reduction (default: last)")
@@ -63,6 +79,10 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
     decompose = args.decomposition or args.format in ("table", "md")
+    if args.decomposition and args.stability:
+        raise UsageError("give either `--decomposition` or `--stability`, not both.")
+    if args.stability and args.dir is None:
+        raise UsageError("`--stability` needs DIR: it reads the runs' predictions and weights files.")
     if args.table is not None:
         if args.dir is not None:
             raise UsageError(
@@ -98,8 +118,23 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.format in ("csv", "json"):
         for run in report.excluded:
             say(err, "warning", excluded_line(run))
+    stability = (
+        _stability(args, err) if args.dir is not None and (args.stability or args.format in ("table", "md")) else []
+    )
     if args.format == "table":
         print_table(report, out)
+        if stability:
+            from deviate_cb.report.stability import write_stability
+
+            out.write("\n")
+            write_stability(stability, "table", out)
+    elif args.stability:
+        from deviate_cb.report.render import render_records
+        from deviate_cb.report.stability import STABILITY_COLUMNS, stability_rows
+
+        out.write(render_records(stability_rows(stability), STABILITY_COLUMNS, args.format))
+        if args.format == "json":
+            out.write("\n")
     elif args.decomposition and args.format in ("csv", "json"):
         from deviate_cb.report.render import decomposition_json, render_records
 
@@ -114,5 +149,20 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         out.write(render(report, args.format))
         if args.format == "json":
             out.write("\n")
+        if stability and args.format == "md":
+            from deviate_cb.report.stability import write_stability
+
+            write_stability(stability, "md", out)
     out.flush()
     return 0
+
+
+def _stability(args: argparse.Namespace, err: IO[str]) -> list[Any]:
+    """The stability groups of DIR (empty when no run saved predictions or weights); warnings go to ``err``."""
+    from deviate_cb.report.stability import build_stability
+
+    warnings: list[str] = []
+    groups = build_stability(args.dir, positive=args.positive, warnings=warnings)
+    for line in warnings:
+        say(err, "warning", line)
+    return groups

@@ -1,0 +1,464 @@
+"""The stability section of ``deviate report``: churn, weight distance, per-class and sub-group spread.
+
+For every (experiment, variant) group whose completed runs stored ``predictions.parquet`` or weight files
+(:mod:`deviate_cb.stability_store`), :func:`build_stability` computes the measures of
+:mod:`deviate_cb.stats.stability`, :mod:`deviate_cb.stats.stability_groups` and
+:mod:`deviate_cb.stats.stability_sketch`; :func:`stability_rows` flattens them into records
+(:data:`STABILITY_COLUMNS`, for ``--stability`` with csv or json) and :func:`write_stability` writes the
+section as Markdown or terminal tables.
+
+Example:
+    >>> import tempfile
+    >>> from deviate_cb.stability_store import write_predictions
+    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k, preds in enumerate([[0, 1, 1, 0], [0, 1, 0, 0], [1, 1, 1, 0]]):
+    ...     run = run_path(root, "mlp", "algo", k)
+    ...     _ = RunDirectory(run).update_manifest(status="completed")
+    ...     _ = write_predictions(run, outputs=np.array(preds), labels=[0, 1, 1, 0])
+    >>> group = build_stability(root)[0]
+    >>> group.n_runs, round(group.churn.mean, 4), group.per_class.worst_class
+    (3, 0.3333, 0)
+    >>> [r["measure"] for r in stability_rows([group])][:3]
+    ['churn', 'majority_agreement', 'accuracy']
+    >>> import io
+    >>> buffer = io.StringIO()
+    >>> write_stability([group], "md", buffer)
+    >>> print(buffer.getvalue().splitlines()[1])
+    ## Stability: experiment=mlp variant=algo
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Optional, Union
+
+import numpy as np
+
+from deviate_cb.errors import UsageError
+from deviate_cb.report.runs import RunRecord, find_runs
+from deviate_cb.stability_store import (
+    PREDICTIONS_FILE,
+    WEIGHTS_FULL_FILE,
+    WEIGHTS_SKETCH_FILE,
+    predictions_metadata,
+    read_full_weights,
+    read_predictions,
+    read_weight_sketches,
+)
+from deviate_cb.stats.stability import Churn, SampleInstability, align_runs, prediction_churn, sample_instability
+from deviate_cb.stats.stability_groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
+from deviate_cb.stats.stability_sketch import WeightDistance, weight_distance, weight_distance_from_sketches
+
+__all__ = ["STABILITY_COLUMNS", "StabilityGroup", "build_stability", "stability_rows", "write_stability"]
+
+STABILITY_COLUMNS = (
+    "experiment",
+    "variant",
+    "measure",
+    "item",
+    "n_runs",
+    "n_samples",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "ratio",
+    "low",
+    "high",
+    "note",
+)
+
+
+@dataclass(frozen=True)
+class StabilityGroup:
+    """The stability measures of one (experiment, variant) group; ``None`` where the data are missing."""
+
+    experiment: str
+    variant: str
+    n_runs: int = 0
+    n_samples: int = 0
+    snapshot: str = "final"
+    task: Optional[str] = None
+    churn: Optional[Churn] = None
+    per_class: Optional[PerClassAccuracy] = None
+    subgroups: dict[str, SubgroupRates] = field(default_factory=dict)
+    instability: Optional[SampleInstability] = None
+    regression: Optional[dict[str, float]] = None
+    weights: Optional[WeightDistance] = None
+    n_weight_runs: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def build_stability(
+    directory: Union[str, Path],
+    *,
+    positive: Any = 1,
+    delta: float = 0.05,
+    warnings: Optional[list[str]] = None,
+) -> list[StabilityGroup]:
+    """The stability measures of every group under ``directory`` that has predictions or weights.
+
+    Args:
+        directory: A study directory (as ``deviate report DIR``).
+        positive: Positive class of the sub-group FPR/FNR (one-vs-rest with more than two classes).
+        delta: Failure probability of the sketch's distance interval, per pair of runs.
+        warnings: Where to append one line per problem that does not stop the report.
+
+    Raises:
+        UsageError: A predictions or weight file is unreadable, or two runs' weights cannot be compared.
+    """
+    warnings = warnings if warnings is not None else []
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for run in find_runs(Path(directory)):
+        if run.completed:
+            groups.setdefault((run.experiment, run.variant), []).append(run)
+    out = []
+    for (experiment, variant), runs in groups.items():
+        with_preds = [r for r in runs if (r.path / PREDICTIONS_FILE).is_file()]
+        full = [r for r in runs if (r.path / WEIGHTS_FULL_FILE).is_file()]
+        sketched = [r for r in runs if (r.path / WEIGHTS_SKETCH_FILE).is_file()]
+        if not (with_preds or full or sketched):
+            continue
+        where = f"experiment={experiment} variant={variant}"
+        fields: dict[str, Any] = {}
+        notes: list[str] = []
+        if with_preds:
+            fields.update(_prediction_measures(with_preds, positive, where, notes, warnings))
+        weight_runs = full if len(full) >= 2 and len(full) >= len(sketched) else sketched
+        if len(weight_runs) >= 2:
+            fields["weights"] = _weight_measure(weight_runs, full=weight_runs is full, delta=delta)
+            fields["n_weight_runs"] = len(weight_runs)
+            if len(weight_runs) < len(runs):
+                notes.append(f"weight distance over the {len(weight_runs)} of {len(runs)} runs that saved weights")
+        elif weight_runs:
+            notes.append("weight distance needs the weights of at least 2 runs")
+        out.append(StabilityGroup(experiment, variant, **fields, notes=tuple(notes)))
+    return out
+
+
+def _prediction_measures(
+    runs: Sequence[RunRecord], positive: Any, where: str, notes: list[str], warnings: list[str]
+) -> dict[str, Any]:
+    tables = [read_predictions(r.path) for r in runs]
+    names = [set(t.column("snapshot").to_pylist()) for t in tables]
+    common = set.intersection(*names)
+    snapshot = "final" if "final" in common else max(common, key=_epoch_of, default=None)
+    if snapshot is None:
+        warnings.append(f"{where}: the runs' predictions share no snapshot; stability is not computed.")
+        return {}
+    tables = [t.filter(np.asarray(t.column("snapshot").to_pylist()) == snapshot) for t in tables]
+    meta = predictions_metadata(tables[0])
+    task = meta.get("task") or ("regression" if tables[0].column("predicted").null_count else "classification")
+    fields: dict[str, Any] = {"n_runs": len(runs), "snapshot": snapshot, "task": task}
+    if snapshot != "final":
+        notes.append(f"no common 'final' snapshot: using {snapshot}")
+    samples = [t.column("sample").to_numpy() for t in tables]
+    column = "value" if task == "regression" else "predicted"
+    values = [t.column(column).to_numpy(zero_copy_only=False) for t in tables]
+    try:
+        ids, matrix = align_runs(samples, values)
+    except ValueError:
+        ids, matrix = align_runs(samples, values, on_mismatch="intersect")
+        warnings.append(f"{where}: runs were evaluated on different samples; using the {ids.size} they share.")
+    fields["n_samples"] = int(ids.size)
+    first = tables[0]
+    position = np.searchsorted(np.sort(samples[0]), ids)
+    order = np.argsort(samples[0])[position]
+    if task == "regression":
+        fields["regression"] = _regression_measures(
+            matrix, first.column("target").to_numpy(zero_copy_only=False)[order]
+        )
+        return fields
+    if len(runs) >= 2:
+        fields["churn"] = prediction_churn(matrix)
+    else:
+        notes.append("churn needs the predictions of at least 2 runs")
+    label_col = first.column("label")
+    labels = None if label_col.null_count else label_col.to_numpy()[order]
+    fields["instability"] = sample_instability(matrix, labels, ids)
+    if labels is not None:
+        fields["per_class"] = per_class_accuracy(matrix, labels)
+        fields["subgroups"] = {
+            name[len("group_") :]: subgroup_rates(
+                matrix, labels, np.asarray(first.column(name).to_pylist(), dtype=object)[order], positive=positive
+            )
+            for name in first.schema.names
+            if name.startswith("group_") and first.column(name).null_count < first.num_rows
+        }
+    else:
+        notes.append("no true labels: per-class and sub-group accuracy are not computed")
+    return fields
+
+
+def _epoch_of(snapshot: str) -> int:
+    name, _, number = snapshot.partition("=")
+    return int(number) if name == "epoch" and number.isdigit() else -1
+
+
+def _regression_measures(matrix: np.ndarray, targets: np.ndarray) -> dict[str, float]:
+    spread = np.std(matrix, axis=0, ddof=1) if matrix.shape[0] >= 2 else np.full(matrix.shape[1], np.nan)
+    out = {"value_std_mean": float(np.mean(spread)), "value_std_max": float(np.max(spread))}
+    if np.all(np.isfinite(targets)):
+        rmse = np.sqrt(np.mean((matrix - targets[None, :]) ** 2, axis=1))
+        out["rmse_mean"] = float(rmse.mean())
+        out["rmse_std"] = float(np.std(rmse, ddof=1)) if rmse.size >= 2 else math.nan
+    return out
+
+
+def _weight_measure(runs: Sequence[RunRecord], *, full: bool, delta: float) -> WeightDistance:
+    if not full:
+        return weight_distance_from_sketches(
+            np.stack([s.sketch for s in read_weight_sketches(r.path for r in runs)]), delta=delta
+        )
+    vectors, layout = [], None
+    for run in runs:
+        arrays = read_full_weights(run.path)
+        shapes = [(name, a.size) for name, a in arrays.items()]
+        if layout is not None and shapes != layout:
+            raise UsageError(
+                f"{run.path / WEIGHTS_FULL_FILE}: parameter layout differs from {runs[0].path / WEIGHTS_FULL_FILE}; "
+                "the models are not comparable."
+            )
+        layout = shapes
+        vectors.append(np.concatenate([a.astype(np.float64).reshape(-1) for a in arrays.values()]))
+    return weight_distance(np.stack(vectors))
+
+
+def stability_rows(groups: Sequence[StabilityGroup], top: int = 10) -> list[dict[str, Any]]:
+    """Flat records with the keys of :data:`STABILITY_COLUMNS`, one per measure (and class, sub-group, sample)."""
+    return [row for g in groups for row in _group_rows(g, top)]
+
+
+def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+
+    def add(measure: str, item: Any = "", **values: Any) -> None:
+        row = {
+            "experiment": g.experiment,
+            "variant": g.variant,
+            "measure": measure,
+            "item": str(item),
+            "n_runs": g.n_runs,
+            "n_samples": g.n_samples,
+        }
+        row.update(values)
+        rows.append({k: _clean(row.get(k)) for k in STABILITY_COLUMNS})
+
+    if g.churn is not None:
+        c = g.churn
+        add("churn", mean=c.mean, std=c.std, min=c.min, max=c.max, note=f"{c.n_pairs} pairs")
+        a = c.majority_agreement
+        add("majority_agreement", mean=float(a.mean()), std=_std(a), min=float(a.min()), max=float(a.max()))
+    if g.per_class is not None:
+        p = g.per_class
+        add(
+            "accuracy",
+            mean=float(p.overall.mean()),
+            std=p.overall_std,
+            min=float(p.overall.min()),
+            max=float(p.overall.max()),
+        )
+        add(
+            "class_accuracy_worst",
+            p.worst_class,
+            std=p.max_std,
+            ratio=p.ratio,
+            note="largest per-class std / overall-accuracy std",
+        )
+        for r in p.rows():
+            add(
+                "class_accuracy",
+                r["class"],
+                n_samples=r["n_samples"],
+                mean=r["mean"],
+                std=r["std"],
+                ratio=r["std_ratio"],
+            )
+    for name, sg in g.subgroups.items():
+        for r in sg.rows:
+            for rate in ("accuracy", "fpr", "fnr"):
+                add(
+                    f"subgroup_{rate}",
+                    f"{name}={r['group']}",
+                    n_samples=r["n_samples"],
+                    mean=r[f"{rate}_mean"],
+                    std=r[f"{rate}_std"],
+                    ratio=r[f"{rate}_ratio"],
+                    note=f"positive class {sg.positive}",
+                )
+    if g.instability is not None:
+        inst = g.instability
+        add("unstable_samples", mean=inst.n_unstable / max(g.n_samples, 1), note=f"{inst.n_unstable} samples flip")
+        for r in inst.top(top):
+            add("sample_flip_rate", r["sample"], mean=r["flip_rate"], note=f"majority {r['majority']}")
+    if g.regression is not None:
+        reg = g.regression
+        add("value_std", mean=reg["value_std_mean"], max=reg["value_std_max"], note="per-sample std across runs")
+        if "rmse_mean" in reg:
+            add("rmse", mean=reg["rmse_mean"], std=reg["rmse_std"])
+    if g.weights is not None:
+        w = g.weights
+        upper = np.triu_indices(w.n_runs, k=1)
+        note = (
+            "exact"
+            if w.method == "exact"
+            else (f"sketch k={w.sketch_dim}: each pair's distance in [low, high] with probability >= {1 - w.delta:g}")
+        )
+        add(
+            "weight_distance",
+            w.method,
+            n_runs=g.n_weight_runs,
+            mean=w.mean,
+            std=w.std,
+            min=w.min,
+            max=w.max,
+            low=float(w.lower[upper].min()),
+            high=float(w.upper[upper].max()),
+            note=note,
+        )
+    for note in g.notes:
+        add("note", note=note)
+    return rows
+
+
+def _std(values: np.ndarray) -> float:
+    return float(np.std(values, ddof=1)) if values.size >= 2 else math.nan
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], top: int = 10) -> None:
+    """Write the stability section as Markdown (``md``) or terminal tables (``table``) to ``out``."""
+    from deviate_cb.report.render import render_records
+
+    for g in groups:
+        title = f"Stability: experiment={g.experiment} variant={g.variant}"
+        if fmt == "md":
+            out.write(f"\n## {title}\n\n{_headline(g)}\n\n")
+        summary = _summary(g)
+        if fmt == "md":
+            out.write(render_records(summary, ("measure", "value"), "md"))
+        else:
+            out.write(f"{title}\n{_headline(g)}\n")
+            width = max(len(r["measure"]) for r in summary) if summary else 0
+            out.write("".join(f"  {r['measure']:<{width}}  {r['value']}\n" for r in summary))
+        for name, sg in g.subgroups.items():
+            sub_title = (
+                f"Sub-groups by {name} (FPR, FNR: positive class {sg.positive}; ratio: std / overall-accuracy std)"
+            )
+            out.write(f"\n### {sub_title}\n\n" if fmt == "md" else "\n")
+            out.write(
+                render_records(
+                    sg.rows,
+                    tuple(_SUBGROUP_CELLS),
+                    fmt,
+                    human=_SUBGROUP_CELLS,
+                    file=out,
+                    title="" if fmt == "md" else sub_title,
+                )
+            )
+        if g.instability is not None and g.instability.n_unstable:
+            top_title = f"Top-{top} unstable samples (flip rate: share of runs that disagree with the majority)"
+            out.write(f"\n### {top_title}\n\n" if fmt == "md" else "\n")
+            rows = [r for r in g.instability.top(top) if r["flip_rate"] > 0]
+            out.write(render_records(rows, tuple(rows[0]), fmt, file=out, title="" if fmt == "md" else top_title))
+        if fmt == "table":
+            out.write("\n")
+
+
+def _headline(g: StabilityGroup) -> str:
+    parts = []
+    if g.n_runs:
+        parts.append(f"{g.n_runs} runs with predictions (snapshot {g.snapshot}, {g.n_samples} samples, {g.task})")
+    if g.n_weight_runs:
+        parts.append(f"{g.n_weight_runs} runs with weights")
+    return "; ".join(parts + list(g.notes)) + "."
+
+
+def _per_class_text(p: PerClassAccuracy) -> str:
+    classes = f"{len(p.classes)} classes"
+    if math.isnan(p.ratio):
+        return f"std {_f(p.max_std)} in every class ({classes})"
+    ratio = "the overall-accuracy std is 0" if math.isinf(p.ratio) else f"{p.ratio:.3g}x the overall-accuracy std"
+    return f"largest std {_f(p.max_std)} (class {p.worst_class}): {ratio} ({classes})"
+
+
+def _f(x: Any) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
+
+
+def _summary(g: StabilityGroup) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if g.churn is not None:
+        c = g.churn
+        rows.append(
+            {
+                "measure": "churn (pairwise disagreement)",
+                "value": f"mean {_f(c.mean)}, std {_f(c.std)} over {c.n_pairs} pairs (min {_f(c.min)}, "
+                f"max {_f(c.max)})",
+            }
+        )
+        a = c.majority_agreement
+        rows.append(
+            {
+                "measure": "agreement with the majority vote",
+                "value": f"mean {_f(float(a.mean()))} (min {_f(float(a.min()))})",
+            }
+        )
+    if g.per_class is not None:
+        p = g.per_class
+        rows.append({"measure": "accuracy", "value": f"mean {_f(float(p.overall.mean()))}, std {_f(p.overall_std)}"})
+        rows.append({"measure": "per-class accuracy", "value": _per_class_text(p)})
+    if g.instability is not None:
+        inst = g.instability
+        rows.append(
+            {"measure": "unstable samples", "value": f"{inst.n_unstable} of {g.n_samples} flip in at least one run"}
+        )
+    if g.regression is not None:
+        reg = g.regression
+        rows.append(
+            {
+                "measure": "per-sample std of predictions",
+                "value": f"mean {_f(reg['value_std_mean'])}, max {_f(reg['value_std_max'])}",
+            }
+        )
+        if "rmse_mean" in reg:
+            rows.append({"measure": "rmse", "value": f"mean {_f(reg['rmse_mean'])}, std {_f(reg['rmse_std'])}"})
+    if g.weights is not None:
+        w = g.weights
+        value = f"mean {_f(w.mean)}, std {_f(w.std)} (min {_f(w.min)}, max {_f(w.max)})"
+        if w.method == "sketch":
+            value += (
+                f"; sketch estimate (k={w.sketch_dim}): each pair's exact distance lies in "
+                f"x{_f(1 / math.sqrt(1 + w.epsilon))}..x{_f(1 / math.sqrt(1 - w.epsilon))} of its estimate "
+                f"with probability >= {1 - w.delta:g}"
+            )
+        else:
+            value += "; exact"
+        rows.append({"measure": "normalized weight distance", "value": value})
+    return rows
+
+
+_SUBGROUP_CELLS = {
+    "group": lambda r: str(r["group"]),
+    "n": lambda r: str(r["n_samples"]),
+    "accuracy": lambda r: _f(r["accuracy_mean"]),
+    "acc std": lambda r: _f(r["accuracy_std"]),
+    "acc ratio": lambda r: _f(r["accuracy_ratio"]),
+    "FPR": lambda r: _f(r["fpr_mean"]),
+    "FPR std": lambda r: _f(r["fpr_std"]),
+    "FPR ratio": lambda r: _f(r["fpr_ratio"]),
+    "FNR": lambda r: _f(r["fnr_mean"]),
+    "FNR std": lambda r: _f(r["fnr_std"]),
+    "FNR ratio": lambda r: _f(r["fnr_ratio"]),
+}
