@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 
 SEED = 20261121
+# The per-run aggregate of ``report`` and of the NumPy reference (``--aggregate``; the other methods do ``last``).
+AGGREGATE = os.environ.get("STATS_SCALE_AGGREGATE", "last")
 EXPERIMENT, VARIANT = "scale", "base"
 STAGES = ("train", "val")
 
@@ -115,7 +117,13 @@ def _stats(values: list[float]) -> list[float]:
 def m_report(root: Path) -> dict:
     from deviate_cb.report.summary import build_report
 
-    report = build_report(root, aggregate="last")
+    directions = None
+    if AGGREGATE == "best":  # the synthetic names say nothing about direction: smaller is better, as for NumPy
+        import pyarrow.parquet as pq
+
+        names = pq.read_table(metric_files(root)[0], columns=["name"]).column("name").unique().to_pylist()
+        directions = dict.fromkeys(names, "min")
+    report = build_report(root, aggregate=AGGREGATE, directions=directions)
     return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
 
 
@@ -136,6 +144,8 @@ def m_numpy(root: Path) -> dict:
     import numpy as np
     import pyarrow.parquet as pq
 
+    from deviate_cb.stats import infer_direction
+
     series: dict[str, list[float]] = {}
     for path in metric_files(root):
         t = pq.read_table(path, columns=["seq", "name", "value"])
@@ -143,7 +153,13 @@ def m_numpy(root: Path) -> dict:
         names = np.asarray(t.column("name").to_pylist(), dtype=object)
         for name in np.unique(names):
             rows = np.flatnonzero(names == name)
-            series.setdefault(str(name), []).append(float(value[rows[np.argmax(seq[rows])]]))
+            if AGGREGATE == "last":
+                x = float(value[rows[np.argmax(seq[rows])]])
+            else:
+                finite = value[rows][np.isfinite(value[rows])]
+                best = np.max if infer_direction(str(name)) == "max" else np.min  # the report is told: min
+                x = float(finite.mean() if AGGREGATE == "mean" else best(finite)) if finite.size else math.nan
+            series.setdefault(str(name), []).append(x)
     out = {}
     for name, values in series.items():
         x = np.asarray(values)
@@ -262,12 +278,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the study is built and cached")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset")
+    parser.add_argument(
+        "--aggregate",
+        choices=("last", "best", "mean"),
+        default="last",
+        help="per-run aggregate of `report` and the NumPy reference (the peers always compute `last`)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args.child, args.dir, args.out)
         return
+    os.environ["STATS_SCALE_AGGREGATE"] = args.aggregate  # inherited by every child process
+    if args.aggregate != "last":
+        args.methods = ",".join(m for m in args.methods.split(",") if m.strip() in ("floor", "report", "numpy"))
     root = args.dir or Path(tempfile.gettempdir()) / f"deviate-stats-scale-{args.runs}x{args.metrics}x{args.steps}"
     start = time.perf_counter()
     build_study(root, args.runs, args.metrics, args.steps)

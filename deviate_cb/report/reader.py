@@ -23,15 +23,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.scan import SeriesScan, duckdb_last, import_duckdb
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["LAST_COLUMNS", "METRIC_COLUMNS", "read_last_values", "read_metrics"]
+__all__ = ["LAST_COLUMNS", "METRIC_COLUMNS", "read_last_values", "read_metrics", "read_reduced_values"]
 
 METRIC_COLUMNS = ("seq", "stage", "name", "value")
 _PARTITIONS = ("experiment", "variant", "replica")
@@ -65,7 +66,14 @@ def read_metrics(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> 
     return pa.concat_tables([_empty(), *[t for t in tables if t.num_rows]])
 
 
-def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str], *, engine: str = "auto") -> pa.Table:
+def read_last_values(
+    runs: Sequence[RunRecord],
+    base: Path,
+    warnings: list[str],
+    *,
+    engine: str = "auto",
+    scan: Optional[SeriesScan] = None,
+) -> pa.Table:
     """The value recorded last (by ``seq``) of every metric of every run, streamed file by file.
 
     The same result as ``aggregate_table(read_metrics(runs, base, warnings), "last", keys=("run", "stage",
@@ -80,6 +88,9 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
         base: The folder above the Hive partitions (``partition_base_dir``).
         warnings: Where to append one line per skipped file or metric.
         engine: ``"auto"`` (DuckDB when it can be imported, else pyarrow), ``"duckdb"`` or ``"pyarrow"``.
+        scan: A :class:`~deviate_cb.report.scan.SeriesScan` (``reduce="last"``) started earlier over (at
+            least) these runs' files, so that the DuckDB query ran while the caller did other work; its
+            result is used when the DuckDB engine is.
 
     Returns:
         Columns ``experiment``, ``variant``, ``replica`` (strings), ``run`` (int32, indexing into ``runs``),
@@ -102,7 +113,7 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
 
     if engine not in ("auto", "duckdb", "pyarrow"):
         raise ValueError(f"`engine` must be 'auto', 'duckdb' or 'pyarrow'. Received: engine={engine!r}.")
-    duckdb = None if engine == "pyarrow" else _import_duckdb(required=engine == "duckdb")
+    duckdb = None if engine == "pyarrow" else import_duckdb(required=engine == "duckdb")
     index = {str(run.metrics_path): i for i, run in enumerate(runs)}
     present = [path for path in index if Path(path).is_file()]
     # (run, stage, name) -> (seq, position in the scan, value)
@@ -110,7 +121,14 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
     groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
     # Fast path: DuckDB reads every footer at once; when all files have the store's column types, one query
     # does all. Anything else (a corrupt file, other types) goes file by file through the checks below.
-    if not (duckdb is not None and present and _duckdb_store_files(duckdb, present, index, best)):
+    found = None
+    if duckdb is not None and present:
+        if scan is None or scan.reduce != "last" or not scan.covers(present):
+            scan = SeriesScan(present, engine="duckdb")
+        found = scan.result()
+    if found is not None:
+        _fold(found, index, best)
+    else:
         for path in present:
             schema = _check_file(path, warnings)
             if schema is not None:
@@ -120,7 +138,7 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
         value_type = schema.field("value").type
         if pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
             text_runs.extend(index[f] for f in files)
-        elif duckdb is None or not _duckdb_last(duckdb, files, index, best):
+        elif duckdb is None or not _fold(duckdb_last(duckdb, files), index, best):
             _stream_last(schema, files, base, index, warnings, best)
     rows = [(run, stage, name, value) for (run, stage, name), (_, _, value) in best.items()]
     if text_runs:
@@ -131,6 +149,56 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
         last = aggregate_table(table, "last", keys=("run", "stage", "name")).table
         mapped = [text_runs[i] for i in last.column("run").to_pylist()]
         rows += zip(mapped, *(last.column(c).to_pylist() for c in ("stage", "name", "value")), strict=True)
+    return _per_run_table(runs, rows)
+
+
+def read_reduced_values(
+    runs: Sequence[RunRecord], how: str, *, scan: Optional[SeriesScan] = None
+) -> Optional[pa.Table]:
+    """The ``best`` or ``mean`` inputs of every metric of every run, reduced by DuckDB while it streams.
+
+    For ``mean``, one row per (run, stage, name) holding the mean of the finite values (NaN when none); for
+    ``best``, two rows holding the largest and the smallest finite value. Either way,
+    ``aggregate_table(result, how, keys=("run", "stage", "name"))`` then equals ``aggregate_table`` of the
+    whole long table, without ever holding it. ``None`` when DuckDB is not installed or the files are not all
+    clean store files: the caller reads the long table with :func:`read_metrics` instead (which checks each
+    file and warns).
+
+    Args:
+        runs: The runs to read (those without a ``metrics.parquet`` contribute nothing).
+        how: ``"best"`` or ``"mean"``.
+        scan: A :class:`~deviate_cb.report.scan.SeriesScan` (``reduce="summary"``) started earlier over (at
+            least) these runs' files.
+
+    Returns:
+        Columns as :func:`read_last_values`, plus ``seq`` (int64, zeros), or ``None``.
+    """
+    import pyarrow as pa
+
+    if how not in ("best", "mean"):
+        raise ValueError(f"`how` must be 'best' or 'mean'. Received: how={how!r}.")
+    index = {str(run.metrics_path): i for i, run in enumerate(runs)}
+    present = [path for path in index if Path(path).is_file()]
+    if not present:
+        return None
+    if scan is None or scan.reduce != "summary" or not scan.covers(present):
+        scan = SeriesScan(present, reduce="summary")
+    found = scan.result()
+    if found is None:
+        return None
+    rows = []
+    for (path, stage, name), (high, low, mean) in found.items():
+        run = index.get(path)
+        if run is not None:
+            rows += [(run, stage, name, mean)] if how == "mean" else [(run, stage, name, high), (run, stage, name, low)]
+    table = _per_run_table(runs, rows)
+    return table.append_column("seq", pa.array([0] * table.num_rows, pa.int64()))
+
+
+def _per_run_table(runs: Sequence[RunRecord], rows: list[tuple[int, str, str, float]]) -> pa.Table:
+    """``(run, stage, name, value)`` rows as the reader's table, sorted by run, stage, name."""
+    import pyarrow as pa
+
     rows.sort(key=lambda r: r[:3])
     columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
     records = [runs[i] for i in columns[0]]
@@ -147,69 +215,18 @@ def read_last_values(runs: Sequence[RunRecord], base: Path, warnings: list[str],
     )
 
 
-def _import_duckdb(required: bool) -> Any:
-    try:
-        import duckdb
-    except ImportError:
-        if required:
-            raise
-        return None
-    return duckdb
-
-
-_STORE_TYPES = {"seq": ("INT64", None), "stage": ("BYTE_ARRAY", "UTF8"), "name": ("BYTE_ARRAY", "UTF8")}
-
-
-def _duckdb_store_files(
-    duckdb: Any, files: list[str], index: dict[str, int], best: dict[tuple[int, str, str], tuple[int, int, float]]
+def _fold(
+    found: Optional[dict[tuple[str, str, str], Any]],
+    index: dict[str, int],
+    best: dict[tuple[int, str, str], tuple[int, int, float]],
 ) -> bool:
-    """Whether every file has the store's column types (and, if so, their last values went into ``best``)."""
-    query = """
-        SELECT file_name, name, type, converted_type FROM parquet_schema($files)
-        WHERE name IN ('seq', 'stage', 'name', 'value')
-    """
-    try:
-        with duckdb.connect() as con:
-            rows = con.execute(query, {"files": files}).fetchall()
-    except duckdb.Error:
+    """Put the last values of the files in ``index`` into ``best``; ``False`` when there are none to put."""
+    if found is None:
         return False
-    seen: dict[str, set[str]] = {}
-    for path, column, physical, converted in rows:
-        expected = _STORE_TYPES.get(column, ("DOUBLE", None))
-        if (physical, converted) != expected or column in seen.setdefault(str(path), set()):
-            return False
-        seen[str(path)].add(column)
-    if len(seen) != len(files) or any(len(columns) != 4 for columns in seen.values()):
-        return False
-    return _duckdb_last(duckdb, files, index, best)
-
-
-def _duckdb_last(
-    duckdb: Any, files: list[str], index: dict[str, int], best: dict[tuple[int, str, str], tuple[int, int, float]]
-) -> bool:
-    """Fold the last value per (run, stage, name) of ``files`` into ``best`` with DuckDB; ``False`` on an error."""
-    query = """
-        SELECT filename, stage, name, arg_max_null(value, seq * 4294967296 + file_row_number),
-               max(seq * 4294967296 + file_row_number)
-        FROM read_parquet($files, filename = true, file_row_number = true, hive_partitioning = false)
-        GROUP BY ALL
-    """
-    try:
-        with duckdb.connect() as con:
-            rows = con.execute(query, {"files": files}).fetchall()
-    except duckdb.Error:  # an unreadable file, or seq beyond 2**31 (the order key overflows): use pyarrow
-        return False
-    found: dict[tuple[int, str, str], tuple[int, int, float]] = {}
-    for path, stage, name, value, key in rows:
-        run = index.get(str(path))
-        if run is None:
-            return False
-        if name is None:
-            continue  # rows without a name are not metrics
-        ident = (run, "unknown" if stage is None else str(stage), str(name))
-        if ident not in found or key > found[ident][0]:  # a null stage and the stage "unknown" are one series
-            found[ident] = (int(key), 0, math.nan if value is None else float(value))
-    best.update(found)
+    for (path, stage, name), (key, value) in found.items():
+        run = index.get(path)
+        if run is not None:
+            best[(run, stage, name)] = (key, 0, value)
     return True
 
 

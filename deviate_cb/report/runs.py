@@ -23,7 +23,7 @@ from typing import Any, Optional
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store import MANIFEST_FILE, METRICS_FILE, RunDirectory
 
-__all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base"]
+__all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
 
 RUN_LAYOUT = "<DIR>/experiment=<name>/variant=<v>/replica=<k>/run.json"
 _KEYS = ("experiment", "variant", "replica")
@@ -95,8 +95,25 @@ def find_runs(directory: Path, warnings: Optional[list[str]] = None) -> list[Run
     Raises:
         SchemaVersionError: A manifest was written by a newer deviate-cb.
     """
+    return read_runs(run_directories(directory), warnings)
+
+
+def run_directories(directory: Path) -> list[tuple[Path, tuple[str, str, str]]]:
+    """The run directories under ``directory`` and their partition values, without reading any manifest.
+
+    A directory counts as a run when it sits at ``experiment=/variant=/replica=`` and holds ``run.json`` or
+    ``metrics.parquet``. Folders whose name starts with a dot are not searched.
+
+    Example:
+        >>> import tempfile
+        >>> from deviate_cb.store import RunDirectory, run_path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> _ = RunDirectory(run_path(root, "mlp", "algo", 3)).update_manifest(status="running")
+        >>> [keys for _, keys in run_directories(root)]
+        [('mlp', 'algo', '3')]
+    """
     root = Path(os.path.abspath(directory))
-    runs = []
+    found = []
     for current, subdirs, files in os.walk(root):
         path = Path(current)
         keys = _partition_keys(path)
@@ -105,8 +122,20 @@ def find_runs(directory: Path, warnings: Optional[list[str]] = None) -> list[Run
             continue
         subdirs[:] = []
         if MANIFEST_FILE in files or METRICS_FILE in files:
-            runs.append(_read_run(path, keys, warnings if warnings is not None else []))
-    return sorted(runs, key=lambda r: r.sort_key)
+            found.append((path, keys))
+    return found
+
+
+def read_runs(
+    directories: list[tuple[Path, tuple[str, str, str]]], warnings: Optional[list[str]] = None
+) -> list[RunRecord]:
+    """The runs of :func:`run_directories`, with their manifests read, sorted by experiment, variant, replica.
+
+    Raises:
+        SchemaVersionError: A manifest was written by a newer deviate-cb.
+    """
+    sink = warnings if warnings is not None else []
+    return sorted((_read_run(path, keys, sink) for path, keys in directories), key=lambda r: r.sort_key)
 
 
 def _partition_keys(path: Path) -> Optional[tuple[str, str, str]]:

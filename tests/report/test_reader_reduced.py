@@ -1,0 +1,95 @@
+"""read_reduced_values (best and mean streamed through DuckDB) equals aggregate_table of the whole long table."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deviate_cb.report import scan as scan_module
+from deviate_cb.report.reader import read_metrics, read_reduced_values
+from deviate_cb.report.runs import find_runs, partition_base
+from deviate_cb.report.summary import build_report
+from deviate_cb.stats.aggregate import aggregate_table
+from deviate_cb.store import RunDirectory, run_path
+
+pytest.importorskip("duckdb")
+
+
+def _study(root: Path) -> None:
+    rng = np.random.default_rng(7)
+    for k in range(5):
+        run = RunDirectory(run_path(root, "exp", "a" if k < 3 else "b", k))
+        run.update_manifest(status="completed")
+        n = 80
+        value = rng.normal(size=n)
+        value[rng.integers(0, n, 6)] = np.nan
+        value[rng.integers(0, n, 2)] = np.inf
+        if k == 4:
+            value[:] = np.nan  # a run with no finite value at all: best and mean are NaN
+        run.metrics().append(
+            {
+                "step": np.arange(n),
+                "epoch": np.arange(n) // 10,
+                "stage": rng.choice(["train", "val"], n).tolist(),
+                "scope": ["step"] * n,
+                "name": rng.choice(["acc", "loss", "lr"], n).tolist(),
+                "value": value,
+                "wall_time": np.zeros(n),
+            }
+        )
+
+
+@pytest.mark.parametrize("how", ["best", "mean"])
+def test_equals_the_long_table(tmp_path: Path, how: str) -> None:
+    _study(tmp_path)
+    runs = find_runs(tmp_path)
+    keys = ("run", "stage", "name")
+    want = aggregate_table(read_metrics(runs, partition_base(tmp_path), []), how, keys=keys)
+    reduced = read_reduced_values(runs, how)
+    assert reduced is not None
+    got = aggregate_table(reduced, how, keys=keys)
+    assert got.skipped == want.skipped == (("lr",) if how == "best" else ())
+    assert got.table.select(keys).to_pylist() == want.table.select(keys).to_pylist()
+    for g, w in zip(got.table.column("value").to_pylist(), want.table.column("value").to_pylist(), strict=True):
+        assert (math.isnan(g) and math.isnan(w)) or g == pytest.approx(w, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("how", ["best", "mean"])
+def test_report_is_the_same_with_and_without_duckdb(tmp_path: Path, how: str, monkeypatch) -> None:
+    _study(tmp_path)
+    streamed = build_report(tmp_path, aggregate=how)
+    monkeypatch.setattr(scan_module, "import_duckdb", lambda required: None)
+    materialised = build_report(tmp_path, aggregate=how)
+    assert streamed.warnings == materialised.warnings
+    assert len(streamed.rows) == len(materialised.rows) > 0
+    for s, m in zip(streamed.rows, materialised.rows, strict=True):
+        assert (s.experiment, s.variant, s.metric, s.n, s.n_nonfinite) == (
+            m.experiment,
+            m.variant,
+            m.metric,
+            m.n,
+            m.n_nonfinite,
+        )
+        assert s.mean == pytest.approx(m.mean, rel=1e-12, nan_ok=True)
+        assert s.std == pytest.approx(m.std, rel=1e-9, nan_ok=True)
+
+
+def test_a_file_that_is_not_a_store_file_falls_back(tmp_path: Path) -> None:
+    _study(tmp_path)
+    bad = RunDirectory(run_path(tmp_path, "exp", "a", 9))
+    bad.update_manifest(status="completed")
+    bad.metrics_path.write_bytes(b"not parquet")
+    assert read_reduced_values(find_runs(tmp_path), "best") is None  # the caller reads and warns file by file
+    report = build_report(tmp_path, aggregate="best")
+    assert any("not a readable Parquet file" in w for w in report.warnings)
+    assert {r.n for r in report.rows if r.variant == "a"} == {3}
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"`how` must be 'best' or 'mean'\. Received: how='last'"):
+        read_reduced_values([], "last")
+    with pytest.raises(ValueError, match=r"`reduce` must be one of last, summary\. Received: reduce='max'"):
+        scan_module.SeriesScan([], reduce="max")
