@@ -51,7 +51,7 @@ def compare_groups(
     n_resamples: int = 9999,
 ) -> list[dict[str, Any]]:
     """One flat dict per metric (keys :data:`COMPARE_COLUMNS`): compared metrics first, then skipped ones."""
-    from deviate_cb.stats import almost_stochastic_order, compare, correct
+    from deviate_cb.stats import compare, correct
 
     names_a = {m for r in a for m in r.values}
     names_b = {m for r in b for m in r.values}
@@ -71,7 +71,7 @@ def compare_groups(
             skipped.append(row)
             continue
         c = compare(x, y, alpha=alpha, level=level, rng=seed, n_resamples=n_resamples)
-        aso = almost_stochastic_order(x, y, alpha=alpha, rng=seed)
+        aso = c.almost_stochastic_order
         row.update(status="compared", reason="", mean_a=c.mean_a, mean_b=c.mean_b, std_a=c.std_a, std_b=c.std_b)
         row.update(welch_t=c.welch_t.statistic, welch_p=c.welch_t.pvalue, mann_whitney_p=c.mann_whitney_u.pvalue)
         for key, result in (

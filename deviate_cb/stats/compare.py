@@ -137,8 +137,9 @@ class Comparison:
     """Everything :func:`compare` computes for two groups (each test a :class:`StatResult`).
 
     Attributes:
-        welch_t, mann_whitney_u, variance_test: Tests (``pvalue`` set).
+        welch_t, student_t, mann_whitney_u, variance_test: Tests (``pvalue`` set).
         cohens_d, hedges_g, prob_improvement, mean_difference: Estimates with intervals (``pvalue`` NaN).
+        almost_stochastic_order: ``epsilon_min`` of A over B (``settings["dominant"]``: below the threshold).
         n_a, n_b, mean_a, mean_b, std_a, std_b: Finite values per group, their mean and std (ddof=1).
         n_nonfinite_a, n_nonfinite_b: NaN/Inf values left out.
         alpha: Significance level for :meth:`to_dict`'s ``reject`` flags.
@@ -146,12 +147,14 @@ class Comparison:
     """
 
     welch_t: StatResult
+    student_t: StatResult
     mann_whitney_u: StatResult
     cohens_d: StatResult
     hedges_g: StatResult
     prob_improvement: StatResult
     mean_difference: StatResult
     variance_test: StatResult
+    almost_stochastic_order: StatResult
     n_a: int
     n_b: int
     mean_a: float
@@ -192,22 +195,29 @@ def compare(
     alternative: str = "two-sided",
     n_resamples: int = 9999,
     variance_alternative: str = "two-sided",
+    aso_threshold: float = 0.2,
+    aso_resamples: int = 1000,
 ) -> Comparison:
     """Compare two groups of per-run values with every test and estimate of this module.
 
     Args:
         a, b: One value per run for each group (NaN/Inf left out and counted; at least 2 finite each).
-        alpha: Significance level for the ``reject`` flags of :meth:`Comparison.to_dict`.
+        alpha: Significance level for the ``reject`` flags of :meth:`Comparison.to_dict`, and ASO's ``alpha``.
         level: Confidence level of the intervals.
-        rng: Seed for both bootstraps (an int, a Generator, or None: fresh entropy, recorded).
-        alternative: For Welch's t and Mann-Whitney U (``"greater"``: A is larger than B).
-        n_resamples: Bootstrap resamples.
+        rng: Seed for the bootstraps and ASO (an int, a Generator, or None: fresh entropy, recorded).
+        alternative: For the t-tests and Mann-Whitney U (``"greater"``: A is larger than B).
+        n_resamples: Bootstrap resamples of P(A>B) and of the mean difference.
         variance_alternative: For the Brown-Forsythe test (``"less"``: A is less variable than B).
+        aso_threshold: A almost stochastically dominates B when ``epsilon_min`` is below it (Ulmer et al. 2022:
+            0.2; larger is better for ASO, so pass the groups of a loss-like metric swapped).
+        aso_resamples: Bootstrap resamples of ASO.
 
     Example:
         >>> c = compare([1.0, 2.0, 3.0, float("nan")], [2.0, 3.0, 4.0], rng=0)
         >>> c.n_a, c.n_nonfinite_a, float(c.cohens_d.statistic), c.to_dict()["results"]["welch_t"]["reject"]
         (3, 1, -1.0, False)
+        >>> c.almost_stochastic_order.settings["dominant"], round(c.student_t.pvalue, 4)
+        (False, 0.2879)
     """
     x, y, n_bad = _validate_pair(a, b)
     _check_alternative(alternative)
@@ -215,6 +225,9 @@ def compare(
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ValueError(f"`alpha` must be a number in (0, 1). Received: alpha={alpha!r}.")
     seed = _check_bootstrap(level, n_resamples, rng, "percentile")
+    from deviate_cb.stats.aso import almost_stochastic_order
+
+    aso = almost_stochastic_order(x, y, alpha, aso_threshold, aso_resamples, seed)
     std_a, std_b = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
     notes = tuple(
         f"`{g}` is constant (std 0): t-tests, effect sizes and the variance test may be NaN or infinite."
@@ -223,12 +236,14 @@ def compare(
     )
     return Comparison(
         welch_t=welch_t(x, y, alternative, level),
+        student_t=student_t(x, y, alternative, level),
         mann_whitney_u=mann_whitney_u(x, y, alternative),
         cohens_d=cohens_d(x, y, level),
         hedges_g=hedges_g(x, y, level),
         prob_improvement=prob_improvement(x, y, level, n_resamples, seed),
         mean_difference=mean_difference(x, y, level, n_resamples, seed),
         variance_test=variance_test(x, y, "median", variance_alternative),
+        almost_stochastic_order=aso,
         n_a=int(x.size),
         n_b=int(y.size),
         mean_a=float(np.mean(x)),

@@ -11,6 +11,7 @@ import pytest
 from morin_data import morin
 from scipy import stats as sps
 
+from deviate_cb.stats.aso import almost_stochastic_order
 from deviate_cb.stats.compare import (
     Comparison,
     cohens_d,
@@ -194,14 +195,21 @@ def test_compare_collects_everything() -> None:
     np.testing.assert_allclose([c.mean_a, c.std_b], [a.mean(), b.std(ddof=1)], rtol=1e-12)
     assert list(c.results()) == [
         "welch_t",
+        "student_t",
         "mann_whitney_u",
         "cohens_d",
         "hedges_g",
         "prob_improvement",
         "mean_difference",
         "variance_test",
+        "almost_stochastic_order",
     ]
     assert c.welch_t.pvalue == welch_t(a, b).pvalue
+    assert c.student_t.pvalue == pytest.approx(float(sps.ttest_ind(a, b, equal_var=True).pvalue), rel=1e-12)
+    aso = almost_stochastic_order(a, b, rng=4)
+    assert (
+        c.almost_stochastic_order.statistic == aso.statistic and c.almost_stochastic_order.settings["threshold"] == 0.2
+    )
     assert c.mann_whitney_u.pvalue == mann_whitney_u(a, b).pvalue
     assert c.variance_test.pvalue == float(sps.levene(a, b, center="median").pvalue)
     assert (
