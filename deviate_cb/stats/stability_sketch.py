@@ -5,7 +5,9 @@ As in Zhuang et al. (2022), each run's flattened weights ``w`` are scaled to uni
 
 **The sketch.** ``s = S w / (sqrt(k) ||w||)`` with ``S`` a ``k x d`` matrix of independent Rademacher signs
 (+1/-1). ``S`` is never stored: the signs of the parameter at position ``p`` are the bits of the PCG64 stream
-seeded with ``SeedSequence([sketch_seed, k, p])``, so every replica of a study gets the same projection. The
+seeded with ``SeedSequence([sketch_seed, k, p])``, laid out chunk by chunk (so they depend on the parameter's
+size too, which is the same in every replica: the readers check the layout), so every replica of a study gets
+the same projection. The
 product is taken 2,048 values at a time; each group of 8 values becomes a table of its 256 subset sums, so
 one random byte selects the sum of the values whose sign is +1 (``S x = 2 B x - sum(x)`` for the 0/1 bits ``B``):
 ``k d / 8`` look-ups instead of ``k d`` multiply-adds, and memory bounded by one chunk.

@@ -6,7 +6,7 @@ import numpy as np
 
 
 def train_tiny(seed: int, *, data_seed: int = 0, steps: int = 30, n: int = 256, classes: int = 3):
-    """Train a 2-layer MLP on fixed synthetic data; return (named weights as NumPy, eval predictions, labels).
+    """Train a 3-layer MLP on fixed synthetic data; return (named weights as NumPy, eval predictions, labels).
 
     The data and the evaluation set depend only on ``data_seed``; initialisation and batch order on ``seed``.
     """
@@ -22,7 +22,9 @@ def _train(torch, seed: int, data_seed: int, steps: int, n: int, classes: int):
     labels = gen.integers(0, classes, n)
     x = (centers[labels] + gen.normal(size=(n, 8))).astype(np.float32)
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, classes))
+    model = torch.nn.Sequential(  # 10,467 weights: several sketch chunks of 2,048
+        torch.nn.Linear(8, 96), torch.nn.ReLU(), torch.nn.Linear(96, 96), torch.nn.ReLU(), torch.nn.Linear(96, classes)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     xt, yt = torch.from_numpy(x), torch.from_numpy(labels)
     order = torch.Generator().manual_seed(seed)
