@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import IO
 
-from deviate_cb.cli._common import direction_argument, say
+from deviate_cb.cli._common import direction_argument, per_run_options, say
 from deviate_cb.errors import UsageError
 
 __all__ = ["add_compare", "add_power"]
@@ -28,7 +28,7 @@ def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
     p.add_argument(
         "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"
     )
-    p.add_argument("--aggregate", choices=AGGREGATES[:3], default="last", help="per-run reduction (default: last)")
+    p.add_argument("--aggregate", choices=AGGREGATES[:3], default=None, help="per-run reduction (default: last)")
     p.add_argument(
         "--direction",
         action="append",
@@ -106,6 +106,7 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.runset import select
 
     _check_alpha(args.alpha)
+    per_run_options(args)
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
     sources = [*args.dirs, *args.table]
@@ -180,6 +181,7 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.runset import select
 
     _check_alpha(args.alpha)
+    per_run_options(args)
     if not args.effect > 0:
         raise UsageError(f"`--effect` must be a positive number. Received: --effect={args.effect!r}.")
     if not 0.0 < args.power < 1.0:

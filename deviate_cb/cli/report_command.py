@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from deviate_cb.cli._common import direction_argument, say
+from deviate_cb.cli._common import direction_argument, per_run_options, say
 from deviate_cb.errors import UsageError
 
 __all__ = ["add_report"]
@@ -54,7 +54,7 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         help="positive class of the sub-group false-positive/negative rates (default 1; one-vs-rest if multi-class)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the decomposition bootstrap (default 0)")
-    p.add_argument("--aggregate", choices=AGGREGATES, default="last", help="per-run reduction (default: last)")
+    p.add_argument("--aggregate", choices=AGGREGATES, default=None, help="per-run reduction (default: last)")
     p.add_argument(
         "--direction",
         action="append",
@@ -78,6 +78,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
+    per_run_options(args)
     decompose = args.decomposition or args.format in ("table", "md")
     if args.decomposition and args.stability:
         raise UsageError("give either `--decomposition` or `--stability`, not both.")

@@ -122,3 +122,22 @@ def test_table_errors_are_one_line(capsys, tmp_path: Path, content, args, messag
 def test_dir_and_table_together_is_an_error(capsys, tables) -> None:
     code, _, err = run_cli(capsys, "report", "somewhere", "--table", str(tables["all"]))
     assert code == 2 and err.startswith("deviate: error: give either DIR or `--table`, not both.")
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "received"),
+    [
+        (("report",), ("--aggregate", "best"), "--aggregate=best"),
+        (("report",), ("--stage", "val"), "--stage=val"),
+        (("compare", "--a", "setting=same_seed", "--b", "setting=different_seeds"), ("--aggregate", "last"), None),
+        (("compare", "--a", "x=1", "--b", "x=2"), ("--direction", "acc=min"), "--direction=acc=min"),
+        (("power", "--effect", "0.5"), ("--aggregate", "mean"), "--aggregate=mean"),
+    ],
+)
+def test_per_run_options_are_refused_with_a_table(capsys, tables, command, option, received) -> None:
+    # A table already holds one value per run: reducing options would be silently ignored, so they are refused.
+    code, out, err = run_cli(capsys, *command, "--table", str(tables["all"]), "--group-by", "setting", *option)
+    flag = option[0]
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"deviate: error: `{flag}` does not apply to `--table`")
+    assert f"Received: {received or flag + '=' + option[1]} with --table." in err
