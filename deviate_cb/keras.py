@@ -19,11 +19,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 import keras
+import numpy as np
 
 from deviate_cb.context import Deterministic
+from deviate_cb.errors import UsageError
 from deviate_cb.session import RunSession
+from deviate_cb.stability_capture import (
+    FINAL_SNAPSHOT,
+    CollectedPredictions,
+    PredictionCollector,
+    Predictions,
+    Weights,
+    epoch_snapshot,
+    parse_predictions,
+    parse_weights,
+    weight_arrays,
+    write_prediction_snapshot,
+    write_weight_record,
+)
 
-__all__ = ["DeviateCallback"]
+__all__ = ["DeviateCallback", "Predictions", "Weights"]
 
 # A model trained again (fine-tuning after pre-training) continues the run of its previous fit, even when
 # the second fit gets a new callback: model -> (run directory, global steps so far).
@@ -54,9 +69,21 @@ class DeviateCallback(keras.callbacks.Callback):
             ``deviate-replicate`` does), ``"warn"`` the warn-only variant where the backend has one,
             ``False``/``None`` leaves things alone. What is in effect is verified and recorded.
         metrics: Metric names or ``fnmatch`` patterns to keep (names as recorded: ``loss``, ``accuracy``).
+        predictions: Record per-sample predictions on an evaluation set to ``predictions.parquet`` (for
+            prediction churn, per-class and per-group variance): ``Predictions(data=(x_test, y_test),
+            every_n_epochs=k, groups={"sex": sex})`` predicts with the model at the end of ``fit`` (snapshot
+            ``final``) and after every k-th epoch (``epoch=<e>``). ``data``: ``(x, y)`` arrays (``model.predict``,
+            labels ``y``), ``x`` alone (no labels), or a ``tf.data.Dataset``/``PyDataset``/iterable of
+            ``(x, y)`` batches, which must come in the same order every time (each batch is predicted with
+            ``predict_on_batch``). See :class:`deviate_cb.stability_capture.Predictions`. Default: off.
+        weights: Record the final weights at the end of ``fit``: a Johnson-Lindenstrauss sketch
+            (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``).
+            Every variable of ``model.weights`` (trainable and not) under its path, in that order, as float64.
+            ``True`` means ``Weights()``. Default: off.
 
     Example:
         >>> cb = DeviateCallback("runs", experiment="mlp", seed=0, deterministic=True)  # doctest: +SKIP
+        >>> cb = DeviateCallback(predictions=Predictions(data=(x_test, y_test)), weights=True)  # doctest: +SKIP
     """
 
     def __init__(
@@ -67,8 +94,19 @@ class DeviateCallback(keras.callbacks.Callback):
         seed: Optional[int] = None,
         deterministic: Optional[Deterministic] = None,
         metrics: Optional[Sequence[str]] = None,
+        predictions: Union[bool, Predictions, None] = None,
+        weights: Union[bool, Weights, None] = None,
     ) -> None:
         super().__init__()
+        self._predictions = parse_predictions(predictions)
+        self._weights = parse_weights(weights)
+        if self._predictions is not None and self._predictions.data is None:
+            raise UsageError(
+                "deviate_cb.keras.DeviateCallback needs the evaluation set to predict on: "
+                "predictions=Predictions(data=(x, y)) (or a tf.data.Dataset of (x, y) batches). "
+                "Received: predictions with data=None."
+            )
+        self._last_snapshot: Optional[tuple[int, CollectedPredictions]] = None  # (global step, arrays)
         self._session = RunSession(
             out_dir, experiment=experiment, seed=seed, deterministic=deterministic, metrics=metrics, framework="keras"
         )
@@ -154,9 +192,19 @@ class DeviateCallback(keras.callbacks.Callback):
         self._session.flush()
         if self._model is not None and self._session.run is not None:
             _RUNS_OF_MODELS[self._model] = (str(self._session.run.path), self._steps_done)
+        if self._predictions is not None and logs is not None and self._predictions.due(epoch):
+            self._snapshot(epoch_snapshot(epoch), epoch)
 
     def on_train_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._in_fit = False
+        if self._session.enabled and self._session.run is not None and self._model is not None:
+            if self._predictions is not None:
+                self._snapshot(FINAL_SNAPSHOT, self._epoch)
+            if self._weights is not None:
+                named = [(variable.path, variable) for variable in self._model.weights]
+                write_weight_record(
+                    self._session.run.path, weight_arrays(named, keras.ops.convert_to_numpy), self._weights
+                )
         self._session.close()
 
     def on_test_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
@@ -175,6 +223,20 @@ class DeviateCallback(keras.callbacks.Callback):
             wall_time=time.time(),
         )
         self._session.close()
+
+    # -- predictions ---------------------------------------------------------------------------------------
+    def _snapshot(self, snapshot: str, epoch: Optional[int]) -> None:
+        """Predict on ``Predictions.data`` and write one snapshot (reusing the last one if nothing trained)."""
+        config, run, model = self._predictions, self._session.run, self._model
+        if config is None or run is None or model is None or not self._session.enabled:
+            return
+        last = self._last_snapshot
+        if last is not None and last[0] == self._steps_done:
+            collected: Optional[CollectedPredictions] = last[1]
+        else:
+            collected = _predict(model, config)
+            self._last_snapshot = (self._steps_done, collected)
+        write_prediction_snapshot(run.path, collected, config, snapshot=snapshot, epoch=epoch, step=self._steps_done)
 
     # -- helpers -------------------------------------------------------------------------------------------
     def _numbers(self, logs: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -196,6 +258,36 @@ class DeviateCallback(keras.callbacks.Callback):
                 continue
             items.append((name, number))
         return items
+
+
+def _predict(model: Any, config: Predictions) -> CollectedPredictions:
+    """The model's predictions on ``config.data``: arrays via ``model.predict``, datasets batch by batch."""
+    data = config.data
+    collector = PredictionCollector(config, source="model.predict")
+    if (isinstance(data, tuple) and 1 <= len(data) <= 3) or _is_arrays(data):
+        batch = data if isinstance(data, tuple) else (data,)
+        x = batch[0]
+        collector.add(model.predict(x, verbose=0), batch)
+    else:
+        if hasattr(data, "as_numpy_iterator"):  # tf.data: NumPy batches for every backend
+            data = data.as_numpy_iterator()
+        for batch in data:
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
+            labels = y if config.labels is None else None
+            collector.add(model.predict_on_batch(x), batch, labels=labels)
+    collected = collector.collect()
+    if collected is None:
+        raise UsageError("DeviateCallback(predictions=...): Predictions.data holds no samples.")
+    return collected
+
+
+def _is_arrays(data: Any) -> bool:
+    """``x`` given as an array or a dict/list of arrays (rather than a dataset of batches)."""
+    if isinstance(data, Mapping):
+        return True
+    if isinstance(data, list):
+        return bool(data) and all(hasattr(item, "shape") for item in data)
+    return isinstance(data, np.ndarray) or (hasattr(data, "shape") and hasattr(data, "dtype"))
 
 
 def _is_chief() -> bool:
