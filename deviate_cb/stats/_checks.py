@@ -10,7 +10,7 @@ from typing import Any, Optional, Union, cast
 
 import numpy as np
 
-__all__ = ["as_numbers", "as_vector", "positive_int", "resolve_rng"]
+__all__ = ["as_numbers", "as_vector", "check_rng", "positive_int", "resolve_rng", "seed_of"]
 
 RngLike = Union[None, int, np.random.Generator]
 
@@ -65,7 +65,42 @@ def resolve_rng(rng: RngLike) -> tuple[np.random.Generator, Optional[int]]:
     """
     if isinstance(rng, np.random.Generator):
         return rng, None
-    if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0):
-        raise ValueError(f"`rng` must be a non-negative int seed, a numpy Generator or None. Received: rng={rng!r}.")
-    seed = int(cast(int, np.random.SeedSequence().entropy)) if rng is None else int(rng)
+    check_rng(rng)
+    seed = int(cast(int, np.random.SeedSequence().entropy)) if rng is None else int(cast(int, rng))
     return np.random.default_rng(seed), seed
+
+
+def seed_of(rng: object) -> int:
+    """One int seed for ``rng``: the seed itself, one drawn from a Generator, or fresh entropy for ``None``.
+
+    A result that recomputes an interval (another ``level``) reuses this seed, so it stays reproducible.
+
+    Example:
+        >>> seed_of(3), seed_of(np.random.default_rng(0)) == seed_of(np.random.default_rng(0))
+        (3, True)
+    """
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(2**63))
+    check_rng(rng)
+    if rng is None:
+        return int(np.random.default_rng().integers(2**63))  # fresh OS entropy; fits int64 columns and JSON
+    return int(cast(int, rng))
+
+
+def check_rng(rng: object) -> None:
+    """``rng`` must be ``None``, a non-negative int seed or a Generator: TypeError for another type,
+    ValueError for a negative seed (one message for every function of the package).
+
+    Example:
+        >>> check_rng(-1)
+        Traceback (most recent call last):
+        ...
+        ValueError: `rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng=-1.
+    """
+    message = f"`rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng={rng!r}."
+    if rng is None or isinstance(rng, np.random.Generator):
+        return
+    if isinstance(rng, bool) or not isinstance(rng, numbers.Integral):
+        raise TypeError(message)
+    if rng < 0:
+        raise ValueError(message)

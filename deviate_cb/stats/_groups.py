@@ -7,7 +7,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from deviate_cb.stats._checks import as_vector, positive_int
+from deviate_cb.stats._checks import as_vector, positive_int, seed_of
 from deviate_cb.stats._results import check_level
 
 __all__ = ["ALTERNATIVES", "RngLike", "Values"]
@@ -50,15 +50,4 @@ def _check_bootstrap(level: object, n_resamples: object, rng: object, method: ob
     positive_int(n_resamples, "n_resamples")
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of 'percentile', 'basic', 'BCa'. Received: method={method!r}.")
-    return _resolve_seed(rng)
-
-
-def _resolve_seed(rng: object) -> int:
-    """The int seed every interval of one result is computed with (``None``: fresh entropy)."""
-    if rng is None:
-        return int(np.random.default_rng().integers(2**63))  # fresh OS entropy; fits int64 columns and JSON
-    if isinstance(rng, np.random.Generator):
-        return int(rng.integers(2**63))
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
-        return int(rng)
-    raise ValueError(f"`rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng={rng!r}.")
+    return seed_of(rng)

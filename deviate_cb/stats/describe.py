@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
-from deviate_cb.stats._checks import as_vector, positive_int
+from deviate_cb.stats._checks import as_vector, check_rng, positive_int, seed_of
 
 __all__ = [
     "STD_CI_METHODS",
@@ -210,7 +210,7 @@ def describe(
         True
     """
     array = _validate_describe(values, ddof, level, std_ci, n_resamples, rng)
-    seed = _seed(rng) if std_ci == "bootstrap" else None
+    seed = seed_of(rng) if std_ci == "bootstrap" else None
     settings: dict[str, Any] = {
         "ddof": ddof,
         "level": float(level),
@@ -344,14 +344,6 @@ def _bootstrap_std_interval(
     return ConfidenceInterval(float(ci.low), float(ci.high))
 
 
-def _seed(rng: Union[int, np.random.Generator, None]) -> int:
-    if isinstance(rng, np.random.Generator):
-        return int(rng.integers(2**63))
-    if rng is None:
-        return int(np.random.default_rng().integers(2**63))
-    return int(rng)
-
-
 def _check_level(level: object) -> None:
     if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0.0 < float(level) < 1.0:
         raise ValueError(f"`level` must be in (0, 1). Received: level={level!r}.")
@@ -371,14 +363,7 @@ def _validate_describe(
     if std_ci not in STD_CI_METHODS:
         raise ValueError(f"`std_ci` must be 'chi2' or 'bootstrap'. Received: std_ci={std_ci!r}.")
     positive_int(n_resamples, "n_resamples")
-    if not (
-        rng is None
-        or isinstance(rng, np.random.Generator)
-        or (isinstance(rng, numbers.Integral) and not isinstance(rng, bool) and int(rng) >= 0)
-    ):
-        raise TypeError(
-            f"`rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng={rng!r}."
-        )
+    check_rng(rng)
     return as_vector(values, "values")
 
 

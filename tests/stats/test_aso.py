@@ -141,7 +141,7 @@ def test_large_groups_are_batched() -> None:
         ({"n_resamples": 0}, ValueError, "`n_resamples` must be a positive integer. Received: n_resamples=0."),
         ({"grid_size": 2.5}, ValueError, "`grid_size` must be a positive integer"),
         ({"rng": -1}, ValueError, "`rng` must be"),
-        ({"rng": "seed"}, ValueError, "`rng` must be"),
+        ({"rng": "seed"}, TypeError, "`rng` must be"),
     ],
 )
 def test_validation(kwargs: dict, error: type, match: str) -> None:

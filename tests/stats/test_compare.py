@@ -308,3 +308,22 @@ def test_validation_messages() -> None:
         compare([[1.0, 2.0], [3.0, 4.0]], B3)
     with pytest.raises(TypeError, match=r"^`b` must be numbers\. Received: b='abc'\.$"):
         compare(A3, "abc")
+
+
+@pytest.mark.parametrize(("rng", "error"), [("seed", TypeError), (1.5, TypeError), (True, TypeError), (-1, ValueError)])
+def test_every_resampling_function_checks_rng_alike(rng, error) -> None:
+    # One message and one exception type per mistake, whichever function gets it.
+    from deviate_cb.stats import decompose, describe
+
+    message = rf"^`rng` must be None, a non-negative int seed or a numpy\.random\.Generator\. Received: rng={rng!r}\.$"
+    a, b = [0.80, 0.82, 0.81, 0.84], [0.79, 0.80, 0.83, 0.78]
+    calls = [
+        lambda: compare(a, b, rng=rng),
+        lambda: prob_improvement(a, b, rng=rng),
+        lambda: almost_stochastic_order(a, b, rng=rng),
+        lambda: describe(a, std_ci="bootstrap", rng=rng),
+        lambda: decompose(a, b, rng=rng),
+    ]
+    for call in calls:
+        with pytest.raises(error, match=message):
+            call()

@@ -86,8 +86,8 @@ def test_no_spread_in_algo_impl_gives_nan_with_a_note() -> None:
         ({"level": 1.5}, ValueError, "`level` must be a number in"),
         ({"n_resamples": 0}, ValueError, "`n_resamples` must be a positive integer"),
         ({"method": "bca"}, ValueError, "`method` must be one of"),
-        ({"rng": 1.5}, ValueError, "`rng` must be"),
-        ({"rng": True}, ValueError, "`rng` must be"),
+        ({"rng": 1.5}, TypeError, "`rng` must be"),
+        ({"rng": True}, TypeError, "`rng` must be"),
     ],
 )
 def test_validation(kwargs: dict, error: type, match: str) -> None:

@@ -146,7 +146,7 @@ def test_old_positional_construction_still_works() -> None:
         ({"rng": "a"}, TypeError, "`rng` must be None, a non-negative int seed or a numpy.random.Generator."),
         (
             {"rng": -1},
-            TypeError,
+            ValueError,
             "`rng` must be None, a non-negative int seed or a numpy.random.Generator. Received: rng=-1.",
         ),
     ],
