@@ -232,7 +232,7 @@ class DeviateCallback(keras.callbacks.Callback):
             return
         last = self._last_snapshot
         if last is not None and last[0] == self._steps_done:
-            collected: Optional[CollectedPredictions] = last[1]
+            collected = last[1]
         else:
             collected = _predict(model, config)
             self._last_snapshot = (self._steps_done, collected)
