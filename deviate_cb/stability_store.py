@@ -126,6 +126,7 @@ def write_predictions(
         run_dir: The run directory.
         outputs: Model outputs for ``n`` samples (see the module docstring for how each shape is read).
         labels: True classes (classification) or targets (regression), one per sample; ``None`` if unknown.
+            One-hot labels of shape ``(n, classes)`` are read as their argmax.
         sample: Sample indices (default ``arange(n)``); runs are aligned on them.
         groups: Sub-group labels, ``name -> array of n`` (strings or ints), stored as ``group_<name>``.
         snapshot: ``"final"`` or ``"epoch=<k>"`` (any non-empty name is accepted).
@@ -204,7 +205,10 @@ def _prediction_columns(
             f"dtype {out.dtype}."
         )
     n = out.shape[0]
-    lab = None if labels is None else np.asarray(labels).reshape(-1) if np.ndim(labels) else np.asarray([labels])
+    lab = None if labels is None else np.asarray(labels)
+    if lab is not None and lab.ndim == 2 and lab.shape[1] > 1 and task != "regression":
+        lab = np.argmax(lab, axis=1)  # one-hot (or soft) labels, as Keras' categorical losses take them
+    lab = None if lab is None else lab.reshape(-1) if lab.ndim else lab.reshape(1)
     if lab is not None and lab.shape[0] != n:
         raise ValueError(f"`labels` must have one entry per sample. Received: {lab.shape[0]} labels for {n} samples.")
     idx = np.arange(n, dtype=np.int64) if sample is None else np.asarray(sample).reshape(-1)
@@ -224,7 +228,7 @@ def _prediction_columns(
             raise ValueError(f"`outputs` of a regression must have shape (n,) or (n, 1). Received: shape {out.shape}.")
         cols.update(predicted=null_i, score=null_f, label=null_i, value=pa.array(out.astype(np.float64)))
         cols["target"] = null_f if lab is None else pa.array(_as_float(lab, "labels"))
-        info = {"task": "regression", "score": None, "num_classes": None}
+        info: dict[str, Any] = {"task": "regression", "score": None, "num_classes": None}
     else:
         predicted, score, kind, classes = _classify(out)
         if lab is not None:
@@ -400,7 +404,10 @@ def write_weights(
 
 
 def _atomic_npz(path: Path, arrays: Mapping[str, Any]) -> None:
-    _atomic_write(path, lambda handle: np.savez(handle, **{k: np.asarray(v) for k, v in arrays.items()}))
+    def write(handle: IO[bytes]) -> None:
+        np.savez(handle, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
+
+    _atomic_write(path, write)
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:

@@ -103,10 +103,9 @@ class SketchAccumulator:
             table[:, 0] = 0.0
             for bit in range(8):
                 np.add(table[:, : 1 << bit], padded[:, bit : bit + 1], out=table[:, 1 << bit : 2 << bit])
-            table = table.reshape(-1)
             picks = _chunk_bytes(bitgen, self.sketch_dim, x.size).astype(np.intp)
             picks += np.arange(groups, dtype=np.intp) * 256
-            self._sum += 2.0 * table[picks].sum(axis=1) - x.sum()
+            self._sum += 2.0 * table.reshape(-1)[picks].sum(axis=1) - x.sum()
             self._squares += float(x @ x)
         self._count += int(flat.size)
 

@@ -66,6 +66,11 @@ def test_logits_give_the_margin(tmp_path: Path) -> None:
     assert [r["predicted"] for r in _rows(tmp_path)] == [0, 2]
 
 
+def test_one_hot_labels_are_classes(tmp_path: Path) -> None:
+    write_predictions(tmp_path, outputs=np.array([[0.9, 0.1], [0.4, 0.6]]), labels=np.eye(2)[[1, 1]])
+    assert [r["label"] for r in _rows(tmp_path)] == [1, 1]
+
+
 def test_class_indices_infer_the_number_of_classes(tmp_path: Path) -> None:
     block = write_predictions(tmp_path, outputs=np.array([0, 3, 1]), labels=[0, 1, 4])
     assert (block["score"], block["num_classes"]) == (None, 5)
