@@ -75,7 +75,8 @@ class DeviateCallback(keras.callbacks.Callback):
             ``final``) and after every k-th epoch (``epoch=<e>``). ``data``: ``(x, y)`` arrays (``model.predict``,
             labels ``y``), ``x`` alone (no labels), or a ``tf.data.Dataset``/``PyDataset``/iterable of
             ``(x, y)`` batches, which must come in the same order every time (each batch is predicted with
-            ``predict_on_batch``). See :class:`deviate_cb.stability_capture.Predictions`. Default: off.
+            ``predict_on_batch``). ``from_stage`` and ``predict_fn`` are Lightning's and not used here. See
+            :class:`deviate_cb.stability_capture.Predictions`. Default: off.
         weights: Record the final weights at the end of ``fit``: a Johnson-Lindenstrauss sketch
             (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``).
             Every variable of ``model.weights`` (trainable and not) under its path, in that order, as float64.

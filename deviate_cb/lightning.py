@@ -244,7 +244,7 @@ class DeviateCallback(pl.Callback):
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._take_late_train_epoch_values(trainer)
-        if self._predictions is not None and self._predictions.data is not None:
+        if self._predictions is not None and self._predictions.final_from_data:
             self._predict_on_data(trainer, pl_module, FINAL_SNAPSHOT)
         if self._weights is not None and self._session.enabled and self._session.run is not None:
             named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))

@@ -84,7 +84,8 @@ class Predictions:
     - **The user's own evaluation loop** (``data=None``, the default; Lightning only): the outputs that
       ``test_step``/``predict_step`` return during ``trainer.test(...)``/``trainer.predict(...)`` (a tensor of
       logits, probabilities or predicted classes, or a dict holding one under ``output_key``) are recorded,
-      with the labels of each batch, as snapshot ``final`` when the stage ends. Nothing runs twice.
+      with the labels of each batch, as snapshot ``final`` when the stage ends. Nothing runs twice. With
+      several dataloaders, the first one's outputs; with several devices, none (use ``data``).
     - **A given evaluation set** (``data=...``): the callback predicts on it itself, at the end of ``fit``
       (snapshot ``final``) and, with ``every_n_epochs=k``, after every k-th epoch (snapshot ``epoch=<e>``,
       ``e`` the 0-based epoch that just ended). Lightning: a ``DataLoader`` (or any iterable of batches);
@@ -95,8 +96,7 @@ class Predictions:
 
     The sample index is the position in the evaluation set, so the data must come in the same order in every
     run (no shuffling), or carry an id (``sample_ids``). A snapshot written again (a resumed run, a second
-    ``trainer.test``) replaces the earlier one of the same name; a later ``test``/``predict`` replaces the
-    ``final`` snapshot of ``fit``.
+    ``trainer.test``) replaces the earlier one of the same name.
 
     Args:
         data: Evaluation set the callback predicts on itself (see above). ``None``: record the outputs of
@@ -115,7 +115,9 @@ class Predictions:
             Default for dicts: the first of ``preds``, ``logits``, ``probs``, ``y_hat``, ``predictions``,
             ``outputs``.
         from_stage: Which of the user's loops to record (Lightning): ``"test"``, ``"predict"``, ``"auto"``
-            (both, when ``data`` is ``None``; neither when it is given) or ``None`` (neither).
+            (both, when ``data`` is ``None``; neither when it is given) or ``None`` (neither). Naming a loop
+            together with ``data`` makes that loop's outputs the ``final`` snapshot: ``data`` then serves only
+            the ``every_n_epochs`` snapshots (no extra pass at the end of ``fit``).
         task: ``"classification"`` ((n, C) scores or (n,) class ids), ``"regression"`` (values), or
             ``"auto"`` (decided by the store from the outputs' shape and dtype).
         predict_fn: Lightning with ``data``: a function ``(module, batch) -> outputs`` to use instead of
@@ -193,6 +195,16 @@ class Predictions:
         """
         return self.every_n_epochs is not None and (epoch + 1) % self.every_n_epochs == 0
 
+    @property
+    def final_from_data(self) -> bool:
+        """Whether the ``final`` snapshot is taken on ``data`` at the end of ``fit`` (no loop was named).
+
+        Example:
+            >>> Predictions(data=[]).final_from_data, Predictions(data=[], from_stage="test").final_from_data
+            (True, False)
+        """
+        return self.data is not None and self.from_stage in ("auto", None)
+
     def records_stage(self, stage: str) -> bool:
         """Whether the outputs of the user's ``test``/``predict`` loop are recorded.
 
@@ -205,8 +217,13 @@ class Predictions:
         return self.from_stage == stage
 
     @property
-    def group_extractor(self) -> bool:
-        """Whether groups are read from each batch (a field name or a function) rather than given whole."""
+    def groups_per_batch(self) -> bool:
+        """Whether groups are read from each batch (a field name or a function) rather than given whole.
+
+        Example:
+            >>> Predictions(groups="sex").groups_per_batch, Predictions(groups={"sex": [0, 1]}).groups_per_batch
+            (True, False)
+        """
         return isinstance(self.groups, str) or callable(self.groups) or _is_names(self.groups)
 
 
@@ -386,7 +403,7 @@ class PredictionCollector:
         self._labels.append(labels if labels is not None else _extract(batch, config.labels, "labels", default=True))
         if config.sample_ids is not None:
             self._ids.append(_extract(batch, config.sample_ids, "sample_ids"))
-        if config.group_extractor:
+        if config.groups_per_batch:
             self._groups.append(_batch_groups(batch, config.groups))
 
     def _select(self, outputs: Any) -> Any:
@@ -458,7 +475,7 @@ class PredictionCollector:
         else:
             sample = np.arange(n, dtype=np.int64)
         groups: dict[str, np.ndarray] = {}
-        if self.config.group_extractor:
+        if self.config.groups_per_batch:
             names = self._groups[0].keys()
             for name in names:
                 groups[name] = np.concatenate([np.atleast_1d(self.to_numpy(g[name])) for g in self._groups], axis=0)

@@ -129,6 +129,20 @@ def test_data_every_n_epochs_snapshots_groups_and_train_mode(tmp_path: Path) -> 
     np.testing.assert_allclose(final["score"], top2[:, 0] - top2[:, 1], rtol=1e-5)
 
 
+def test_named_loop_gives_the_final_snapshot_and_data_the_epoch_ones(tmp_path: Path) -> None:
+    config = Predictions(data=loader(24, shuffle=False), every_n_epochs=1, from_stage="test")
+    cb = callback(tmp_path, predictions=config)
+    module = PredictingModule()
+    t = trainer([cb], max_epochs=2)
+    t.fit(module, loader())
+    assert list(dict.fromkeys(table(cb.run_dir)["snapshot"])) == ["epoch=0", "epoch=1"]  # no extra pass at fit end
+    t.predict(module, loader(shuffle=False))  # not the named loop: not recorded
+    assert len(table(cb.run_dir)["snapshot"]) == 2 * 24
+    t.test(module, loader(40, shuffle=False))
+    final = snapshot_rows(cb.run_dir, "final")
+    assert final["sample"] == list(range(40)) and final["epoch"][0] == 2
+
+
 def test_data_uses_forward_without_predict_step(tmp_path: Path) -> None:
     cb = callback(tmp_path, predictions=Predictions(data=loader(32, shuffle=False)))
     module = TinyModule()
