@@ -2,11 +2,16 @@
 #   make demo       create .venv, install, replicate the bundled Lightning example and print the report
 #   make test       create .venv, install, run tests/ and the Keras end-to-end suite (TensorFlow and torch)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend
+#   make test-integrations   install the slurm/ray extras (and, as root, Debian's Slurm + MariaDB packages when
+#                   missing), then run integrations/slurm (a real single-node Slurm with slurmdbd, started
+#                   and stopped by the suite) and integrations/ray (a local Ray cluster on loopback)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 JAX_STAMP := $(VENV)/.installed-jax-stamp
+CLUSTER_STAMP := $(VENV)/.installed-cluster-stamp
+SLURM_DEBS := munge slurmctld slurmd slurm-client slurmdbd mariadb-server
 # torch is pinned here only (constraints.txt), never in the package: GPU users bring their own build.
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -c constraints.txt
 # TensorFlow for the Keras tests: the CPU-only wheel on Linux (plain `tensorflow`, what the package's
@@ -21,7 +26,7 @@ JAX_PACKAGE ?= jax==0.10.2
 DEMO_OUT ?= demo_runs
 LINT_PATHS := deviate_cb tests examples benchmarks integrations
 
-.PHONY: demo test test-jax lint venv clean
+.PHONY: demo test test-jax test-slurm test-ray test-integrations slurm-packages lint venv clean
 
 venv: $(STAMP)
 
@@ -35,6 +40,18 @@ $(JAX_STAMP): $(STAMP)
 	$(PIP_INSTALL) "$(JAX_PACKAGE)"
 	touch $(JAX_STAMP)
 
+$(CLUSTER_STAMP): $(STAMP)
+	$(PIP_INSTALL) -e ".[slurm,ray]"
+	touch $(CLUSTER_STAMP)
+
+# Debian's Slurm and MariaDB, only when missing (apt-get as root; integrations/slurm/start.sh checks again)
+slurm-packages:
+	@missing=$$(for p in $(SLURM_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; apt-get update -q >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/deviate-replicate --trainer examples/lightning_mlp.py:main -n 4 --variant algo+impl \
 		--parallel 2 --out $(DEMO_OUT) --experiment mlp
@@ -47,6 +64,15 @@ test: $(STAMP)
 
 test-jax: $(JAX_STAMP)
 	DEVIATE_KERAS_BACKENDS=jax $(BIN)/python -m pytest integrations/keras
+
+test-slurm: $(CLUSTER_STAMP) slurm-packages
+	$(BIN)/python -m pytest integrations/slurm
+
+# Ray stays on loopback and reports nothing home; the suite stops only the processes it started.
+test-ray: $(CLUSTER_STAMP)
+	RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 RAY_USAGE_STATS_ENABLED=0 $(BIN)/python -m pytest integrations/ray
+
+test-integrations: test-slurm test-ray
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)

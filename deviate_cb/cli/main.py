@@ -23,6 +23,7 @@ from typing import NoReturn, Optional
 from deviate_cb.cli._common import PROG, say
 from deviate_cb.cli.compare_command import add_compare, add_power
 from deviate_cb.cli.report_command import add_report
+from deviate_cb.cli.status_command import add_status
 from deviate_cb.errors import UsageError
 
 __all__ = ["build_parser", "main"]
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report(commands)
     add_compare(commands)
     add_power(commands)
+    add_status(commands)
     return parser
 
 

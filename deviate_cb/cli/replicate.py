@@ -4,6 +4,8 @@ Example:
     deviate-replicate --trainer mypkg.train:main -n 8 --variant algo+impl --out runs/ --experiment resnet
     deviate-replicate --trainer examples/lightning_mlp.py:main -n 3 --variant control --parallel 2
     deviate-replicate --trainer examples/keras_mlp.py:main -n 3 --variant control --keras-backend jax
+    deviate-replicate --trainer mypkg.train:main -n 20 --backend slurm --partition gpu --gpus-per-replica 1 --no-wait
+    deviate-replicate --trainer mypkg.train:main -n 20 --backend ray --address head:6379 --num-gpus 1
 
 Exit status: 0 every replica completed, 1 some replica failed (or timed out), 2 usage error (one line on
 stderr), 130 interrupted with Ctrl-C (running replicas terminated and recorded ``killed``; 143 for SIGTERM).
@@ -34,8 +36,9 @@ variants (seed of replica k; deterministic tooling):
 The function may take no argument, `seed` (int), or `ctx`/`context`/`run_context` (RunContext); a returned
 mapping of numbers is recorded as final metrics. Lightning Trainers and Keras Model.fit/evaluate calls get a
 DeviateCallback when they have none.
-Re-running the same command skips completed replicas; --force reruns them.
-exit status: 0 all completed, 1 some failed, 2 usage error, 130 interrupted."""
+Re-running the same command skips completed replicas (and, on Slurm, replicas still queued or running under
+an earlier job); --force reruns them. The run directory must be on storage every node sees (slurm, ray).
+exit status: 0 all completed (or submitted with --no-wait), 1 some failed, 2 usage error, 130 interrupted."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", default="0", metavar="SEED", help="base seed (default 0)")
     parser.add_argument("--out", default="deviate_runs", metavar="DIR", help="output directory (default deviate_runs)")
     parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: module name or file stem)")
-    parser.add_argument("--parallel", default="1", metavar="K", help="replicas run at once (default 1)")
+    parser.add_argument(
+        "--parallel",
+        metavar="K",
+        help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues)",
+    )
     parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
     parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
     parser.add_argument(
@@ -83,8 +90,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="tensorflow, torch or jax: KERAS_BACKEND of every replica (default: the environment's)",
     )
+    parser.add_argument(
+        "--backend", default="local", metavar="NAME", help="local (default), slurm, ray, or an installed plug-in"
+    )
+    slurm = parser.add_argument_group("slurm backend (submitit job array; needs pip install 'deviate-cb[slurm]')")
+    slurm.add_argument("--partition", metavar="NAME", help="Slurm partition")
+    slurm.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica (--gpus-per-node of each task)")
+    slurm.add_argument("--cpus-per-replica", metavar="N", help="CPUs per replica (--cpus-per-task)")
+    slurm.add_argument("--mem", metavar="SIZE", help="memory per replica, e.g. 8G")
+    slurm.add_argument("--time", metavar="LIMIT", help="time limit per replica, e.g. 90 or 1:30:00 (default 60 min)")
+    slurm.add_argument("--account", metavar="NAME", help="Slurm account to charge")
+    slurm.add_argument("--qos", metavar="NAME", help="Slurm quality of service")
+    slurm.add_argument("--slurm-opt", action="append", metavar="KEY=VALUE", help="any other sbatch option (repeatable)")
+    slurm.add_argument("--no-wait", action="store_true", help="submit and return; follow with `deviate status DIR`")
+    ray = parser.add_argument_group("ray backend (needs pip install 'deviate-cb[ray]')")
+    ray.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: start a local one)")
+    ray.add_argument("--num-gpus", metavar="X", help="GPUs per replica task (fractions allowed)")
+    ray.add_argument("--num-cpus", metavar="X", help="CPUs per replica task (default 1)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
+
+
+_BACKEND_OPTIONS = (
+    "partition",
+    "gpus_per_replica",
+    "cpus_per_replica",
+    "mem",
+    "time",
+    "account",
+    "qos",
+    "slurm_opt",
+    "no_wait",
+    "address",
+    "num_gpus",
+    "num_cpus",
+)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -105,11 +145,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             seed=_number(ns.seed, int),
             out=ns.out,
             experiment=ns.experiment,
-            parallel=_number(ns.parallel, int),
+            parallel=None if ns.parallel is None else _number(ns.parallel, int),
             timeout=None if ns.timeout is None else _number(ns.timeout, int, float),
             force=ns.force,
             gpus=ns.gpus,
             keras_backend=ns.keras_backend,
+            backend=ns.backend,
+            backend_options={name: getattr(ns, name) for name in _BACKEND_OPTIONS},
             argv=[PROG, *args],
         )
     except UsageError as exc:

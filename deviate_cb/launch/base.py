@@ -1,10 +1,20 @@
-"""What every backend (local processes now; Slurm and Ray later) does: run replica jobs, report their fate.
+"""What every backend (local processes, Slurm, Ray, third-party ones) does: run replica jobs, report their fate.
 
 A backend receives :class:`Job` objects (a command line, the environment additions that carry the run
 context, where stdout/stderr go, a timeout), decides where each runs (a :class:`Placement`: slot and GPU), and
 tells a :class:`Listener` when a job is about to start, has started and has finished (an :class:`Outcome`).
 Everything a run directory records is the listener's business, so backends stay small and interchangeable;
 backends are picked by name with :func:`get_backend`, like submitit's executors.
+
+Built-in backends: ``local`` (:mod:`~deviate_cb.launch.local`), ``slurm`` (:mod:`~deviate_cb.launch.slurm`) and
+``ray`` (:mod:`~deviate_cb.launch.ray_backend`). Third-party backends register a :class:`Backend` subclass (or
+any factory with the same keyword arguments) in the ``deviate_cb.backends`` entry-point group::
+
+    [project.entry-points."deviate_cb.backends"]
+    mycluster = "mypkg.backend:MyClusterBackend"
+
+after which ``deviate-replicate --backend mycluster`` builds it with ``parallel``, ``kill_grace_s`` and the
+backend options it lists in :attr:`Backend.options`.
 """
 
 from __future__ import annotations
@@ -15,7 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Protocol
 
-__all__ = ["BACKENDS", "Backend", "Job", "Listener", "Outcome", "Placement", "get_backend", "register_backend"]
+__all__ = [
+    "BACKENDS",
+    "ENTRY_POINT_GROUP",
+    "Backend",
+    "Job",
+    "Listener",
+    "Outcome",
+    "Placement",
+    "available_backends",
+    "backend_class",
+    "get_backend",
+    "register_backend",
+]
+
+ENTRY_POINT_GROUP = "deviate_cb.backends"
 
 
 @dataclass(frozen=True)
@@ -61,8 +85,9 @@ class Placement:
         return {} if self.gpu is None else {"CUDA_VISIBLE_DEVICES": self.gpu}
 
     def describe(self) -> str:
-        """``slot 0 (GPU 1)`` or ``slot 0``."""
-        return f"slot {self.slot}" + (f" (GPU {self.gpu})" if self.gpu is not None else "")
+        """``slot 0 (GPU 1)`` or ``slot 0``; the host (or cluster job) instead of the slot when one is known."""
+        where = self.host if self.host else f"slot {self.slot}"
+        return where + (f" (GPU {self.gpu})" if self.gpu is not None else "")
 
 
 @dataclass(frozen=True)
@@ -80,6 +105,9 @@ class Outcome:
         ended_at: Unix time the job ended.
         pid: Process id, where the backend has one.
         launch_error: Why the job could not be started, if it could not.
+        scheduler_state: The cluster's word for how the job ended (Slurm's ``CANCELLED``, ``OUT_OF_MEMORY``...,
+            Ray's ``WorkerCrashedError``), where there is a scheduler; anything but ``COMPLETED`` means failed.
+        fields: Extra manifest fields the backend wants recorded (``slurm_job_id``...).
     """
 
     returncode: Optional[int]
@@ -91,6 +119,8 @@ class Outcome:
     ended_at: Optional[float] = None
     pid: Optional[int] = None
     launch_error: Optional[str] = None
+    scheduler_state: Optional[str] = None
+    fields: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def succeeded(self) -> bool:
@@ -100,6 +130,8 @@ class Outcome:
             >>> Outcome(returncode=0).succeeded, Outcome(returncode=-9, signal="SIGKILL").succeeded
             (True, False)
         """
+        if self.scheduler_state not in (None, "COMPLETED"):
+            return False
         return self.returncode == 0 and not (self.timed_out or self.interrupted or self.cancelled)
 
     @property
@@ -136,6 +168,9 @@ class Backend(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    #: Backend options (keywords of ``__init__``, named as in :data:`~deviate_cb.launch.options.OPTION_FLAGS`)
+    #: this backend takes; any other one given on the command line is a usage error.
+    options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *, parallel: int = 1) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -161,29 +196,100 @@ class Backend(abc.ABC):
         """One line for the launcher's header."""
         return f"{self.name} backend, {self.parallel} at a time"
 
+    @property
+    def detached(self) -> bool:
+        """Whether :meth:`run` returned with jobs still queued or running elsewhere (``--no-wait``)."""
+        return False
+
+    def live_jobs(self, run_dirs: Mapping[int, Path]) -> dict[int, str]:
+        """Replicas (index -> job description) still queued or running under a job this backend submitted earlier.
+
+        A rerun skips them instead of starting them twice. Backends without detached jobs return ``{}``.
+        """
+        return {}
+
 
 BACKENDS: dict[str, Callable[..., Backend]] = {}
+_BUILTIN = {
+    "local": "deviate_cb.launch.local",
+    "slurm": "deviate_cb.launch.slurm",
+    "ray": "deviate_cb.launch.ray_backend",
+}
 
 
 def register_backend(name: str, factory: Callable[..., Backend]) -> None:
-    """Make a backend available to :func:`get_backend` under ``name``."""
+    """Make a backend available to :func:`get_backend` under ``name``.
+
+    Example:
+        >>> class Echo(Backend):
+        ...     name = "echo"
+        ...     def run(self, jobs, listener): pass
+        ...     def cancel(self): pass
+        >>> register_backend("echo", Echo); get_backend("echo").name
+        'echo'
+        >>> del BACKENDS["echo"]
+    """
     BACKENDS[name] = factory
 
 
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_backends() -> list[str]:
+    """Names :func:`get_backend` accepts: built-in, registered, and from the ``deviate_cb.backends`` entry points.
+
+    Example:
+        >>> {"local", "slurm", "ray"} <= set(available_backends())
+        True
+    """
+    return sorted({*_BUILTIN, *BACKENDS, *_entry_points()})
+
+
+def backend_class(name: str) -> Callable[..., Backend]:
+    """The factory registered as ``name``: importing its module (never its engine) or loading its entry point.
+
+    Raises:
+        UsageError: No backend has that name, or its entry point cannot be loaded.
+
+    Example:
+        >>> backend_class("slurm").options[:2]
+        ('partition', 'gpus_per_replica')
+    """
+    from deviate_cb.errors import UsageError
+
+    if name not in BACKENDS and name in _BUILTIN:
+        import importlib
+
+        importlib.import_module(_BUILTIN[name])  # registers itself
+    if name not in BACKENDS:
+        entry = _entry_points().get(name)
+        if entry is None:
+            known = ", ".join(available_backends())
+            raise UsageError(f"`backend` must be one of {known}. Received: --backend={name}.")
+        try:
+            factory = entry.load()
+        except Exception as exc:
+            raise UsageError(
+                f"`--backend` {name} comes from entry point {entry.value!r} ({ENTRY_POINT_GROUP}), which cannot be "
+                f"loaded: {type(exc).__name__}: {exc}. Received: --backend={name}."
+            ) from None
+        if not callable(factory):
+            raise UsageError(
+                f"`--backend` {name}: entry point {entry.value!r} is not a Backend class or factory. "
+                f"Received: --backend={name}."
+            )
+        BACKENDS[name] = factory
+    return BACKENDS[name]
+
+
 def get_backend(name: str, **options: Any) -> Backend:
-    """Build the backend called ``name`` (``local``; later ``slurm``, ``ray``) with ``options``.
+    """Build the backend called ``name`` (``local``, ``slurm``, ``ray`` or an entry point's) with ``options``.
 
     Example:
         >>> get_backend("local").name
         'local'
     """
-    if name == "local" and name not in BACKENDS:
-        import deviate_cb.launch.local  # noqa: F401  (registers itself)
-    try:
-        factory = BACKENDS[name]
-    except KeyError:
-        from deviate_cb.errors import UsageError
-
-        known = ", ".join(sorted(BACKENDS)) or "local"
-        raise UsageError(f"`backend` must be one of {known}. Received: backend={name!r}.") from None
-    return factory(**options)
+    return backend_class(name)(**options)

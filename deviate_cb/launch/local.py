@@ -167,6 +167,7 @@ class LocalBackend(Backend):
     """
 
     name = "local"
+    options = ("gpus",)
 
     def __init__(
         self,

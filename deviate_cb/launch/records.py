@@ -30,11 +30,15 @@ def status_of(outcome: Outcome) -> str:
     Example:
         >>> status_of(Outcome(returncode=0)), status_of(Outcome(returncode=-15, timed_out=True))
         ('completed', 'timeout')
+        >>> status_of(Outcome(returncode=0, scheduler_state="CANCELLED"))
+        'failed'
     """
     if outcome.interrupted or outcome.cancelled:
         return "killed"
-    if outcome.timed_out:
+    if outcome.timed_out or outcome.scheduler_state == "TIMEOUT":
         return "timeout"
+    if outcome.scheduler_state not in (None, "COMPLETED"):
+        return "failed"
     return "completed" if outcome.returncode == 0 else "failed"
 
 
@@ -115,6 +119,7 @@ def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
     }
     if outcome.pid is not None:
         fields["pid"] = outcome.pid
+    fields.update(outcome.fields)
     if status != "completed":
         reason = _reason(outcome, status)
         tail = tail_lines(stderr_path)
@@ -126,6 +131,10 @@ def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
 def _reason(outcome: Outcome, status: str) -> str:
     if outcome.launch_error:
         return outcome.launch_error
+    if outcome.scheduler_state not in (None, "COMPLETED"):
+        job = outcome.fields.get("slurm_job_id") or outcome.fields.get("ray_task_id")
+        where = f" (job {job})" if job else ""
+        return f"the cluster ended the replica{where}: {outcome.scheduler_state}"
     ended = f"killed by {outcome.signal}" if outcome.signal else f"exited with code {outcome.returncode}"
     if status == "timeout":
         return f"timed out after {outcome.duration_s or 0:.1f} s; {ended}"

@@ -8,18 +8,20 @@ others; ``KeyboardInterrupt`` terminates the running replicas, records them ``ki
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, TextIO, Union
+from typing import Any, Optional, TextIO, Union
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Backend, Job, Outcome, Placement, get_backend
+from deviate_cb.launch.base import Backend, Job, Outcome, Placement, backend_class
 from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
+from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt, plan_replicas
 from deviate_cb.launch.progress import Progress, make_progress
@@ -35,7 +37,8 @@ CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.child")
 
 @dataclass(frozen=True)
 class ReplicaResult:
-    """One replica's fate: ``completed``, ``failed``, ``timeout``, ``killed``, ``skipped`` or ``not started``."""
+    """One replica's fate: ``completed``, ``failed``, ``timeout``, ``killed``, ``skipped``, ``not started``,
+    ``submitted`` (``--no-wait``) or ``still running`` (under a job an earlier launcher submitted)."""
 
     replica: int
     seed: int
@@ -44,6 +47,7 @@ class ReplicaResult:
     exit_code: Optional[int] = None
     signal: Optional[str] = None
     duration_s: Optional[float] = None
+    note: str = ""
 
 
 @dataclass
@@ -68,14 +72,24 @@ class ReplicationResult:
 
     @property
     def exit_status(self) -> int:
-        """0 when every replica completed (now or before), 1 otherwise."""
-        return 0 if all(r.status in ("completed", "skipped") for r in self.replicas) else 1
+        """0 when every replica completed (now or before) or is queued/running on a cluster, 1 otherwise."""
+        fine = ("completed", "skipped", "submitted", "still running")
+        return 0 if all(r.status in fine for r in self.replicas) else 1
 
     def summary(self) -> str:
         text = f"{self.count('completed')} completed, {self.count('failed')} failed, {self.count('skipped')} skipped"
-        for status, label in (("timeout", "timed out"), ("killed", "killed"), ("not started", "not started")):
+        more = (
+            ("timeout", "timed out"),
+            ("killed", "killed"),
+            ("not started", "not started"),
+            ("submitted", "submitted"),
+            ("still running", "still running"),
+        )
+        for status, label in more:
             if self.count(status):
                 text += f", {self.count(status)} {label}"
+        if self.count("submitted") or self.count("still running"):
+            return f"{text} in {self.elapsed_s:.1f} s; follow them with `deviate status {self.out}`"
         return f"{text} in {self.elapsed_s:.1f} s; run `deviate report {self.out}`"
 
 
@@ -87,12 +101,13 @@ def replicate(
     seed: int = 0,
     out: Union[str, Path] = "deviate_runs",
     experiment: Optional[str] = None,
-    parallel: int = 1,
+    parallel: Optional[int] = None,
     timeout: Optional[float] = None,
     force: bool = False,
     gpus: Union[str, Sequence[str], None] = None,
     keras_backend: Optional[str] = None,
     backend: str = "local",
+    backend_options: Optional[Mapping[str, Any]] = None,
     argv: Optional[Sequence[str]] = None,
     stream: Optional[TextIO] = None,
     live: Optional[bool] = None,
@@ -101,6 +116,10 @@ def replicate(
     """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) under ``variant``.
 
     Args:
+        parallel: Replicas at once (default: 1 locally; all of them on a cluster backend, which queues them).
+        backend: ``local`` (default), ``slurm``, ``ray`` or a backend from the ``deviate_cb.backends`` entry points.
+        backend_options: The backend's options by name (``partition``, ``gpus_per_replica``, ``address``...; see
+            :mod:`deviate_cb.launch.options`); one that the backend does not take is a usage error.
         gpus: GPU ids to spread slots over (``"0,1"`` or a list); ``None`` detects them
             (``CUDA_VISIBLE_DEVICES``, else NVML), ``"none"`` or ``[]`` disables placement.
         keras_backend: ``tensorflow``, ``torch`` or ``jax``: ``KERAS_BACKEND`` of every replica (checked here
@@ -121,12 +140,18 @@ def replicate(
     """
     started = time.monotonic()
     _check_options(runs=runs, variant=variant, seed=seed, parallel=parallel, timeout=timeout)
+    factory = backend_class(backend)
+    accepted = tuple(getattr(factory, "options", ()))
+    raw_options = {**(backend_options or {}), **({"gpus": gpus} if gpus is not None else {})}
+    options = parse_backend_options(backend, raw_options, accepted)
     keras_backend = check_keras_backend(keras_backend)
     spec = TrainerSpec.parse(trainer)
     spec.precheck()
     experiment = _check_experiment(experiment, spec)
-    gpu_ids = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
-    launcher = get_backend(backend, parallel=parallel, gpus=gpu_ids, kill_grace_s=kill_grace_s)
+    if "gpus" in accepted:
+        options["gpus"] = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
+    slots = parallel if parallel is not None else (1 if backend == "local" else runs)
+    launcher = factory(parallel=slots, kill_grace_s=kill_grace_s, **options)
     outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
     outdir.open()
     try:
@@ -145,9 +170,13 @@ def replicate(
     replication = _Replication(
         progress, launcher, base_seed=seed, argv=sys.argv if argv is None else argv, keras_backend=keras_backend
     )
+    live = launcher.live_jobs({p.replica: p.run_dir for p in plans if p.run and p.previous_status == "running"})
+    plans = [dataclasses.replace(p, run=False) if p.replica in live else p for p in plans]
+    replication.live = live
     jobs = []
     for plan in plans:
-        progress.add(plan.replica, plan.seed, skipped="" if plan.run else "already completed")
+        reason = f"still queued/running: {live[plan.replica]}" if plan.replica in live else "already completed"
+        progress.add(plan.replica, plan.seed, skipped="" if plan.run else reason)
         if plan.run:
             jobs.append(_job(plan, timeout, keras_backend))
     interrupted = False
@@ -188,6 +217,11 @@ class _Replication:
         self.created_run_dirs: list[Path] = []
         self.statuses: dict[int, tuple[str, Optional[int], Optional[str], Optional[float]]] = {}
         self.spec_error: Optional[str] = None
+        self.live: dict[int, str] = {}
+
+    def message(self, text: str) -> None:
+        """A line from the backend (a submitted job id, a warning)."""
+        self.progress.message(text)
 
     def prepare(self, job: Job, placement: Placement) -> None:
         plan: ReplicaPlan = job.payload
@@ -229,10 +263,13 @@ class _Replication:
         )
 
     def result_of(self, plan: ReplicaPlan) -> ReplicaResult:
+        if plan.replica in self.live:
+            return ReplicaResult(plan.replica, plan.seed, plan.run_dir, "still running", note=self.live[plan.replica])
         if not plan.run:
             return ReplicaResult(plan.replica, plan.seed, plan.run_dir, "skipped")
         if plan.replica not in self.statuses:
-            return ReplicaResult(plan.replica, plan.seed, plan.run_dir, "not started")
+            status = "submitted" if self.launcher.detached else "not started"
+            return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status)
         status, code, signal, duration = self.statuses[plan.replica]
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
 
@@ -262,7 +299,7 @@ def _check_options(*, runs: object, variant: object, seed: object, parallel: obj
         raise UsageError(f"`--variant` must be one of {', '.join(VARIANTS)}. Received: --variant={variant}.")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise UsageError(f"`--seed` must be an integer in [0, 2**32). Received: --seed={seed}.")
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
         raise UsageError(f"`--parallel` must be a positive integer. Received: --parallel={parallel}.")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")

@@ -1,0 +1,52 @@
+"""``deviate status DIR``: per replica, the manifest status and (on Slurm) the job id and its live state.
+
+Useful after ``deviate-replicate --backend slurm --no-wait``: ``queued``/``running`` replicas are still in the
+cluster's queue, ``lost`` ones left it without recording an end (rerun the same command to run them again).
+Exit status 0, or 2 when ``DIR`` holds no run directories.
+
+Example:
+    >>> import argparse, io
+    >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()
+    >>> add_status(commands)
+    >>> args = parser.parse_args(["status", "/nonexistent"])
+    >>> args.handler(args, io.StringIO(), io.StringIO())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    deviate_cb.errors.UsageError: `DIR` must be an existing run directory (...). Received: /nonexistent.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import IO, Any
+
+from deviate_cb.errors import UsageError
+
+__all__ = ["add_status"]
+
+
+def add_status(commands: Any) -> None:
+    """Declare ``deviate status`` on the ``deviate`` subparsers."""
+    parser = commands.add_parser(
+        "status",
+        help="show each replica's state (and its Slurm job) in a run directory",
+        description="Per replica: manifest status, backend, cluster job id and live state, host, duration.",
+    )
+    parser.add_argument("dir", metavar="DIR", help="the --out directory of deviate-replicate")
+    parser.add_argument("--no-cluster", action="store_true", help="do not ask Slurm (squeue/sacct): manifests only")
+    parser.set_defaults(handler=_run_status)
+
+
+def _run_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.launch.status import collect_status, format_status
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UsageError(
+            f"`DIR` must be an existing run directory (the --out of deviate-replicate). Received: {args.dir}."
+        )
+    rows = collect_status(root, ask_cluster=not args.no_cluster)
+    out.write(format_status(rows, args.dir) + "\n")
+    out.flush()
+    return 0

@@ -1,0 +1,232 @@
+"""The ``ray`` backend: each replica a Ray task with ``num_cpus``/``num_gpus``, on a cluster or a local one.
+
+``--address`` connects to a running cluster (``host:port``, ``ray://host:port``, ``auto``); without it a
+private local cluster is started for the study (bound to loopback) and shut down at the end. Every task runs
+:func:`~deviate_cb.launch.remote.run_task`: the same replica bootstrap as the local backend, in a fresh process,
+writing the manifest on its node, so the run directory must be on storage every node sees. That is checked
+before anything runs: the driver writes a marker file into the variant directory and one zero-CPU task per
+alive node must read it back; otherwise a usage error names the nodes that cannot.
+
+Ray sets ``CUDA_VISIBLE_DEVICES`` of a task from its ``num_gpus``. A worker that dies (``WorkerCrashedError``),
+a lost node, or an exception in the task records the replica as failed with ``ray_error`` in the manifest;
+tasks are never retried (``max_retries=0``): a rerun of the command resumes instead.
+
+Example:
+    >>> backend = RayBackend(num_gpus=0.5, num_cpus=2)
+    >>> backend.task_options()
+    {'num_cpus': 2.0, 'num_gpus': 0.5, 'max_retries': 0, 'retry_exceptions': False}
+    >>> backend.describe()
+    'Ray tasks on a local Ray cluster (2.0 CPU, 0.5 GPU per replica), 1 at a time'
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import UsageError, require
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
+from deviate_cb.launch.remote import TaskSpec, check_marker, run_task
+from deviate_cb.store import RunDirectory
+
+__all__ = ["RayBackend"]
+
+_FINAL = ("completed", "failed", "timeout", "killed")
+# Set by Ray in every worker (from the task's num_cpus) unless the driver's environment has it: the replica gets
+# the driver's value or none, as it would locally; the fingerprint records the thread counts in effect.
+_RAY_INJECTED = ("OMP_NUM_THREADS",)
+
+
+def _unix(text: Any) -> Optional[float]:
+    import datetime as _dt
+
+    try:
+        return _dt.datetime.fromisoformat(str(text)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+class RayBackend(Backend):
+    """Run replicas as Ray tasks, at most ``parallel`` submitted at once (Ray queues them by resources).
+
+    Args:
+        address: A running cluster's address; ``None`` or ``"local"`` starts a private local cluster.
+        num_gpus: GPUs per replica (fractions allowed; default 0).
+        num_cpus: CPUs per replica (default 1).
+        poll_interval_s: How long each wait for finished tasks lasts.
+    """
+
+    name = "ray"
+    options = ("address", "num_gpus", "num_cpus")
+
+    def __init__(
+        self,
+        *,
+        parallel: int = 1,
+        kill_grace_s: float = 5.0,
+        address: Optional[str] = None,
+        num_gpus: Optional[float] = None,
+        num_cpus: Optional[float] = None,
+        poll_interval_s: float = 0.5,
+    ) -> None:
+        super().__init__(parallel=parallel)
+        self.kill_grace_s = kill_grace_s
+        self.address = None if address in (None, "local") else address
+        self.num_gpus = float(num_gpus or 0.0)
+        self.num_cpus = 1.0 if num_cpus is None else float(num_cpus)
+        self.poll_interval_s = poll_interval_s
+        self._cancelled = False
+
+    def describe(self) -> str:
+        where = f"Ray cluster {self.address}" if self.address else "a local Ray cluster"
+        return f"Ray tasks on {where} ({self.num_cpus} CPU, {self.num_gpus} GPU per replica), {self.parallel} at a time"
+
+    def task_options(self) -> dict[str, Any]:
+        """Keywords of ``ray.remote(...).options`` for a replica task."""
+        return {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus, "max_retries": 0, "retry_exceptions": False}
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def _connect(self) -> tuple[Any, bool]:
+        """Import Ray and connect (or start a local cluster); return the module and whether we started it."""
+        if self.address is None:
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # a private cluster stays on loopback
+        ray = require("ray", extra="ray")
+        if ray.is_initialized():
+            return ray, False
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        try:
+            if self.address is None:
+                ray.init(address="local", _node_ip_address="127.0.0.1", **kwargs)
+            else:
+                ray.init(address=self.address, **kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(
+                f"`--address` must reach a running Ray cluster, but connecting failed: {' '.join(str(exc).split())}. "
+                f"Received: --address={self.address}."
+            ) from None
+        return ray, True
+
+    def _check_resources(self, ray: Any) -> None:
+        total = ray.cluster_resources()
+        for flag, key, need in (("--num-gpus", "GPU", self.num_gpus), ("--num-cpus", "CPU", self.num_cpus)):
+            if need > total.get(key, 0.0):
+                raise UsageError(
+                    f"`{flag}` asks {need:g} {key} per replica, but the Ray cluster has {total.get(key, 0.0):g} "
+                    "in all; "
+                    f"no replica could ever start. Received: {flag}={need:g}."
+                )
+
+    def _check_shared(self, ray: Any, variant_dir: Path) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        marker = variant_dir / f".deviate-ray-check-{uuid.uuid4().hex}"
+        marker.write_text(f"written by {socket.gethostname()} pid {os.getpid()}\n")
+        try:
+            probe = ray.remote(check_marker)
+            nodes = [n for n in ray.nodes() if n.get("Alive")]
+            refs = [
+                probe.options(
+                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+                ).remote(str(marker))
+                for n in nodes
+            ]
+            answers = ray.get(refs, timeout=120)
+        finally:
+            marker.unlink(missing_ok=True)
+        blind = [host for ok, host in answers if not ok]
+        if blind:
+            raise UsageError(
+                f"`--out` must be on storage every Ray node sees, but node(s) {', '.join(sorted(set(blind)))} cannot "
+                f"read {variant_dir}. Use a shared file system path. Received: --out={variant_dir.parent.parent}."
+            )
+
+    def run(self, jobs: Sequence[Job], listener: Listener) -> None:
+        if not jobs:
+            return
+        ray, started_cluster = self._connect()
+        try:
+            self._check_resources(ray)
+            self._check_shared(ray, Path(jobs[0].stdout_path).parent.parent)
+            self._run(ray, list(jobs), listener)
+        finally:
+            if started_cluster:
+                ray.shutdown()
+
+    def _run(self, ray: Any, jobs: list[Job], listener: Listener) -> None:
+        task = ray.remote(run_task).options(**self.task_options())
+        extra_env = {k: os.environ[k] for k in ("PYTHONPATH", *_RAY_INJECTED) if k in os.environ}
+        unset = tuple(k for k in _RAY_INJECTED if k not in os.environ)
+        queue = list(enumerate(jobs))
+        running: dict[Any, tuple[Job, Placement]] = {}
+        try:
+            while queue or running:
+                while queue and len(running) < self.parallel and not self._cancelled:
+                    slot, job = queue.pop(0)
+                    placement = Placement(slot=slot, host="Ray task")
+                    listener.prepare(job, placement)
+                    spec = TaskSpec(
+                        str(Path(job.stdout_path).parent),
+                        {**extra_env, **job.env},
+                        job.timeout_s,
+                        self.kill_grace_s,
+                        "ray",
+                        unset,
+                    )
+                    ref = task.remote(spec)
+                    running[ref] = (job, placement)
+                    listener.started(job, placement, None)
+                if self._cancelled:
+                    queue.clear()
+                    for ref in running:
+                        ray.cancel(ref, force=True)
+                if not running:
+                    break
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=self.poll_interval_s)
+                for ref in ready:
+                    job, placement = running.pop(ref)
+                    listener.finished(job, placement, self._outcome(ray, ref, job))
+        except BaseException:
+            for ref in running:
+                ray.cancel(ref, force=True)
+            for job, placement in running.values():
+                now = time.time()
+                listener.finished(job, placement, Outcome(None, interrupted=True, ended_at=now, started_at=now))
+            raise
+
+    def _outcome(self, ray: Any, ref: Any, job: Job) -> Outcome:
+        error = None
+        try:
+            ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            error = "TaskCancelledError"
+        except ray.exceptions.RayError as exc:
+            error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
+        status = manifest.get("status")
+        ended = status in _FINAL
+        code = manifest.get("exit_code")
+        launch_error = None
+        if not ended and error is None:
+            launch_error = f"the Ray task ended without recording the replica's end in {Path(job.stdout_path).parent}"
+        state = None if error is None else error.split(":")[0]
+        return Outcome(
+            returncode=code if ended and isinstance(code, int) else None,
+            signal=manifest.get("signal") if ended else None,
+            timed_out=status == "timeout",
+            cancelled=self._cancelled,
+            started_at=_unix(manifest.get("started_at")),
+            ended_at=time.time(),
+            launch_error=launch_error or (error if not ended else None),
+            scheduler_state=state,
+            fields={"ray_error": error} if error else {},
+        )
+
+
+register_backend("ray", RayBackend)

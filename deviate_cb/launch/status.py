@@ -1,0 +1,151 @@
+"""Where a study stands: each replica's manifest status, with its cluster job's live state where there is one.
+
+The manifests are the truth about replicas that started; the job record a cluster backend leaves in the variant
+directory (``.deviate-jobs.json``) names the job of every replica it submitted, so a replica whose manifest still
+says ``running`` can be told apart: ``queued`` (Slurm ``PENDING``), ``running``, or ``lost`` (its job left the
+queue without recording an end: cancelled, out of memory, node failure; a rerun runs it again). Reading only:
+nothing is written.
+
+Example:
+    >>> import tempfile
+    >>> collect_status(Path(tempfile.mkdtemp()))
+    []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.store import MANIFEST_FILE
+
+__all__ = ["ReplicaStatus", "collect_status", "format_status"]
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    """One replica as ``deviate status`` shows it."""
+
+    experiment: str
+    variant: str
+    replica: int
+    seed: Optional[int]
+    status: str
+    backend: str = ""
+    job: str = ""
+    job_state: str = ""
+    host: str = ""
+    duration_s: Optional[float] = None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"status": "unreadable"}
+    return data if isinstance(data, dict) else {"status": "unreadable"}
+
+
+def _replica_dirs(out: Path) -> Iterable[tuple[str, str, Path]]:
+    for exp in sorted(out.glob("experiment=*")):
+        for var in sorted(exp.glob("variant=*")):
+            yield exp.name.partition("=")[2], var.name.partition("=")[2], var
+
+
+def collect_status(out: Path, *, ask_cluster: bool = True) -> list[ReplicaStatus]:
+    """Every replica under ``out`` (a ``--out`` directory), sorted by experiment, variant, replica.
+
+    Args:
+        ask_cluster: Ask Slurm (``squeue``, then ``sacct``) about replicas whose manifests say ``running``.
+    """
+    from deviate_cb.launch.slurm_jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
+
+    rows: list[ReplicaStatus] = []
+    for experiment, variant, var_dir in _replica_dirs(out):
+        jobs = read_jobs_file(var_dir).get("replicas", {})
+        found = []
+        for run_dir in sorted(var_dir.glob("replica=*"), key=lambda p: int(p.name.partition("=")[2] or -1)):
+            if not run_dir.name.partition("=")[2].isdigit():
+                continue
+            manifest = _read(run_dir / MANIFEST_FILE) if (run_dir / MANIFEST_FILE).exists() else {"status": "new"}
+            found.append((run_dir, manifest, str(manifest.get("slurm_job_id") or jobs.get(run_dir.name, ""))))
+        waiting = [job for _, m, job in found if job and m.get("status") == "running"]
+        live: dict[str, str] = {}
+        ended: dict[str, str] = {}
+        if waiting and ask_cluster:
+            live = live_states(waiting) or {}
+            gone = [j for j in waiting if j not in live]
+            if gone:
+                try:
+                    ended = query_sacct(gone, timeout_s=10.0)
+                except SlurmQueryError:
+                    ended = {}
+        for run_dir, manifest, job in found:
+            status = str(manifest.get("status", "unknown"))
+            job_state = str(manifest.get("slurm_state") or "")
+            if status == "running" and job:
+                if job in live:
+                    job_state = live[job]
+                    status = "queued" if job_state == "PENDING" else "running"
+                elif ask_cluster:
+                    job_state = ended.get(job, "UNKNOWN")
+                    status = "running" if job_state in ("RUNNING", "COMPLETING") else "lost"
+            seed = manifest.get("seed")
+            duration = manifest.get("duration_s")
+            rows.append(
+                ReplicaStatus(
+                    experiment,
+                    variant,
+                    int(run_dir.name.partition("=")[2]),
+                    seed if isinstance(seed, int) else None,
+                    status,
+                    str(manifest.get("backend") or ""),
+                    job,
+                    job_state,
+                    str(manifest.get("host") or ""),
+                    duration if isinstance(duration, (int, float)) else None,
+                )
+            )
+    return rows
+
+
+def format_status(rows: list[ReplicaStatus], out: str) -> str:
+    """A plain table and a summary line.
+
+    Example:
+        >>> print(format_status([ReplicaStatus("mlp", "algo", 0, 0, "queued", "slurm", "12_0", "PENDING")], "runs"))
+        experiment  variant  replica  seed  status  backend  job   job state  host  duration
+        mlp         algo     0        0     queued  slurm    12_0  PENDING
+        runs: 1 replica: 1 queued
+    """
+    if not rows:
+        raise UsageError(f"`DIR` holds no replica run directories (experiment=*/variant=*/replica=*). Received: {out}.")
+    header = ("experiment", "variant", "replica", "seed", "status", "backend", "job", "job state", "host", "duration")
+    table = [header] + [
+        (
+            r.experiment,
+            r.variant,
+            str(r.replica),
+            "" if r.seed is None else str(r.seed),
+            r.status,
+            r.backend,
+            r.job,
+            r.job_state,
+            r.host,
+            "" if r.duration_s is None else f"{r.duration_s:.1f} s",
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    lines.append(f"{out}: {len(rows)} replica{'s' * (len(rows) != 1)}: {summary}")
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""``deviate-replicate --backend ray`` on real local Ray clusters (loopback only).
+
+Lightning on a private cluster the backend starts itself, Keras and the rest on the session's ``ray start``
+cluster (``--address``): results equal the local backend's; a worker that dies is recorded failed; each task
+gets its own fake GPU through ``--num-gpus``; asking for more GPUs than the cluster has is a usage error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cluster_helpers import KERAS_TRAINERS, TRAINERS, assert_same_run_dirs, metric_rows, replicate
+
+RAY_FIELDS = ("ray_error",)
+
+
+def test_lightning_control_on_private_ray_equals_local(tmp_path: Path) -> None:
+    args = ["--trainer", f"{TRAINERS}/lightning_tiny.py:main", "-n", "3", "--variant", "control", "--experiment", "l"]
+    local = replicate([*args, "--parallel", "2"], tmp_path / "local")
+    ray = replicate([*args, "--backend", "ray"], tmp_path / "ray")
+    assert local.returncode == 0, local.stderr
+    assert ray.returncode == 0, ray.stdout + ray.stderr
+    for k in range(3):
+        assert_same_run_dirs(local.run_dir("l", "control", k), ray.run_dir("l", "control", k), RAY_FIELDS)
+        assert ray.manifest("l", "control", k)["backend"] == "ray"
+    assert metric_rows(ray.run_dir("l", "control", 0)) == metric_rows(ray.run_dir("l", "control", 1))
+
+
+def test_keras_control_on_ray_cluster_equals_local(tmp_path: Path, ray_address: str) -> None:
+    args = ["--trainer", f"{KERAS_TRAINERS}/keras_tiny.py:main", "-n", "2", "--variant", "control"]
+    args += ["--experiment", "k", "--keras-backend", "torch"]
+    local = replicate([*args, "--parallel", "2"], tmp_path / "local")
+    ray = replicate([*args, "--backend", "ray", "--address", ray_address], tmp_path / "ray")
+    assert local.returncode == 0, local.stderr
+    assert ray.returncode == 0, ray.stdout + ray.stderr
+    for k in range(2):
+        assert_same_run_dirs(local.run_dir("k", "control", k), ray.run_dir("k", "control", k), RAY_FIELDS)
+
+
+def test_dead_worker_is_recorded_failed(tmp_path: Path, ray_address: str) -> None:
+    result = replicate(
+        ["--trainer", f"{TRAINERS}/cluster_probe.py:kill_worker_on_replica_one", "-n", "3", "--backend", "ray",
+         "--address", ray_address, "--experiment", "w"],
+        tmp_path / "runs",
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    dead = result.manifest("w", "algo+impl", 1)
+    assert dead["status"] == "failed" and dead["ray_error"].startswith("WorkerCrashedError"), dead
+    assert [result.manifest("w", "algo+impl", k)["status"] for k in (0, 2)] == ["completed", "completed"]
+
+
+def test_each_task_gets_its_own_fake_gpu(tmp_path: Path, ray_address: str) -> None:
+    result = replicate(
+        ["--trainer", f"{TRAINERS}/cluster_probe.py:slow", "-n", "2", "--backend", "ray", "--address", ray_address,
+         "--num-gpus", "1", "--experiment", "g"],
+        tmp_path / "runs",
+        {"DEVIATE_TEST_SLEEP_S": "3"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = sorted(result.manifest("g", "algo+impl", k)["cuda_visible_devices"] for k in range(2))
+    assert seen == ["0", "1"]
+
+
+def test_more_gpus_than_the_cluster_has_is_a_usage_error(tmp_path: Path, ray_address: str) -> None:
+    result = replicate(
+        ["--trainer", f"{TRAINERS}/cluster_probe.py:quick", "-n", "2", "--backend", "ray", "--address", ray_address,
+         "--num-gpus", "4"],
+        tmp_path / "runs",
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--num-gpus=4" in result.stderr and result.stderr.count("\n") == 1

@@ -1,0 +1,84 @@
+"""Helpers shared by the Slurm and Ray suites: run ``deviate-replicate`` for real and compare run directories.
+
+"Equal to what the local backend produces" means: for every replica, the same metric rows (step, epoch, stage,
+name, value; wall-clock times aside) and the same manifest, except for fields that say when, where and by which
+process it ran (:data:`VOLATILE`) and the fields only a cluster backend adds (``slurm_job_id``...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINERS = REPO / "tests" / "launch" / "trainers"
+KERAS_TRAINERS = REPO / "integrations" / "keras" / "trainers"
+VOLATILE = frozenset(
+    {"started_at", "ended_at", "duration_s", "host", "pid", "launcher_pid", "argv", "backend", "slot", "python"}
+)
+
+
+@dataclass
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+    out: Path
+
+    def run_dir(self, experiment: str, variant: str, replica: int) -> Path:
+        return self.out / f"experiment={experiment}" / f"variant={variant}" / f"replica={replica}"
+
+    def manifest(self, experiment: str, variant: str, replica: int) -> dict[str, Any]:
+        return json.loads((self.run_dir(experiment, variant, replica) / "run.json").read_text())
+
+
+def env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The test process's environment minus run context and GPU pinning, with the repository importable."""
+    result = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    result.pop("CUDA_VISIBLE_DEVICES", None)
+    result["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), result.get("PYTHONPATH")]))
+    result.update(extra or {})
+    return result
+
+
+def start(args: Sequence[str], out: Path, extra_env: Optional[Mapping[str, str]] = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", *args, "--out", str(out)],
+        cwd=out.parent,
+        env=env(extra_env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def replicate(
+    args: Sequence[str], out: Path, extra_env: Optional[Mapping[str, str]] = None, timeout: float = 600
+) -> Completed:
+    proc = start(args, out, extra_env)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return Completed(proc.returncode, stdout, stderr, out)
+
+
+def metric_rows(run_dir: Path) -> list[tuple[Any, ...]]:
+    table = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    return sorted((r["stage"], r["name"], r["step"], r["epoch"], r["value"]) for r in table)
+
+
+def assert_same_run_dirs(local: Path, other: Path, extra_fields: Sequence[str] = ()) -> None:
+    """The two replicas ran identically: same metrics, same manifest up to :data:`VOLATILE` and ``extra_fields``."""
+    assert metric_rows(local) == metric_rows(other), f"metrics differ: {local} vs {other}"
+    a = json.loads((local / "run.json").read_text())
+    b = json.loads((other / "run.json").read_text())
+    assert set(a) - VOLATILE == set(b) - VOLATILE - set(extra_fields), (sorted(a), sorted(b))
+    for key in set(a) - VOLATILE:
+        assert a[key] == b[key], (key, a[key], b[key])
+    assert (other / "fingerprint.json").is_file()

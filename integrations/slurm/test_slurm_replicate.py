@@ -1,0 +1,182 @@
+"""``deviate-replicate --backend slurm`` against a real single-node Slurm (slurmdbd, two fake GPUs).
+
+Lightning and Keras replicas on Slurm equal the local backend's; a replica cancelled with ``scancel`` is
+recorded failed within a bounded time; each task gets its own ``CUDA_VISIBLE_DEVICES``; ``--no-wait``,
+``deviate status`` and reruns; a cluster without ``sacct``; a bad partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cluster_helpers import KERAS_TRAINERS, TRAINERS, assert_same_run_dirs, env, replicate, start
+
+SLURM_FIELDS = ("slurm_job_id", "slurm_state")
+
+
+def test_lightning_control_on_slurm_equals_local(tmp_path: Path) -> None:
+    args = ["--trainer", f"{TRAINERS}/lightning_tiny.py:main", "-n", "3", "--variant", "control", "--experiment", "l"]
+    local = replicate([*args, "--parallel", "2"], tmp_path / "local")
+    slurm = replicate([*args, "--backend", "slurm", "--cpus-per-replica", "1"], tmp_path / "slurm")
+    assert local.returncode == 0, local.stderr
+    assert slurm.returncode == 0, slurm.stdout + slurm.stderr
+    for k in range(3):
+        assert_same_run_dirs(local.run_dir("l", "control", k), slurm.run_dir("l", "control", k), SLURM_FIELDS)
+        manifest = slurm.manifest("l", "control", k)
+        assert manifest["backend"] == "slurm" and manifest["slurm_state"] == "COMPLETED"
+        assert manifest["slurm_job_id"].endswith(f"_{k}")
+    # control replicas are bit-identical across replicas too (same seed, deterministic tooling)
+    from cluster_helpers import metric_rows
+
+    assert metric_rows(slurm.run_dir("l", "control", 0)) == metric_rows(slurm.run_dir("l", "control", 2))
+
+
+def test_keras_control_on_slurm_equals_local(tmp_path: Path) -> None:
+    args = ["--trainer", f"{KERAS_TRAINERS}/keras_tiny.py:main", "-n", "2", "--variant", "control"]
+    args += ["--experiment", "k", "--keras-backend", "torch"]
+    local = replicate([*args, "--parallel", "2"], tmp_path / "local")
+    slurm = replicate([*args, "--backend", "slurm"], tmp_path / "slurm")
+    assert local.returncode == 0, local.stderr
+    assert slurm.returncode == 0, slurm.stdout + slurm.stderr
+    for k in range(2):
+        assert_same_run_dirs(local.run_dir("k", "control", k), slurm.run_dir("k", "control", k), SLURM_FIELDS)
+
+
+def test_scancel_is_recorded_failed_within_bounded_time(tmp_path: Path) -> None:
+    proc = start(
+        [
+            "--trainer",
+            f"{TRAINERS}/cluster_probe.py:hang_on_replica_one",
+            "-n",
+            "2",
+            "--backend",
+            "slurm",
+            "--experiment",
+            "c",
+        ],
+        tmp_path / "runs",
+    )
+    manifest_path = tmp_path / "runs/experiment=c/variant=algo+impl/replica=1/run.json"
+    job_id = None
+    deadline = time.monotonic() + 120
+    while job_id is None and time.monotonic() < deadline:
+        if manifest_path.exists():
+            job_id = json.loads(manifest_path.read_text()).get("slurm_job_id")  # written by the task on its node
+        time.sleep(0.2)
+    assert job_id, "replica 1 never started"
+    time.sleep(1.0)  # the replica is in its trainer
+    cancelled = time.monotonic()
+    subprocess.run(["scancel", job_id], check=True)
+    stdout, stderr = proc.communicate(timeout=60)
+    detected_s = time.monotonic() - cancelled
+    print(f"scancel of {job_id} recorded after {detected_s:.1f} s")
+    assert proc.returncode == 1, stdout + stderr
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["status"] == "failed" and manifest["slurm_state"] == "CANCELLED", manifest
+    assert "CANCELLED" in manifest["reason"]
+    assert detected_s < 20
+    other = json.loads((manifest_path.parent.parent / "replica=0/run.json").read_text())
+    assert other["status"] == "completed"
+
+
+def test_each_task_gets_its_own_fake_gpu(tmp_path: Path) -> None:
+    result = replicate(
+        [
+            "--trainer",
+            f"{TRAINERS}/cluster_probe.py:slow",
+            "-n",
+            "2",
+            "--backend",
+            "slurm",
+            "--experiment",
+            "g",
+            "--gpus-per-replica",
+            "1",
+            "--cpus-per-replica",
+            "1",
+        ],
+        tmp_path / "runs",
+        {"DEVIATE_TEST_SLEEP_S": "4"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = sorted(result.manifest("g", "algo+impl", k)["cuda_visible_devices"] for k in range(2))
+    assert seen == ["0", "1"]
+
+
+def test_no_wait_status_and_rerun(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    args = ["--trainer", f"{TRAINERS}/cluster_probe.py:slow", "-n", "2", "--backend", "slurm", "--experiment", "w"]
+    extra = {"DEVIATE_TEST_SLEEP_S": "10"}
+    began = time.monotonic()
+    first = replicate([*args, "--no-wait"], out, extra)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert time.monotonic() - began < 15 and "2 submitted" in first.stdout
+    jobs_file = out / "experiment=w/variant=algo+impl/.deviate-jobs.json"
+    submitted = json.loads(jobs_file.read_text())["replicas"]
+    again = replicate([*args, "--no-wait"], out, extra)
+    assert again.returncode == 0 and "2 still running" in again.stdout, again.stdout + again.stderr
+    assert json.loads(jobs_file.read_text())["replicas"] == submitted  # nothing resubmitted
+    status = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "status", str(out)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert status.returncode == 0, status.stderr
+    assert all(job in status.stdout for job in submitted.values())
+    assert "queued" in status.stdout or "running" in status.stdout
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        states = [
+            json.loads((out / f"experiment=w/variant=algo+impl/replica={k}/run.json").read_text())["status"]
+            for k in range(2)
+        ]
+        if states == ["completed", "completed"]:
+            break
+        time.sleep(0.5)
+    assert states == ["completed", "completed"]
+    last = replicate(args, out, extra)
+    assert last.returncode == 0 and "2 skipped" in last.stdout, last.stdout
+    status = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "status", str(out)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "2 completed" in status.stdout, status.stdout
+
+
+def test_without_sacct_manifests_decide(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sacct"
+    fake.write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    assert shutil.which("sacct", path=path) == str(fake)
+    result = replicate(
+        ["--trainer", f"{TRAINERS}/cluster_probe.py:quick", "-n", "2", "--backend", "slurm", "--experiment", "s"],
+        tmp_path / "runs",
+        {"PATH": path},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "sacct is unavailable" in result.stdout
+    assert result.manifest("s", "algo+impl", 1)["status"] == "completed"
+
+
+def test_unknown_partition_is_a_usage_error(tmp_path: Path) -> None:
+    result = replicate(
+        ["--trainer", f"{TRAINERS}/cluster_probe.py:quick", "-n", "2", "--backend", "slurm", "--partition", "nope"],
+        tmp_path / "runs",
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "--partition=nope" in result.stderr
+    assert not (tmp_path / "runs").exists()
