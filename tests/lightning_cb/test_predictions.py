@@ -250,3 +250,49 @@ def test_shuffled_data_is_refused_at_setup(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         with pytest.raises(UsageError, match="shuffles"):
             trainer([cb], max_epochs=1).fit(TinyModule(), loader())
+
+
+DDP_SCRIPT = """
+import sys
+
+sys.path.insert(0, {tests!r})
+
+import lightning as L
+import torch
+
+from deviate_cb.lightning import DeviateCallback, Predictions, Weights
+from lightning_cb.models import loader
+from lightning_cb.test_predictions import PredictingModule
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    callback = DeviateCallback(
+        {out!r},
+        experiment="ddp",
+        predictions=Predictions(data=loader(40, shuffle=False), every_n_epochs=1),
+        weights=Weights(sketch_dim=8),
+    )
+    options = dict(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_checkpointing=False,
+                   enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(max_epochs=2, callbacks=[callback], **options)
+    module = PredictingModule()
+    trainer.fit(module, loader())
+"""
+
+
+@pytest.mark.slow
+def test_ddp_rank_zero_predicts_on_the_whole_set(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    tests = str(Path(__file__).resolve().parents[1])
+    script = tmp_path / "ddp_predictions.py"
+    script.write_text(DDP_SCRIPT.format(tests=tests, out=str(tmp_path / "runs")))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    replicas = sorted((tmp_path / "runs" / "experiment=ddp" / "variant=standalone").iterdir())
+    assert [p.name for p in replicas] == ["replica=0"]
+    rows = table(replicas[0])
+    counts = {s: rows["snapshot"].count(s) for s in dict.fromkeys(rows["snapshot"])}
+    assert counts == {"epoch=0": 40, "epoch=1": 40, "final": 40}  # the whole set, once, by rank zero
+    assert read_weight_sketch(replicas[0]).sketch.shape == (8,)
