@@ -143,14 +143,19 @@ def build_stability(
 def _prediction_measures(
     runs: Sequence[RunRecord], positive: Any, where: str, notes: list[str], warnings: list[str]
 ) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
     tables = [read_predictions(r.path) for r in runs]
-    names = [set(t.column("snapshot").to_pylist()) for t in tables]
+    names = [set(pc.unique(t.column("snapshot")).to_pylist()) for t in tables]
     common = set.intersection(*names)
     snapshot = "final" if "final" in common else max(common, key=_epoch_of, default=None)
     if snapshot is None:
         warnings.append(f"{where}: the runs' predictions share no snapshot; stability is not computed.")
         return {}
-    tables = [t.filter(np.asarray(t.column("snapshot").to_pylist()) == snapshot) for t in tables]
+    tables = [
+        t if n == {snapshot} else t.filter(pc.equal(t.column("snapshot"), snapshot))
+        for t, n in zip(tables, names, strict=True)
+    ]
     meta = predictions_metadata(tables[0])
     task = meta.get("task") or ("regression" if tables[0].column("predicted").null_count else "classification")
     fields: dict[str, Any] = {"n_runs": len(runs), "snapshot": snapshot, "task": task}
@@ -184,7 +189,7 @@ def _prediction_measures(
         fields["per_class"] = per_class_accuracy(matrix, labels)
         fields["subgroups"] = {
             name[len("group_") :]: subgroup_rates(
-                matrix, labels, np.asarray(first.column(name).to_pylist(), dtype=object)[order], positive=positive
+                matrix, labels, first.column(name).to_numpy(zero_copy_only=False)[order], positive=positive
             )
             for name in first.schema.names
             if name.startswith("group_") and first.column(name).null_count < first.num_rows

@@ -102,24 +102,34 @@ def align_runs(
         )
     ids = [np.asarray(s, dtype=np.int64).reshape(-1) for s in samples]
     vals = [np.asarray(v).reshape(-1) for v in values]
+    orders, ordered = [], []
     for run, (i, v) in enumerate(zip(ids, vals, strict=True)):
         if i.size != v.size:
             raise ValueError(f"run {run}: {i.size} sample indices for {v.size} values.")
-        if np.unique(i).size != i.size:
+        same = run > 0 and i.size == ids[0].size and np.array_equal(i, ids[0])  # the usual case: one order
+        order = orders[0] if same else np.argsort(i, kind="stable")
+        sorted_ids = ordered[0] if same else i[order]
+        if not same and sorted_ids.size > 1 and np.any(sorted_ids[1:] == sorted_ids[:-1]):
             raise ValueError(f"run {run}: the sample indices are not distinct.")
-    common = ids[0]
-    for run, i in enumerate(ids[1:], start=1):
-        if on_mismatch == "refuse" and (i.size != common.size or not np.array_equal(np.sort(i), np.sort(common))):
-            extra = np.setdiff1d(i, ids[0])
-            missing = np.setdiff1d(ids[0], i)
+        orders.append(order)
+        ordered.append(sorted_ids)
+    common = ordered[0]
+    for run, sorted_ids in enumerate(ordered[1:], start=1):
+        if sorted_ids is ordered[0] or np.array_equal(sorted_ids, ordered[0]):
+            continue
+        if on_mismatch == "refuse":
+            extra = np.setdiff1d(sorted_ids, ordered[0], assume_unique=True)
+            missing = np.setdiff1d(ordered[0], sorted_ids, assume_unique=True)
             raise ValueError(
                 f"run {run} has {extra.size} sample(s) run 0 lacks and lacks {missing.size} of run 0's; the runs "
                 "were evaluated on different samples (use on_mismatch='intersect' to keep the common ones)."
             )
-        common = np.intersect1d(common, i)
-    common = np.sort(common)
-    matrix = np.stack([v[np.argsort(i)][np.searchsorted(np.sort(i), common)] for i, v in zip(ids, vals, strict=True)])
-    return common, matrix
+        common = np.intersect1d(common, sorted_ids, assume_unique=True)
+    rows = []
+    for order, sorted_ids, v in zip(orders, ordered, vals, strict=True):
+        row = v[order]
+        rows.append(row if sorted_ids.size == common.size else row[np.searchsorted(sorted_ids, common)])
+    return common, np.stack(rows)
 
 
 def majority_vote(predictions: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -206,9 +206,7 @@ def subgroup_rates(predictions: Any, labels: Any, groups: Any, *, positive: Any 
     matrix = as_prediction_matrix(predictions)
     runs, n = matrix.shape
     labels_arr = _as_labels(labels, n)
-    names, codes = np.unique(
-        np.asarray([str(g) for g in _as_labels(groups, n, "groups").tolist()]), return_inverse=True
-    )
+    names, codes = np.unique(_as_labels(groups, n, "groups").astype(str), return_inverse=True)
     n_groups = names.size
     truth = labels_arr == positive
     said = matrix == positive
