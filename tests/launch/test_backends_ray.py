@@ -1,0 +1,98 @@
+"""The Ray backend's checks and the node-side task runner, without Ray: a stub stands in for the ``ray`` module
+where one is needed (the real cluster is integrations/ray's business), and :func:`run_task` runs for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from replicate_helpers import REPO, trainer
+
+from deviate_cb.context import RunContext
+from deviate_cb.errors import UsageError
+from deviate_cb.launch.ray_backend import RayBackend
+from deviate_cb.launch.remote import TaskSpec, run_task
+
+
+class StubRay:
+    """Just enough of ``ray`` for the pre-flight checks: tasks run inline, the second node sees nothing."""
+
+    def __init__(self, resources: dict[str, float], blind_node: bool = False) -> None:
+        self.resources, self.blind_node = resources, blind_node
+
+    def cluster_resources(self) -> dict[str, float]:
+        return self.resources
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [{"NodeID": n * 28, "Alive": alive} for n, alive in (("aa", True), ("bb", True), ("cc", False))]
+
+    def remote(self, fn: Any) -> Any:
+        stub = self
+
+        class Remote:
+            def options(self, **options: Any) -> Any:
+                node = options["scheduling_strategy"].node_id
+                return SimpleNamespace(
+                    remote=lambda *a: (False, "node-b") if node == "bb" * 28 and stub.blind_node else fn(*a)
+                )
+
+        return Remote()
+
+    def get(self, refs: Any, timeout: float = 0) -> Any:
+        return refs
+
+
+def test_task_options_and_description() -> None:
+    backend = RayBackend(address="10.0.0.1:6379", num_gpus=1, parallel=4)
+    assert backend.task_options() == {"num_cpus": 1.0, "num_gpus": 1.0, "max_retries": 0, "retry_exceptions": False}
+    assert backend.describe() == "Ray tasks on Ray cluster 10.0.0.1:6379 (1.0 CPU, 1.0 GPU per replica), 4 at a time"
+    assert RayBackend(address="local").address is None
+
+
+def test_resources_the_cluster_lacks_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"`--num-gpus` asks 2 GPU per replica, but the Ray cluster has 1 in all"):
+        RayBackend(num_gpus=2)._check_resources(StubRay({"CPU": 8, "GPU": 1}))
+    RayBackend(num_gpus=1, num_cpus=8)._check_resources(StubRay({"CPU": 8, "GPU": 1}))
+
+
+def test_run_directory_must_be_visible_from_every_node(tmp_path: Path) -> None:
+    pytest.importorskip("ray")  # the node-affinity strategy class comes from Ray itself
+    variant_dir = tmp_path / "runs" / "experiment=e" / "variant=algo"
+    variant_dir.mkdir(parents=True)
+    RayBackend()._check_shared(StubRay({}), variant_dir)
+    with pytest.raises(UsageError, match=r"node\(s\) node-b cannot read"):
+        RayBackend()._check_shared(StubRay({}, blind_node=True), variant_dir)
+    assert list(variant_dir.iterdir()) == []  # the marker is removed either way
+
+
+def _prepared(tmp_path: Path, spec: str, replica: int = 0) -> tuple[Path, dict[str, str]]:
+    run_dir = tmp_path / "experiment=e" / "variant=algo" / f"replica={replica}"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"schema_version": 1, "status": "running", "seed": 7}))
+    ctx = RunContext(run_dir=run_dir, experiment="e", variant="algo", replica=replica, seed=7, deterministic=True,
+                     trainer=spec)  # fmt: skip
+    env = {**ctx.to_env(), "PYTHONPATH": str(REPO)}
+    return run_dir, env
+
+
+def test_run_task_runs_the_replica_and_records_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # as Ray would set it in a worker
+    run_dir, env = _prepared(tmp_path, trainer("basic.py:echo"))
+    result = run_task(TaskSpec(str(run_dir), env, None, 5.0, "ray", unset=("OMP_NUM_THREADS",)))
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert result["returncode"] == 0 and manifest["status"] == "completed" and manifest["exit_code"] == 0
+    assert manifest["host"] and "slurm_job_id" not in manifest
+    assert manifest["determinism"]["in_effect"]["env"]["OMP_NUM_THREADS"] is None  # what it would be locally
+
+
+def test_run_task_applies_the_timeout(tmp_path: Path) -> None:
+    run_dir, env = _prepared(tmp_path, trainer("basic.py:sleep_forever"))
+    os.environ.pop("SLURM_JOB_ID", None)
+    result = run_task(TaskSpec(str(run_dir), env, 3.0, 2.0, "slurm"))
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert result["timed_out"] and manifest["status"] == "timeout", manifest

@@ -1,0 +1,103 @@
+"""Third-party backends: registered through the ``deviate_cb.backends`` entry-point group, and by the registry API.
+
+The entry-point test installs nothing: it puts a tiny ``*.dist-info`` (METADATA + entry_points.txt) and the
+backend's module on ``sys.path``, which is exactly what ``importlib.metadata`` reads for an installed plug-in.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from replicate_helpers import trainer
+
+from deviate_cb.errors import UsageError
+from deviate_cb.launch.base import BACKENDS, ENTRY_POINT_GROUP, available_backends, backend_class, get_backend
+from deviate_cb.launch.runner import replicate
+
+PLUGIN = '''
+"""A plug-in backend: replicas one after another, in the foreground."""
+import os, subprocess, time
+from deviate_cb.launch.base import Backend, Outcome, Placement
+
+class InlineBackend(Backend):
+    name = "inline"
+
+    def __init__(self, *, parallel=1, kill_grace_s=5.0):
+        super().__init__(parallel=parallel)
+
+    def run(self, jobs, listener):
+        for job in jobs:
+            placement = Placement(slot=0, host="inline")
+            listener.prepare(job, placement)
+            listener.started(job, placement, None)
+            started = time.time()
+            with open(job.stdout_path, "wb") as out, open(job.stderr_path, "wb") as err:
+                rc = subprocess.run(list(job.argv), env={**os.environ, **job.env}, stdout=out, stderr=err).returncode
+            listener.finished(job, placement, Outcome(rc, started_at=started, ended_at=time.time()))
+
+    def cancel(self):
+        pass
+'''
+
+
+@pytest.fixture
+def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    site = tmp_path / "site"
+    dist = site / "deviate_inline_backend-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: deviate-inline-backend\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        textwrap.dedent(f"""\
+            [{ENTRY_POINT_GROUP}]
+            inline = deviate_inline_backend:InlineBackend
+            broken = deviate_no_such_module_xyz:Nope
+            """)
+    )
+    (site / "deviate_inline_backend.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    for name in ("inline", "broken"):
+        BACKENDS.pop(name, None)
+
+
+def test_entry_point_backend_runs_replicas(plugin_path: Path, tmp_path: Path) -> None:
+    assert {"inline", "broken", "local", "slurm", "ray"} <= set(available_backends())
+    assert get_backend("inline").name == "inline"
+    out = tmp_path / "runs"
+    result = replicate(
+        trainer("basic.py:echo"), runs=2, out=out, experiment="e", backend="inline", stream=io.StringIO()
+    )
+    assert result.exit_status == 0 and [r.status for r in result.replicas] == ["completed", "completed"]
+    for k in range(2):
+        manifest = json.loads((out / f"experiment=e/variant=algo+impl/replica={k}/run.json").read_text())
+        assert manifest["backend"] == "inline" and manifest["status"] == "completed" and manifest["seed"] == k
+
+
+def test_entry_point_backend_takes_no_foreign_options(plugin_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="`--partition` applies to other backends, not to --backend inline"):
+        replicate(trainer("basic.py:echo"), out=tmp_path / "r", backend="inline", backend_options={"partition": "p"})
+
+
+def test_broken_entry_point_is_a_usage_error(plugin_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"entry point 'deviate_no_such_module_xyz:Nope' .* cannot be loaded"):
+        backend_class("broken")
+
+
+def test_registry_api() -> None:
+    from deviate_cb.launch.local import LocalBackend
+
+    class Mine(LocalBackend):
+        name = "mine"
+
+    try:
+        from deviate_cb.launch.base import register_backend
+
+        register_backend("mine", Mine)
+        assert "mine" in available_backends() and isinstance(get_backend("mine", parallel=2), Mine)
+    finally:
+        BACKENDS.pop("mine", None)
