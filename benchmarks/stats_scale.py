@@ -64,9 +64,10 @@ def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from deviate_cb.series_summary import SUMMARY_VERSION, with_summary
     from deviate_cb.store import SCHEMA_VERSION, metrics_schema, run_path
 
-    stamp = root / f".stats_scale-{runs}x{metrics}x{steps}-{SEED}"
+    stamp = root / f".stats_scale-{runs}x{metrics}x{steps}-{SEED}-summary{SUMMARY_VERSION}"
     if stamp.is_file():
         return root
     rng = np.random.default_rng(SEED)
@@ -87,7 +88,7 @@ def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
         table = pa.table(
             [seq, step, epoch, stage, scope, name, value, np.isfinite(value), wall], schema=metrics_schema()
         )
-        pq.write_table(table, path / "metrics.parquet")  # as MetricsFile writes it
+        pq.write_table(with_summary(table), path / "metrics.parquet")  # as MetricsFile writes it
         manifest = {"schema_version": SCHEMA_VERSION, "status": "completed", "seed": k, "variant": VARIANT}
         (path / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     stamp.write_text("ok\n")
@@ -127,17 +128,15 @@ def m_report(root: Path) -> dict:
     return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
 
 
-def m_stream(root: Path, engine: str = "auto") -> dict:
-    from deviate_cb.report.reader import read_last_values
-    from deviate_cb.report.runs import find_runs, partition_base
+def m_report_scan(root: Path, duckdb: bool = True) -> dict:
+    """``report`` on files without footer summaries (another writer, an older deviate-cb): a full scan, by
+    DuckDB or (``duckdb=False``, as without the ``report`` extra) by pyarrow batches."""
+    from deviate_cb.report import footers, scan
 
-    warnings: list[str] = []
-    runs = [r for r in find_runs(root, warnings) if r.completed]
-    table = read_last_values(runs, partition_base(root), warnings, engine=engine)
-    series: dict[str, list[float]] = {}
-    for name, value in zip(table.column("name").to_pylist(), table.column("value").to_pylist(), strict=True):
-        series.setdefault(name, []).append(value)
-    return {name: _stats(values) for name, values in series.items()}
+    footers.footer_summary = lambda metadata: None
+    if not duckdb:
+        scan.import_duckdb = lambda required: None
+    return m_report(root)
 
 
 def m_numpy(root: Path) -> dict:
@@ -223,8 +222,8 @@ def m_pyarrow(root: Path) -> dict:
 METHODS = {
     "floor": m_floor,
     "report": m_report,
-    "stream": m_stream,
-    "stream-pa": lambda root: m_stream(root, "pyarrow"),
+    "report-scan": m_report_scan,
+    "scan-pa": lambda root: m_report_scan(root, duckdb=False),
     "duckdb": m_duckdb,
     "polars": m_polars,
     "pyarrow": m_pyarrow,
@@ -292,7 +291,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     os.environ["STATS_SCALE_AGGREGATE"] = args.aggregate  # inherited by every child process
     if args.aggregate != "last":
-        args.methods = ",".join(m for m in args.methods.split(",") if m.strip() in ("floor", "report", "numpy"))
+        keep = ("floor", "report", "report-scan", "numpy")
+        args.methods = ",".join(m for m in args.methods.split(",") if m.strip() in keep)
     root = args.dir or Path(tempfile.gettempdir()) / f"deviate-stats-scale-{args.runs}x{args.metrics}x{args.steps}"
     start = time.perf_counter()
     build_study(root, args.runs, args.metrics, args.steps)

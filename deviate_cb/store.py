@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
+from deviate_cb.series_summary import with_summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -314,7 +315,8 @@ class MetricsFile:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as handle:
-                pq.write_table(table, handle)
+                # The per-series summary in the footer lets reports skip the values (deviate_cb.series_summary).
+                pq.write_table(with_summary(table), handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, self.path)

@@ -74,14 +74,13 @@ def read_last_values(
     engine: str = "auto",
     scan: Optional[SeriesScan] = None,
 ) -> pa.Table:
-    """The value recorded last (by ``seq``) of every metric of every run, streamed file by file.
+    """The value recorded last (by ``seq``) of every metric of every run, never holding the whole long table.
 
     The same result as ``aggregate_table(read_metrics(runs, base, warnings), "last", keys=("run", "stage",
-    "name"))`` (and the same warnings), but the files are scanned in batches and each batch is reduced at
-    once to its last value per (stage, name), so the whole long table is never held in memory. Files whose
-    ``value`` column holds text go through :func:`read_metrics` instead. With DuckDB installed (the ``report``
-    extra), the scan and reduction run in DuckDB (``arg_max`` by ``seq``, then file order), about twice as
-    fast; without it, or if DuckDB fails on a file, in pyarrow batches with NumPy.
+    "name"))`` (and the same warnings). Files the store wrote say it in their footer (one footer read per
+    run); other files are scanned, with DuckDB when it is installed (the ``report`` extra: ``arg_max`` by
+    ``seq``, then file order) or else in pyarrow batches, each batch reduced at once to its last value per
+    (stage, name). Files whose ``value`` column holds text go through :func:`read_metrics`.
 
     Args:
         runs: The runs to read (those without a ``metrics.parquet`` contribute nothing).
@@ -119,17 +118,14 @@ def read_last_values(
     # (run, stage, name) -> (seq, position in the scan, value)
     best: dict[tuple[int, str, str], tuple[int, int, float]] = {}
     groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
-    # Fast path: DuckDB reads every footer at once; when all files have the store's column types, one query
-    # does all. Anything else (a corrupt file, other types) goes file by file through the checks below.
-    found = None
-    if duckdb is not None and present:
-        if scan is None or scan.reduce != "last" or not scan.covers(present):
-            scan = SeriesScan(present, engine="duckdb")
-        found = scan.result()
-    if found is not None:
-        _fold(found, index, best)
-    else:
-        for path in present:
+    # Fast paths: the footers of the files the store wrote, then one DuckDB query for the others when they
+    # all have the store's column types. What is left (a corrupt file, other types) is checked file by file.
+    if scan is None or scan.reduce != "last" or not scan.covers(present):
+        scan = SeriesScan(present, engine="footers" if duckdb is None else "duckdb")
+    _fold(scan.result(), index, best)
+    uncovered = set(scan.uncovered)
+    for path in present:
+        if path in uncovered:
             schema = _check_file(path, warnings)
             if schema is not None:
                 groups.setdefault(tuple(str(f.type) for f in schema), (schema, []))[1].append(path)
@@ -155,14 +151,14 @@ def read_last_values(
 def read_reduced_values(
     runs: Sequence[RunRecord], how: str, *, scan: Optional[SeriesScan] = None
 ) -> Optional[pa.Table]:
-    """The ``best`` or ``mean`` inputs of every metric of every run, reduced by DuckDB while it streams.
+    """The ``best`` or ``mean`` inputs of every metric of every run, from the footers or streamed by DuckDB.
 
     For ``mean``, one row per (run, stage, name) holding the mean of the finite values (NaN when none); for
     ``best``, two rows holding the largest and the smallest finite value. Either way,
     ``aggregate_table(result, how, keys=("run", "stage", "name"))`` then equals ``aggregate_table`` of the
-    whole long table, without ever holding it. ``None`` when DuckDB is not installed or the files are not all
-    clean store files: the caller reads the long table with :func:`read_metrics` instead (which checks each
-    file and warns).
+    whole long table, without ever holding it. ``None`` when some file has no footer summary and DuckDB is not
+    installed or cannot read it: the caller reads the long table with :func:`read_metrics` instead (which
+    checks each file and warns).
 
     Args:
         runs: The runs to read (those without a ``metrics.parquet`` contribute nothing).
@@ -184,7 +180,7 @@ def read_reduced_values(
     if scan is None or scan.reduce != "summary" or not scan.covers(present):
         scan = SeriesScan(present, reduce="summary")
     found = scan.result()
-    if found is None:
+    if set(scan.uncovered) & set(present):
         return None
     rows = []
     for (path, stage, name), (high, low, mean) in found.items():

@@ -1,0 +1,56 @@
+"""Read the per-series summaries that the store keeps in each ``metrics.parquet`` footer.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from deviate_cb.store import MetricsFile
+    >>> path = str(Path(tempfile.mkdtemp()) / "metrics.parquet")
+    >>> _ = MetricsFile(Path(path)).append({"step": [0, 1], "epoch": [0, 0], "stage": ["val"] * 2,
+    ...                                     "scope": ["step"] * 2, "name": ["acc"] * 2, "value": [0.5, 0.7],
+    ...                                     "wall_time": [0.0, 1.0]})
+    >>> footer_values([path, "/no/such/file"], "last")
+    ({('...metrics.parquet', 'val', 'acc'): (1, 0.7)}, ['/no/such/file'])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from deviate_cb.series_summary import footer_summary
+
+__all__ = ["footer_values"]
+
+
+def footer_values(files: Sequence[str], reduce: str) -> tuple[dict[tuple[str, str, str], tuple[Any, ...]], list[str]]:
+    """What the footers of ``files`` say about each series, and the files without a trustworthy summary.
+
+    Args:
+        files: ``metrics.parquet`` paths.
+        reduce: ``"last"``: ``(last seq, last value)`` per series; ``"summary"``: ``(largest, smallest, mean)``
+            of the finite values, NaN when there are none.
+
+    Returns:
+        ``{(path, stage, name): values}`` for the files whose footer holds a summary that agrees with the file,
+        and the other files (no summary, another writer, an unreadable file: the caller scans or checks them).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    found: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+    rest: list[str] = []
+    for path in files:
+        try:
+            summary = footer_summary(pq.read_metadata(path))
+        except (OSError, pa.ArrowException):
+            summary = None
+        if summary is None:
+            rest.append(path)
+            continue
+        for stage, name, last_seq, last, high, low, total, count in summary["series"]:
+            if reduce == "last":
+                found[(path, stage, name)] = (last_seq, last)
+            else:
+                found[(path, stage, name)] = (high, low, total / count if count else math.nan)
+    return found, rest

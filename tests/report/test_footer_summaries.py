@@ -1,0 +1,128 @@
+"""Reports read the per-series summaries in the store's footers, and get exactly what a scan gets."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from deviate_cb.report import footers, scan
+from deviate_cb.report.reader import read_last_values
+from deviate_cb.report.runs import find_runs, partition_base
+from deviate_cb.report.summary import build_report
+from deviate_cb.series_summary import SERIES_KEY, decode_summary, footer_summary, with_summary
+from deviate_cb.store import MetricsFile, RunDirectory, run_path
+
+
+def _study(root: Path) -> list[Path]:
+    rng = np.random.default_rng(11)
+    paths = []
+    for k in range(6):
+        run = RunDirectory(run_path(root, "exp", "algo" if k < 3 else "impl", k))
+        run.update_manifest(status="completed")
+        metrics = run.metrics()
+        for flush in range(3):  # several flushes, as a callback writes at each epoch end
+            n = 40
+            value = rng.normal(size=n)
+            value[rng.integers(0, n, 3)] = np.nan
+            value[rng.integers(0, n, 1)] = -np.inf
+            metrics.append(
+                {
+                    "step": np.arange(n) + 40 * flush,
+                    "epoch": np.full(n, flush),
+                    "stage": rng.choice(["train", "val"], n).tolist(),
+                    "scope": ["step"] * n,
+                    "name": rng.choice(["acc", "loss"], n).tolist(),
+                    "value": value,
+                    "wall_time": np.zeros(n),
+                }
+            )
+        if k == 1:
+            metrics.truncate(90)  # a resumed run drops what it records again
+        if k == 2:
+            metrics.append(
+                {
+                    "step": [200],
+                    "epoch": [3],
+                    "stage": ["val"],
+                    "scope": ["epoch"],
+                    "name": ["acc"],
+                    "value": [math.nan],
+                    "wall_time": [0.0],
+                }
+            )  # a run that ended in NaN: last is NaN, best and mean skip it
+        paths.append(run.metrics_path)
+    return paths
+
+
+def _rows(report) -> list[tuple]:
+    return [(r.experiment, r.variant, r.metric, r.n, r.n_nonfinite, r.mean, r.std, r.min, r.max) for r in report.rows]
+
+
+def _same(a: list[tuple], b: list[tuple]) -> None:
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b, strict=True):
+        assert x[:5] == y[:5]
+        for u, v in zip(x[5:], y[5:], strict=True):
+            assert (math.isnan(u) and math.isnan(v)) or u == pytest.approx(v, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("how", ["last", "best", "mean"])
+@pytest.mark.parametrize("scanner", ["duckdb", "pyarrow"])
+def test_footers_give_what_a_scan_gives(tmp_path: Path, how: str, scanner: str, monkeypatch) -> None:
+    paths = _study(tmp_path)
+    assert all(footer_summary(pq.read_metadata(p)) is not None for p in paths)
+    from_footers = build_report(tmp_path, aggregate=how)
+    monkeypatch.setattr(footers, "footer_summary", lambda metadata: None)  # as if no file had a summary
+    if scanner == "pyarrow":
+        monkeypatch.setattr(scan, "import_duckdb", lambda required: None)
+    scanned = build_report(tmp_path, aggregate=how)
+    assert from_footers.warnings == scanned.warnings
+    _same(_rows(from_footers), _rows(scanned))
+
+
+def test_a_file_rewritten_with_fewer_rows_is_scanned(tmp_path: Path) -> None:
+    paths = _study(tmp_path)
+    table = pq.read_table(paths[0])
+    kept = table.filter(pc.less(table.column("seq"), 50))  # pyarrow keeps the schema metadata: a stale summary
+    assert SERIES_KEY in kept.schema.metadata
+    pq.write_table(kept, paths[0])
+    assert footer_summary(pq.read_metadata(paths[0])) is None
+    want = {}  # the last value of each series of the rewritten file, by hand
+    for row in kept.to_pylist():
+        want[(row["stage"], row["name"])] = row["value"]
+    runs = find_runs(tmp_path)
+    got = read_last_values(runs, partition_base(tmp_path), []).to_pylist()
+    mine = {(r["stage"], r["name"]): r["value"] for r in got if r["run"] == 0}
+    assert mine.keys() == want.keys()
+    assert all((math.isnan(mine[k]) and math.isnan(want[k])) or mine[k] == want[k] for k in want)
+
+
+def test_summaries_that_do_not_parse_are_ignored() -> None:
+    assert decode_summary(b"not json") is None
+    assert decode_summary(b'{"version": 99, "rows": 1, "series": []}') is None
+    assert decode_summary(b'{"version": 1, "rows": "x", "series": []}') is None
+
+
+def test_empty_table_summary(tmp_path: Path) -> None:
+    f = MetricsFile(tmp_path / "metrics.parquet")
+    f.append(
+        {
+            "step": [0],
+            "epoch": [0],
+            "stage": ["val"],
+            "scope": ["epoch"],
+            "name": ["acc"],
+            "value": [1.0],
+            "wall_time": [0.0],
+        }
+    )
+    assert f.truncate(0) == 1
+    summary = footer_summary(pq.read_metadata(f.path))
+    assert summary is not None and summary["rows"] == 0 and summary["series"] == []
+    empty = with_summary(f.read().slice(0, 0))
+    assert decode_summary(empty.schema.metadata[SERIES_KEY])["series"] == []
