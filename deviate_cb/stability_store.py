@@ -40,7 +40,8 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
@@ -60,6 +61,7 @@ __all__ = [
     "WEIGHTS_FULL_FILE",
     "WEIGHTS_SKETCH_FILE",
     "WeightSketch",
+    "iter_full_weights",
     "predictions_metadata",
     "predictions_schema",
     "read_full_weights",
@@ -76,6 +78,7 @@ WEIGHTS_FULL_FILE = "weights.npz"
 TASKS = ("auto", "classification", "regression")
 _META_KEY = b"deviate_cb.predictions"
 _NAMES_KEY = "__names__"
+_SIZES_KEY = "__sizes__"
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -381,7 +384,7 @@ def write_weights(
         values = np.asarray(array)
         if values.dtype.kind not in "biuf":
             raise ValueError(f"weight {name!r} must be a numeric array. Received: dtype {values.dtype}.")
-        if full and (name in kept or name == _NAMES_KEY):
+        if full and (name in kept or name in (_NAMES_KEY, _SIZES_KEY)):
             raise ValueError(f"weight names must be distinct. Received: {name!r} twice.")
         layout.append((str(name), list(values.shape)))
         acc.add(position, values.reshape(-1))
@@ -394,7 +397,8 @@ def write_weights(
     run.mkdir(parents=True, exist_ok=True)
     _atomic_npz(run / WEIGHTS_SKETCH_FILE, dict(sketch=sketch, norm=norm, num_params=count, **meta))
     if full:
-        _atomic_npz(run / WEIGHTS_FULL_FILE, {_NAMES_KEY: np.array(list(kept), dtype=str), **kept})
+        sizes = np.array([a.size for a in kept.values()], dtype=np.int64)
+        _atomic_npz(run / WEIGHTS_FULL_FILE, {_NAMES_KEY: np.array(list(kept), dtype=str), _SIZES_KEY: sizes, **kept})
     block = {**meta, "num_params": count, "norm": norm, "full": bool(full), "file": WEIGHTS_SKETCH_FILE}
     if full:
         block["full_file"] = WEIGHTS_FULL_FILE
@@ -490,11 +494,64 @@ def read_full_weights(run_dir: PathLike) -> dict[str, np.ndarray]:
     """
     path = Path(run_dir) / WEIGHTS_FULL_FILE
     data = _load_npz(path, "full weights (weights=... with full=True)")
+    data.pop(_SIZES_KEY, None)
     names = [str(n) for n in data.pop(_NAMES_KEY, np.array([], dtype=str)).tolist()] or list(data)
     missing = [n for n in names if n not in data]
     if missing:
         raise UsageError(f"{path}: weight(s) {', '.join(missing)} listed but not stored.")
     return {name: data[name] for name in names}
+
+
+def iter_full_weights(run_dirs: Sequence[PathLike]) -> Iterator[np.ndarray]:
+    """The full weights of several runs, one parameter at a time: ``(runs, size)`` arrays in the written order.
+
+    Only one parameter of every run is in memory at once (``np.load`` of an ``.npz`` reads entries lazily).
+
+    Example:
+        >>> import tempfile
+        >>> runs = [Path(tempfile.mkdtemp()) for _ in range(2)]
+        >>> for k, run in enumerate(runs):
+        ...     _ = write_weights(run, [("a", np.full(2, k)), ("b", np.ones(3))], full=True, update_manifest=False)
+        >>> [block.shape for block in iter_full_weights(runs)]
+        [(2, 2), (2, 3)]
+
+    Raises:
+        UsageError: A file is missing or damaged, or the runs' parameter names and sizes differ.
+    """
+    paths = [Path(d) / WEIGHTS_FULL_FILE for d in run_dirs]
+    with ExitStack() as stack:
+        files = []
+        for path in paths:
+            if not path.is_file():
+                raise UsageError(f"{path}: no such file (record full weights with weights=... and full=True).")
+            try:
+                files.append(stack.enter_context(np.load(path, allow_pickle=False)))
+            except Exception as exc:
+                raise UsageError(f"{path}: not a readable .npz file ({_one_line(exc)}).") from exc
+        layouts = [_layout(f, path) for f, path in zip(files, paths, strict=True)]
+        for layout, path in zip(layouts[1:], paths[1:], strict=True):
+            if layout != layouts[0]:
+                raise UsageError(f"{path}: parameter layout differs from {paths[0]}; the models are not comparable.")
+        for name, _ in layouts[0]:
+            arrays = []
+            for f, path in zip(files, paths, strict=True):
+                try:
+                    arrays.append(np.asarray(f[name]).reshape(-1))
+                except Exception as exc:
+                    raise UsageError(f"{path}: weight {name!r} unreadable ({_one_line(exc)}).") from exc
+            yield np.stack(arrays)
+
+
+def _layout(data: Any, path: Path) -> list[tuple[str, int]]:
+    try:
+        names = [str(n) for n in data[_NAMES_KEY].tolist()]
+        sizes = [int(n) for n in data[_SIZES_KEY].tolist()]
+    except Exception as exc:
+        raise UsageError(f"{path}: not a full weights file ({_one_line(exc)}).") from exc
+    missing = [n for n in names if n not in data.files]
+    if missing or len(sizes) != len(names):
+        raise UsageError(f"{path}: weight(s) {', '.join(missing) or 'sizes'} listed but not stored.")
+    return list(zip(names, sizes, strict=True))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -38,20 +38,19 @@ from typing import IO, Any, Optional, Union
 
 import numpy as np
 
-from deviate_cb.errors import UsageError
 from deviate_cb.report.runs import RunRecord, find_runs
 from deviate_cb.stability_store import (
     PREDICTIONS_FILE,
     WEIGHTS_FULL_FILE,
     WEIGHTS_SKETCH_FILE,
+    iter_full_weights,
     predictions_metadata,
-    read_full_weights,
     read_predictions,
     read_weight_sketches,
 )
 from deviate_cb.stats.stability import Churn, SampleInstability, align_runs, prediction_churn, sample_instability
 from deviate_cb.stats.stability_groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
-from deviate_cb.stats.stability_sketch import WeightDistance, weight_distance, weight_distance_from_sketches
+from deviate_cb.stats.stability_sketch import WeightDistance, weight_distance_blocks, weight_distance_from_sketches
 
 __all__ = ["STABILITY_COLUMNS", "StabilityGroup", "build_stability", "stability_rows", "write_stability"]
 
@@ -215,22 +214,10 @@ def _regression_measures(matrix: np.ndarray, targets: np.ndarray) -> dict[str, f
 
 
 def _weight_measure(runs: Sequence[RunRecord], *, full: bool, delta: float) -> WeightDistance:
-    if not full:
-        return weight_distance_from_sketches(
-            np.stack([s.sketch for s in read_weight_sketches(r.path for r in runs)]), delta=delta
-        )
-    vectors, layout = [], None
-    for run in runs:
-        arrays = read_full_weights(run.path)
-        shapes = [(name, a.size) for name, a in arrays.items()]
-        if layout is not None and shapes != layout:
-            raise UsageError(
-                f"{run.path / WEIGHTS_FULL_FILE}: parameter layout differs from {runs[0].path / WEIGHTS_FULL_FILE}; "
-                "the models are not comparable."
-            )
-        layout = shapes
-        vectors.append(np.concatenate([a.astype(np.float64).reshape(-1) for a in arrays.values()]))
-    return weight_distance(np.stack(vectors))
+    if full:  # one parameter of every run in memory at a time
+        return weight_distance_blocks(lambda: iter_full_weights([r.path for r in runs]), n_runs=len(runs))
+    sketches = read_weight_sketches(r.path for r in runs)
+    return weight_distance_from_sketches(np.stack([s.sketch for s in sketches]), delta=delta)
 
 
 def stability_rows(groups: Sequence[StabilityGroup], top: int = 10) -> list[dict[str, Any]]:

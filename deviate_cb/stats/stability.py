@@ -102,7 +102,8 @@ def align_runs(
         )
     ids = [np.asarray(s, dtype=np.int64).reshape(-1) for s in samples]
     vals = [np.asarray(v).reshape(-1) for v in values]
-    orders, ordered = [], []
+    orders: list[np.ndarray] = []
+    ordered: list[np.ndarray] = []
     for run, (i, v) in enumerate(zip(ids, vals, strict=True)):
         if i.size != v.size:
             raise ValueError(f"run {run}: {i.size} sample indices for {v.size} values.")

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -50,6 +51,7 @@ __all__ = [
     "rademacher_signs",
     "sketch_vector",
     "weight_distance",
+    "weight_distance_blocks",
     "weight_distance_from_sketches",
 ]
 
@@ -238,24 +240,60 @@ def _as_runs(values: Any, name: str, what: str) -> np.ndarray:
 def weight_distance(weights: Any) -> WeightDistance:
     """Exact normalized L2 distances between full flattened weight vectors, shape ``(runs, params)``.
 
-    Distances come from the Gram matrix of the unit-norm rows; pairs closer than 1e-4 are recomputed from
-    their difference, so identical models are exactly 0 apart.
+    Distances come from the Gram matrix of the rows divided by their norms; pairs closer than 1e-4 are
+    recomputed from their difference, so identical models are exactly 0 apart.
 
     Example:
         >>> weight_distance([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]).matrix.round(4).tolist()
         [[0.0, 1.4142, 0.0], [1.4142, 0.0, 1.4142], [0.0, 1.4142, 0.0]]
     """
     array = _as_runs(weights, "weights", "params")
-    norms = np.linalg.norm(array, axis=1)
+    return weight_distance_blocks(lambda: [array], n_runs=array.shape[0])
+
+
+def weight_distance_blocks(blocks: Callable[[], Iterable[Any]], *, n_runs: int) -> WeightDistance:
+    """:func:`weight_distance` over weights given block by block, so that they never sit in memory at once.
+
+    Args:
+        blocks: Returns an iterable of ``(runs, size)`` arrays: the same parameter (or slice of the flattened
+            weights) of every run, in the same order each time. Called once, and once more when two runs are
+            closer than 1e-4 (their distance is then recomputed from their difference).
+        n_runs: Number of runs (rows of every block).
+
+    Example:
+        >>> w = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+        >>> d = weight_distance_blocks(lambda: (w[:, :2], w[:, 2:]), n_runs=3)
+        >>> float(d.matrix[0, 1]), round(float(d.matrix[0, 2]), 4)
+        (0.0, 0.7559)
+    """
+    gram = np.zeros((n_runs, n_runs))
+    squares = np.zeros(n_runs)
+    for part in _columns(blocks(), n_runs):
+        gram += part @ part.T
+        squares += np.einsum("ij,ij->i", part, part)
+    norms = np.sqrt(squares)
     with np.errstate(invalid="ignore", divide="ignore"):
-        unit = array / norms[:, None]
-    gram = unit @ unit.T
-    matrix = np.sqrt(np.clip(2.0 - 2.0 * gram, 0.0, None))
-    close = np.argwhere(np.triu(matrix < 1e-4, k=1))
-    for i, j in close:  # only near-identical pairs: few, and needed for an exact 0
-        matrix[i, j] = matrix[j, i] = float(np.linalg.norm(unit[i] - unit[j]))
+        cosine = gram / np.outer(norms, norms)
+    matrix = np.sqrt(np.clip(2.0 - 2.0 * cosine, 0.0, None))
+    close = np.argwhere(np.triu(~(matrix >= 1e-4), k=1))  # NaN (a zero-norm run) counts as close: recomputed
+    if close.size:  # only near-identical pairs need their difference, for an exact 0
+        exact = np.zeros(len(close))
+        for part in _columns(blocks(), n_runs):
+            unit = part / norms[:, None]
+            exact += np.sum((unit[close[:, 0]] - unit[close[:, 1]]) ** 2, axis=1)
+        matrix[close[:, 0], close[:, 1]] = matrix[close[:, 1], close[:, 0]] = np.sqrt(exact)
     np.fill_diagonal(matrix, 0.0)
     return WeightDistance(matrix, "exact", *_pair_summary(matrix), lower=matrix, upper=matrix)
+
+
+def _columns(blocks: Iterable[Any], n_runs: int) -> Iterator[np.ndarray]:
+    """The blocks as float64, at most 65,536 columns at a time."""
+    for block in blocks:
+        array = np.asarray(block)
+        if array.ndim != 2 or array.shape[0] != n_runs:
+            raise ValueError(f"every block must have shape ({n_runs}, size). Received: shape {array.shape}.")
+        for start in range(0, array.shape[1], 65536):
+            yield array[:, start : start + 65536].astype(np.float64)
 
 
 def weight_distance_from_sketches(sketches: Any, *, delta: float = 0.05) -> WeightDistance:

@@ -110,6 +110,15 @@ def test_mismatched_sketches_are_one_line_and_exit_2(capsys, tmp_path: Path) -> 
     assert err.startswith(f"deviate: error: {paths[1] / WEIGHTS_SKETCH_FILE}: sketch seed 1 differs from 0")
 
 
+def test_different_full_weight_layouts_are_one_line_and_exit_2(capsys, tmp_path: Path) -> None:
+    paths = _two_runs(tmp_path)
+    write_weights(paths[0], [("w", np.ones(10))], full=True)
+    write_weights(paths[1], [("w", np.ones(5)), ("b", np.ones(5))], full=True)
+    code, _, err = run_cli(capsys, "report", str(tmp_path), "--format", "md")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"deviate: error: {paths[1] / 'weights.npz'}: parameter layout differs from")
+
+
 def test_runs_on_different_samples_use_the_common_ones(capsys, tmp_path: Path) -> None:
     paths = [write_run(tmp_path, "mlp", "algo", k, [("val", "val_acc", 0.8)]) for k in range(2)]
     write_predictions(paths[0], outputs=np.array([0, 1, 1]), labels=[0, 1, 1], sample=[0, 1, 2])

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from stability_models import train_tiny
 
-from deviate_cb.stability_store import read_full_weights, read_weight_sketches, write_weights
+from deviate_cb.errors import UsageError
+from deviate_cb.stability_store import iter_full_weights, read_full_weights, read_weight_sketches, write_weights
 from deviate_cb.stats import jl_epsilon, sketch_vector, weight_distance, weight_distance_from_sketches
-from deviate_cb.stats.stability_sketch import SKETCH_CHUNK, SketchAccumulator, rademacher_signs
+from deviate_cb.stats.stability_sketch import SKETCH_CHUNK, SketchAccumulator, rademacher_signs, weight_distance_blocks
 
 
 @pytest.mark.parametrize("size", [1, 7, 8, 63, SKETCH_CHUNK, SKETCH_CHUNK + 5, 3 * SKETCH_CHUNK - 1])
@@ -47,10 +48,32 @@ def test_jl_epsilon_solves_its_equation() -> None:
 def test_exact_distance_of_identical_and_scaled_models_is_zero() -> None:
     w = np.random.default_rng(0).normal(size=(1, 10_000))
     d = weight_distance(np.vstack([w, w, 3 * w, -w]))
-    assert d.matrix[0, 1] == 0.0 and d.matrix[0, 2] < 1e-15
+    assert d.matrix[0, 1] == 0.0 and d.matrix[0, 2] < 1e-12
     assert d.matrix[0, 3] == pytest.approx(2.0)
     with pytest.raises(ValueError, match="`weights` must be a 2-D array of shape \\(runs, params\\) with at least 2"):
         weight_distance(w)
+
+
+def test_blockwise_distance_equals_the_whole_and_streams_full_weight_files(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=70_000)
+    w = np.stack([base, base, base + 1e-7 * rng.normal(size=base.size), rng.normal(size=base.size)])
+    whole = weight_distance(w)
+    parts = weight_distance_blocks(lambda: (w[:, :5], w[:, 5:69_999], w[:, 69_999:]), n_runs=4)
+    np.testing.assert_allclose(parts.matrix, whole.matrix, rtol=1e-9, atol=1e-15)
+    assert whole.matrix[0, 1] == 0.0 and 0 < whole.matrix[0, 2] < 1e-6  # recomputed from the difference
+    diff = w[0] / np.linalg.norm(w[0]) - w[2] / np.linalg.norm(w[2])
+    assert whole.matrix[0, 2] == pytest.approx(np.linalg.norm(diff), rel=1e-6)
+    for k, row in enumerate(w):
+        write_weights(tmp_path / f"r{k}", [("a", row[:10].reshape(2, 5)), ("b", row[10:])], full=True)
+    runs = [tmp_path / f"r{k}" for k in range(4)]
+    streamed = weight_distance_blocks(lambda: iter_full_weights(runs), n_runs=4)
+    np.testing.assert_allclose(streamed.matrix, whole.matrix, rtol=1e-9, atol=1e-15)
+    write_weights(tmp_path / "other", [("a", w[0, :11]), ("b", w[0, 11:])], full=True)
+    with pytest.raises(UsageError, match="parameter layout differs from"):
+        list(iter_full_weights([runs[0], tmp_path / "other"]))
+    with pytest.raises(UsageError, match=r"weights\.npz: no such file"):
+        list(iter_full_weights([runs[0], tmp_path]))
 
 
 def _flat(weights: list[tuple[str, np.ndarray]]) -> np.ndarray:
