@@ -22,6 +22,7 @@ from typing import NoReturn, Optional
 
 from deviate_cb.cli._common import PROG, say
 from deviate_cb.cli.compare_command import add_compare, add_power
+from deviate_cb.cli.fingerprint_command import add_fingerprint
 from deviate_cb.cli.report_command import add_report
 from deviate_cb.cli.status_command import add_status
 from deviate_cb.errors import UsageError
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare(commands)
     add_power(commands)
     add_status(commands)
+    add_fingerprint(commands)
     return parser
 
 

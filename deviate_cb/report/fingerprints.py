@@ -1,0 +1,207 @@
+"""Warn when the replicas of one group ran on different fingerprints, and say which fields differ.
+
+Replicas of one (experiment, variant) group are meant to differ only by their seeds; if some ran on another GPU
+model or SM count, driver, CUDA/cuDNN, library version, thread count or determinism switch, that alone can
+explain differences between runs. Each run's ``fingerprint.json`` is read (never unpickled) and the fields that
+determine implementation-level results are compared (:func:`compared_field`); hostnames, times, process facts,
+seeds, GPU UUIDs and informational fields (clocks, power limit, OS, Python) are not.
+
+Example:
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for replica, threads in enumerate([2, 2, 8]):
+    ...     run = root / "experiment=mlp" / "variant=algo" / f"replica={replica}"
+    ...     run.mkdir(parents=True)
+    ...     fp = {"seed": replica, "hostname": f"node{replica}", "threads": {"torch_intra_op": threads}}
+    ...     _ = (run / "fingerprint.json").write_text(json.dumps(fp))
+    >>> runs = sorted(root.glob("*/*/replica=*"))
+    >>> [difference.describe() for difference in fingerprint_differences(runs)]
+    ['threads.torch_intra_op = 2 (replicas 0, 1) | 8 (replica 2)']
+    >>> fingerprint_warnings(runs)[0]
+    'experiment=mlp variant=algo: replicas ran on different fingerprints (1 field): threads.torch_intra_op = ...'
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+from deviate_cb.fingerprint import flatten
+from deviate_cb.store import FINGERPRINT_FILE
+
+__all__ = ["FingerprintDifference", "compared_field", "fingerprint_differences", "fingerprint_warnings"]
+
+_COMPARED = (
+    "torch.*",
+    "lightning.*",
+    "keras.*",
+    "tensorflow.*",
+    "jax.*",
+    "packages.*",
+    "cuda.*",
+    "gpus.count",
+    "gpus.devices.*",
+    "cpu.model",
+    "cpu.flags",
+    "blas.*",
+    "threads.*",
+    "determinism.*",
+    "dataloader_workers",
+)
+_IGNORED = (
+    "*.reason",
+    "*.uuid_sha256",
+    "*.index",
+    "*.nvml_index",
+    "*.sm_clock_max_mhz",
+    "*.power_limit_w",
+    "*.ecc_mode",
+    "*.memory_total",
+    "*.total_memory",
+    "torch.cuda_initialized",
+    "torch.gpus.*",
+    "determinism.torch.initial_seed",
+    "determinism.torch.cuda_initialized",
+    "determinism.keras.global_random_seed",
+    "determinism.env.PYTHONHASHSEED",
+    "determinism.env.PL_GLOBAL_SEED",
+    "determinism.env.CUDA_VISIBLE_DEVICES",
+    "determinism.python_hash_randomization",
+    "jax.devices.*",
+    "tensorflow.devices.*",
+)
+_LONG = 40
+
+RunLike = Union[str, Path, Any]
+
+
+def compared_field(field: str) -> bool:
+    """Whether a dotted fingerprint field takes part in the comparison.
+
+    Example:
+        >>> compared_field("gpus.devices.0.sm_count"), compared_field("hostname"), compared_field("seed")
+        (True, False, False)
+    """
+    return any(fnmatch.fnmatchcase(field, p) for p in _COMPARED) and not any(
+        fnmatch.fnmatchcase(field, p) for p in _IGNORED
+    )
+
+
+@dataclass(frozen=True)
+class FingerprintDifference:
+    """One field whose value differs between the replicas of a group.
+
+    Attributes:
+        experiment: The group's experiment.
+        variant: The group's variant.
+        field: The dotted fingerprint field (``gpus.devices.0.sm_count``).
+        values: Each value seen (as JSON text) with the replicas that had it, most common first.
+    """
+
+    experiment: str
+    variant: str
+    field: str
+    values: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def describe(self) -> str:
+        """``field = value (replicas 0, 1) | other (replica 2)``; long space-separated values (ISA flags) as changes."""
+        base = set(self.values[0][0].strip('"').split())
+        parts = []
+        for index, (value, replicas) in enumerate(self.values):
+            shown = value
+            if len(value) > _LONG and index > 0 and " " in value:
+                tokens = set(value.strip('"').split())
+                changes = [f"+{t}" for t in sorted(tokens - base)] + [f"-{t}" for t in sorted(base - tokens)]
+                shown = " ".join(changes[:6]) + (" ..." if len(changes) > 6 else "") or value[:_LONG] + "..."
+            elif len(value) > _LONG:
+                shown = value[: _LONG - 3] + "..."
+            label = "replica" if len(replicas) == 1 else "replicas"
+            parts.append(f"{shown} ({label} {', '.join(replicas)})")
+        return f"{self.field} = {' | '.join(parts)}"
+
+
+def fingerprint_differences(runs: Iterable[RunLike]) -> list[FingerprintDifference]:
+    """The compared fields whose values differ between replicas of the same (experiment, variant) group.
+
+    Args:
+        runs: Run directories (``.../experiment=<e>/variant=<v>/replica=<k>``), or records with ``path``
+            (and ``experiment``, ``variant``, ``replica``), e.g. :class:`deviate_cb.report.runs.RunRecord`.
+            Runs without a readable ``fingerprint.json`` are skipped.
+    """
+    groups: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
+    for run in runs:
+        key, replica, path = _identify(run)
+        flat = _read_flat(path / FINGERPRINT_FILE)
+        if flat is not None:
+            groups.setdefault(key, []).append((replica, flat))
+    differences = []
+    for (experiment, variant), members in sorted(groups.items()):
+        if len(members) < 2:
+            continue
+        fields = sorted({f for _, flat in members for f in flat if compared_field(f)})
+        for field in fields:
+            seen: dict[str, list[str]] = {}
+            for replica, flat in members:
+                seen.setdefault(json.dumps(flat.get(field), sort_keys=True, default=str), []).append(replica)
+            if len(seen) > 1:
+                ordered = sorted(seen.items(), key=lambda item: (-len(item[1]), _replica_order(item[1][0])))
+                values = tuple((value, tuple(sorted(rs, key=_replica_order))) for value, rs in ordered)
+                differences.append(FingerprintDifference(experiment, variant, field, values))
+    return differences
+
+
+def fingerprint_warnings(runs: Iterable[RunLike], *, max_fields: int = 8) -> list[str]:
+    """One line per group whose replicas ran on different fingerprints, listing the fields and their values.
+
+    Args:
+        runs: As for :func:`fingerprint_differences`.
+        max_fields: Fields spelled out per line; the rest are counted.
+    """
+    by_group: dict[tuple[str, str], list[FingerprintDifference]] = {}
+    for difference in fingerprint_differences(runs):
+        by_group.setdefault((difference.experiment, difference.variant), []).append(difference)
+    lines = []
+    for (experiment, variant), differences in by_group.items():
+        shown = "; ".join(d.describe() for d in differences[:max_fields])
+        more = len(differences) - max_fields
+        noun = "field" if len(differences) == 1 else "fields"
+        lines.append(
+            f"experiment={experiment} variant={variant}: replicas ran on different fingerprints "
+            f"({len(differences)} {noun}): {shown}" + (f"; and {more} more" if more > 0 else "")
+        )
+    return lines
+
+
+def _identify(run: RunLike) -> tuple[tuple[str, str], str, Path]:
+    if hasattr(run, "path"):
+        path = Path(run.path)
+        parts = _partitions(path)
+        experiment = getattr(run, "experiment", parts.get("experiment", ""))
+        variant = getattr(run, "variant", parts.get("variant", ""))
+        return (str(experiment), str(variant)), str(getattr(run, "replica", parts.get("replica", path.name))), path
+    path = Path(run)
+    parts = _partitions(path)
+    return (parts.get("experiment", ""), parts.get("variant", "")), parts.get("replica", path.name), path
+
+
+def _partitions(path: Path) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in path.parts if "=" in part)
+
+
+def _read_flat(path: Path) -> Any:
+    try:
+        fingerprint = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(fingerprint, dict):
+        return None
+    return flatten({k: v for k, v in fingerprint.items() if k != "flat"})
+
+
+def _replica_order(replica: str) -> tuple[int, str]:
+    return (int(replica), "") if replica.isdigit() else (1 << 30, replica)
