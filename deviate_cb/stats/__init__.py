@@ -68,6 +68,7 @@ from deviate_cb.stats.stability_sketch import (
     jl_epsilon,
     sketch_vector,
     weight_distance,
+    weight_distance_blocks,
     weight_distance_from_sketches,
 )
 
@@ -123,6 +124,7 @@ __all__ = [
     "variance_test",
     "violation_ratio",
     "weight_distance",
+    "weight_distance_blocks",
     "weight_distance_from_sketches",
     "welch_t",
 ]

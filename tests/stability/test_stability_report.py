@@ -159,3 +159,21 @@ def test_positive_class_reaches_the_rates(capsys, tmp_path: Path) -> None:
     fpr = next(r for r in json.loads(out) if r["measure"] == "subgroup_fpr" and r["item"] == "g=x")
     # positive class 0: no false negatives; run 0 predicts 0 for sample 3 (class 1): FPR 1/2, run 1: 0
     assert code == 0 and fnr["mean"] == 0.0 and fpr["mean"] == 0.25 and fpr["note"] == "positive class 0"
+
+
+def test_regression_predictions_and_weights_only_groups(capsys, tmp_path: Path) -> None:
+    for k in range(3):
+        path = write_run(tmp_path, "reg", "algo", k, [("val", "val_loss", 0.1)])
+        # targets 0, 1, 2; run k predicts them shifted by k / 10
+        write_predictions(path, outputs=np.array([0.0, 1.0, 2.0]) + k / 10, labels=[0.0, 1.0, 2.0])
+        only_weights = write_run(tmp_path, "reg", "weights", k, [("val", "val_loss", 0.1)])
+        write_weights(only_weights, [("w", np.arange(5.0) + k)], sketch_dim=64)
+    code, out, _ = run_cli(capsys, "report", str(tmp_path), "--stability", "--format", "json")
+    rows = {(r["variant"], r["measure"]): r for r in json.loads(out)}
+    assert code == 0 and ("algo", "churn") not in rows
+    assert rows[("algo", "value_std")]["mean"] == pytest.approx(0.1)  # std of {0, 0.1, 0.2} per sample
+    assert rows[("algo", "rmse")]["mean"] == pytest.approx(0.1) and rows[("algo", "rmse")]["std"] == pytest.approx(0.1)
+    distance = rows[("weights", "weight_distance")]
+    assert distance["item"] == "sketch" and distance["n_runs"] == 3 and distance["mean"] > 0
+    code, md, _ = run_cli(capsys, "report", str(tmp_path), "--format", "md")
+    assert "| per-sample std of predictions | mean 0.1, max 0.1 |" in md and "3 runs with weights." in md
