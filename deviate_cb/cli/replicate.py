@@ -7,8 +7,9 @@ Example:
     deviate-replicate --trainer mypkg.train:main -n 20 --backend slurm --partition gpu --gpus-per-replica 1 --no-wait
     deviate-replicate --trainer mypkg.train:main -n 20 --backend ray --address head:6379 --num-gpus 1
 
-Exit status: 0 every replica completed, 1 some replica failed (or timed out), 2 usage error (one line on
-stderr), 130 interrupted with Ctrl-C (running replicas terminated and recorded ``killed``; 143 for SIGTERM).
+Exit status: 0 every replica completed, 1 some replica failed (or timed out), 2 usage error or a backend
+whose engine is not installed (one line on stderr), 130 interrupted with Ctrl-C (running replicas terminated
+and recorded ``killed``; 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any, NoReturn, Optional
 
-from deviate_cb.errors import UsageError
+from deviate_cb.errors import MissingDependencyError, UsageError
 
 __all__ = ["build_parser", "main"]
 
@@ -154,7 +155,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             backend_options={name: getattr(ns, name) for name in _BACKEND_OPTIONS},
             argv=[PROG, *args],
         )
-    except UsageError as exc:
+    except (UsageError, MissingDependencyError) as exc:
         print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:

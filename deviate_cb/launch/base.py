@@ -196,6 +196,13 @@ class Backend(abc.ABC):
         """One line for the launcher's header."""
         return f"{self.name} backend, {self.parallel} at a time"
 
+    def preflight(self) -> None:
+        """Check, before any directory is created, that this backend can run here (its engine is installed, its
+        cluster answers); raise :class:`~deviate_cb.errors.UsageError` or
+        :class:`~deviate_cb.errors.MissingDependencyError` with one line otherwise. Default: nothing to check.
+        """
+        return None
+
     @property
     def detached(self) -> bool:
         """Whether :meth:`run` returned with jobs still queued or running elsewhere (``--no-wait``)."""

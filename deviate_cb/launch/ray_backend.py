@@ -93,6 +93,12 @@ class RayBackend(Backend):
     def cancel(self) -> None:
         self._cancelled = True
 
+    def preflight(self) -> None:
+        """Ray must be installed (imported here: it is needed next anyway)."""
+        if self.address is None:
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray reads it at import
+        require("ray", extra="ray")
+
     def _connect(self) -> tuple[Any, bool]:
         """Import Ray and connect (or start a local cluster); return the module and whether we started it."""
         if self.address is None:

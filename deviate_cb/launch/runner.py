@@ -132,6 +132,7 @@ def replicate(
     Raises:
         UsageError: Exit status 2 on the command line; nothing was run, or (a ``--trainer`` that fails in
             the replica) the replicas were stopped and their new, empty run directories removed.
+        MissingDependencyError: The backend's engine (submitit, Ray) is not installed; nothing was created.
 
     Example:
         >>> result = replicate("examples/train.py:main", runs=4, variant="control", out="runs")  # doctest: +SKIP
@@ -152,6 +153,7 @@ def replicate(
         options["gpus"] = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
     slots = parallel if parallel is not None else (1 if backend == "local" else runs)
     launcher = factory(parallel=slots, kill_grace_s=kill_grace_s, **options)
+    launcher.preflight()
     outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
     outdir.open()
     try:

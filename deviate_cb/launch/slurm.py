@@ -185,6 +185,11 @@ class SlurmBackend(Backend):
     def cancel(self) -> None:
         self._cancelled = True
 
+    def preflight(self) -> None:
+        """submitit must be installed and ``sinfo`` must answer (:meth:`check_cluster`)."""
+        require("submitit", extra="slurm")
+        self.check_cluster()
+
     def check_cluster(self) -> None:
         """``sinfo`` must answer, and know ``--partition``; else a one-line :class:`UsageError`."""
         try:
@@ -218,7 +223,6 @@ class SlurmBackend(Backend):
         if not jobs:
             return
         submitit = require("submitit", extra="slurm")
-        self.check_cluster()
         placements = {job.key: Placement(slot=i) for i, job in enumerate(jobs)}
         for job in jobs:
             listener.prepare(job, placements[job.key])

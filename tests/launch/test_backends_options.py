@@ -90,3 +90,23 @@ def test_parsed_values() -> None:
     }  # fmt: skip
     with pytest.raises(UsageError, match="applies to other backends"):
         parse_backend_options("local", {"no_wait": True})
+
+
+@pytest.mark.parametrize(("backend", "extra"), [("slurm", "slurm"), ("ray", "ray")])
+def test_missing_engine_is_one_line_exit_2(backend: str, extra: str, tmp_path: Path) -> None:
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for module in ("submitit", "ray"):  # as if not installed, even where they are
+        (hidden / f"{module}.py").write_text(
+            f"raise ModuleNotFoundError('No module named {module}', name='{module}')\n"
+        )
+    env = child_env({"PYTHONPATH": f"{hidden}:{child_env()['PYTHONPATH']}"})
+    out = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", "--trainer", ECHO, "-n", "2", "--backend", backend,
+         "--out", str(out)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"pip install 'deviate-cb[{extra}]'" in proc.stderr
+    assert not out.exists()
