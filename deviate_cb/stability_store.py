@@ -179,7 +179,7 @@ def write_predictions(
     pq.write_table(table, sink)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
-    snapshots = list(dict.fromkeys(table.column("snapshot").to_pylist()))
+    snapshots = pc.unique(table.column("snapshot")).to_pylist()  # in order of first appearance
     block = {
         **meta,
         "n_samples": n,

@@ -38,6 +38,7 @@ from typing import IO, Any, Optional, Union
 
 import numpy as np
 
+from deviate_cb.errors import UsageError
 from deviate_cb.report.runs import RunRecord, find_runs
 from deviate_cb.stability_store import (
     PREDICTIONS_FILE,
@@ -126,7 +127,12 @@ def build_stability(
         fields: dict[str, Any] = {}
         notes: list[str] = []
         if with_preds:
-            fields.update(_prediction_measures(with_preds, positive, where, notes, warnings))
+            try:
+                fields.update(_prediction_measures(with_preds, positive, where, notes, warnings))
+            except UsageError:
+                raise
+            except ValueError as exc:  # inconsistent files: one line naming the group, not a traceback
+                raise UsageError(f"{where}: the predictions cannot be compared ({exc})") from exc
         weight_runs = full if len(full) >= 2 and len(full) >= len(sketched) else sketched
         if len(weight_runs) >= 2:
             fields["weights"] = _weight_measure(weight_runs, full=weight_runs is full, delta=delta)
@@ -162,6 +168,9 @@ def _prediction_measures(
         notes.append(f"no common 'final' snapshot: using {snapshot}")
     samples = [t.column("sample").to_numpy() for t in tables]
     column = "value" if task == "regression" else "predicted"
+    for run, table in zip(runs, tables, strict=True):
+        if task != "regression" and table.column(column).null_count:
+            raise UsageError(f"{run.path / PREDICTIONS_FILE}: classification rows without a predicted class.")
     values = [t.column(column).to_numpy(zero_copy_only=False) for t in tables]
     try:
         ids, matrix = align_runs(samples, values)

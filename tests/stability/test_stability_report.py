@@ -119,6 +119,15 @@ def test_different_full_weight_layouts_are_one_line_and_exit_2(capsys, tmp_path:
     assert err.startswith(f"deviate: error: {paths[1] / 'weights.npz'}: parameter layout differs from")
 
 
+def test_classification_and_regression_runs_in_one_group_are_refused(capsys, tmp_path: Path) -> None:
+    paths = [write_run(tmp_path, "mlp", "algo", k, [("val", "val_acc", 0.8)]) for k in range(2)]
+    write_predictions(paths[0], outputs=np.array([0, 1, 1]), labels=[0, 1, 1])
+    write_predictions(paths[1], outputs=np.array([0.5, 1.5, 2.5]), labels=[0.5, 1.5, 2.5])
+    code, _, err = run_cli(capsys, "report", str(tmp_path), "--format", "md")
+    assert code == 2 and err.count("\n") == 1
+    assert err == f"deviate: error: {paths[1] / PREDICTIONS_FILE}: classification rows without a predicted class.\n"
+
+
 def test_runs_on_different_samples_use_the_common_ones(capsys, tmp_path: Path) -> None:
     paths = [write_run(tmp_path, "mlp", "algo", k, [("val", "val_acc", 0.8)]) for k in range(2)]
     write_predictions(paths[0], outputs=np.array([0, 1, 1]), labels=[0, 1, 1], sample=[0, 1, 2])
