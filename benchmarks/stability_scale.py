@@ -18,14 +18,16 @@ allocates (``tracemalloc``), ``write_predictions`` of 50,000 samples x 10 class 
 stability section of ``deviate report`` (:func:`deviate_cb.report.stability.build_stability`: read every run's
 ``predictions.parquet``, align, every measure) on a study of the largest size.
 
-Measured 2026-11-21 on the shared 2-core machine (other jobs running), best of 3:
+Measured 2026-11-21 on the shared 2-core machine (load average about 1), best of 3, 10 classes:
 
-    size             churn  majority  per-class  sub-groups  per-sample      loop
-    10,000 x 20     0.014s    0.006s     0.002s      0.008s      0.008s     2.4s (est.)
-    50,000 x 50     0.294s    0.066s     0.035s      0.099s      0.108s        -
+    size               churn  majority  per-class  sub-groups  per-sample   loop (one pair timed x pairs)
+    10,000 x 20       0.010s    0.007s     0.002s      0.017s      0.013s   0.122s
+    50,000 x 50       0.114s    0.057s     0.029s      0.096s      0.088s        -
 
-    sketch of 11,689,512 float32 weights, k=256: 2.06 s, peak 10.1 MiB above the weights; write_weights: 2.1 s
-    write_predictions, 50,000 x 10 probabilities: 0.06 s
+    sketch of 11,689,512 float32 weights (ResNet-18 shapes), k=256: 2.40 s, peak 1.6 MiB allocated beyond
+        the weights (2.1-5.6 s over the session, with other jobs on the machine)
+    write_predictions, 50,000 x 10 probabilities: 0.08 s
+    build_stability, 50 runs x 50,000 samples (read 50 files, align, every measure): 0.74 s
 
     python benchmarks/stability_scale.py [--classes 10] [--repeat 3] [--sizes 10000x20,50000x50]
 """
