@@ -140,6 +140,9 @@ def build_report(
     groups = sorted({(r.experiment, r.variant) for r in runs})
     counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
     excluded = tuple(r for r in runs if not r.completed)
+    from deviate_cb.report.fingerprints import fingerprint_warnings
+
+    warnings += fingerprint_warnings(completed)  # replicas of a group that ran on different machines/software
     decomposition: tuple[Any, ...] = ()
     if decompose:
         from deviate_cb.report.decomposition import decompose_series
