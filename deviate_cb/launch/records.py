@@ -131,11 +131,12 @@ def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
 def _reason(outcome: Outcome, status: str) -> str:
     if outcome.launch_error:
         return outcome.launch_error
+    ended = f"killed by {outcome.signal}" if outcome.signal else f"exited with code {outcome.returncode}"
     if outcome.scheduler_state not in (None, "COMPLETED"):
         job = outcome.fields.get("slurm_job_id") or outcome.fields.get("ray_task_id")
-        where = f" (job {job})" if job else ""
-        return f"the cluster ended the replica{where}: {outcome.scheduler_state}"
-    ended = f"killed by {outcome.signal}" if outcome.signal else f"exited with code {outcome.returncode}"
+        ended = f"the cluster ended the replica{f' (job {job})' if job else ''}: {outcome.scheduler_state}"
+        if not (outcome.interrupted or outcome.cancelled):
+            return ended
     if status == "timeout":
         return f"timed out after {outcome.duration_s or 0:.1f} s; {ended}"
     if outcome.interrupted:

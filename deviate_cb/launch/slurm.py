@@ -320,11 +320,28 @@ class SlurmBackend(Backend):
                     _time.sleep(self.poll_interval_s)
         except BaseException:
             _scancel(sorted(pending))
+            self._wait_gone(list(pending))  # the tasks write their own end first; ours must come last
             for job_id, (job, placement) in pending.items():
                 manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
                 outcome = outcome_from_manifest(manifest, "CANCELLED", job_id)
                 listener.finished(job, placement, dataclasses.replace(outcome, interrupted=True))
             raise
+
+
+    def _wait_gone(self, job_ids: list[str]) -> None:
+        """Wait (at most ``kill_grace_s`` + 10 s; a second Ctrl-C stops it) for cancelled jobs to leave the queue."""
+        deadline = _time.monotonic() + self.kill_grace_s + 10.0
+        try:
+            while job_ids and _time.monotonic() < deadline:
+                try:
+                    live = query_squeue(job_ids, timeout_s=5.0)
+                except SlurmQueryError:
+                    return
+                if not any(live.get(j) in ACTIVE_STATES for j in job_ids):
+                    return
+                _time.sleep(0.2)
+        except KeyboardInterrupt:
+            return
 
 
 def _lost(job_id: str) -> str:

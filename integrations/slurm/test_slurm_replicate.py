@@ -180,3 +180,31 @@ def test_unknown_partition_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "--partition=nope" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_cancels_the_array_and_records_killed(tmp_path: Path) -> None:
+    import signal
+
+    proc = start(["--trainer", f"{TRAINERS}/cluster_probe.py:hang_on_replica_one", "-n", "2", "--backend", "slurm",
+                  "--experiment", "i"], tmp_path / "runs")  # fmt: skip
+    manifest_path = tmp_path / "runs/experiment=i/variant=algo+impl/replica=1/run.json"
+    job_id = None
+    deadline = time.monotonic() + 120
+    while job_id is None and time.monotonic() < deadline:
+        if manifest_path.exists():
+            job_id = json.loads(manifest_path.read_text()).get("slurm_job_id")
+        time.sleep(0.2)
+    assert job_id, "replica 1 never started"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout + stderr
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["status"] == "killed" and "interrupted" in manifest["reason"], manifest
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        queue = subprocess.run(["squeue", "-h", "-j", job_id.split("_")[0]], capture_output=True, text=True).stdout
+        if job_id not in queue.replace("_[", "_"):
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"{job_id} still queued after Ctrl-C: {queue}")
