@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 import keras
@@ -23,6 +23,8 @@ import numpy as np
 
 from deviate_cb.context import Deterministic
 from deviate_cb.errors import UsageError
+from deviate_cb.profiling import ProfileWindow
+from deviate_cb.run_timings import RunTimings
 from deviate_cb.session import RunSession
 from deviate_cb.stability_capture import (
     FINAL_SNAPSHOT,
@@ -38,7 +40,7 @@ from deviate_cb.stability_capture import (
     write_weight_record,
 )
 
-__all__ = ["DeviateCallback", "Predictions", "Weights"]
+__all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
 # A model trained again (fine-tuning after pre-training) continues the run of its previous fit, even when
 # the second fit gets a new callback: model -> (run directory, global steps so far).
@@ -81,6 +83,13 @@ class DeviateCallback(keras.callbacks.Callback):
             (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``).
             Every variable of ``model.weights`` (trainable and not) under its path, in that order, as float64.
             ``True`` means ``Weights()``. Default: off.
+        profile: Profile a short window of training steps and record per-op times in ``timings.parquet``:
+            ``True`` (5 plain steps, 1 warm-up, 3 recorded), a dict of ``wait``/``warmup``/``active``/``repeat``
+            or a :class:`~deviate_cb.profiling.ProfileWindow`. ``torch.profiler`` on the torch backend, the
+            TensorFlow profiler on TensorFlow; JAX has no op profiler here. Every run records each training
+            step's wall time in ``timings.parquet`` anyway (from one step's start to the next, so it includes
+            the callbacks; steps in a profiling window are flagged and left out of step statistics).
+            Default: off.
 
     Example:
         >>> cb = DeviateCallback("runs", experiment="mlp", seed=0, deterministic=True)  # doctest: +SKIP
@@ -97,8 +106,10 @@ class DeviateCallback(keras.callbacks.Callback):
         metrics: Optional[Sequence[str]] = None,
         predictions: Union[bool, Predictions, None] = None,
         weights: Union[bool, Weights, None] = None,
+        profile: Union[bool, dict, ProfileWindow, None] = None,
     ) -> None:
         super().__init__()
+        self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
         if self._predictions is not None and self._predictions.data is None:
@@ -151,6 +162,9 @@ class DeviateCallback(keras.callbacks.Callback):
         run = session.open()
         if new:
             session.write_fingerprint()
+        if session.timings is None:
+            backend = keras.backend.backend()
+            session.timings = RunTimings(self._profile, framework=backend, synchronize=_synchronize(backend))
         if model is not None:
             _RUNS_OF_MODELS[model] = (str(run.path), self._steps_done)
 
@@ -161,11 +175,20 @@ class DeviateCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch
 
+    def on_train_batch_begin(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        # Called on the training loop's thread, also when batch ends are dispatched asynchronously: a step's
+        # time runs from its start to the next step's start (or the end of the epoch's training).
+        timings = self._session.timings
+        if timings is not None and self._session.enabled:
+            timings.step_started("train", self._epoch or 0, self._steps_done + batch)
+
     def on_train_batch_end(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         if logs and self._session.enabled:  # may run on a Keras dispatch thread: only append here
             self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
 
     def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        if self._session.timings is not None:
+            self._session.timings.step_ended()
         # Keras waits for every dispatched batch-end call before calling this
         with self._lock:
             batches, self._batches = sorted(self._batches, key=lambda b: b[0]), []
@@ -209,6 +232,8 @@ class DeviateCallback(keras.callbacks.Callback):
         self._session.close()
 
     def on_test_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        if self._in_fit and self._session.timings is not None:
+            self._session.timings.step_ended()  # the epoch's last training step ends before validation
         if not self._in_fit:  # fit's own validation also calls the test hooks: its results come as val_*
             self._start()
 
@@ -310,3 +335,13 @@ def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
     if callback is not None and callback._in_fit and callback._session.run is not None:
         callback.on_epoch_end(callback._epoch or 0, None)
         callback._session.close(error=RuntimeError("the process exited while fit() was running"))
+
+
+def _synchronize(backend: str) -> Optional[Callable[[], Any]]:
+    """The device synchronisation for honest step times: ``torch.cuda.synchronize`` on torch with CUDA."""
+    if backend == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.synchronize
+    return None

@@ -21,6 +21,8 @@ from typing_extensions import override
 from deviate_cb._lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.context import Deterministic
 from deviate_cb.errors import UsageError
+from deviate_cb.profiling import ProfileWindow
+from deviate_cb.run_timings import RunTimings
 from deviate_cb.session import RunSession
 from deviate_cb.stability_capture import (
     FINAL_SNAPSHOT,
@@ -36,7 +38,7 @@ from deviate_cb.stability_capture import (
     write_weight_record,
 )
 
-__all__ = ["DeviateCallback", "Predictions", "Weights"]
+__all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
 
 class DeviateCallback(pl.Callback):
@@ -72,6 +74,12 @@ class DeviateCallback(pl.Callback):
             (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``). Every
             floating-point entry of ``pl_module.state_dict()`` (parameters and buffers) in ``state_dict`` order
             (module registration order), as float64. ``True`` means ``Weights()``. Default: off.
+        profile: Profile a short window of training steps with ``torch.profiler`` (CPU, and CUDA when the
+            model is on a GPU) and record per-op times in ``timings.parquet``: ``True`` (5 plain steps, 1 warm-up,
+            3 recorded), a dict of ``wait``/``warmup``/``active``/``repeat`` or a
+            :class:`~deviate_cb.profiling.ProfileWindow`. Every run records each training batch's wall time in
+            ``timings.parquet`` anyway (device synchronised on CUDA; steps in a profiling window are flagged and
+            left out of step statistics). Default: off.
 
     Only global rank zero records predictions and weights. Strategies that shard parameters (FSDP, DeepSpeed
     stage 3) are not supported for ``weights``; under multi-device ``trainer.test``/``predict``, use
@@ -94,8 +102,10 @@ class DeviateCallback(pl.Callback):
         metrics: Optional[Sequence[str]] = None,
         predictions: Union[bool, Predictions, None] = None,
         weights: Union[bool, Weights, None] = None,
+        profile: Union[bool, dict, ProfileWindow, None] = None,
     ) -> None:
         super().__init__()
+        self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
         data = self._predictions.data if self._predictions is not None else None
@@ -130,6 +140,10 @@ class DeviateCallback(pl.Callback):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._session.enabled = trainer.is_global_zero
+        if stage == "fit" and self._session.timings is None:
+            on_cuda = trainer.strategy.root_device.type == "cuda"
+            sync = torch.cuda.synchronize if on_cuda else None
+            self._session.timings = RunTimings(self._profile, framework="torch", synchronize=sync)
         # The Trainer applied its own `deterministic` flag in its constructor; a requested switch wins.
         self._session.apply_requested(seed=False)
         config = self._predictions
@@ -210,9 +224,20 @@ class DeviateCallback(pl.Callback):
             )
 
     @override
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        timings = self._session.timings
+        if timings is not None and self._session.enabled:
+            step = trainer.fit_loop.epoch_loop.total_batch_idx  # counts every batch, also under accumulation
+            timings.step_started("train", trainer.current_epoch, step)
+
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        if self._session.timings is not None:
+            self._session.timings.step_ended()
         if self._session.enabled:  # the hot path: a few microseconds, no device sync
             epoch_loop = trainer.fit_loop.epoch_loop
             items = self._tap.step_values("train", epoch_loop._results)

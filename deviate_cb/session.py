@@ -21,6 +21,7 @@ from deviate_cb.context import Deterministic, RunContext, parse_deterministic
 from deviate_cb.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.fingerprint import collect_fingerprint
 from deviate_cb.recorder import MetricRecorder, ValuesToFloats, floats_of
+from deviate_cb.run_timings import RunTimings
 from deviate_cb.store import MetricsFile, RunDirectory, check_partition_value, claim_replica, iso_time
 
 __all__ = ["STANDALONE_VARIANT", "RunSession"]
@@ -80,6 +81,7 @@ class RunSession:
         self._restored: Optional[Mapping[str, Any]] = None
         self._failed = False
         self._fingerprinted = False
+        self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
 
     @staticmethod
     def _validate(out_dir: object, experiment: object, seed: object, metrics: object) -> None:
@@ -180,10 +182,14 @@ class RunSession:
             return 0
         if self._metrics_file is None:
             return 0
+        if self.timings is not None and self.run is not None:
+            self.timings.flush(self.run.path)
         return self.recorder.flush(self._metrics_file)
 
     def close(self, *, error: Optional[BaseException] = None) -> dict[str, Any]:
         """Flush, and record the end of the run (status only when standalone); return the manifest."""
+        if self.timings is not None and self.enabled:
+            self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
         self.flush()
         if self.run is None:
             return {}

@@ -110,7 +110,12 @@ def test_options_off_write_nothing_new(tmp_path: Path) -> None:
     x, y = data(64)
     cb = DeviateCallback(tmp_path / "runs")
     model().fit(x, y, epochs=1, callbacks=[cb], verbose=0)
-    assert sorted(p.name for p in Path(cb.run_dir).iterdir()) == ["fingerprint.json", "metrics.parquet", "run.json"]
+    assert sorted(p.name for p in Path(cb.run_dir).iterdir()) == [
+        "fingerprint.json",
+        "metrics.parquet",
+        "run.json",
+        "timings.parquet",
+    ]
 
 
 @pytest.mark.parametrize(

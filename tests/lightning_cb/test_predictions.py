@@ -198,7 +198,7 @@ def test_options_off_write_nothing(tmp_path: Path) -> None:
     t.fit(module, loader())
     t.test(module, loader(shuffle=False))
     written = sorted(p.name for p in Path(cb.run_dir).iterdir())
-    assert written == ["fingerprint.json", "metrics.parquet", "run.json"], written
+    assert written == ["fingerprint.json", "metrics.parquet", "run.json", "timings.parquet"], written
 
 
 def test_test_step_returning_nothing_warns(tmp_path: Path) -> None:
