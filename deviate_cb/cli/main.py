@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import NoReturn, Optional
 
 from deviate_cb.cli._common import PROG, say
+from deviate_cb.cli.bench_command import add_bench
 from deviate_cb.cli.compare_command import add_compare, add_power
 from deviate_cb.cli.fingerprint_command import add_fingerprint
 from deviate_cb.cli.report_command import add_report
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_power(commands)
     add_status(commands)
     add_fingerprint(commands)
+    add_bench(commands)
     return parser
 
 

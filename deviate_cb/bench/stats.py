@@ -1,0 +1,98 @@
+"""Statistics of a determinism benchmark: the median on/off ratio with a distribution-free CI, and op differences.
+
+Each pair of windows (one with determinism off, one on, run back to back, in alternating order) gives one
+ratio ``median step time on / median step time off``. The summary is the median of those ratios with an
+order-statistic confidence interval for the median: ``(x_(k), x_(n+1-k))`` covers the true median with
+probability ``1 - 2 * Binom(n, 1/2).cdf(k - 1)``; the widest ``k`` reaching the requested level is used, and with
+too few pairs for that level the interval is ``(min, max)`` with the level it does reach (reported, never hidden).
+
+Example:
+    >>> ci = median_ratio_ci([1.10, 1.30, 1.20, 1.25, 1.15, 1.22, 1.18, 1.05])
+    >>> round(ci.median, 3), (ci.low, ci.high), round(ci.level, 3)
+    (1.19, (1.05, 1.3), 0.992)
+    >>> [row["op"] for row in op_differences(
+    ...     [{"op": "aten::mm", "device_type": "cpu", "self_us_per_step": 10.0}],
+    ...     [{"op": "aten::mm", "device_type": "cpu", "self_us_per_step": 30.0}])]
+    ['aten::mm']
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["RatioCI", "median_ratio_ci", "op_differences"]
+
+
+@dataclass(frozen=True)
+class RatioCI:
+    """Median of the per-pair on/off ratios and its confidence interval.
+
+    Attributes:
+        median: Median ratio (above 1: determinism makes steps slower).
+        low: Lower bound of the interval.
+        high: Upper bound of the interval.
+        level: Coverage the interval actually has (at least the requested level when enough pairs).
+        requested_level: The level asked for.
+        n: Number of pairs.
+        method: ``order-statistic`` (distribution-free CI for the median).
+    """
+
+    median: float
+    low: float
+    high: float
+    level: float
+    requested_level: float
+    n: int
+    method: str = "order-statistic"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def median_ratio_ci(ratios: Sequence[float], level: float = 0.95) -> RatioCI:
+    """The median of ``ratios`` with an order-statistic confidence interval (see the module docstring)."""
+    from scipy.stats import binom
+
+    values = sorted(float(r) for r in ratios)
+    n = len(values)
+    if n == 0:
+        raise ValueError("`ratios` must hold at least one ratio. Received: ratios=[].")
+    if not 0 < level < 1:
+        raise ValueError(f"`level` must be between 0 and 1. Received: level={level!r}.")
+    best_k, coverage = 1, 1 - 2 * float(binom.cdf(0, n, 0.5)) if n > 1 else 0.0
+    for k in range(1, n // 2 + 1):
+        reached = 1 - 2 * float(binom.cdf(k - 1, n, 0.5))
+        if reached >= level:
+            best_k, coverage = k, reached
+    return RatioCI(
+        median=statistics.median(values),
+        low=values[best_k - 1],
+        high=values[n - best_k],
+        level=coverage,
+        requested_level=level,
+        n=n,
+    )
+
+
+def op_differences(
+    off: Iterable[Mapping[str, Any]], on: Iterable[Mapping[str, Any]], n: int = 8
+) -> list[dict[str, Any]]:
+    """The ops whose self time per step changed most between determinism off and on, largest change first.
+
+    Rows carry ``op``, ``device_type`` and ``self_us_per_step``; the result has ``off_us``, ``on_us`` and
+    ``delta_us`` (per step) and ``share`` (this op's part of the total change of self time, signed).
+    """
+    table: dict[tuple[str, str], dict[str, Any]] = {}
+    for mode, rows in (("off_us", off), ("on_us", on)):
+        for row in rows:
+            key = (row["op"], row["device_type"])
+            entry = table.setdefault(key, {"op": key[0], "device_type": key[1], "off_us": 0.0, "on_us": 0.0})
+            entry[mode] += float(row["self_us_per_step"])
+    total = sum(e["on_us"] - e["off_us"] for e in table.values())
+    for entry in table.values():
+        entry["delta_us"] = entry["on_us"] - entry["off_us"]
+        entry["share"] = entry["delta_us"] / total if total else None
+    return sorted(table.values(), key=lambda e: (-abs(e["delta_us"]), e["op"]))[:n]
