@@ -47,6 +47,12 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "sub-group spread, unstable samples) instead of the per-group rows",
     )
     p.add_argument(
+        "--timings",
+        action="store_true",
+        help="with --format csv or json: write the step-time rows (each group's spread of the runs' median "
+        "training step time) instead of the per-group rows",
+    )
+    p.add_argument(
         "--positive",
         type=int,
         default=1,
@@ -80,8 +86,11 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
     per_run_options(args)
     decompose = args.decomposition or args.format in ("table", "md")
-    if args.decomposition and args.stability:
-        raise UsageError("give either `--decomposition` or `--stability`, not both.")
+    chosen = [f"--{name}" for name in ("decomposition", "stability", "timings") if getattr(args, name)]
+    if len(chosen) > 1:
+        raise UsageError(f"give one of `--decomposition`, `--stability`, `--timings`. Received: {' '.join(chosen)}.")
+    if args.timings and args.dir is None:
+        raise UsageError("`--timings` needs DIR: it reads the runs' timings.parquet files.")
     if args.stability and args.dir is None:
         raise UsageError("`--stability` needs DIR: it reads the runs' predictions and weights files.")
     if args.table is not None:
@@ -122,13 +131,25 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     stability = (
         _stability(args, err) if args.dir is not None and (args.stability or args.format in ("table", "md")) else []
     )
+    timing_groups = _timings(args, report, err) if args.timings or args.format in ("table", "md") else []
     if args.format == "table":
         print_table(report, out)
+        if timing_groups:
+            from deviate_cb.report.timings import write_timings_section
+
+            write_timings_section(timing_groups, "table", out)
         if stability:
             from deviate_cb.report.stability import write_stability
 
             out.write("\n")
             write_stability(stability, "table", out)
+    elif args.timings:
+        from deviate_cb.report.render import render_records
+        from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
+
+        out.write(render_records(timing_rows(timing_groups), TIMING_COLUMNS, args.format))
+        if args.format == "json":
+            out.write("\n")
     elif args.stability:
         from deviate_cb.report.render import render_records
         from deviate_cb.report.stability import STABILITY_COLUMNS, stability_rows
@@ -150,6 +171,10 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         out.write(render(report, args.format))
         if args.format == "json":
             out.write("\n")
+        if timing_groups and args.format == "md":
+            from deviate_cb.report.timings import write_timings_section
+
+            write_timings_section(timing_groups, "md", out)
         if stability and args.format == "md":
             from deviate_cb.report.stability import write_stability
 
@@ -164,6 +189,20 @@ def _stability(args: argparse.Namespace, err: IO[str]) -> list[Any]:
 
     warnings: list[str] = []
     groups = build_stability(args.dir, positive=args.positive, warnings=warnings)
+    for line in warnings:
+        say(err, "warning", line)
+    return groups
+
+
+def _timings(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
+    """The step-time groups of DIR's completed runs (empty for --table, or when no run timed its steps)."""
+    if args.dir is None:
+        return []
+    from deviate_cb.report.runs import find_runs
+    from deviate_cb.report.timings import build_timings
+
+    warnings: list[str] = []
+    groups = build_timings(find_runs(args.dir), warnings=warnings)
     for line in warnings:
         say(err, "warning", line)
     return groups

@@ -94,6 +94,7 @@ class Report:
         groups: ``(experiment, variant, completed runs)`` for every group found, sorted.
         decomposition: :class:`~deviate_cb.report.decomposition.DecompositionRow` per experiment, pair and
             metric, when asked for.
+        completed: The runs the statistics came from.
     """
 
     rows: tuple[ReportRow, ...]
@@ -104,6 +105,7 @@ class Report:
     n_runs: int = 0
     groups: tuple[tuple[str, str, int], ...] = ()
     decomposition: tuple[Any, ...] = ()
+    completed: tuple[RunRecord, ...] = ()
 
 
 def build_report(
@@ -148,7 +150,9 @@ def build_report(
         from deviate_cb.report.decomposition import decompose_series
 
         decomposition = tuple(decompose_series(_series(per_run), level=level, seed=seed))
-    return Report(tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts, decomposition)
+    return Report(
+        tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts, decomposition, tuple(completed)
+    )
 
 
 @dataclass(frozen=True)

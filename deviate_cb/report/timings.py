@@ -1,0 +1,202 @@
+"""The step-time spread across the replicas of each group, and the ops that took the time.
+
+Identical runs do not take identical time (the ASE 2020 study of Pham et al. measured training-time
+differences of up to 145% between identical runs). Every run records its training step times in
+``timings.parquet`` (:mod:`deviate_cb.timing`); per (experiment, variant) group this module reports the
+median step time of each run (steps inside a profiling window left out), their mean, std, CV, range and the
+slowest run's excess over the fastest, and, where runs were profiled (``DeviateCallback(profile=...)``), the
+ops with the most self time per run.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> from deviate_cb.report.runs import find_runs
+    >>> from deviate_cb.timing import write_timings
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k, seconds in enumerate([0.010, 0.012]):
+    ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
+    ...     _ = run.update_manifest(status="completed")
+    ...     steps = [{"stage": "train", "epoch": 0, "step": s, "wall_s": seconds, "profiled": False} for s in range(4)]
+    ...     _ = write_timings(run.path, steps, [])
+    >>> (group,) = build_timings(find_runs(root))
+    >>> group.n_runs, round(group.slowest_over_fastest_pct, 1)
+    (2, 20.0)
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Optional
+
+from deviate_cb.report.runs import RunRecord
+
+__all__ = ["TIMING_COLUMNS", "TimingGroup", "build_timings", "timing_rows", "write_timings_section"]
+
+TIMING_COLUMNS = (
+    "experiment",
+    "variant",
+    "n_runs",
+    "steps_per_run",
+    "median_step_s_mean",
+    "median_step_s_std",
+    "cv",
+    "median_step_s_min",
+    "median_step_s_max",
+    "slowest_over_fastest_pct",
+)
+
+
+@dataclass(frozen=True)
+class TimingGroup:
+    """The step times of the runs of one (experiment, variant) group.
+
+    Attributes:
+        medians: Each run's median training step time in seconds (unprofiled steps), by replica.
+        top_ops: The ops with the most self time, mean per profiled run: dicts with ``op``, ``device_type``,
+            ``calls``, ``self_ms`` (per run), ``share`` (of the self time of all ops of that device).
+    """
+
+    experiment: str
+    variant: str
+    medians: dict[str, float]
+    steps_per_run: float
+    top_ops: list[dict[str, Any]] = field(default_factory=list)
+    profiled_runs: int = 0
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.medians)
+
+    @property
+    def slowest_over_fastest_pct(self) -> float:
+        """How much longer the slowest run's median step took than the fastest's, in percent."""
+        values = list(self.medians.values())
+        return (max(values) / min(values) - 1.0) * 100.0 if values and min(values) > 0 else math.nan
+
+    def row(self) -> dict[str, Any]:
+        values = list(self.medians.values())
+        mean = statistics.fmean(values)
+        std = statistics.stdev(values) if len(values) > 1 else math.nan
+        return {
+            "experiment": self.experiment,
+            "variant": self.variant,
+            "n_runs": self.n_runs,
+            "steps_per_run": self.steps_per_run,
+            "median_step_s_mean": mean,
+            "median_step_s_std": std,
+            "cv": std / mean if mean else math.nan,
+            "median_step_s_min": min(values),
+            "median_step_s_max": max(values),
+            "slowest_over_fastest_pct": self.slowest_over_fastest_pct,
+        }
+
+
+def build_timings(
+    runs: Sequence[RunRecord], *, stage: str = "train", top: int = 10, warnings: Optional[list[str]] = None
+) -> list[TimingGroup]:
+    """Per (experiment, variant): the completed runs' step times and top ops, from their ``timings.parquet``.
+
+    Args:
+        runs: The runs (those not completed, and those without step times of ``stage``, are left out).
+        stage: Whose steps: ``train`` (the callbacks time training steps).
+        top: How many ops to keep per group.
+        warnings: Where to append one line per unreadable ``timings.parquet``.
+    """
+    import pyarrow as pa
+
+    from deviate_cb.timing import TIMINGS_FILE, read_timings
+
+    per_group: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in runs:
+        if not run.completed or not (run.path / TIMINGS_FILE).is_file():
+            continue
+        try:
+            table = read_timings(run.path)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            if warnings is not None:
+                warnings.append(f"{run.path / TIMINGS_FILE}: unreadable ({' '.join(str(exc).split())[:100]}); skipped.")
+            continue
+        rows = table.to_pylist()
+        walls = [r["wall_s"] for r in rows if r["kind"] == "step" and r["stage"] == stage and not r["profiled"]]
+        if not walls:
+            continue
+        group = per_group.setdefault((run.experiment, run.variant), {"medians": {}, "steps": [], "ops": {}, "n": 0})
+        group["medians"][run.replica] = statistics.median(walls)
+        group["steps"].append(len(walls))
+        ops = [r for r in rows if r["kind"] == "op"]
+        if ops:
+            group["n"] += 1
+            for r in ops:
+                total = group["ops"].setdefault((r["op"], r["device_type"]), [0, 0.0])
+                total[0] += int(r["calls"])
+                total[1] += float(r["self_time_us"])
+    groups = []
+    for (experiment, variant), g in sorted(per_group.items()):
+        device_total: dict[str, float] = {}
+        for (_, device), (_, self_us) in g["ops"].items():
+            device_total[device] = device_total.get(device, 0.0) + self_us
+        ranked = sorted(g["ops"].items(), key=lambda item: (-item[1][1], item[0]))[:top]
+        top_ops = [
+            {
+                "op": op,
+                "device_type": device,
+                "calls": calls / g["n"],
+                "self_ms": self_us / g["n"] / 1e3,
+                "share": self_us / device_total[device] if device_total[device] else math.nan,
+            }
+            for (op, device), (calls, self_us) in ranked
+        ]
+        groups.append(TimingGroup(experiment, variant, g["medians"], statistics.fmean(g["steps"]), top_ops, g["n"]))
+    return groups
+
+
+def timing_rows(groups: Sequence[TimingGroup]) -> list[dict[str, Any]]:
+    """One row per group with the keys of :data:`TIMING_COLUMNS` (for csv and json)."""
+    return [g.row() for g in groups]
+
+
+_STEP_CELLS = {
+    "experiment": lambda r: r["experiment"],
+    "variant": lambda r: r["variant"],
+    "runs": lambda r: str(r["n_runs"]),
+    "median step s (mean)": lambda r: _fmt(r["median_step_s_mean"]),
+    "std": lambda r: _fmt(r["median_step_s_std"]),
+    "cv": lambda r: _fmt(r["cv"]),
+    "fastest": lambda r: _fmt(r["median_step_s_min"]),
+    "slowest": lambda r: _fmt(r["median_step_s_max"]),
+    "slowest vs fastest": lambda r: f"+{r['slowest_over_fastest_pct']:.1f}%",
+}
+_OP_CELLS = {
+    "op": lambda r: r["op"],
+    "device": lambda r: r["device_type"],
+    "calls/run": lambda r: _fmt(r["calls"]),
+    "self ms/run": lambda r: _fmt(r["self_ms"]),
+    "share of device time": lambda r: "" if math.isnan(r["share"]) else f"{r['share']:.1%}",
+}
+
+
+def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str]) -> None:
+    """Write the step-time section as Markdown (``md``) or terminal tables (``table``) to ``out``."""
+    from deviate_cb.report.render import render_records
+
+    if not groups:
+        return
+    title = "Step time across replicas (each run's median training step; profiled steps left out)"
+    out.write(f"\n## {title}\n\n" if fmt == "md" else "\n")
+    out.write(render_records(timing_rows(groups), TIMING_COLUMNS, fmt, human=_STEP_CELLS, file=out, title=title))
+    for g in groups:
+        if g.top_ops:
+            heading = (
+                f"Top ops by self time: experiment={g.experiment} variant={g.variant} ({g.profiled_runs} profiled)"
+            )
+            out.write(f"\n### {heading}\n\n" if fmt == "md" else "\n")
+            columns = ("op", "device_type", "calls", "self_ms", "share")
+            out.write(render_records(g.top_ops, columns, fmt, human=_OP_CELLS, file=out, title=heading))
+
+
+def _fmt(value: float) -> str:
+    return "" if math.isnan(value) else f"{value:.4g}"
