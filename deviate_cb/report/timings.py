@@ -108,7 +108,7 @@ def build_timings(
     """
     import pyarrow as pa
 
-    from deviate_cb.timing import TIMINGS_FILE, read_timings
+    from deviate_cb.timing import TIMINGS_FILE, read_timings, step_statistics
 
     per_group: dict[tuple[str, str], dict[str, Any]] = {}
     for run in runs:
@@ -121,12 +121,12 @@ def build_timings(
                 warnings.append(f"{run.path / TIMINGS_FILE}: unreadable ({' '.join(str(exc).split())[:100]}); skipped.")
             continue
         rows = table.to_pylist()
-        walls = [r["wall_s"] for r in rows if r["kind"] == "step" and r["stage"] == stage and not r["profiled"]]
-        if not walls:
+        summary = step_statistics([r for r in rows if r["kind"] == "step" and r["stage"] == stage]).get(stage)
+        if not summary or not summary["steps"]:
             continue
         group = per_group.setdefault((run.experiment, run.variant), {"medians": {}, "steps": [], "ops": {}, "n": 0})
-        group["medians"][run.replica] = statistics.median(walls)
-        group["steps"].append(len(walls))
+        group["medians"][run.replica] = summary["median_s"]
+        group["steps"].append(summary["steps"])
         ops = [r for r in rows if r["kind"] == "op"]
         if ops:
             group["n"] += 1

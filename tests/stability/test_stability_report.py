@@ -142,7 +142,7 @@ def test_runs_on_different_samples_use_the_common_ones(capsys, tmp_path: Path) -
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--stability", "--decomposition"], "give either `--decomposition` or `--stability`, not both."),
+        (["--stability", "--decomposition"], "give one of `--decomposition`, `--stability`, `--timings`."),
         (["--positive", "yes"], "argument --positive: invalid int value: 'yes'."),
     ],
 )
