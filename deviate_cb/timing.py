@@ -62,6 +62,7 @@ __all__ = [
     "read_timings",
     "step_statistics",
     "step_time_spread",
+    "synchronizer",
     "timings_schema",
     "top_ops",
     "write_timings",
@@ -176,6 +177,25 @@ class StepTimer:
             {"stage": s, "epoch": e, "step": k, "wall_s": w, "profiled": p}
             for s, e, k, w, p in zip(self._stage, self._epoch, self._step, self._wall, self._profiled, strict=True)
         ]
+
+
+def synchronizer(device: Any) -> Optional[Callable[[], Any]]:
+    """The ``synchronize`` argument of :class:`StepTimer` for a torch device: a CUDA sync on CUDA, else ``None``.
+
+    Accepts a ``torch.device``, a string (``"cuda:0"``, ``"cpu"``) or ``None``; imports torch only for CUDA.
+
+    Example:
+        >>> synchronizer("cpu") is None, synchronizer(None) is None
+        (True, True)
+    """
+    kind = getattr(device, "type", None) or (str(device).split(":")[0] if device is not None else None)
+    if kind != "cuda":
+        return None
+    import functools
+
+    import torch
+
+    return functools.partial(torch.cuda.synchronize, device)
 
 
 def step_statistics(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
