@@ -122,6 +122,8 @@ def test_deviate_fingerprint_prints_json_and_a_table(capsys: pytest.CaptureFixtu
     assert main(["fingerprint"]) == 0
     table = capsys.readouterr().out
     assert "torch.version" in table and "cpu.model" in table
+    assert main(["fingerprint", "--format", "json", "--no-import"]) == 0
+    assert missing_fields(json.loads(capsys.readouterr().out)) == []
 
 
 @pytest.mark.parametrize("argv", [["fingerprint", "--format", "xml"], ["fingerprint", "--import", "numpy"]])

@@ -1,15 +1,16 @@
 """``deviate fingerprint``: this machine's fingerprint, as a table or JSON.
 
 The same fingerprint a run records in ``fingerprint.json`` (:func:`deviate_cb.fingerprint.collect_fingerprint`),
-with the frameworks named by ``--import`` imported first so that their run-time facts (thread counts, Keras
-backend, cuDNN, NCCL, GPU properties) are filled in; without it, frameworks contribute their installed versions
-only. A section that does not apply (no NVIDIA driver) is shown as absent, with the reason.
+with torch imported first when it is installed (or the frameworks named by ``--import``) so that their run-time
+facts (thread counts, cuDNN, NCCL, GPU properties, Keras backend) are filled in; with ``--no-import``, frameworks
+contribute their installed versions only.
+A section that does not apply (no NVIDIA driver) is shown as absent, with the reason.
 
 Example:
     >>> import argparse, io, json
     >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()
     >>> add_fingerprint(commands)
-    >>> args = parser.parse_args(["fingerprint", "--format", "json"])
+    >>> args = parser.parse_args(["fingerprint", "--format", "json", "--no-import"])
     >>> out = io.StringIO(); args.handler(args, out, io.StringIO())
     0
     >>> sorted(json.loads(out.getvalue()))[:3]
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 from typing import IO, Any
 
@@ -36,8 +38,8 @@ def add_fingerprint(commands: Any) -> None:
         "fingerprint",
         help="print this machine's hardware/software fingerprint",
         description="The fingerprint a run records (GPUs, driver, CUDA, cuDNN, NCCL, library versions, threads, "
-        "determinism switches). --import torch (or tensorflow, keras, jax, lightning; repeatable) imports a framework "
-        "first so that its run-time facts are filled in.",
+        "determinism switches). torch is imported first when installed, so that its run-time facts are filled in; "
+        "--import tensorflow (or keras, jax, lightning, torch; repeatable) imports those instead.",
     )
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
     parser.add_argument(
@@ -48,13 +50,17 @@ def add_fingerprint(commands: Any) -> None:
         metavar="FRAMEWORK",
         help=f"import a framework first: one of {', '.join(_IMPORTABLE)} (repeatable)",
     )
+    parser.add_argument("--no-import", action="store_true", help="import no framework: installed versions only")
     parser.set_defaults(handler=_run_fingerprint)
 
 
 def _run_fingerprint(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.fingerprint import collect_fingerprint
 
-    for name in args.imports:
+    imports = list(args.imports)
+    if not imports and not args.no_import and importlib.util.find_spec("torch") is not None:
+        imports = ["torch"]
+    for name in imports if not args.no_import else []:
         if name not in _IMPORTABLE:
             raise UsageError(f"`--import` must be one of {', '.join(_IMPORTABLE)}. Received: --import={name}.")
         try:
