@@ -1,4 +1,4 @@
-"""Launch replicas: the planner, the backends (``local`` now; Slurm and Ray later) and the replica bootstrap.
+"""Launch replicas: the planner, the backends (``local``, ``slurm``, ``ray``, plug-ins) and the replica bootstrap.
 
 ``deviate-replicate`` is :func:`replicate` behind argparse. Submodules are imported on first use, so a
 replica's bootstrap (:mod:`deviate_cb.launch.child`) loads only what it needs.
@@ -19,11 +19,14 @@ __all__ = [
     "LocalBackend",
     "Outcome",
     "Placement",
+    "RayBackend",
     "ReplicaPlan",
     "ReplicaResult",
     "ReplicationResult",
+    "SlurmBackend",
     "TrainerSpec",
     "TrainerSpecError",
+    "available_backends",
     "get_backend",
     "plan_replicas",
     "replicate",
@@ -35,7 +38,10 @@ _WHERE = {
     "Outcome": "base",
     "Placement": "base",
     "get_backend": "base",
+    "available_backends": "base",
     "LocalBackend": "local",
+    "SlurmBackend": "slurm",
+    "RayBackend": "ray_backend",
     "ReplicaPlan": "planner",
     "plan_replicas": "planner",
     "ReplicaResult": "runner",
