@@ -39,8 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ import numpy as np
 
 from deviate_cb.errors import UsageError
 from deviate_cb.stats.stability_sketch import SKETCH_METHOD, SketchAccumulator
-from deviate_cb.store import RunDirectory, atomic_write_bytes
+from deviate_cb.store import RunDirectory, atomic_write, atomic_write_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -411,20 +410,7 @@ def _atomic_npz(path: Path, arrays: Mapping[str, Any]) -> None:
     def write(handle: IO[bytes]) -> None:
         np.savez(handle, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
 
-    _atomic_write(path, write)
-
-
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, write)
 
 
 def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:

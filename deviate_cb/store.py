@@ -17,9 +17,9 @@ import datetime as _dt
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.series_summary import with_summary
@@ -36,6 +36,7 @@ __all__ = [
     "STATUSES",
     "MetricsFile",
     "RunDirectory",
+    "atomic_write",
     "atomic_write_bytes",
     "check_partition_value",
     "claim_replica",
@@ -91,11 +92,27 @@ def iso_time(timestamp: Optional[float] = None) -> str:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temporary file, flush, fsync, rename)."""
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
+    """Call ``write`` on a temporary file next to ``path``, flush and fsync it, then rename it over ``path``.
+
+    A reader sees the old file or the new one, never a partial one; on an error the temporary file is removed
+    and the old file is left as it was.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "x.bin"
+        >>> atomic_write(path, lambda handle: handle.write(b"new"))
+        >>> path.read_bytes()
+        b'new'
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -312,17 +329,8 @@ class MetricsFile:
         import pyarrow.parquet as pq
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                # The per-series summary in the footer lets reports skip the values (deviate_cb.series_summary).
-                pq.write_table(with_summary(table), handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        # The per-series summary in the footer lets reports skip the values (deviate_cb.series_summary).
+        atomic_write(self.path, lambda handle: pq.write_table(with_summary(table), handle))
 
 
 def _dumps(obj: Mapping[str, Any]) -> bytes:
