@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -55,7 +56,14 @@ def start_cli(args: Sequence[str], *, cwd: Path, env: Optional[Mapping[str, str]
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A test run as a background job of a non-interactive shell inherits SIGINT ignored, and so would the
+        # launcher: give it the default disposition, as a launcher started from a terminal has.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def manifest(run_dir: Path) -> dict[str, Any]:
