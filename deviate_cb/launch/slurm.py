@@ -327,7 +327,6 @@ class SlurmBackend(Backend):
                 listener.finished(job, placement, dataclasses.replace(outcome, interrupted=True))
             raise
 
-
     def _wait_gone(self, job_ids: list[str]) -> None:
         """Wait (at most ``kill_grace_s`` + 10 s; a second Ctrl-C stops it) for cancelled jobs to leave the queue."""
         deadline = _time.monotonic() + self.kill_grace_s + 10.0
