@@ -17,7 +17,8 @@ figure that resolves a 2% effect.
 
     python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras]
 
-Then, for each installed Keras backend among TensorFlow and torch, ``keras_overhead.py`` runs the same
+First it prints the callback's one-off start-up cost at fit start (run directory, manifest, determinism record,
+fingerprint). Then, for each installed Keras backend among TensorFlow and torch, ``keras_overhead.py`` runs the same
 step-interleaved measurement for ``deviate_cb.keras.DeviateCallback`` in its own process (goal: 1.03x).
 """
 
@@ -191,9 +192,35 @@ def main() -> None:
     parser.add_argument("--only", choices=["lightning", "keras"], help="run one framework's part")
     args = parser.parse_args()
     if args.only != "keras":
+        startup_part()
         lightning_part(args)
     if args.only != "lightning":
         keras_part(args)
+
+
+def startup_part(repeats: int = 20) -> None:
+    """What the callback costs once per run, at fit start: the run directory, manifest, determinism record and
+    the fingerprint (collected in-process: versions, CPU, BLAS, threads, NVML/CUDA facts when present)."""
+    from deviate_cb.fingerprint import collect_fingerprint
+    from deviate_cb.lightning import DeviateCallback
+
+    collect_fingerprint()  # the first call reads package metadata and imports nothing new afterwards
+    fingerprint, start_up = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            collect_fingerprint()
+            fingerprint.append(time.perf_counter() - t0)
+            session = DeviateCallback(Path(tmp) / "runs", experiment="startup")._session
+            t0 = time.perf_counter()
+            session.open()
+            session.write_fingerprint()
+            start_up.append(time.perf_counter() - t0)
+    print(
+        f"start-up per run (median of {repeats}): collect_fingerprint {statistics.median(fingerprint) * 1e3:.2f} ms; "
+        f"run directory + manifest + determinism record + fingerprint.json {statistics.median(start_up) * 1e3:.2f} ms"
+    )
+    print()
 
 
 def keras_part(args: argparse.Namespace) -> None:
