@@ -42,7 +42,7 @@ def footer_values(files: Sequence[str], reduce: str) -> tuple[dict[tuple[str, st
     rest: list[str] = []
     for path in files:
         try:
-            summary = footer_summary(pq.read_metadata(path))
+            summary = footer_summary(pq.read_metadata(path, memory_map=True))
         except (OSError, pa.ArrowException):
             summary = None
         if summary is None:

@@ -21,12 +21,14 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.scan import SeriesScan, duckdb_last, import_duckdb
+from deviate_cb.store import METRICS_FILE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,7 +56,7 @@ def read_metrics(runs: Sequence[RunRecord], base: Path, warnings: list[str]) -> 
     """
     import pyarrow as pa
 
-    index = {str(run.metrics_path): i for i, run in enumerate(runs)}
+    index = {os.path.join(run.path, METRICS_FILE): i for i, run in enumerate(runs)}
     groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
     for path in index:
         if not Path(path).is_file():
@@ -113,8 +115,8 @@ def read_last_values(
     if engine not in ("auto", "duckdb", "pyarrow"):
         raise ValueError(f"`engine` must be 'auto', 'duckdb' or 'pyarrow'. Received: engine={engine!r}.")
     duckdb = None if engine == "pyarrow" else import_duckdb(required=engine == "duckdb")
-    index = {str(run.metrics_path): i for i, run in enumerate(runs)}
-    present = [path for path in index if Path(path).is_file()]
+    index = {os.path.join(run.path, METRICS_FILE): i for i, run in enumerate(runs)}
+    present = [path for path in index if os.path.isfile(path)]
     # (run, stage, name) -> (seq, position in the scan, value)
     best: dict[tuple[int, str, str], tuple[int, int, float]] = {}
     groups: dict[tuple[str, ...], tuple[pa.Schema, list[str]]] = {}
@@ -173,8 +175,8 @@ def read_reduced_values(
 
     if how not in ("best", "mean"):
         raise ValueError(f"`how` must be 'best' or 'mean'. Received: how={how!r}.")
-    index = {str(run.metrics_path): i for i, run in enumerate(runs)}
-    present = [path for path in index if Path(path).is_file()]
+    index = {os.path.join(run.path, METRICS_FILE): i for i, run in enumerate(runs)}
+    present = [path for path in index if os.path.isfile(path)]
     if not present:
         return None
     if scan is None or scan.reduce != "summary" or not scan.covers(present):

@@ -112,17 +112,16 @@ def run_directories(directory: Path) -> list[tuple[Path, tuple[str, str, str]]]:
         >>> [keys for _, keys in run_directories(root)]
         [('mlp', 'algo', '3')]
     """
-    root = Path(os.path.abspath(directory))
+    root = os.path.abspath(directory)
     found = []
     for current, subdirs, files in os.walk(root):
-        path = Path(current)
-        keys = _partition_keys(path)
+        keys = _partition_keys(current)
         if keys is None:
             subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
             continue
         subdirs[:] = []
         if MANIFEST_FILE in files or METRICS_FILE in files:
-            found.append((path, keys))
+            found.append((Path(current), keys))
     return found
 
 
@@ -138,8 +137,8 @@ def read_runs(
     return sorted((_read_run(path, keys, sink) for path, keys in directories), key=lambda r: r.sort_key)
 
 
-def _partition_keys(path: Path) -> Optional[tuple[str, str, str]]:
-    parts = path.parts[-3:]
+def _partition_keys(path: str) -> Optional[tuple[str, str, str]]:
+    parts = path.rstrip(os.sep).split(os.sep)[-3:]
     if len(parts) != 3:
         return None
     values = []
@@ -153,11 +152,11 @@ def _partition_keys(path: Path) -> Optional[tuple[str, str, str]]:
 
 def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> RunRecord:
     run = RunDirectory(path)
-    if not run.manifest_path.is_file():
-        warnings.append(f"{run.manifest_path}: no manifest; the run is listed as status 'unknown'.")
-        return RunRecord(path, *keys, status="unknown", error="no run.json")
     try:
         manifest = run.read_manifest()
+        if not manifest and not os.path.isfile(os.path.join(path, MANIFEST_FILE)):
+            warnings.append(f"{run.manifest_path}: no manifest; the run is listed as status 'unknown'.")
+            return RunRecord(path, *keys, status="unknown", error="no run.json")
     except SchemaVersionError:
         raise
     except (UsageError, OSError, UnicodeDecodeError) as exc:

@@ -25,9 +25,9 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Optional
 
 __all__ = ["ENGINES", "REDUCTIONS", "SeriesScan", "duckdb_last", "duckdb_summary", "import_duckdb"]
@@ -73,7 +73,7 @@ class SeriesScan:
         if engine not in ENGINES:
             raise ValueError(f"`engine` must be one of {', '.join(ENGINES)}. Received: engine={engine!r}.")
         self.reduce = reduce
-        self.files = [str(f) for f in files if Path(f).is_file()]
+        self.files = [os.fspath(f) for f in files if os.path.isfile(f)]
         self._found: Found = {}
         self._uncovered = list(self.files)
         if engine == "duckdb":

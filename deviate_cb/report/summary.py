@@ -203,7 +203,7 @@ def load_per_run(
         if table is None:
             table = read_metrics(completed, partition_base(directory), warnings)
     for run in completed:
-        if not run.metrics_path.is_file():
+        if not os.path.isfile(os.path.join(run.path, METRICS_FILE)):
             warnings.append(f"{run.path}: completed run without {run.metrics_path.name}; it has no metrics.")
     if stage is not None:
         present = sorted(set(table.column("stage").to_pylist()))
