@@ -7,33 +7,35 @@ interpreter start and imports included; warm page cache: one untimed read first)
 (methods interleaved round by round, so that drift in the speed of a shared machine hits all alike):
 
 * ``floor``: the bare pyarrow read of the needed columns (``seq``, ``name``, ``value``) of every metrics file;
-* ``report``: :func:`deviate_cb.report.summary.build_report` with ``aggregate="last"``, exactly what
-  ``deviate report`` computes (per-run ``last`` of every metric, then ``describe`` across runs);
-* ``stream``: the same statistics through :func:`deviate_cb.report.reader.read_last_values` (per-run ``last``
-  reduced while streaming, the whole table never materialised; DuckDB when installed) and ``describe``;
-  ``stream-pa``: the same with ``engine="pyarrow"`` (the fallback without DuckDB);
+* ``report``: :func:`deviate_cb.report.summary.build_report` (``--aggregate``, default ``last``), exactly what
+  ``deviate report`` computes: the per-run values from the per-series summaries in each file's footer
+  (:mod:`deviate_cb.series_summary`, written by the store), then ``describe`` across runs;
+* ``report-scan``: the same on files without footer summaries (another writer, an older deviate-cb): a
+  streamed DuckDB scan; ``scan-pa``: the same without DuckDB (pyarrow batches);
 * peers when installed: ``duckdb`` (``arg_max`` in SQL), ``polars`` (lazy, streaming), ``pyarrow`` ``group_by``.
 
 Every method's statistics (n, mean, std, min, max per metric) are checked against a plain NumPy computation
 (``numpy``: each file read whole, ``last`` by ``seq``); the largest absolute difference is printed.
 Goal (issue 4, section 5): ``report`` at most 0.7x the floor and under 256 MiB peak.
 
-Measured 2026-11-21, full size (335 MB here: values are random doubles), shared 2-core machine, best of 3:
+Measured 2026-11-21, full size (340 MB), idle 2-core VM, best of 3 (the VM's memory manager evicts the page
+cache between methods now and then, which slows the floor most: in one later run it read in 2.91 s and
+``report`` was 0.63x of it; the figures below are the warm-cache ones):
 
-    method    process s  peak MiB  x floor
-    floor          1.51       947    1.00x
-    report        14.16      3701    9.37x   build_report: read_metrics (whole table) + aggregate_table
-    stream         1.92       148    1.27x   read_last_values, DuckDB engine
-    stream-pa      1.95       205    1.29x   read_last_values, pyarrow engine
-    duckdb         0.90        96    0.60x
-    polars         1.39        99    0.92x
-    pyarrow        5.82      2249    3.85x
-    numpy         28.63       107   18.96x   (the reference)
+    method      process s  peak MiB  x floor
+    floor            1.32       965    1.00x
+    report           1.76       144    1.34x   footer summaries
+    report-scan      2.64       185    2.00x   DuckDB scan (no summaries)
+    scan-pa          2.75       182    2.09x   pyarrow batches
+    duckdb           1.04        96    0.79x
+    polars           1.59        94    1.21x
+    pyarrow         10.12      2183    7.69x
+    numpy           31.72       112   24.12x   (the reference)
 
-All equal NumPy to <= 1e-16. ``stream`` spends about 0.95 s in the DuckDB query (0.63x the floor by itself);
-the rest is what a report needs beyond it: importing deviate_cb/numpy/duckdb (~0.45 s), reading 1,000
-``run.json`` manifests (~0.15 s) and the footer check (~0.13 s). ``deviate report`` itself gets these
-figures once ``build_report`` calls ``read_last_values`` for ``--aggregate last``.
+All equal NumPy to <= 1e-16. What ``report`` spends beyond reading: about 0.7 s of imports (numpy 0.15 s,
+SciPy's special functions for the chi-square interval 0.21 s, pyarrow and pyarrow.compute 0.16 s,
+deviate_cb's own modules), 1,000 footers (0.2-0.35 s, overlapped with the 1,000 manifests in another thread),
+1,000 manifests (0.07 s) and the per-run table and aggregation (~0.15 s). The 0.7x goal is not met.
 
     python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
 """
