@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
+from deviate_cb.report.metric_names import (
+    direction_warnings,
+    display_names,
+    kept_metrics,
+    name_directions,
+)
+from deviate_cb.report.per_run import per_run_from_scan, skipped_warning
 from deviate_cb.report.reader import read_last_values, read_metrics, read_reduced_values
 from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, partition_base, read_runs, run_directories
 from deviate_cb.report.scan import SeriesScan
@@ -187,14 +193,21 @@ def load_per_run(
     scan = SeriesScan([os.fspath(path / METRICS_FILE) for path, _ in directories], reduce=reduce)
     runs = read_runs(directories, warnings)
     _import_analysis_modules()
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if not runs:
         state = "is empty; it contains no runs" if not any(directory.iterdir()) else "contains no runs"
         raise UsageError(f"`DIR` {state} (expected {RUN_LAYOUT}). Received: DIR={os.fspath(directory)!r}.")
     completed = [r for r in runs if r.completed]
+    for run in completed:
+        if not os.path.isfile(os.path.join(run.path, METRICS_FILE)):
+            warnings.append(f"{run.path}: completed run without {METRICS_FILE}; it has no metrics.")
+    # Every file summarised (footers, or the DuckDB scan): per-run values without the long table or pyarrow.compute
+    fast = per_run_from_scan(completed, scan, aggregate, directions, metrics, stage, warnings)
+    if fast is not None:
+        return PerRun(tuple(runs), tuple(completed), tuple(warnings), fast)
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if aggregate == "last":  # streamed: one row per (run, stage, name), never the whole long table
         table = read_last_values(completed, partition_base(directory), warnings, scan=scan)
         table = table.append_column("seq", pa.array(np.zeros(table.num_rows, dtype=np.int64)))
@@ -202,9 +215,6 @@ def load_per_run(
         table = read_reduced_values(completed, aggregate, scan=scan)
         if table is None:
             table = read_metrics(completed, partition_base(directory), warnings)
-    for run in completed:
-        if not os.path.isfile(os.path.join(run.path, METRICS_FILE)):
-            warnings.append(f"{run.path}: completed run without {run.metrics_path.name}; it has no metrics.")
     if stage is not None:
         present = sorted(set(table.column("stage").to_pylist()))
         table = table.filter(pc.equal(table.column("stage"), stage))
@@ -215,28 +225,21 @@ def load_per_run(
     table, display = _with_metric_column(table)
     if metrics:
         table = _filter_metrics(table, metrics, display, stage)
-    known = {key for (stage_, name) in display for key in (name, f"{stage_}/{name}")}
-    for key in sorted(set(directions or {}) - known):
-        warnings.append(f"`--direction {key}={(directions or {})[key]}` names no metric of this report; it is ignored.")
+    warnings += direction_warnings(directions, display)
     result = aggregate_table(
         table,
         aggregate,
         keys=("experiment", "variant", "run", "metric"),
-        directions=_name_directions(directions, display),
+        directions=name_directions(directions, display),
         name="metric",
     )
-    for metric in result.skipped:
-        warnings.append(
-            f"metric `{metric}`: cannot tell whether higher or lower is better, so --aggregate best skips it; "
-            f"pass --direction {metric}=max or --direction {metric}=min."
-        )
+    warnings += [skipped_warning(metric) for metric in result.skipped]
     return PerRun(tuple(runs), tuple(completed), tuple(warnings), result.table)
 
 
 def _import_analysis_modules() -> None:
-    """Import what the aggregation and the confidence intervals use (about 0.5 s, mostly SciPy's special
-    functions) now, while a background scan keeps DuckDB busy, rather than after it."""
-    import pyarrow.compute  # noqa: F401
+    """Import what the confidence intervals use (SciPy's special functions, about 0.2 s) now, while the
+    background scan reads footers or keeps DuckDB busy, rather than after it."""
     import scipy.special  # noqa: F401
 
 
@@ -254,45 +257,20 @@ def _with_metric_column(table: Any) -> tuple[Any, dict[tuple[str, str], str]]:
     import pyarrow.compute as pc
 
     pairs = table.group_by(["stage", "name"]).aggregate([]).to_pylist()
-    stages: dict[str, set[str]] = {}
-    for pair in pairs:
-        stages.setdefault(pair["name"], set()).add(pair["stage"])
-    multi = pa.array(sorted(n for n, ss in stages.items() if len(ss) > 1), type=pa.string())
+    display = display_names((p["stage"], p["name"]) for p in pairs)
+    multi = pa.array(sorted({n for (st, n), m in display.items() if m != n}), type=pa.string())
     metric = table.column("name")
     if len(multi):
         qualified = pc.binary_join_element_wise(table.column("stage"), metric, "/")
         metric = pc.if_else(pc.is_in(metric, value_set=multi), qualified, metric)
-    display = {
-        (p["stage"], p["name"]): (f"{p['stage']}/{p['name']}" if len(stages[p["name"]]) > 1 else p["name"])
-        for p in pairs
-    }
     return table.append_column("metric", metric), display
-
-
-def _name_directions(directions: Optional[Mapping[str, str]], display: Mapping[tuple[str, str], str]) -> dict:
-    """Directions keyed by displayed metric: an entry for ``name`` covers every ``stage/name`` of it."""
-    out: dict[str, str] = {}
-    for (stage, name), metric in display.items():
-        for key in (name, f"{stage}/{name}"):
-            if directions and key in directions:
-                out[metric] = directions[key]
-    return out
 
 
 def _filter_metrics(table: Any, patterns: Sequence[str], display: Mapping[tuple[str, str], str], stage: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    keep = {
-        metric
-        for (stage_, name), metric in display.items()
-        if any(fnmatch.fnmatchcase(c, p) for p in patterns for c in (name, metric, f"{stage_}/{name}"))
-    }
-    if not keep and display:
-        raise UsageError(
-            f"`--metric` matches no metric{f' of stage {stage}' if stage else ''}. "
-            f"Received: --metric={list(patterns)!r}. Expected one of: {', '.join(sorted(set(display.values())))}."
-        )
+    keep = kept_metrics(patterns, display, stage)
     return table.filter(pc.is_in(table.column("metric"), value_set=pa.array(sorted(keep), type=pa.string())))
 
 

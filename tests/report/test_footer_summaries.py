@@ -126,3 +126,22 @@ def test_empty_table_summary(tmp_path: Path) -> None:
     assert summary is not None and summary["rows"] == 0 and summary["series"] == []
     empty = with_summary(f.read().slice(0, 0))
     assert decode_summary(empty.schema.metadata[SERIES_KEY])["series"] == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"aggregate": "best", "directions": {"loss": "max", "nothing": "min"}},
+        {"aggregate": "last", "stage": "val"},
+        {"aggregate": "mean", "metrics": ["train/*"]},
+        {"aggregate": "best", "metrics": ["*acc"], "stage": "train"},
+    ],
+)
+def test_filters_and_directions_match_the_long_table_path(tmp_path: Path, options: dict, monkeypatch) -> None:
+    _study(tmp_path)
+    fast = build_report(tmp_path, **options)  # from the summaries, in plain Python
+    monkeypatch.setattr(footers, "footer_summary", lambda metadata: None)
+    monkeypatch.setattr(scan, "import_duckdb", lambda required: None)
+    slow = build_report(tmp_path, **options)  # the long table through aggregate_table
+    assert fast.warnings == slow.warnings
+    _same(_rows(fast), _rows(slow))

@@ -1,0 +1,69 @@
+"""How the report names, selects and orients metrics: ``name``, or ``stage/name`` when a name is in several stages.
+
+Shared by the two ways the report gets its per-run values (the long-table path and the summary path), so
+both name, filter and warn alike.
+
+Example:
+    >>> display = display_names([("train", "loss"), ("val", "loss"), ("val", "acc")])
+    >>> sorted(display.values())
+    ['acc', 'train/loss', 'val/loss']
+    >>> sorted(kept_metrics(["val*"], display, None))
+    ['acc', 'val/loss']
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Optional
+
+from deviate_cb.errors import UsageError
+
+__all__ = ["direction_warnings", "display_names", "kept_metrics", "name_directions"]
+
+
+def display_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """``(stage, name) -> metric``: the name, or ``stage/name`` for a name that occurs in several stages."""
+    pairs = list(pairs)
+    stages: dict[str, set[str]] = {}
+    for stage, name in pairs:
+        stages.setdefault(name, set()).add(stage)
+    return {(stage, name): (f"{stage}/{name}" if len(stages[name]) > 1 else name) for stage, name in pairs}
+
+
+def kept_metrics(patterns: Sequence[str], display: Mapping[tuple[str, str], str], stage: Optional[str]) -> set[str]:
+    """The metrics whose name, ``stage/name`` or displayed name matches a ``--metric`` pattern.
+
+    Raises:
+        UsageError: No metric matches.
+    """
+    keep = {
+        metric
+        for (stage_, name), metric in display.items()
+        if any(fnmatch.fnmatchcase(c, p) for p in patterns for c in (name, metric, f"{stage_}/{name}"))
+    }
+    if not keep and display:
+        raise UsageError(
+            f"`--metric` matches no metric{f' of stage {stage}' if stage else ''}. "
+            f"Received: --metric={list(patterns)!r}. Expected one of: {', '.join(sorted(set(display.values())))}."
+        )
+    return keep
+
+
+def name_directions(directions: Optional[Mapping[str, str]], display: Mapping[tuple[str, str], str]) -> dict:
+    """Directions keyed by displayed metric: an entry for ``name`` covers every ``stage/name`` of it."""
+    out: dict[str, str] = {}
+    for (stage, name), metric in display.items():
+        for key in (name, f"{stage}/{name}"):
+            if directions and key in directions:
+                out[metric] = directions[key]
+    return out
+
+
+def direction_warnings(directions: Optional[Mapping[str, str]], display: Mapping[tuple[str, str], str]) -> list[str]:
+    """One line per ``--direction`` that names no metric of the report."""
+    known = {key for (stage, name) in display for key in (name, f"{stage}/{name}")}
+    return [
+        f"`--direction {key}={(directions or {})[key]}` names no metric of this report; it is ignored."
+        for key in sorted(set(directions or {}) - known)
+    ]

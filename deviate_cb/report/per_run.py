@@ -1,0 +1,106 @@
+"""Per-run values of a study straight from the series summaries, without the long table.
+
+When every completed run's metrics file was summarised (from its footer, or by the DuckDB scan), ``last``,
+``best`` and ``mean`` need no further pass over the data: this module turns the summaries into the report's
+per-run table (``experiment``, ``variant``, ``run``, ``metric``, ``value``) in plain Python, with the same
+metric names, filters, directions and warnings as :func:`deviate_cb.stats.aggregate_table` on the long table
+(``tests/report/test_footer_summaries.py`` checks both give the same report).
+
+Example:
+    >>> skipped_warning("lr")[:40]
+    'metric `lr`: cannot tell whether higher '
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from deviate_cb.report.metric_names import direction_warnings, display_names, kept_metrics, name_directions
+from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.scan import SeriesScan
+from deviate_cb.stats.aggregate import resolve_direction
+from deviate_cb.store import METRICS_FILE
+
+__all__ = ["per_run_from_scan", "skipped_warning"]
+
+
+def skipped_warning(metric: str) -> str:
+    """Why ``--aggregate best`` left a metric out."""
+    return (
+        f"metric `{metric}`: cannot tell whether higher or lower is better, so --aggregate best skips it; "
+        f"pass --direction {metric}=max or --direction {metric}=min."
+    )
+
+
+def per_run_from_scan(
+    completed: Sequence[RunRecord],
+    scan: SeriesScan,
+    aggregate: str,
+    directions: Optional[Mapping[str, str]],
+    metrics: Optional[Sequence[str]],
+    stage: Optional[str],
+    warnings: list[str],
+) -> Any:
+    """The per-run table of ``completed`` from ``scan``'s summaries, or ``None`` when some file was not summarised.
+
+    Raises:
+        UsageError: ``stage`` or ``metrics`` match nothing.
+    """
+    from deviate_cb.errors import UsageError
+
+    files = {os.path.join(run.path, METRICS_FILE): i for i, run in enumerate(completed)}
+    files = {path: i for path, i in files.items() if os.path.isfile(path)}
+    if aggregate not in ("last", "best", "mean") or not scan.covers(list(files)):
+        return None
+    found = scan.result()
+    if set(scan.uncovered) & set(files):
+        return None
+    series = [(files[path], st, name, values) for (path, st, name), values in found.items() if path in files]
+    if stage is not None:
+        present = sorted({st for _, st, _, _ in series})
+        series = [s for s in series if s[1] == stage]
+        if not series and present:
+            raise UsageError(
+                f"`--stage` matches no metric. Received: --stage={stage!r}. Expected one of: {', '.join(present)}."
+            )
+    display = display_names(sorted({(st, name) for _, st, name, _ in series}))
+    keep = kept_metrics(metrics, display, stage) if metrics else set(display.values())
+    warnings += direction_warnings(directions, display)
+    oriented = name_directions(directions, display)
+    rows: list[tuple[str, str, int, str, float]] = []
+    skipped: set[str] = set()
+    for run, st, name, values in series:
+        metric = display[(st, name)]
+        if metric not in keep:
+            continue
+        if aggregate == "best":
+            direction = resolve_direction(metric, oriented)
+            if direction is None:
+                skipped.add(metric)
+                continue
+            value = values[0] if direction == "max" else values[1]  # (largest, smallest, mean) of finite values
+        else:
+            value = values[1] if aggregate == "last" else values[2]  # last: (order key, value)
+        record = completed[run]
+        rows.append((record.experiment, record.variant, run, metric, float(value)))
+    warnings += [skipped_warning(metric) for metric in sorted(skipped)]
+    rows.sort(key=lambda r: r[:4])
+    return _table(rows)
+
+
+def _table(rows: list[tuple[str, str, int, str, float]]) -> Any:
+    import pyarrow as pa
+
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
+    return pa.table(
+        {
+            "experiment": pa.array(columns[0], pa.string()),
+            "variant": pa.array(columns[1], pa.string()),
+            "run": pa.array(columns[2], pa.int32()),
+            "metric": pa.array(columns[3], pa.string()),
+            "value": pa.array([math.nan if v is None else v for v in columns[4]], pa.float64()),
+        }
+    )
