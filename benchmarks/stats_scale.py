@@ -66,10 +66,10 @@ def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deviate_cb.series_summary import SUMMARY_VERSION, with_summary
+    from deviate_cb.series_summary import SERIES_KEY, SUMMARY_VERSION, with_summary
     from deviate_cb.store import SCHEMA_VERSION, metrics_schema, run_path
 
-    stamp = root / f".stats_scale-{runs}x{metrics}x{steps}-{SEED}-summary{SUMMARY_VERSION}"
+    stamp = root / f".stats_scale-{runs}x{metrics}x{steps}-{SEED}-summary{SUMMARY_VERSION}-values-copy"
     if stamp.is_file():
         return root
     rng = np.random.default_rng(SEED)
@@ -90,8 +90,13 @@ def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
         table = pa.table(
             [seq, step, epoch, stage, scope, name, value, np.isfinite(value), wall], schema=metrics_schema()
         )
-        pq.write_table(with_summary(table), path / "metrics.parquet")  # as MetricsFile writes it
+        table = with_summary(table)
+        pq.write_table(table, path / "metrics.parquet")  # as MetricsFile writes it
+        stat = (path / "metrics.parquet").stat()  # and the copy the session keeps in run.json
+        copy = {**json.loads(table.schema.metadata[SERIES_KEY]), "file_size": stat.st_size}
+        copy["file_mtime_ns"] = stat.st_mtime_ns
         manifest = {"schema_version": SCHEMA_VERSION, "status": "completed", "seed": k, "variant": VARIANT}
+        manifest["metrics_summary"] = copy
         (path / "run.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     stamp.write_text("ok\n")
     return root
@@ -130,11 +135,20 @@ def m_report(root: Path) -> dict:
     return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
 
 
-def m_report_scan(root: Path, duckdb: bool = True) -> dict:
-    """``report`` on files without footer summaries (another writer, an older deviate-cb): a full scan, by
-    DuckDB or (``duckdb=False``, as without the ``report`` extra) by pyarrow batches."""
-    from deviate_cb.report import footers, scan
+def m_report_footers(root: Path) -> dict:
+    """``report`` when the manifests hold no copy of the summaries: one footer read per run."""
+    from deviate_cb.report import summary
 
+    summary.manifest_values = lambda runs, reduce: ({}, set())
+    return m_report(root)
+
+
+def m_report_scan(root: Path, duckdb: bool = True) -> dict:
+    """``report`` on files without summaries (another writer, an older deviate-cb): a full scan, by DuckDB or
+    (``duckdb=False``, as without the ``report`` extra) by pyarrow batches."""
+    from deviate_cb.report import footers, scan, summary
+
+    summary.manifest_values = lambda runs, reduce: ({}, set())
     footers.footer_summary = lambda metadata: None
     if not duckdb:
         scan.import_duckdb = lambda required: None
@@ -224,6 +238,7 @@ def m_pyarrow(root: Path) -> dict:
 METHODS = {
     "floor": m_floor,
     "report": m_report,
+    "report-footers": m_report_footers,
     "report-scan": m_report_scan,
     "scan-pa": lambda root: m_report_scan(root, duckdb=False),
     "duckdb": m_duckdb,
@@ -293,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     os.environ["STATS_SCALE_AGGREGATE"] = args.aggregate  # inherited by every child process
     if args.aggregate != "last":
-        keep = ("floor", "report", "report-scan", "numpy")
+        keep = ("floor", "report", "report-footers", "report-scan", "numpy")
         args.methods = ",".join(m for m in args.methods.split(",") if m.strip() in keep)
     root = args.dir or Path(tempfile.gettempdir()) / f"deviate-stats-scale-{args.runs}x{args.metrics}x{args.steps}"
     start = time.perf_counter()

@@ -3,10 +3,13 @@
 Each time the store writes a run's metrics it also computes, for every (stage, name) series, the value
 recorded last (by ``seq``, ties to the later row) and its ``seq``, and the largest, smallest and summed
 finite values and their count, and stores them as JSON under the key ``deviate.series`` of the Parquet
-file's key-value metadata, together with the row count and the ``seq`` range of the file. A reader takes
-a summary only when the footer agrees with it (same row count, same ``seq`` minimum and maximum in the
-column statistics); a file written by another tool, or rewritten with fewer or more rows, is scanned as
-before. ``last``, ``best`` and ``mean`` then cost one footer read per run instead of a scan of every value.
+file's key-value metadata, together with the row count and the ``seq`` and ``value`` ranges of the file. A
+reader takes a summary only when the footer agrees with it (same row count, same ``seq`` and ``value``
+minimum and maximum in the column statistics); a file written by another tool, or rewritten with other rows
+or values, is scanned as before. (A rewrite that keeps the row count and both ranges goes unnoticed here;
+the store's writer also copies the summary into ``run.json`` with the file's size and modification time,
+which notices any rewrite.) ``last``, ``best`` and ``mean`` then cost one manifest or footer read per run
+instead of a scan of every value.
 
 The capture side computes this with pyarrow only (no DuckDB).
 
@@ -29,7 +32,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-__all__ = ["SERIES_KEY", "SUMMARY_VERSION", "decode_summary", "encode_summary", "footer_summary", "with_summary"]
+__all__ = [
+    "SERIES_KEY",
+    "SUMMARY_VERSION",
+    "decode_summary",
+    "encode_summary",
+    "footer_summary",
+    "valid_summary",
+    "with_summary",
+]
 
 SERIES_KEY = b"deviate.series"
 SUMMARY_VERSION = 1
@@ -87,11 +98,15 @@ def encode_summary(table: pa.Table) -> bytes:
             strict=True,
         )
     ]
+    extremes = pc.min_max(value)  # as Parquet's column statistics: NaN left out, infinities kept
+    low, high = extremes["min"].as_py(), extremes["max"].as_py()
     summary = {
         "version": SUMMARY_VERSION,
         "rows": table.num_rows,
         "seq_min": int(seq.min()) if seq.size else None,
         "seq_max": int(seq.max()) if seq.size else None,
+        "value_min": None if low is None or math.isnan(low) else low,
+        "value_max": None if high is None or math.isnan(high) else high,
         "series": series,
     }
     return json.dumps(summary, separators=(",", ":")).encode()  # NaN and Infinity as Python's json writes them
@@ -110,6 +125,11 @@ def decode_summary(data: bytes) -> Optional[dict[str, Any]]:
         summary = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
+    return valid_summary(summary)
+
+
+def valid_summary(summary: Any) -> Optional[dict[str, Any]]:
+    """``summary`` when it is a summary this version can read (a dict with ``version``, ``rows``, ``series``)."""
     if not isinstance(summary, dict) or summary.get("version") != SUMMARY_VERSION:
         return None
     if not isinstance(summary.get("series"), list) or not isinstance(summary.get("rows"), int):
@@ -137,19 +157,21 @@ def footer_summary(metadata: pq.FileMetaData) -> Optional[dict[str, Any]]:
         return None
     if metadata.num_rows == 0:
         return summary
-    try:
-        column = metadata.schema.names.index("seq")
-    except ValueError:
-        return None
-    low, high = None, None
-    for i in range(metadata.num_row_groups):
-        stats = metadata.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:
+    for column, key in (("seq", "seq"), ("value", "value")):
+        try:
+            index = metadata.schema.names.index(column)
+        except ValueError:
             return None
-        low = stats.min if low is None else min(low, stats.min)
-        high = stats.max if high is None else max(high, stats.max)
-    if (low, high) != (summary.get("seq_min"), summary.get("seq_max")):
-        return None
+        low, high = None, None
+        for i in range(metadata.num_row_groups):
+            stats = metadata.row_group(i).column(index).statistics
+            if stats is None:
+                return None
+            if stats.has_min_max:
+                low = stats.min if low is None else min(low, stats.min)
+                high = stats.max if high is None else max(high, stats.max)
+        if (low, high) != (summary.get(f"{key}_min"), summary.get(f"{key}_max")):
+            return None  # rewritten since: other rows or other values
     return summary
 
 

@@ -9,6 +9,7 @@ the session sets it (running, then completed or failed).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -132,8 +133,9 @@ class RunSession:
             run = RunDirectory(path)
         run.path.mkdir(parents=True, exist_ok=True)
         self.run, self._metrics_file = run, run.metrics()
-        if restored.get("run_dir") and Path(restored["run_dir"]).resolve() == run.path.resolve():
-            self._metrics_file.truncate(int(restored.get("next_seq", self._metrics_file.next_seq)))
+        same_run = restored.get("run_dir") and Path(restored["run_dir"]).resolve() == run.path.resolve()
+        if same_run and self._metrics_file.truncate(int(restored.get("next_seq", self._metrics_file.next_seq))):
+            self._copy_summary()
         fields: dict[str, Any] = {"framework": self.framework, "callback": {"metrics": self.recorder.patterns}}
         if self.context is None:
             fields.update(
@@ -184,7 +186,21 @@ class RunSession:
             return 0
         if self.timings is not None and self.run is not None:
             self.timings.flush(self.run.path)
-        return self.recorder.flush(self._metrics_file)
+        written = self.recorder.flush(self._metrics_file)
+        if written:
+            self._copy_summary()
+        return written
+
+    def _copy_summary(self) -> None:
+        """Copy the metrics file's series summary into ``run.json`` (key ``metrics_summary``) with the file's
+        size and modification time, so that a report reads it with the manifest instead of opening the
+        Parquet footer; a report trusts the copy only while the file's size and time still match."""
+        metrics = self._metrics_file
+        if self.run is None or metrics is None or metrics.summary is None:
+            return
+        stat = os.stat(metrics.path)
+        copy = {**json.loads(metrics.summary), "file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns}
+        self.run.update_manifest(metrics_summary=copy)
 
     def close(self, *, error: Optional[BaseException] = None) -> dict[str, Any]:
         """Flush, and record the end of the run (status only when standalone); return the manifest."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.series_summary import with_summary
+from deviate_cb.series_summary import SERIES_KEY, with_summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -261,6 +261,7 @@ class MetricsFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._table: Optional[pa.Table] = None
+        self.summary: Optional[bytes] = None  # the series summary of the last write (JSON)
 
     def read(self) -> pa.Table:
         """All rows written so far (an empty table if the file does not exist)."""
@@ -332,7 +333,9 @@ class MetricsFile:
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # The per-series summary in the footer lets reports skip the values (deviate_cb.series_summary).
-        atomic_write(self.path, lambda handle: pq.write_table(with_summary(table), handle))
+        table = with_summary(table)
+        atomic_write(self.path, lambda handle: pq.write_table(table, handle))
+        self.summary = table.schema.metadata[SERIES_KEY]
 
 
 def _dumps(obj: Mapping[str, Any]) -> bytes:

@@ -15,12 +15,14 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from deviate_cb.series_summary import footer_summary
+from deviate_cb.series_summary import footer_summary, valid_summary
+from deviate_cb.store import METRICS_FILE
 
-__all__ = ["footer_values"]
+__all__ = ["footer_values", "manifest_values", "summary_values"]
 
 
 def footer_values(files: Sequence[str], reduce: str) -> tuple[dict[tuple[str, str, str], tuple[Any, ...]], list[str]]:
@@ -48,9 +50,42 @@ def footer_values(files: Sequence[str], reduce: str) -> tuple[dict[tuple[str, st
         if summary is None:
             rest.append(path)
             continue
-        for stage, name, last_seq, last, high, low, total, count in summary["series"]:
-            if reduce == "last":
-                found[(path, stage, name)] = (last_seq, last)
-            else:
-                found[(path, stage, name)] = (high, low, total / count if count else math.nan)
+        found.update(summary_values(path, summary, reduce))
     return found, rest
+
+
+def manifest_values(runs: Sequence[Any], reduce: str) -> tuple[dict[tuple[str, str, str], tuple[Any, ...]], set[str]]:
+    """What the manifests' copies of the series summaries say, for the runs whose metrics file has not changed
+    since (same size and modification time), and the metrics files they cover.
+
+    Args:
+        runs: :class:`~deviate_cb.report.runs.RunRecord` objects (their ``metrics_summary``).
+        reduce: As for :func:`footer_values`.
+    """
+    found: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+    covered: set[str] = set()
+    for run in runs:
+        copy = run.metrics_summary
+        if valid_summary(copy) is None:
+            continue
+        path = os.path.join(run.path, METRICS_FILE)
+        try:
+            stat = os.stat(path)
+        except OSError:
+            continue
+        if (copy.get("file_size"), copy.get("file_mtime_ns")) != (stat.st_size, stat.st_mtime_ns):
+            continue  # rewritten since: its footer (or a scan) says what it holds now
+        found.update(summary_values(path, copy, reduce))
+        covered.add(path)
+    return found, covered
+
+
+def summary_values(path: str, summary: dict[str, Any], reduce: str) -> dict[tuple[str, str, str], tuple[Any, ...]]:
+    """One file's series summary as ``{(path, stage, name): values}`` (see :func:`footer_values`)."""
+    found: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+    for stage, name, last_seq, last, high, low, total, count in summary["series"]:
+        if reduce == "last":
+            found[(path, stage, name)] = (last_seq, last)
+        else:
+            found[(path, stage, name)] = (high, low, total / count if count else math.nan)
+    return found

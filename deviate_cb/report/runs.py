@@ -46,6 +46,8 @@ class RunRecord:
             manifest is missing or unreadable.
         exit_code: The replica's exit status, when the manifest records one.
         signal: The name of the signal that ended it (``SIGKILL``), when one did.
+        metrics_summary: The manifest's copy of the metrics file's series summary (see
+            :mod:`deviate_cb.series_summary`), when the writer left one.
         error: The first informative line of the recorded error, when there is one.
     """
 
@@ -57,6 +59,7 @@ class RunRecord:
     exit_code: Optional[int] = None
     error: Optional[str] = None
     signal: Optional[str] = None
+    metrics_summary: Optional[dict[str, Any]] = None
 
     @property
     def metrics_path(self) -> Path:
@@ -171,6 +174,7 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         exit_code=_exit_code(manifest),
         error=_first_error_line(manifest),
         signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
+        metrics_summary=summary if isinstance(summary := manifest.get("metrics_summary"), dict) else None,
     )
 
 

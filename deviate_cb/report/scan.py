@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 __all__ = ["ENGINES", "REDUCTIONS", "SeriesScan", "duckdb_last", "duckdb_summary", "import_duckdb"]
@@ -65,15 +65,26 @@ class SeriesScan:
             file; ``"summary"``: per series ``(largest, smallest, mean)`` of the finite values (NaN when none).
         engine: ``"auto"``: DuckDB when it can be imported; ``"duckdb"``: DuckDB is required; ``"footers"``:
             footers only (the rest is left to the reader).
+        known: Values already known (from the manifests' copies of the summaries), for ``known_files``.
+        known_files: Files whose values are in ``known``: neither their footer nor DuckDB reads them.
     """
 
-    def __init__(self, files: Sequence[str], *, reduce: str = "last", engine: str = "auto") -> None:
+    def __init__(
+        self,
+        files: Sequence[str],
+        *,
+        reduce: str = "last",
+        engine: str = "auto",
+        known: Optional[Found] = None,
+        known_files: Iterable[str] = (),
+    ) -> None:
         if reduce not in REDUCTIONS:
             raise ValueError(f"`reduce` must be one of {', '.join(REDUCTIONS)}. Received: reduce={reduce!r}.")
         if engine not in ENGINES:
             raise ValueError(f"`engine` must be one of {', '.join(ENGINES)}. Received: engine={engine!r}.")
         self.reduce = reduce
         self.files = [os.fspath(f) for f in files if os.path.isfile(f)]
+        self._known, self._known_files = dict(known or {}), set(known_files)
         self._found: Found = {}
         self._uncovered = list(self.files)
         if engine == "duckdb":
@@ -84,7 +95,8 @@ class SeriesScan:
     def _run(self, engine: str) -> None:
         from deviate_cb.report.footers import footer_values
 
-        found, rest = footer_values(self.files, self.reduce)
+        found, rest = footer_values([f for f in self.files if f not in self._known_files], self.reduce)
+        found.update(self._known)
         # DuckDB (0.25 s to import) only when some file has no footer summary.
         duckdb = import_duckdb(required=False) if rest and engine != "footers" else None
         if rest and duckdb is not None and _store_types(duckdb, rest):

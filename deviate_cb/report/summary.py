@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
+from deviate_cb.report.footers import manifest_values
 from deviate_cb.report.metric_names import (
     direction_warnings,
     display_names,
@@ -188,10 +189,13 @@ def load_per_run(
     directory = _validate_build_report(directory, aggregate, directions, stage, 0.95)
     warnings: list[str] = []
     directories = run_directories(directory)
-    # DuckDB (when installed) reduces every run's metrics while the manifests are read and modules load.
-    reduce = "last" if aggregate == "last" else "summary"
-    scan = SeriesScan([os.fspath(path / METRICS_FILE) for path, _ in directories], reduce=reduce)
     runs = read_runs(directories, warnings)
+    # Each series' last/best/mean: from the manifests' copies of the summaries, else the files' footers, else
+    # a DuckDB scan, in a background thread while SciPy loads.
+    reduce = "last" if aggregate == "last" else "summary"
+    known, known_files = manifest_values([r for r in runs if r.completed], reduce)
+    files = [os.fspath(path / METRICS_FILE) for path, _ in directories]
+    scan = SeriesScan(files, reduce=reduce, known=known, known_files=known_files)
     _import_analysis_modules()
     if not runs:
         state = "is empty; it contains no runs" if not any(directory.iterdir()) else "contains no runs"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -145,3 +146,42 @@ def test_filters_and_directions_match_the_long_table_path(tmp_path: Path, option
     slow = build_report(tmp_path, **options)  # the long table through aggregate_table
     assert fast.warnings == slow.warnings
     _same(_rows(fast), _rows(slow))
+
+
+def _session_run(root: Path, values: list[float]) -> Path:
+    from deviate_cb.session import RunSession
+
+    session = RunSession(out_dir=root, experiment="s", seed=0)
+    run = session.open()
+    for step, value in enumerate(values):
+        session.recorder.update(step=step, epoch=0, stage="val", scope="epoch", name="acc", value=value, wall_time=0.0)
+        session.flush()  # one flush per value: the manifest's copy follows every write
+    session.close()
+    return run.path
+
+
+def test_the_manifest_copy_is_read_instead_of_the_footer(tmp_path: Path, monkeypatch) -> None:
+    paths = [_session_run(tmp_path, [0.5, 0.6 + k / 100]) for k in range(3)]
+    copy = json.loads((paths[0] / "run.json").read_text())["metrics_summary"]
+    assert copy["series"] == [["val", "acc", 1, 0.6, 0.6, 0.5, 1.1, 2]] and copy["rows"] == 2
+    assert copy["file_size"] == (paths[0] / "metrics.parquet").stat().st_size
+
+    def no_footers(files, reduce):
+        assert not files, "footers read although the manifests hold the summaries"
+        return {}, []
+
+    monkeypatch.setattr(footers, "footer_values", no_footers)
+    row = build_report(tmp_path).rows[0]
+    assert (row.n, round(row.mean, 4), round(row.max, 4)) == (3, 0.61, 0.62)
+
+
+def test_a_changed_file_makes_the_copy_stale(tmp_path: Path) -> None:
+    paths = [_session_run(tmp_path, [0.5, 0.6 + k / 100]) for k in range(2)]
+    table = pq.read_table(paths[0] / "metrics.parquet")
+    values = pc.multiply(table.column("value"), 2.0)  # same rows and seq: only the time and size give it away
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("value"), "value", values), paths[0] / "metrics.parquet"
+    )
+    assert json.loads((paths[0] / "run.json").read_text())["metrics_summary"]["series"][0][3] == 0.6
+    row = build_report(tmp_path).rows[0]
+    assert sorted([row.min, row.max]) == [pytest.approx(0.61), pytest.approx(1.2)]  # 0.6 * 2 read from the file
