@@ -19,7 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.series_summary import SERIES_KEY, with_summary
@@ -208,7 +208,7 @@ class RunDirectory:
                 raise ValueError("not a JSON object")
         except ValueError as exc:
             raise UsageError(f"{path}: not a valid run manifest ({exc}).") from exc
-        check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), Path(path))
+        check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), path)
         return manifest
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
@@ -232,7 +232,7 @@ class RunDirectory:
         return MetricsFile(self.metrics_path)
 
 
-def check_schema_version(version: object, source: Path) -> None:
+def check_schema_version(version: object, source: Union[str, os.PathLike[str]]) -> None:
     """Raise :class:`SchemaVersionError` if ``version`` is newer than this reader understands."""
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise SchemaVersionError(

@@ -51,10 +51,11 @@ def per_run_from_scan(
     """
     from deviate_cb.errors import UsageError
 
+    present = set(scan.files)  # the scan was made over every existing metrics file of the study
     files = {os.path.join(run.path, METRICS_FILE): i for i, run in enumerate(completed)}
-    files = {path: i for path, i in files.items() if os.path.isfile(path)}
-    if aggregate not in ("last", "best", "mean") or not scan.covers(list(files)):
-        return None
+    if aggregate not in ("last", "best", "mean") or any(os.path.isfile(p) for p in files.keys() - present):
+        return None  # a metrics file the scan does not know of
+    files = {path: i for path, i in files.items() if path in present}
     found = scan.result()
     if set(scan.uncovered) & set(files):
         return None

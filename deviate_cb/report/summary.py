@@ -201,8 +201,9 @@ def load_per_run(
         state = "is empty; it contains no runs" if not any(directory.iterdir()) else "contains no runs"
         raise UsageError(f"`DIR` {state} (expected {RUN_LAYOUT}). Received: DIR={os.fspath(directory)!r}.")
     completed = [r for r in runs if r.completed]
+    present = set(scan.files)  # the metrics files that exist
     for run in completed:
-        if not os.path.isfile(os.path.join(run.path, METRICS_FILE)):
+        if os.path.join(run.path, METRICS_FILE) not in present:
             warnings.append(f"{run.path}: completed run without {METRICS_FILE}; it has no metrics.")
     # Every file summarised (footers, or the DuckDB scan): per-run values without the long table or pyarrow.compute
     fast = per_run_from_scan(completed, scan, aggregate, directions, metrics, stage, warnings)
