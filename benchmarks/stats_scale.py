@@ -8,34 +8,35 @@ interpreter start and imports included; warm page cache: one untimed read first)
 
 * ``floor``: the bare pyarrow read of the needed columns (``seq``, ``name``, ``value``) of every metrics file;
 * ``report``: :func:`deviate_cb.report.summary.build_report` (``--aggregate``, default ``last``), exactly what
-  ``deviate report`` computes: the per-run values from the per-series summaries in each file's footer
-  (:mod:`deviate_cb.series_summary`, written by the store), then ``describe`` across runs;
-* ``report-scan``: the same on files without footer summaries (another writer, an older deviate-cb): a
-  streamed DuckDB scan; ``scan-pa``: the same without DuckDB (pyarrow batches);
+  ``deviate report`` computes: the per-run values from the copies of the per-series summaries that the store's
+  session keeps in each ``run.json`` (checked against the metrics file's size and mtime), then ``describe``;
+* ``report-footers``: the same when the manifests hold no copy: the summaries from each file's Parquet footer
+  (:mod:`deviate_cb.series_summary`);
+* ``report-scan``: the same on files without summaries (another writer, an older deviate-cb): a streamed
+  DuckDB scan; ``scan-pa``: the same without DuckDB (pyarrow batches);
 * peers when installed: ``duckdb`` (``arg_max`` in SQL), ``polars`` (lazy, streaming), ``pyarrow`` ``group_by``.
 
 Every method's statistics (n, mean, std, min, max per metric) are checked against a plain NumPy computation
 (``numpy``: each file read whole, ``last`` by ``seq``); the largest absolute difference is printed.
 Goal (issue 4, section 5): ``report`` at most 0.7x the floor and under 256 MiB peak.
 
-Measured 2026-11-21, full size (340 MB), idle 2-core VM, best of 3 (the VM's memory manager evicts the page
-cache between methods now and then, which slows the floor most: in one later run it read in 2.91 s and
-``report`` was 0.63x of it; the figures below are the warm-cache ones):
+Measured 2026-11-22, full size (341 MB), idle 2-core VM, best of 3 (the VM's memory manager evicts the page
+cache now and then, which slows the floor most; the floor measured 1.32-1.59 s over the day's runs):
 
-    method      process s  peak MiB  x floor
-    floor            1.32       965    1.00x
-    report           1.76       144    1.34x   footer summaries
-    report-scan      2.64       185    2.00x   DuckDB scan (no summaries)
-    scan-pa          2.75       182    2.09x   pyarrow batches
-    duckdb           1.04        96    0.79x
-    polars           1.59        94    1.21x
-    pyarrow         10.12      2183    7.69x
-    numpy           31.72       112   24.12x   (the reference)
+    method          process s  peak MiB  x floor
+    floor                1.48       969    1.00x
+    report               1.21       118    0.82x   summaries from run.json
+    report-footers       1.48       125    1.00x   summaries from the Parquet footers
+    report-scan          2.76       187    1.86x   DuckDB scan (no summaries)
+    scan-pa              2.86       194    1.93x   pyarrow batches
+    duckdb               1.04        97    0.70x
+    polars               1.62        98    1.09x
+    pyarrow              9.31      2187    6.28x
+    numpy               31.58       112   21.29x   (the reference)
 
-All equal NumPy to <= 1e-16. What ``report`` spends beyond reading: about 0.7 s of imports (numpy 0.15 s,
-SciPy's special functions for the chi-square interval 0.21 s, pyarrow and pyarrow.compute 0.16 s,
-deviate_cb's own modules), 1,000 footers (0.2-0.35 s, overlapped with the 1,000 manifests in another thread),
-1,000 manifests (0.07 s) and the per-run table and aggregation (~0.15 s). The 0.7x goal is not met.
+All equal NumPy to <= 1e-16. ``report`` is now mostly start-up: about 0.6 s of imports (numpy 0.15 s, SciPy's
+special functions for the chi-square interval 0.2 s, deviate_cb and pyarrow), then 1,000 manifests (0.1 s),
+the study walk, the per-run values and the fingerprint comparison (0.2 s together). The 0.7x goal is not met.
 
     python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
 """
