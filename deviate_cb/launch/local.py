@@ -20,6 +20,7 @@ from typing import Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
+from deviate_cb.launch.records import signal_name
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 
@@ -133,15 +134,9 @@ class _Running:
 
     def outcome(self) -> Outcome:
         rc = self.popen.returncode
-        name = None
-        if rc is not None and rc < 0:
-            try:
-                name = signal.Signals(-rc).name
-            except ValueError:
-                name = f"signal {-rc}"
         return Outcome(
             returncode=rc,
-            signal=name,
+            signal=signal_name(rc),
             timed_out=self.timed_out,
             interrupted=self.interrupted,
             cancelled=self.cancelled,

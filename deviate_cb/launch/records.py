@@ -10,6 +10,7 @@ duration and, for runs that did not complete, ``error``: the tail of the replica
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store import iso_time
 
-__all__ = ["ERROR_TAIL_LINES", "end_fields", "start_fields", "status_of", "tail_lines"]
+__all__ = ["ERROR_TAIL_LINES", "end_fields", "signal_name", "start_fields", "status_of", "tail_lines"]
 
 ERROR_TAIL_LINES = 20
 
@@ -144,3 +145,18 @@ def _reason(outcome: Outcome, status: str) -> str:
     if outcome.cancelled:
         return f"terminated because another replica could not start its trainer; {ended}"
     return ended
+
+
+def signal_name(returncode: Optional[int]) -> Optional[str]:
+    """The name of the signal that ended a process with this return code (``-9`` -> ``SIGKILL``), else ``None``.
+
+    Example:
+        >>> signal_name(-9), signal_name(1), signal_name(None)
+        ('SIGKILL', None, None)
+    """
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"

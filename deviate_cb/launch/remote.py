@@ -94,7 +94,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
 def run_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one replica here; record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
-    from deviate_cb.launch.records import end_fields
+    from deviate_cb.launch.records import end_fields, signal_name
     from deviate_cb.store import RunDirectory, iso_time
 
     run_dir = Path(spec.run_dir)
@@ -136,12 +136,7 @@ def run_task(spec: TaskSpec) -> dict[str, Any]:
                 popen.kill()
                 popen.wait()
     rc = popen.returncode
-    name = None
-    if rc is not None and rc < 0:
-        try:
-            name = signal.Signals(-rc).name
-        except ValueError:
-            name = f"signal {-rc}"
+    name = signal_name(rc)
     outcome = Outcome(returncode=rc, signal=name, timed_out=timed_out, started_at=started, ended_at=time.time())
     end = end_fields(outcome, stderr_path)
     end["pid"] = popen.pid
