@@ -39,6 +39,7 @@ from deviate_cb.stability_capture import (
     write_prediction_snapshot,
     write_weight_record,
 )
+from deviate_cb.timing import synchronizer
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
@@ -343,5 +344,5 @@ def _synchronize(backend: str) -> Optional[Callable[[], Any]]:
         import torch
 
         if torch.cuda.is_available():
-            return torch.cuda.synchronize
+            return synchronizer("cuda")
     return None

@@ -37,6 +37,7 @@ from deviate_cb.stability_capture import (
     write_prediction_snapshot,
     write_weight_record,
 )
+from deviate_cb.timing import synchronizer
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
@@ -141,8 +142,7 @@ class DeviateCallback(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._session.enabled = trainer.is_global_zero
         if stage == "fit" and self._session.timings is None:
-            on_cuda = trainer.strategy.root_device.type == "cuda"
-            sync = torch.cuda.synchronize if on_cuda else None
+            sync = synchronizer(trainer.strategy.root_device)  # a CUDA sync when the model is on a GPU
             self._session.timings = RunTimings(self._profile, framework="torch", synchronize=sync)
         # The Trainer applied its own `deterministic` flag in its constructor; a requested switch wins.
         self._session.apply_requested(seed=False)
