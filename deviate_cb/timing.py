@@ -61,7 +61,6 @@ __all__ = [
     "StepTimer",
     "read_timings",
     "step_statistics",
-    "step_time_spread",
     "synchronizer",
     "timings_schema",
     "top_ops",
@@ -307,40 +306,6 @@ def top_ops(
         total["self_time_us"] += float(row["self_time_us"])
         total["total_time_us"] += float(row["total_time_us"])
     return sorted(totals.values(), key=lambda r: (-r["self_time_us"], r["op"]))[:n]
-
-
-def step_time_spread(run_dirs: Iterable[str | Path], stage: str = "train") -> Optional[dict[str, Any]]:
-    """How much the typical step time differs between runs (identical runs differ by up to 145%, ASE 2020).
-
-    Per run the median unprofiled step time of ``stage``; across runs: ``runs``, ``median_s`` (per run),
-    ``min_s``, ``max_s``, ``max_over_min`` and ``cv`` (std/mean, ddof=1). ``None`` when no run has step rows.
-
-    Example:
-        >>> import tempfile
-        >>> dirs = [tempfile.mkdtemp() for _ in range(2)]
-        >>> for d, wall in zip(dirs, [0.1, 0.2]):
-        ...     _ = write_timings(d, [{"stage": "train", "epoch": 0, "step": 0, "wall_s": wall, "profiled": False}], [])
-        >>> spread = step_time_spread(dirs)
-        >>> spread["runs"], spread["max_over_min"]
-        (2, 2.0)
-    """
-    medians = []
-    for run_dir in run_dirs:
-        rows = [r for r in read_timings(run_dir).to_pylist() if r["kind"] == "step" and r["stage"] == stage]
-        summary = step_statistics(rows).get(stage)
-        if summary and summary["median_s"]:
-            medians.append(summary["median_s"])
-    if not medians:
-        return None
-    mean = statistics.fmean(medians)
-    return {
-        "runs": len(medians),
-        "median_s": medians,
-        "min_s": min(medians),
-        "max_s": max(medians),
-        "max_over_min": max(medians) / min(medians),
-        "cv": statistics.stdev(medians) / mean if len(medians) > 1 and mean else None,
-    }
 
 
 def _check_columns(row: Mapping[str, Any], columns: tuple[str, ...], kind: str) -> None:

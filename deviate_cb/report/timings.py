@@ -108,7 +108,7 @@ def build_timings(
     """
     import pyarrow as pa
 
-    from deviate_cb.timing import TIMINGS_FILE, read_timings, step_statistics
+    from deviate_cb.timing import TIMINGS_FILE, read_timings, step_statistics, top_ops
 
     per_group: dict[tuple[str, str], dict[str, Any]] = {}
     for run in runs:
@@ -124,34 +124,40 @@ def build_timings(
         summary = step_statistics([r for r in rows if r["kind"] == "step" and r["stage"] == stage]).get(stage)
         if not summary or not summary["steps"]:
             continue
-        group = per_group.setdefault((run.experiment, run.variant), {"medians": {}, "steps": [], "ops": {}, "n": 0})
+        group = per_group.setdefault((run.experiment, run.variant), {"medians": {}, "steps": [], "ops": [], "n": 0})
         group["medians"][run.replica] = summary["median_s"]
         group["steps"].append(summary["steps"])
         ops = [r for r in rows if r["kind"] == "op"]
-        if ops:
-            group["n"] += 1
-            for r in ops:
-                total = group["ops"].setdefault((r["op"], r["device_type"]), [0, 0.0])
-                total[0] += int(r["calls"])
-                total[1] += float(r["self_time_us"])
+        group["ops"] += ops
+        group["n"] += bool(ops)
     groups = []
     for (experiment, variant), g in sorted(per_group.items()):
-        device_total: dict[str, float] = {}
-        for (_, device), (_, self_us) in g["ops"].items():
-            device_total[device] = device_total.get(device, 0.0) + self_us
-        ranked = sorted(g["ops"].items(), key=lambda item: (-item[1][1], item[0]))[:top]
-        top_ops = [
-            {
-                "op": op,
-                "device_type": device,
-                "calls": calls / g["n"],
-                "self_ms": self_us / g["n"] / 1e3,
-                "share": self_us / device_total[device] if device_total[device] else math.nan,
-            }
-            for (op, device), (calls, self_us) in ranked
+        # Summed over the group's windows, op by op on each device, by timing.top_ops.
+        per_device = [
+            total
+            for device in sorted({r["device_type"] for r in g["ops"]})
+            for total in top_ops(g["ops"], n=len(g["ops"]), device_type=device)
         ]
-        groups.append(TimingGroup(experiment, variant, g["medians"], statistics.fmean(g["steps"]), top_ops, g["n"]))
+        device_total: dict[str, float] = {}
+        for total in per_device:
+            device_total[total["device_type"]] = device_total.get(total["device_type"], 0.0) + total["self_time_us"]
+        ranked = sorted(per_device, key=lambda t: (-t["self_time_us"], t["op"], t["device_type"]))[:top]
+        ops_per_run = [
+            {
+                "op": t["op"],
+                "device_type": t["device_type"],
+                "calls": t["calls"] / g["n"],
+                "self_ms": t["self_time_us"] / g["n"] / 1e3,
+                "share": _share(t["self_time_us"], device_total[t["device_type"]]),
+            }
+            for t in ranked
+        ]
+        groups.append(TimingGroup(experiment, variant, g["medians"], statistics.fmean(g["steps"]), ops_per_run, g["n"]))
     return groups
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole else math.nan
 
 
 def timing_rows(groups: Sequence[TimingGroup]) -> list[dict[str, Any]]:

@@ -85,3 +85,24 @@ def test_a_corrupt_timings_file_is_one_warning(capsys, tmp_path: Path, make_run)
     assert code == 0 and json.loads(out)[0]["n_runs"] == 2
     assert err.count("timings.parquet: unreadable") == 1
     assert not math.isnan(json.loads(out)[0]["median_step_s_mean"])
+
+
+def test_spread_leaves_out_profiled_steps_other_stages_and_runs_without_timings(tmp_path: Path, make_run) -> None:
+    from deviate_cb.report.runs import find_runs
+    from deviate_cb.report.timings import build_timings
+    from deviate_cb.timing import StepTimer
+
+    medians = [0.010, 0.020, 0.0145]
+    for index, base in enumerate(medians):
+        path = make_run(tmp_path, "mlp", "algo", index, [("val", "val_acc", 0.8)])
+        timer = StepTimer()
+        for step in range(5):
+            timer.update("train", 0, step, base * 100 if step == 2 else base, profiled=step == 2)
+        timer.update("val", 0, 0, 9.0)
+        write_timings(path, timer.rows(), [])
+    make_run(tmp_path, "mlp", "algo", 3, [("val", "val_acc", 0.8)])  # no timings.parquet
+    (group,) = build_timings(find_runs(tmp_path))
+    assert group.n_runs == 3 and list(group.medians.values()) == medians
+    assert group.slowest_over_fastest_pct == pytest.approx(100.0)
+    assert group.row()["cv"] == pytest.approx(statistics.stdev(medians) / statistics.fmean(medians))
+    assert build_timings([r for r in find_runs(tmp_path) if r.replica == "3"]) == []  # no step rows: no group

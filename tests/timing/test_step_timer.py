@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,7 +12,6 @@ from deviate_cb.timing import (
     StepTimer,
     read_timings,
     step_statistics,
-    step_time_spread,
     timings_schema,
     write_timings,
 )
@@ -94,21 +92,3 @@ def test_rows_without_the_columns_are_refused_in_one_line(tmp_path: Path) -> Non
 def test_read_without_a_file_is_an_empty_table(tmp_path: Path) -> None:
     assert read_timings(tmp_path).num_rows == 0
     assert step_statistics([]) == {}
-
-
-def test_step_time_spread_across_runs_leaves_out_profiled_steps_and_other_stages(tmp_path: Path) -> None:
-    dirs = []
-    for index, base in enumerate([0.010, 0.020, 0.0145]):
-        timer = StepTimer()
-        for step in range(5):
-            timer.update("train", 0, step, base * 100 if step == 2 else base, profiled=step == 2)
-        timer.update("val", 0, 0, 9.0)
-        run = tmp_path / f"replica={index}"
-        write_timings(run, timer.rows(), [])
-        dirs.append(run)
-    spread = step_time_spread([*dirs, tmp_path / "no-timings"])
-    assert spread is not None and spread["runs"] == 3
-    assert spread["median_s"] == [0.010, 0.020, 0.0145] and spread["max_over_min"] == pytest.approx(2.0)
-    medians = [0.010, 0.020, 0.0145]
-    assert spread["cv"] == pytest.approx(statistics.stdev(medians) / statistics.fmean(medians))
-    assert step_time_spread([tmp_path / "no-timings"]) is None
