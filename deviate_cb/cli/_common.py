@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO
 
-__all__ = ["PROG", "direction_argument", "per_run_options", "say"]
+__all__ = ["PROG", "add_per_run_arguments", "direction_argument", "per_run_options", "say"]
 
 PROG = "deviate"
 
@@ -27,6 +27,25 @@ def say(stream: IO[str], kind: str, message: str) -> None:
     """Write ``deviate: <kind>: <message>`` as one line."""
     stream.write(f"{PROG}: {kind}: {' '.join(message.split())}\n")
     stream.flush()
+
+
+def add_per_run_arguments(p: argparse.ArgumentParser) -> None:
+    """``--metric``, ``--aggregate`` and ``--direction``: which metrics, and how a run's series becomes one number
+    (report, compare and power; :func:`per_run_options` checks them against ``--table``)."""
+    from deviate_cb.stats.aggregate import AGGREGATES
+
+    p.add_argument(
+        "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"
+    )
+    p.add_argument("--aggregate", choices=AGGREGATES, default=None, help="per-run reduction (default: last)")
+    p.add_argument(
+        "--direction",
+        action="append",
+        default=[],
+        type=direction_argument,
+        metavar="NAME=max|min",
+        help="whether larger is better for a metric, for --aggregate best (repeatable; inferred from the name)",
+    )
 
 
 def per_run_options(args: argparse.Namespace) -> None:

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import IO
 
-from deviate_cb.cli._common import direction_argument, per_run_options, say
+from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
 from deviate_cb.errors import UsageError
 
 __all__ = ["add_compare", "add_power"]
@@ -14,8 +14,6 @@ __all__ = ["add_compare", "add_power"]
 
 def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
     """Arguments shared by compare and power: where the runs come from and how each becomes one number."""
-    from deviate_cb.stats.aggregate import AGGREGATES
-
     p.add_argument("dirs", metavar="DIR", nargs="*", help=dirs)
     p.add_argument(
         "--table",
@@ -25,18 +23,7 @@ def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
         help="a CSV or Parquet file with one row per run (every numeric column a metric), instead of DIR",
     )
     p.add_argument("--group-by", metavar="COLUMN", help="the --table column naming each run's group")
-    p.add_argument(
-        "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"
-    )
-    p.add_argument("--aggregate", choices=AGGREGATES[:3], default=None, help="per-run reduction (default: last)")
-    p.add_argument(
-        "--direction",
-        action="append",
-        default=[],
-        type=direction_argument,
-        metavar="NAME=max|min",
-        help="whether larger is better for a metric, for --aggregate best (repeatable; inferred from the name)",
-    )
+    add_per_run_arguments(p)
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from deviate_cb.cli._common import direction_argument, per_run_options, say
+from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
 from deviate_cb.errors import UsageError
 
 __all__ = ["add_report"]
@@ -13,7 +13,6 @@ __all__ = ["add_report"]
 
 def add_report(commands: argparse._SubParsersAction) -> None:
     from deviate_cb.report.render import FORMATS
-    from deviate_cb.stats.aggregate import AGGREGATES
     from deviate_cb.store import STAGES
 
     p = commands.add_parser(
@@ -60,18 +59,7 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         help="positive class of the sub-group false-positive/negative rates (default 1; one-vs-rest if multi-class)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the decomposition bootstrap (default 0)")
-    p.add_argument("--aggregate", choices=AGGREGATES, default=None, help="per-run reduction (default: last)")
-    p.add_argument(
-        "--direction",
-        action="append",
-        default=[],
-        type=direction_argument,
-        metavar="NAME=max|min",
-        help="whether larger is better for a metric, for --aggregate best (repeatable; inferred from the name)",
-    )
-    p.add_argument(
-        "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"
-    )
+    add_per_run_arguments(p)
     p.add_argument("--stage", choices=STAGES, default=None, help="only metrics of this stage")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the std interval (default 0.95)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
