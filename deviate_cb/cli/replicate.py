@@ -95,37 +95,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend", default="local", metavar="NAME", help="local (default), slurm, ray, or an installed plug-in"
     )
     slurm = parser.add_argument_group("slurm backend (submitit job array; needs pip install 'deviate-cb[slurm]')")
-    slurm.add_argument("--partition", metavar="NAME", help="Slurm partition")
-    slurm.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica (--gpus-per-node of each task)")
-    slurm.add_argument("--cpus-per-replica", metavar="N", help="CPUs per replica (--cpus-per-task)")
-    slurm.add_argument("--mem", metavar="SIZE", help="memory per replica, e.g. 8G")
-    slurm.add_argument("--time", metavar="LIMIT", help="time limit per replica, e.g. 90 or 1:30:00 (default 60 min)")
-    slurm.add_argument("--account", metavar="NAME", help="Slurm account to charge")
-    slurm.add_argument("--qos", metavar="NAME", help="Slurm quality of service")
-    slurm.add_argument("--slurm-opt", action="append", metavar="KEY=VALUE", help="any other sbatch option (repeatable)")
-    slurm.add_argument("--no-wait", action="store_true", help="submit and return; follow with `deviate status DIR`")
     ray = parser.add_argument_group("ray backend (needs pip install 'deviate-cb[ray]')")
-    ray.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: start a local one)")
-    ray.add_argument("--num-gpus", metavar="X", help="GPUs per replica task (fractions allowed)")
-    ray.add_argument("--num-cpus", metavar="X", help="CPUs per replica task (default 1)")
+    backend_options = [  # handed to the backend by name; the backend refuses those that are not its own
+        slurm.add_argument("--partition", metavar="NAME", help="Slurm partition"),
+        slurm.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica (--gpus-per-node of each task)"),
+        slurm.add_argument("--cpus-per-replica", metavar="N", help="CPUs per replica (--cpus-per-task)"),
+        slurm.add_argument("--mem", metavar="SIZE", help="memory per replica, e.g. 8G"),
+        slurm.add_argument(
+            "--time", metavar="LIMIT", help="time limit per replica, e.g. 90 or 1:30:00 (default 60 min)"
+        ),
+        slurm.add_argument("--account", metavar="NAME", help="Slurm account to charge"),
+        slurm.add_argument("--qos", metavar="NAME", help="Slurm quality of service"),
+        slurm.add_argument(
+            "--slurm-opt", action="append", metavar="KEY=VALUE", help="any other sbatch option (repeatable)"
+        ),
+        slurm.add_argument(
+            "--no-wait", action="store_true", help="submit and return; follow with `deviate status DIR`"
+        ),
+        ray.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: start a local one)"),
+        ray.add_argument("--num-gpus", metavar="X", help="GPUs per replica task (fractions allowed)"),
+        ray.add_argument("--num-cpus", metavar="X", help="CPUs per replica task (default 1)"),
+    ]
+    parser.set_defaults(backend_option_names=tuple(action.dest for action in backend_options))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
-
-
-_BACKEND_OPTIONS = (
-    "partition",
-    "gpus_per_replica",
-    "cpus_per_replica",
-    "mem",
-    "time",
-    "account",
-    "qos",
-    "slurm_opt",
-    "no_wait",
-    "address",
-    "num_gpus",
-    "num_cpus",
-)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -152,7 +145,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             gpus=ns.gpus,
             keras_backend=ns.keras_backend,
             backend=ns.backend,
-            backend_options={name: getattr(ns, name) for name in _BACKEND_OPTIONS},
+            backend_options={name: getattr(ns, name) for name in ns.backend_option_names},
             argv=[PROG, *args],
         )
     except (UsageError, MissingDependencyError) as exc:
