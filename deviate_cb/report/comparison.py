@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 from deviate_cb.report.render import _cell
 from deviate_cb.report.runset import RunValues
+from deviate_cb.stats._results import json_value
 
 __all__ = ["COMPARE_COLUMNS", "COMPARE_HUMAN", "POWER_COLUMNS", "POWER_HUMAN", "compare_groups", "power_rows"]
 
@@ -89,7 +90,7 @@ def compare_groups(
         for row, p in zip(compared, adjusted, strict=True):
             row["welch_p_corrected"] = float(p)
             row["verdict"] = _verdict(row, alpha, correction)
-    return [{k: _clean(v) for k, v in r.items()} for r in (*compared, *skipped)]
+    return [{k: json_value(v) for k, v in r.items()} for r in (*compared, *skipped)]
 
 
 def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> str:
@@ -107,12 +108,6 @@ def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> st
             text += f"; ASO: A almost dominates B (eps {eps:.2f})"
         return text
     return "no significant difference" + (f" (after {correction})" if correction else "")
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 def power_rows(
@@ -144,7 +139,7 @@ def power_rows(
                 continue
             row.update(mean=mean, std=r.std_a, runs_needed=r.n_needed, achieved_power=r.achieved_power)
             row["summary"] = f"{label} {metric}: {r.summary()}"
-            rows.append({k: _clean(v) for k, v in row.items()})
+            rows.append({k: json_value(v) for k, v in row.items()})
     return rows
 
 

@@ -49,6 +49,7 @@ from deviate_cb.stability_store import (
     read_predictions,
     read_weight_sketches,
 )
+from deviate_cb.stats._results import json_value
 from deviate_cb.stats.stability import Churn, SampleInstability, align_runs, prediction_churn, sample_instability
 from deviate_cb.stats.stability_groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
 from deviate_cb.stats.stability_sketch import WeightDistance, weight_distance_blocks, weight_distance_from_sketches
@@ -247,7 +248,7 @@ def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
             "n_samples": g.n_samples,
         }
         row.update(values)
-        rows.append({k: _clean(row.get(k)) for k in STABILITY_COLUMNS})
+        rows.append({k: json_value(row.get(k)) for k in STABILITY_COLUMNS})
 
     if g.churn is not None:
         c = g.churn
@@ -328,14 +329,6 @@ def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
 
 def _std(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1)) if values.size >= 2 else math.nan
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], top: int = 10) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from deviate_cb.stats.describe import ConfidenceInterval
 
-__all__ = ["StatResult", "check_level"]
+__all__ = ["StatResult", "check_level", "json_value"]
 
 
 def check_level(level: object, name: str = "level") -> float:
@@ -76,3 +76,20 @@ class StatResult:
             **{f"setting_{k}": v for k, v in self.settings.items()},
         }
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+
+
+def json_value(value: Any) -> Any:
+    """``value`` ready for JSON: NaN and infinities become ``None``, NumPy scalars Python numbers.
+
+    Example:
+        >>> import numpy as np
+        >>> json_value(float("nan")), json_value(np.float32(0.5)), json_value(np.int64(3)), json_value("a")
+        (None, 0.5, 3, 'a')
+    """
+    import numpy as np
+
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from deviate_cb.stats._results import json_value
 from deviate_cb.stats.stability import _as_labels, as_prediction_matrix
 
 __all__ = ["PerClassAccuracy", "SubgroupRates", "per_class_accuracy", "subgroup_rates"]
@@ -53,14 +54,6 @@ def _ratio(numerator: float, denominator: float) -> float:
     if denominator == 0:
         return math.nan if numerator == 0 else math.inf
     return numerator / denominator
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -94,11 +87,11 @@ class PerClassAccuracy:
         """One dict per class: class, n_samples, mean, std, std_ratio (to the overall-accuracy std)."""
         return [
             {
-                "class": _clean(c),
+                "class": json_value(c),
                 "n_samples": int(n),
-                "mean": _clean(m),
-                "std": _clean(s),
-                "std_ratio": _clean(_ratio(float(s), self.overall_std)),
+                "mean": json_value(m),
+                "std": json_value(s),
+                "std_ratio": json_value(_ratio(float(s), self.overall_std)),
             }
             for c, n, m, s in zip(self.classes, self.n_samples, self.mean, self.std, strict=True)
         ]
@@ -107,11 +100,11 @@ class PerClassAccuracy:
         """A JSON-ready dict: the headline numbers and the per-class rows."""
         return {
             "n_runs": int(self.per_run.shape[0]),
-            "overall_mean": _clean(float(np.mean(self.overall))),
-            "overall_std": _clean(self.overall_std),
-            "worst_class": _clean(self.worst_class),
-            "max_std": _clean(self.max_std),
-            "ratio": _clean(self.ratio),
+            "overall_mean": json_value(float(np.mean(self.overall))),
+            "overall_std": json_value(self.overall_std),
+            "worst_class": json_value(self.worst_class),
+            "max_std": json_value(self.max_std),
+            "ratio": json_value(self.ratio),
             "classes": self.rows(),
         }
 
@@ -182,9 +175,9 @@ class SubgroupRates:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: the positive class, the overall std and the rows."""
         return {
-            "positive": _clean(self.positive),
-            "overall_accuracy_std": _clean(self.overall_accuracy_std),
-            "rows": [{k: _clean(v) for k, v in row.items()} for row in self.rows],
+            "positive": json_value(self.positive),
+            "overall_accuracy_std": json_value(self.overall_accuracy_std),
+            "rows": [{k: json_value(v) for k, v in row.items()} for row in self.rows],
         }
 
 
