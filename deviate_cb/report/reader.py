@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["LAST_COLUMNS", "METRIC_COLUMNS", "read_last_values", "read_metrics", "read_reduced_values"]
+__all__ = ["LAST_COLUMNS", "METRIC_COLUMNS", "read_last_values", "read_metrics"]
 
 METRIC_COLUMNS = ("seq", "stage", "name", "value")
 _PARTITIONS = ("experiment", "variant", "replica")
@@ -148,49 +148,6 @@ def read_last_values(
         mapped = [text_runs[i] for i in last.column("run").to_pylist()]
         rows += zip(mapped, *(last.column(c).to_pylist() for c in ("stage", "name", "value")), strict=True)
     return _per_run_table(runs, rows)
-
-
-def read_reduced_values(
-    runs: Sequence[RunRecord], how: str, *, scan: Optional[SeriesScan] = None
-) -> Optional[pa.Table]:
-    """The ``best`` or ``mean`` inputs of every metric of every run, from the footers or streamed by DuckDB.
-
-    For ``mean``, one row per (run, stage, name) holding the mean of the finite values (NaN when none); for
-    ``best``, two rows holding the largest and the smallest finite value. Either way,
-    ``aggregate_table(result, how, keys=("run", "stage", "name"))`` then equals ``aggregate_table`` of the
-    whole long table, without ever holding it. ``None`` when some file has no footer summary and DuckDB is not
-    installed or cannot read it: the caller reads the long table with :func:`read_metrics` instead (which
-    checks each file and warns).
-
-    Args:
-        runs: The runs to read (those without a ``metrics.parquet`` contribute nothing).
-        how: ``"best"`` or ``"mean"``.
-        scan: A :class:`~deviate_cb.report.scan.SeriesScan` (``reduce="summary"``) started earlier over (at
-            least) these runs' files.
-
-    Returns:
-        Columns as :func:`read_last_values`, plus ``seq`` (int64, zeros), or ``None``.
-    """
-    import pyarrow as pa
-
-    if how not in ("best", "mean"):
-        raise ValueError(f"`how` must be 'best' or 'mean'. Received: how={how!r}.")
-    index = {os.path.join(run.path, METRICS_FILE): i for i, run in enumerate(runs)}
-    present = [path for path in index if os.path.isfile(path)]
-    if not present:
-        return None
-    if scan is None or scan.reduce != "summary" or not scan.covers(present):
-        scan = SeriesScan(present, reduce="summary")
-    found = scan.result()
-    if set(scan.uncovered) & set(present):
-        return None
-    rows = []
-    for (path, stage, name), (high, low, mean) in found.items():
-        run = index.get(path)
-        if run is not None:
-            rows += [(run, stage, name, mean)] if how == "mean" else [(run, stage, name, high), (run, stage, name, low)]
-    table = _per_run_table(runs, rows)
-    return table.append_column("seq", pa.array([0] * table.num_rows, pa.int64()))
 
 
 def _per_run_table(runs: Sequence[RunRecord], rows: list[tuple[int, str, str, float]]) -> pa.Table:

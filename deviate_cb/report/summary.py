@@ -37,7 +37,7 @@ from deviate_cb.report.metric_names import (
     name_directions,
 )
 from deviate_cb.report.per_run import per_run_from_scan, skipped_warning
-from deviate_cb.report.reader import read_last_values, read_metrics, read_reduced_values
+from deviate_cb.report.reader import read_last_values, read_metrics
 from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, partition_base, read_runs, run_directories
 from deviate_cb.report.scan import SeriesScan
 from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
@@ -216,10 +216,8 @@ def load_per_run(
     if aggregate == "last":  # streamed: one row per (run, stage, name), never the whole long table
         table = read_last_values(completed, partition_base(directory), warnings, scan=scan)
         table = table.append_column("seq", pa.array(np.zeros(table.num_rows, dtype=np.int64)))
-    else:  # streamed when DuckDB can (two rows per series for best, one for mean), else the long table
-        table = read_reduced_values(completed, aggregate, scan=scan)
-        if table is None:
-            table = read_metrics(completed, partition_base(directory), warnings)
+    else:  # some file neither summarised nor scanned by DuckDB: the long table, each file checked and warned on
+        table = read_metrics(completed, partition_base(directory), warnings)
     if stage is not None:
         present = sorted(set(table.column("stage").to_pylist()))
         table = table.filter(pc.equal(table.column("stage"), stage))

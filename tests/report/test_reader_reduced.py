@@ -1,4 +1,4 @@
-"""read_reduced_values (best and mean streamed through DuckDB) equals aggregate_table of the whole long table."""
+"""best and mean reduced by DuckDB while it streams (no summaries) equal aggregate_table of the whole long table."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deviate_cb.report import footers
 from deviate_cb.report import scan as scan_module
-from deviate_cb.report.reader import read_metrics, read_reduced_values
-from deviate_cb.report.runs import find_runs, partition_base
-from deviate_cb.report.summary import build_report
-from deviate_cb.stats.aggregate import aggregate_table
+from deviate_cb.report.runs import find_runs
+from deviate_cb.report.summary import build_report, load_per_run
 from deviate_cb.store import RunDirectory, run_path
 
 pytest.importorskip("duckdb")
@@ -43,15 +42,16 @@ def _study(root: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["best", "mean"])
-def test_equals_the_long_table(tmp_path: Path, how: str) -> None:
+def test_equals_the_long_table(tmp_path: Path, how: str, monkeypatch) -> None:
     _study(tmp_path)
-    runs = find_runs(tmp_path)
-    keys = ("run", "stage", "name")
-    want = aggregate_table(read_metrics(runs, partition_base(tmp_path), []), how, keys=keys)
-    reduced = read_reduced_values(runs, how)
-    assert reduced is not None
-    got = aggregate_table(reduced, how, keys=keys)
-    assert got.skipped == want.skipped == (("lr",) if how == "best" else ())
+    monkeypatch.setattr(footers, "footer_summary", lambda metadata: None)  # no summaries: DuckDB reduces
+    got = load_per_run(tmp_path, aggregate=how)
+    monkeypatch.setattr(scan_module, "import_duckdb", lambda required: None)  # and without DuckDB: the long table
+    want = load_per_run(tmp_path, aggregate=how)
+    keys = ("experiment", "variant", "run", "metric")
+    assert got.warnings == want.warnings
+    skipped = [w.split("`")[1] for w in got.warnings if "cannot tell" in w]
+    assert skipped == (["train/lr", "val/lr"] if how == "best" else [])
     assert got.table.select(keys).to_pylist() == want.table.select(keys).to_pylist()
     for g, w in zip(got.table.column("value").to_pylist(), want.table.column("value").to_pylist(), strict=True):
         assert (math.isnan(g) and math.isnan(w)) or g == pytest.approx(w, rel=1e-12, abs=1e-15)
@@ -60,6 +60,7 @@ def test_equals_the_long_table(tmp_path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", ["best", "mean"])
 def test_report_is_the_same_with_and_without_duckdb(tmp_path: Path, how: str, monkeypatch) -> None:
     _study(tmp_path)
+    monkeypatch.setattr(footers, "footer_summary", lambda metadata: None)
     streamed = build_report(tmp_path, aggregate=how)
     monkeypatch.setattr(scan_module, "import_duckdb", lambda required: None)
     materialised = build_report(tmp_path, aggregate=how)
@@ -77,19 +78,21 @@ def test_report_is_the_same_with_and_without_duckdb(tmp_path: Path, how: str, mo
         assert s.std == pytest.approx(m.std, rel=1e-9, nan_ok=True)
 
 
-def test_a_file_that_is_not_a_store_file_falls_back(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_store_file_falls_back(tmp_path: Path, monkeypatch) -> None:
     _study(tmp_path)
     bad = RunDirectory(run_path(tmp_path, "exp", "a", 9))
     bad.update_manifest(status="completed")
     bad.metrics_path.write_bytes(b"not parquet")
-    assert read_reduced_values(find_runs(tmp_path), "best") is None  # the caller reads and warns file by file
+    monkeypatch.setattr(footers, "footer_summary", lambda metadata: None)
+    scan = scan_module.SeriesScan(
+        [str(r.metrics_path) for r in find_runs(tmp_path)], reduce="summary"
+    )  # DuckDB cannot read the bad file, so nothing is reduced: the report reads and warns file by file
+    assert str(bad.metrics_path) in scan.uncovered and scan.result() == {}
     report = build_report(tmp_path, aggregate="best")
     assert any("not a readable Parquet file" in w for w in report.warnings)
     assert {r.n for r in report.rows if r.variant == "a"} == {3}
 
 
 def test_bad_arguments(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"`how` must be 'best' or 'mean'\. Received: how='last'"):
-        read_reduced_values([], "last")
     with pytest.raises(ValueError, match=r"`reduce` must be one of last, summary\. Received: reduce='max'"):
         scan_module.SeriesScan([], reduce="max")
