@@ -127,7 +127,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             write_timings_section(timing_groups, "table", out)
         if stability:
-            from deviate_cb.report.stability import write_stability
+            from deviate_cb.report.stability_render import write_stability
 
             out.write("\n")
             write_stability(stability, "table", out)
@@ -140,7 +140,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             out.write("\n")
     elif args.stability:
         from deviate_cb.report.render import render_records
-        from deviate_cb.report.stability import STABILITY_COLUMNS, stability_rows
+        from deviate_cb.report.stability_rows import STABILITY_COLUMNS, stability_rows
 
         out.write(render_records(stability_rows(stability), STABILITY_COLUMNS, args.format))
         if args.format == "json":
@@ -164,7 +164,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             write_timings_section(timing_groups, "md", out)
         if stability and args.format == "md":
-            from deviate_cb.report.stability import write_stability
+            from deviate_cb.report.stability_render import write_stability
 
             write_stability(stability, "md", out)
     out.flush()

@@ -3,9 +3,10 @@
 For every (experiment, variant) group whose completed runs stored ``predictions.parquet`` or weight files
 (:mod:`deviate_cb.stability_store`), :func:`build_stability` computes the measures of
 :mod:`deviate_cb.stats.stability`, :mod:`deviate_cb.stats.stability_groups` and
-:mod:`deviate_cb.stats.stability_sketch`; :func:`stability_rows` flattens them into records
-(:data:`STABILITY_COLUMNS`, for ``--stability`` with csv or json) and :func:`write_stability` writes the
-section as Markdown or terminal tables.
+:mod:`deviate_cb.stats.stability_sketch` into one :class:`StabilityGroup` each. Two views of them, imported here
+too: :func:`~deviate_cb.report.stability_rows.stability_rows` flattens them into records
+(:data:`~deviate_cb.report.stability_rows.STABILITY_COLUMNS`, for ``--stability`` with csv or json) and
+:func:`~deviate_cb.report.stability_render.write_stability` writes the section as Markdown or terminal tables.
 
 Example:
     >>> import tempfile
@@ -34,12 +35,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from deviate_cb.errors import UsageError
 from deviate_cb.report.runs import RunRecord, find_runs
+from deviate_cb.report.stability_render import write_stability
+from deviate_cb.report.stability_rows import STABILITY_COLUMNS, stability_rows
 from deviate_cb.stability_store import (
     PREDICTIONS_FILE,
     WEIGHTS_FULL_FILE,
@@ -49,29 +52,11 @@ from deviate_cb.stability_store import (
     read_predictions,
     read_weight_sketches,
 )
-from deviate_cb.stats._results import json_value
 from deviate_cb.stats.stability import Churn, SampleInstability, align_runs, prediction_churn, sample_instability
 from deviate_cb.stats.stability_groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
 from deviate_cb.stats.stability_sketch import WeightDistance, weight_distance_blocks, weight_distance_from_sketches
 
 __all__ = ["STABILITY_COLUMNS", "StabilityGroup", "build_stability", "stability_rows", "write_stability"]
-
-STABILITY_COLUMNS = (
-    "experiment",
-    "variant",
-    "measure",
-    "item",
-    "n_runs",
-    "n_samples",
-    "mean",
-    "std",
-    "min",
-    "max",
-    "ratio",
-    "low",
-    "high",
-    "note",
-)
 
 
 @dataclass(frozen=True)
@@ -228,231 +213,3 @@ def _weight_measure(runs: Sequence[RunRecord], *, full: bool, delta: float) -> W
         return weight_distance_blocks(lambda: iter_full_weights([r.path for r in runs]), n_runs=len(runs))
     sketches = read_weight_sketches(r.path for r in runs)
     return weight_distance_from_sketches(np.stack([s.sketch for s in sketches]), delta=delta)
-
-
-def stability_rows(groups: Sequence[StabilityGroup], top: int = 10) -> list[dict[str, Any]]:
-    """Flat records with the keys of :data:`STABILITY_COLUMNS`, one per measure (and class, sub-group, sample)."""
-    return [row for g in groups for row in _group_rows(g, top)]
-
-
-def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-
-    def add(measure: str, item: Any = "", **values: Any) -> None:
-        row = {
-            "experiment": g.experiment,
-            "variant": g.variant,
-            "measure": measure,
-            "item": str(item),
-            "n_runs": g.n_runs,
-            "n_samples": g.n_samples,
-        }
-        row.update(values)
-        rows.append({k: json_value(row.get(k)) for k in STABILITY_COLUMNS})
-
-    if g.churn is not None:
-        c = g.churn
-        add("churn", mean=c.mean, std=c.std, min=c.min, max=c.max, note=f"{c.n_pairs} pairs")
-        a = c.majority_agreement
-        add("majority_agreement", mean=float(a.mean()), std=_std(a), min=float(a.min()), max=float(a.max()))
-    if g.per_class is not None:
-        p = g.per_class
-        add(
-            "accuracy",
-            mean=float(p.overall.mean()),
-            std=p.overall_std,
-            min=float(p.overall.min()),
-            max=float(p.overall.max()),
-        )
-        add(
-            "class_accuracy_worst",
-            p.worst_class,
-            std=p.max_std,
-            ratio=p.ratio,
-            note="largest per-class std / overall-accuracy std",
-        )
-        for r in p.rows():
-            add(
-                "class_accuracy",
-                r["class"],
-                n_samples=r["n_samples"],
-                mean=r["mean"],
-                std=r["std"],
-                ratio=r["std_ratio"],
-            )
-    for name, sg in g.subgroups.items():
-        for r in sg.rows:
-            for rate in ("accuracy", "fpr", "fnr"):
-                add(
-                    f"subgroup_{rate}",
-                    f"{name}={r['group']}",
-                    n_samples=r["n_samples"],
-                    mean=r[f"{rate}_mean"],
-                    std=r[f"{rate}_std"],
-                    ratio=r[f"{rate}_ratio"],
-                    note=f"positive class {sg.positive}",
-                )
-    if g.instability is not None:
-        inst = g.instability
-        add("unstable_samples", mean=inst.n_unstable / max(g.n_samples, 1), note=f"{inst.n_unstable} samples flip")
-        for r in inst.top(top):
-            add("sample_flip_rate", r["sample"], mean=r["flip_rate"], note=f"majority {r['majority']}")
-    if g.regression is not None:
-        reg = g.regression
-        add("value_std", mean=reg["value_std_mean"], max=reg["value_std_max"], note="per-sample std across runs")
-        if "rmse_mean" in reg:
-            add("rmse", mean=reg["rmse_mean"], std=reg["rmse_std"])
-    if g.weights is not None:
-        w = g.weights
-        upper = np.triu_indices(w.n_runs, k=1)
-        note = (
-            "exact"
-            if w.method == "exact"
-            else (f"sketch k={w.sketch_dim}: each pair's distance in [low, high] with probability >= {1 - w.delta:g}")
-        )
-        add(
-            "weight_distance",
-            w.method,
-            n_runs=g.n_weight_runs,
-            mean=w.mean,
-            std=w.std,
-            min=w.min,
-            max=w.max,
-            low=float(w.lower[upper].min()),
-            high=float(w.upper[upper].max()),
-            note=note,
-        )
-    for note in g.notes:
-        add("note", note=note)
-    return rows
-
-
-def _std(values: np.ndarray) -> float:
-    return float(np.std(values, ddof=1)) if values.size >= 2 else math.nan
-
-
-def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], top: int = 10) -> None:
-    """Write the stability section as Markdown (``md``) or terminal tables (``table``) to ``out``."""
-    from deviate_cb.report.render import render_records
-
-    for g in groups:
-        title = f"Stability: experiment={g.experiment} variant={g.variant}"
-        if fmt == "md":
-            out.write(f"\n## {title}\n\n{_headline(g)}\n\n")
-        summary = _summary(g)
-        if fmt == "md":
-            out.write(render_records(summary, ("measure", "value"), "md"))
-        else:
-            out.write(f"{title}\n{_headline(g)}\n")
-            width = max(len(r["measure"]) for r in summary) if summary else 0
-            out.write("".join(f"  {r['measure']:<{width}}  {r['value']}\n" for r in summary))
-        for name, sg in g.subgroups.items():
-            sub_title = (
-                f"Sub-groups by {name} (FPR, FNR: positive class {sg.positive}; ratio: std / overall-accuracy std)"
-            )
-            out.write(f"\n### {sub_title}\n\n" if fmt == "md" else "\n")
-            out.write(
-                render_records(
-                    sg.rows,
-                    tuple(_SUBGROUP_CELLS),
-                    fmt,
-                    human=_SUBGROUP_CELLS,
-                    file=out,
-                    title="" if fmt == "md" else sub_title,
-                )
-            )
-        if g.instability is not None and g.instability.n_unstable:
-            top_title = f"Top-{top} unstable samples (flip rate: share of runs that disagree with the majority)"
-            out.write(f"\n### {top_title}\n\n" if fmt == "md" else "\n")
-            rows = [r for r in g.instability.top(top) if r["flip_rate"] > 0]
-            out.write(render_records(rows, tuple(rows[0]), fmt, file=out, title="" if fmt == "md" else top_title))
-        if fmt == "table":
-            out.write("\n")
-
-
-def _headline(g: StabilityGroup) -> str:
-    parts = []
-    if g.n_runs:
-        parts.append(f"{g.n_runs} runs with predictions (snapshot {g.snapshot}, {g.n_samples} samples, {g.task})")
-    if g.n_weight_runs:
-        parts.append(f"{g.n_weight_runs} runs with weights")
-    return "; ".join(parts + list(g.notes)) + "."
-
-
-def _per_class_text(p: PerClassAccuracy) -> str:
-    classes = f"{len(p.classes)} classes"
-    if math.isnan(p.ratio):
-        return f"std {_f(p.max_std)} in every class ({classes})"
-    ratio = "the overall-accuracy std is 0" if math.isinf(p.ratio) else f"{p.ratio:.3g}x the overall-accuracy std"
-    return f"largest std {_f(p.max_std)} (class {p.worst_class}): {ratio} ({classes})"
-
-
-def _f(x: Any) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
-
-
-def _summary(g: StabilityGroup) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    if g.churn is not None:
-        c = g.churn
-        rows.append(
-            {
-                "measure": "churn (pairwise disagreement)",
-                "value": f"mean {_f(c.mean)}, std {_f(c.std)} over {c.n_pairs} pairs (min {_f(c.min)}, "
-                f"max {_f(c.max)})",
-            }
-        )
-        a = c.majority_agreement
-        rows.append(
-            {
-                "measure": "agreement with the majority vote",
-                "value": f"mean {_f(float(a.mean()))} (min {_f(float(a.min()))})",
-            }
-        )
-    if g.per_class is not None:
-        p = g.per_class
-        rows.append({"measure": "accuracy", "value": f"mean {_f(float(p.overall.mean()))}, std {_f(p.overall_std)}"})
-        rows.append({"measure": "per-class accuracy", "value": _per_class_text(p)})
-    if g.instability is not None:
-        inst = g.instability
-        rows.append(
-            {"measure": "unstable samples", "value": f"{inst.n_unstable} of {g.n_samples} flip in at least one run"}
-        )
-    if g.regression is not None:
-        reg = g.regression
-        rows.append(
-            {
-                "measure": "per-sample std of predictions",
-                "value": f"mean {_f(reg['value_std_mean'])}, max {_f(reg['value_std_max'])}",
-            }
-        )
-        if "rmse_mean" in reg:
-            rows.append({"measure": "rmse", "value": f"mean {_f(reg['rmse_mean'])}, std {_f(reg['rmse_std'])}"})
-    if g.weights is not None:
-        w = g.weights
-        value = f"mean {_f(w.mean)}, std {_f(w.std)} (min {_f(w.min)}, max {_f(w.max)})"
-        if w.method == "sketch":
-            value += (
-                f"; sketch estimate (k={w.sketch_dim}): each pair's exact distance lies in "
-                f"x{_f(1 / math.sqrt(1 + w.epsilon))}..x{_f(1 / math.sqrt(1 - w.epsilon))} of its estimate "
-                f"with probability >= {1 - w.delta:g}"
-            )
-        else:
-            value += "; exact"
-        rows.append({"measure": "normalized weight distance", "value": value})
-    return rows
-
-
-_SUBGROUP_CELLS = {
-    "group": lambda r: str(r["group"]),
-    "n": lambda r: str(r["n_samples"]),
-    "accuracy": lambda r: _f(r["accuracy_mean"]),
-    "acc std": lambda r: _f(r["accuracy_std"]),
-    "acc ratio": lambda r: _f(r["accuracy_ratio"]),
-    "FPR": lambda r: _f(r["fpr_mean"]),
-    "FPR std": lambda r: _f(r["fpr_std"]),
-    "FPR ratio": lambda r: _f(r["fpr_ratio"]),
-    "FNR": lambda r: _f(r["fnr_mean"]),
-    "FNR std": lambda r: _f(r["fnr_std"]),
-    "FNR ratio": lambda r: _f(r["fnr_ratio"]),
-}
