@@ -2,9 +2,10 @@
 
 When every completed run's metrics file was summarised (from its footer, or by the DuckDB scan), ``last``,
 ``best`` and ``mean`` need no further pass over the data: this module turns the summaries into the report's
-per-run table (``experiment``, ``variant``, ``run``, ``metric``, ``value``) in plain Python, with the same
+per-run rows (``experiment``, ``variant``, ``run``, ``metric``, ``value``) in plain Python, with the same
 metric names, filters, directions and warnings as :func:`deviate_cb.stats.aggregate_table` on the long table
-(``tests/report/test_footer_summaries.py`` checks both give the same report).
+(``tests/report/test_footer_summaries.py`` checks both give the same report). :class:`PerRun` holds them as
+plain tuples, so that a report built from summaries never loads pyarrow; its ``table`` is the pyarrow view.
 
 Example:
     >>> skipped_warning("lr")[:40]
@@ -16,6 +17,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Optional
 
 from deviate_cb.report.metric_names import direction_warnings, display_names, kept_metrics, name_directions
@@ -24,7 +27,51 @@ from deviate_cb.report.scan import SeriesScan
 from deviate_cb.stats.aggregate import resolve_direction
 from deviate_cb.store import METRICS_FILE
 
-__all__ = ["per_run_from_scan", "skipped_warning"]
+__all__ = ["PerRun", "PerRunRow", "per_run_from_scan", "rows_from_table", "skipped_warning"]
+
+# (experiment, variant, run: an index into ``PerRun.completed``, metric, value)
+PerRunRow = tuple[str, str, int, str, float]
+_COLUMNS = ("experiment", "variant", "run", "metric", "value")
+
+
+@dataclass(frozen=True)
+class PerRun:
+    """The per-run aggregates of a study: one row ``(experiment, variant, run, metric, value)`` per completed
+    run and metric, where ``run`` is an index into ``completed``.
+
+    Attributes:
+        runs: Every run found, completed or not.
+        completed: The completed runs, which the rows come from.
+        warnings: One line per thing the reader skipped or could not tell.
+        rows: The per-run values, as plain tuples.
+    """
+
+    runs: tuple[RunRecord, ...]
+    completed: tuple[RunRecord, ...]
+    warnings: tuple[str, ...]
+    rows: tuple[PerRunRow, ...]
+
+    @cached_property
+    def table(self) -> Any:
+        """The rows as a pyarrow table with columns ``experiment``, ``variant``, ``run``, ``metric``, ``value``."""
+        import pyarrow as pa
+
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [(), (), (), (), ()]
+        types = (pa.string(), pa.string(), pa.int32(), pa.string(), pa.float64())
+        return pa.table({name: pa.array(c, t) for name, c, t in zip(_COLUMNS, columns, types, strict=True)})
+
+    def series(self) -> dict[tuple[str, str, str], list[float]]:
+        """``(experiment, variant, metric) -> [value of each run]``, in row order."""
+        series: dict[tuple[str, str, str], list[float]] = {}
+        for experiment, variant, _, metric, value in self.rows:
+            series.setdefault((experiment, variant, metric), []).append(value)
+        return series
+
+
+def rows_from_table(table: Any) -> tuple[PerRunRow, ...]:
+    """The rows of a pyarrow per-run table (nulls become NaN)."""
+    columns = [table.column(name).to_pylist() for name in _COLUMNS]
+    return tuple((e, v, r, m, math.nan if x is None else x) for e, v, r, m, x in zip(*columns, strict=True))
 
 
 def skipped_warning(metric: str) -> str:
@@ -43,8 +90,8 @@ def per_run_from_scan(
     metrics: Optional[Sequence[str]],
     stage: Optional[str],
     warnings: list[str],
-) -> Any:
-    """The per-run table of ``completed`` from ``scan``'s summaries, or ``None`` when some file was not summarised.
+) -> Optional[tuple[PerRunRow, ...]]:
+    """The per-run rows of ``completed`` from ``scan``'s summaries, or ``None`` when some file was not summarised.
 
     Raises:
         UsageError: ``stage`` or ``metrics`` match nothing.
@@ -71,7 +118,7 @@ def per_run_from_scan(
     keep = kept_metrics(metrics, display, stage) if metrics else set(display.values())
     warnings += direction_warnings(directions, display)
     oriented = name_directions(directions, display)
-    rows: list[tuple[str, str, int, str, float]] = []
+    rows: list[PerRunRow] = []
     skipped: set[str] = set()
     for run, st, name, values in series:
         metric = display[(st, name)]
@@ -88,20 +135,5 @@ def per_run_from_scan(
         record = completed[run]
         rows.append((record.experiment, record.variant, run, metric, float(value)))
     warnings += [skipped_warning(metric) for metric in sorted(skipped)]
-    rows.sort(key=lambda r: r[:4])
-    return _table(rows)
-
-
-def _table(rows: list[tuple[str, str, int, str, float]]) -> Any:
-    import pyarrow as pa
-
-    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
-    return pa.table(
-        {
-            "experiment": pa.array(columns[0], pa.string()),
-            "variant": pa.array(columns[1], pa.string()),
-            "run": pa.array(columns[2], pa.int32()),
-            "metric": pa.array(columns[3], pa.string()),
-            "value": pa.array([math.nan if v is None else v for v in columns[4]], pa.float64()),
-        }
-    )
+    rows.sort()  # by (experiment, variant, run, metric): unique per row, so values are never compared
+    return tuple(rows)

@@ -87,9 +87,8 @@ def store_runs(
         warnings.extend(loaded.warnings)
         warnings.extend(excluded_line(r) for r in loaded.runs if not r.completed)
     values: dict[int, dict[str, float]] = {}
-    columns = [loaded.table.column(c).to_pylist() for c in ("run", "metric", "value")]
-    for run, metric, value in zip(*columns, strict=True):
-        values.setdefault(run, {})[metric] = float("nan") if value is None else value
+    for _, _, run, metric, value in loaded.rows:
+        values.setdefault(run, {})[metric] = value
     out = []
     for i, record in enumerate(loaded.completed):
         keys = {}

@@ -89,8 +89,12 @@ class SeriesScan:
         self._uncovered = list(self.files)
         if engine == "duckdb":
             import_duckdb(required=True)  # fail here, not in the thread, when DuckDB is required but missing
-        self._thread = threading.Thread(target=self._run, args=(engine,), name="deviate-scan", daemon=True)
-        self._thread.start()
+        self._thread: Optional[threading.Thread] = None
+        if set(self.files) <= self._known_files:
+            self._run(engine)  # nothing to read: no thread
+        else:
+            self._thread = threading.Thread(target=self._run, args=(engine,), name="deviate-scan", daemon=True)
+            self._thread.start()
 
     def _run(self, engine: str) -> None:
         from deviate_cb.report.footers import footer_values
@@ -112,14 +116,18 @@ class SeriesScan:
 
     def result(self) -> Found:
         """What the footers and the query found (waiting for them), for every file not :attr:`uncovered`."""
-        self._thread.join()
+        self._wait()
         return self._found
 
     @property
     def uncovered(self) -> list[str]:
         """The files neither a footer summary nor DuckDB reduced (waiting for the scan)."""
-        self._thread.join()
+        self._wait()
         return self._uncovered
+
+    def _wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _store_types(duckdb: Any, files: list[str]) -> bool:

@@ -36,7 +36,7 @@ from deviate_cb.report.metric_names import (
     kept_metrics,
     name_directions,
 )
-from deviate_cb.report.per_run import per_run_from_scan, skipped_warning
+from deviate_cb.report.per_run import PerRun, per_run_from_scan, rows_from_table, skipped_warning
 from deviate_cb.report.reader import read_last_values, read_metrics
 from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, partition_base, read_runs, run_directories
 from deviate_cb.report.scan import SeriesScan
@@ -144,8 +144,8 @@ def build_report(
     """
     directory = _validate_build_report(directory, aggregate, directions, stage, level)
     loaded = load_per_run(directory, aggregate=aggregate, directions=directions, metrics=metrics, stage=stage)
-    runs, completed, warnings, per_run = loaded.runs, loaded.completed, list(loaded.warnings), loaded.table
-    rows = _describe_groups(per_run, aggregate, level)
+    runs, completed, warnings = loaded.runs, loaded.completed, list(loaded.warnings)
+    rows = describe_series(loaded.series(), aggregate, level)
     groups = sorted({(r.experiment, r.variant) for r in runs})
     counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
     excluded = tuple(r for r in runs if not r.completed)
@@ -156,21 +156,10 @@ def build_report(
     if decompose:
         from deviate_cb.report.decomposition import decompose_series
 
-        decomposition = tuple(decompose_series(_series(per_run), level=level, seed=seed))
+        decomposition = tuple(decompose_series(loaded.series(), level=level, seed=seed))
     return Report(
         tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts, decomposition, tuple(completed)
     )
-
-
-@dataclass(frozen=True)
-class PerRun:
-    """The per-run aggregates of a study: ``table`` has ``experiment``, ``variant``, ``run`` (an index into
-    ``completed``), ``metric`` and ``value``."""
-
-    runs: tuple[RunRecord, ...]
-    completed: tuple[RunRecord, ...]
-    warnings: tuple[str, ...]
-    table: Any
 
 
 def load_per_run(
@@ -237,21 +226,13 @@ def load_per_run(
         name="metric",
     )
     warnings += [skipped_warning(metric) for metric in result.skipped]
-    return PerRun(tuple(runs), tuple(completed), tuple(warnings), result.table)
+    return PerRun(tuple(runs), tuple(completed), tuple(warnings), rows_from_table(result.table))
 
 
 def _import_analysis_modules() -> None:
     """Import what the confidence intervals use (SciPy's special functions, about 0.2 s) now, while the
     background scan reads footers or keeps DuckDB busy, rather than after it."""
     import scipy.special  # noqa: F401
-
-
-def _series(per_run: Any) -> dict[tuple[str, str, str], list[float]]:
-    columns = {c: per_run.column(c).to_pylist() for c in ("experiment", "variant", "metric", "value")}
-    series: dict[tuple[str, str, str], list[float]] = {}
-    for e, v, m, x in zip(*columns.values(), strict=True):
-        series.setdefault((e, v, m), []).append(x)
-    return series
 
 
 def _with_metric_column(table: Any) -> tuple[Any, dict[tuple[str, str], str]]:
@@ -275,10 +256,6 @@ def _filter_metrics(table: Any, patterns: Sequence[str], display: Mapping[tuple[
 
     keep = kept_metrics(patterns, display, stage)
     return table.filter(pc.is_in(table.column("metric"), value_set=pa.array(sorted(keep), type=pa.string())))
-
-
-def _describe_groups(per_run: Any, how: str, level: float) -> list[ReportRow]:
-    return describe_series(_series(per_run), how, level)
 
 
 def describe_series(series: Mapping[tuple[str, str, str], Sequence[float]], how: str, level: float) -> list[ReportRow]:
