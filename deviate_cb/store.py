@@ -42,6 +42,7 @@ __all__ = [
     "claim_replica",
     "iso_time",
     "metrics_schema",
+    "read_manifest_file",
     "run_path",
 ]
 
@@ -196,20 +197,7 @@ class RunDirectory:
             SchemaVersionError: The manifest was written by a newer deviate-cb.
             UsageError: The manifest is not valid JSON.
         """
-        path = os.path.join(self.path, MANIFEST_FILE)  # a plain string: reports read thousands of these
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except FileNotFoundError:
-            return {}
-        try:
-            manifest = json.loads(text)
-            if not isinstance(manifest, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            raise UsageError(f"{path}: not a valid run manifest ({exc}).") from exc
-        check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), path)
-        return manifest
+        return read_manifest_file(os.path.join(self.path, MANIFEST_FILE))
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically."""
@@ -230,6 +218,29 @@ class RunDirectory:
 
     def metrics(self) -> MetricsFile:
         return MetricsFile(self.metrics_path)
+
+
+def read_manifest_file(path: str) -> dict[str, Any]:
+    """The manifest at ``path`` (a ``run.json``), ``{}`` if there is none: :meth:`RunDirectory.read_manifest`
+    for a plain string path, as reports read thousands of these.
+
+    Raises:
+        SchemaVersionError: The manifest was written by a newer deviate-cb.
+        UsageError: The manifest is not valid JSON.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    try:
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a valid run manifest ({exc}).") from exc
+    check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), path)
+    return manifest
 
 
 def check_schema_version(version: object, source: Union[str, os.PathLike[str]]) -> None:

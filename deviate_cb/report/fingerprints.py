@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +137,7 @@ def fingerprint_differences(runs: Iterable[RunLike]) -> list[FingerprintDifferen
     groups: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     for run in runs:
         key, replica, path = _identify(run)
-        flat = _read_flat(path / FINGERPRINT_FILE)
+        flat = _read_flat(os.path.join(path, FINGERPRINT_FILE))
         if flat is not None:
             groups.setdefault(key, []).append((replica, flat))
     differences = []
@@ -178,24 +179,23 @@ def fingerprint_warnings(runs: Iterable[RunLike], *, max_fields: int = 8) -> lis
 
 
 def _identify(run: RunLike) -> tuple[tuple[str, str], str, Path]:
-    if hasattr(run, "path"):
-        path = Path(run.path)
-        parts = _partitions(path)
-        experiment = getattr(run, "experiment", parts.get("experiment", ""))
-        variant = getattr(run, "variant", parts.get("variant", ""))
-        return (str(experiment), str(variant)), str(getattr(run, "replica", parts.get("replica", path.name))), path
-    path = Path(run)
+    if all(hasattr(run, name) for name in ("path", "experiment", "variant", "replica")):  # a RunRecord
+        return (str(run.experiment), str(run.variant)), str(run.replica), Path(run.path)
+    path = Path(getattr(run, "path", run))
     parts = _partitions(path)
-    return (parts.get("experiment", ""), parts.get("variant", "")), parts.get("replica", path.name), path
+    experiment = getattr(run, "experiment", parts.get("experiment", ""))
+    variant = getattr(run, "variant", parts.get("variant", ""))
+    return (str(experiment), str(variant)), str(getattr(run, "replica", parts.get("replica", path.name))), path
 
 
 def _partitions(path: Path) -> dict[str, str]:
     return dict(part.split("=", 1) for part in path.parts if "=" in part)
 
 
-def _read_flat(path: Path) -> Any:
+def _read_flat(path: str) -> Any:
     try:
-        fingerprint = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as handle:
+            fingerprint = json.loads(handle.read())
     except (OSError, ValueError):
         return None
     if not isinstance(fingerprint, dict):

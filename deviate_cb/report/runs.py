@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.store import MANIFEST_FILE, METRICS_FILE, RunDirectory
+from deviate_cb.store import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
 __all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
 
@@ -154,17 +154,17 @@ def _partition_keys(path: str) -> Optional[tuple[str, str, str]]:
 
 
 def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> RunRecord:
-    run = RunDirectory(path)
+    manifest_path = os.path.join(path, MANIFEST_FILE)
     try:
-        manifest = run.read_manifest()
-        if not manifest and not os.path.isfile(os.path.join(path, MANIFEST_FILE)):
-            warnings.append(f"{run.manifest_path}: no manifest; the run is listed as status 'unknown'.")
+        manifest = read_manifest_file(manifest_path)
+        if not manifest and not os.path.isfile(manifest_path):
+            warnings.append(f"{manifest_path}: no manifest; the run is listed as status 'unknown'.")
             return RunRecord(path, *keys, status="unknown", error="no run.json")
     except SchemaVersionError:
         raise
     except (UsageError, OSError, UnicodeDecodeError) as exc:
-        reason = str(exc).replace(str(run.manifest_path) + ": ", "")
-        warnings.append(f"{run.manifest_path}: unreadable manifest ({reason}); the run is listed as status 'unknown'.")
+        reason = str(exc).replace(manifest_path + ": ", "")
+        warnings.append(f"{manifest_path}: unreadable manifest ({reason}); the run is listed as status 'unknown'.")
         return RunRecord(path, *keys, status="unknown", error="unreadable run.json")
     status = manifest.get("status")
     return RunRecord(
