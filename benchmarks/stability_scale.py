@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from deviate_cb.stability_store import write_predictions, write_weights
+from deviate_cb.stability_predictions import write_predictions
+from deviate_cb.stability_weights import write_weights
 from deviate_cb.stats import majority_vote, per_class_accuracy, prediction_churn, sample_instability, subgroup_rates
 
 SEED = 20261121

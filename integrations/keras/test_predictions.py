@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from keras_helpers import Replicated, replicate, selected_backends, skip_reason
 
-from deviate_cb.stability_store import read_full_weights, read_predictions, read_weight_sketches
+from deviate_cb.stability_predictions import read_predictions
+from deviate_cb.stability_weights import read_full_weights, read_weight_sketches
 from deviate_cb.stats.stability import prediction_churn
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,8 @@ import pytest
 from report_study import run_cli, write_run
 from stability_models import train_tiny
 
-from deviate_cb.stability_store import PREDICTIONS_FILE, WEIGHTS_SKETCH_FILE, write_predictions, write_weights
+from deviate_cb.stability_predictions import PREDICTIONS_FILE, write_predictions
+from deviate_cb.stability_weights import WEIGHTS_SKETCH_FILE, write_weights
 
 SEEDS = {"algo": [0, 1, 2, 3], "control": [7, 7, 7, 7]}
 

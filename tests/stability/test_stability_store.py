@@ -11,16 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from deviate_cb.errors import UsageError
-from deviate_cb.stability_store import (
-    PREDICTIONS_FILE,
+from deviate_cb.stability_predictions import PREDICTIONS_FILE, predictions_schema, read_predictions, write_predictions
+from deviate_cb.stability_weights import (
     WEIGHTS_FULL_FILE,
     WEIGHTS_SKETCH_FILE,
-    predictions_schema,
     read_full_weights,
-    read_predictions,
     read_weight_sketch,
     read_weight_sketches,
-    write_predictions,
     write_weights,
 )
 
