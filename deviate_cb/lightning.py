@@ -28,15 +28,12 @@ from deviate_cb.stability_capture import (
     FINAL_SNAPSHOT,
     CollectedPredictions,
     PredictionCollector,
-    Predictions,
-    Weights,
     epoch_snapshot,
-    parse_predictions,
-    parse_weights,
-    weight_arrays,
     write_prediction_snapshot,
     write_weight_record,
 )
+from deviate_cb.stability_config import Predictions, Weights, parse_predictions, parse_weights
+from deviate_cb.stability_extract import weight_arrays
 from deviate_cb.timing import synchronizer
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
