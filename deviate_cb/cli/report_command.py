@@ -186,11 +186,10 @@ def _timings(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The step-time groups of DIR's completed runs (empty for --table, or when no run timed its steps)."""
     if args.dir is None:
         return []
-    from deviate_cb.report.runs import find_runs
     from deviate_cb.report.timings import build_timings
 
     warnings: list[str] = []
-    groups = build_timings(find_runs(args.dir), warnings=warnings)
+    groups = build_timings(report.completed, warnings=warnings)  # the runs the report read: no second walk
     for line in warnings:
         say(err, "warning", line)
     return groups

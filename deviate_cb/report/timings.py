@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -106,14 +107,14 @@ def build_timings(
         top: How many ops to keep per group.
         warnings: Where to append one line per unreadable ``timings.parquet``.
     """
-    import pyarrow as pa
-
     from deviate_cb.timing import TIMINGS_FILE, read_timings, step_statistics, top_ops
 
     per_group: dict[tuple[str, str], dict[str, Any]] = {}
     for run in runs:
-        if not run.completed or not (run.path / TIMINGS_FILE).is_file():
+        if not run.completed or not os.path.isfile(os.path.join(run.path, TIMINGS_FILE)):
             continue
+        import pyarrow as pa  # only once some run has step times
+
         try:
             table = read_timings(run.path)
         except (OSError, pa.ArrowException, ValueError) as exc:
