@@ -74,7 +74,7 @@ def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
     if stamp.is_file():
         return root
     rng = np.random.default_rng(SEED)
-    names = [f"{STAGES[m % 2]}_metric_{m:02d}" for m in range(metrics)]
+    names = metric_names(metrics)
     per_step = np.arange(steps, dtype=np.int64)
     step = np.repeat(per_step, metrics)
     epoch = step // max(1, steps // 10)
@@ -123,17 +123,42 @@ def _stats(values: list[float]) -> list[float]:
     return [d.n, d.mean, d.std, d.min, d.max]
 
 
+def metric_names(metrics: int) -> list[str]:
+    return [f"{STAGES[m % 2]}_metric_{m:02d}" for m in range(metrics)]
+
+
+def _directions() -> dict[str, str] | None:
+    """For ``best``: the synthetic names say nothing about direction; smaller is better, as for NumPy."""
+    if AGGREGATE != "best":
+        return None
+    return dict.fromkeys(metric_names(int(os.environ["STATS_SCALE_METRICS"])), "min")
+
+
 def m_report(root: Path) -> dict:
     from deviate_cb.report.summary import build_report
 
-    directions = None
-    if AGGREGATE == "best":  # the synthetic names say nothing about direction: smaller is better, as for NumPy
-        import pyarrow.parquet as pq
-
-        names = pq.read_table(metric_files(root)[0], columns=["name"]).column("name").unique().to_pylist()
-        directions = dict.fromkeys(names, "min")
-    report = build_report(root, aggregate=AGGREGATE, directions=directions)
+    report = build_report(root, aggregate=AGGREGATE, directions=_directions())
     return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
+
+
+def m_cli(root: Path) -> dict:
+    """``deviate report DIR --format csv``, the command itself (argument parsing and output included)."""
+    import contextlib
+    import csv
+    import io
+
+    from deviate_cb.cli.main import main
+
+    argv = ["report", str(root), "--format", "csv", "--aggregate", AGGREGATE]
+    for name, direction in (_directions() or {}).items():
+        argv += ["--direction", f"{name}={direction}"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(argv)
+    if status != 0:
+        raise SystemExit(f"deviate report exited {status}")
+    rows = csv.DictReader(io.StringIO(out.getvalue()))
+    return {r["metric"]: [int(r["n"]), *(float(r[k]) for k in ("mean", "std", "min", "max"))] for r in rows}
 
 
 def m_report_footers(root: Path) -> dict:
@@ -239,6 +264,7 @@ def m_pyarrow(root: Path) -> dict:
 METHODS = {
     "floor": m_floor,
     "report": m_report,
+    "cli": m_cli,
     "report-footers": m_report_footers,
     "report-scan": m_report_scan,
     "scan-pa": lambda root: m_report_scan(root, duckdb=False),
@@ -308,8 +334,9 @@ def main(argv: list[str] | None = None) -> None:
         child(args.child, args.dir, args.out)
         return
     os.environ["STATS_SCALE_AGGREGATE"] = args.aggregate  # inherited by every child process
+    os.environ["STATS_SCALE_METRICS"] = str(args.metrics)
     if args.aggregate != "last":
-        keep = ("floor", "report", "report-footers", "report-scan", "numpy")
+        keep = ("floor", "report", "cli", "report-footers", "report-scan", "numpy")
         args.methods = ",".join(m for m in args.methods.split(",") if m.strip() in keep)
     root = args.dir or Path(tempfile.gettempdir()) / f"deviate-stats-scale-{args.runs}x{args.metrics}x{args.steps}"
     start = time.perf_counter()

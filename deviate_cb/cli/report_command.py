@@ -117,7 +117,9 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         for run in report.excluded:
             say(err, "warning", excluded_line(run))
     stability = (
-        _stability(args, err) if args.dir is not None and (args.stability or args.format in ("table", "md")) else []
+        _stability(args, report, err)
+        if args.dir is not None and (args.stability or args.format in ("table", "md"))
+        else []
     )
     timing_groups = _timings(args, report, err) if args.timings or args.format in ("table", "md") else []
     if args.format == "table":
@@ -171,12 +173,13 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return 0
 
 
-def _stability(args: argparse.Namespace, err: IO[str]) -> list[Any]:
+def _stability(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The stability groups of DIR (empty when no run saved predictions or weights); warnings go to ``err``."""
     from deviate_cb.report.stability import build_stability
 
     warnings: list[str] = []
-    groups = build_stability(args.dir, positive=args.positive, warnings=warnings)
+    # The runs the report read: no second walk of DIR
+    groups = build_stability(args.dir, positive=args.positive, warnings=warnings, runs=report.completed)
     for line in warnings:
         say(err, "warning", line)
     return groups

@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,11 +86,14 @@ def build_stability(
     positive: Any = 1,
     delta: float = 0.05,
     warnings: Optional[list[str]] = None,
+    runs: Optional[Sequence[RunRecord]] = None,
 ) -> list[StabilityGroup]:
     """The stability measures of every group under ``directory`` that has predictions or weights.
 
     Args:
         directory: A study directory (as ``deviate report DIR``).
+        runs: The runs of ``directory`` when the caller has read them already (as ``deviate report`` has):
+            ``directory`` is then not searched again.
         positive: Positive class of the sub-group FPR/FNR (one-vs-rest with more than two classes).
         delta: Failure probability of the sketch's distance interval, per pair of runs.
         warnings: Where to append one line per problem that does not stop the report.
@@ -99,14 +103,14 @@ def build_stability(
     """
     warnings = warnings if warnings is not None else []
     groups: dict[tuple[str, str], list[RunRecord]] = {}
-    for run in find_runs(Path(directory)):
+    for run in find_runs(Path(directory)) if runs is None else runs:
         if run.completed:
             groups.setdefault((run.experiment, run.variant), []).append(run)
     out = []
-    for (experiment, variant), runs in groups.items():
-        with_preds = [r for r in runs if (r.path / PREDICTIONS_FILE).is_file()]
-        full = [r for r in runs if (r.path / WEIGHTS_FULL_FILE).is_file()]
-        sketched = [r for r in runs if (r.path / WEIGHTS_SKETCH_FILE).is_file()]
+    for (experiment, variant), members in groups.items():
+        with_preds = [r for r in members if os.path.isfile(os.path.join(r.path, PREDICTIONS_FILE))]
+        full = [r for r in members if os.path.isfile(os.path.join(r.path, WEIGHTS_FULL_FILE))]
+        sketched = [r for r in members if os.path.isfile(os.path.join(r.path, WEIGHTS_SKETCH_FILE))]
         if not (with_preds or full or sketched):
             continue
         where = f"experiment={experiment} variant={variant}"
@@ -123,8 +127,8 @@ def build_stability(
         if len(weight_runs) >= 2:
             fields["weights"] = _weight_measure(weight_runs, full=weight_runs is full, delta=delta)
             fields["n_weight_runs"] = len(weight_runs)
-            if len(weight_runs) < len(runs):
-                notes.append(f"weight distance over the {len(weight_runs)} of {len(runs)} runs that saved weights")
+            if len(weight_runs) < len(members):
+                notes.append(f"weight distance over the {len(weight_runs)} of {len(members)} runs that saved weights")
         elif weight_runs:
             notes.append("weight distance needs the weights of at least 2 runs")
         out.append(StabilityGroup(experiment, variant, **fields, notes=tuple(notes)))

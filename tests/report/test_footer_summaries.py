@@ -185,3 +185,38 @@ def test_a_changed_file_makes_the_copy_stale(tmp_path: Path) -> None:
     assert json.loads((paths[0] / "run.json").read_text())["metrics_summary"]["series"][0][3] == 0.6
     row = build_report(tmp_path).rows[0]
     assert sorted([row.min, row.max]) == [pytest.approx(0.61), pytest.approx(1.2)]  # 0.6 * 2 read from the file
+
+
+def test_a_report_from_the_manifest_copies_loads_no_pyarrow(tmp_path: Path) -> None:
+    """Every value comes from run.json: neither pyarrow (0.05-0.2 s to load) nor DuckDB is imported."""
+    import subprocess
+    import sys
+
+    for k in range(3):
+        _session_run(tmp_path, [0.5, 0.6 + k / 100])
+    code = (
+        "import sys; from deviate_cb.report.summary import build_report; "
+        f"row = build_report({str(tmp_path)!r}).rows[0]; "
+        "print(row.n, round(row.max, 4), sorted(m for m in ('pyarrow', 'duckdb') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["3", "0.62", "[]"]
+
+
+def test_deviate_report_reads_each_manifest_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The step-time and stability sections reuse the runs the report read: no second walk of DIR."""
+    from deviate_cb.cli.main import main
+    from deviate_cb.report import runs as runs_module
+
+    paths = [_session_run(tmp_path, [0.5, 0.6 + k / 100]) for k in range(3)]
+    reads: list[str] = []
+    real = runs_module.read_manifest_file
+
+    def counting(path: str) -> dict:
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(runs_module, "read_manifest_file", counting)
+    assert main(["report", str(tmp_path), "--format", "md"]) == 0
+    assert sorted(reads) == sorted(str(p / "run.json") for p in paths)
+    assert "| acc |" in capsys.readouterr().out

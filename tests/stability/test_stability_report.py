@@ -187,3 +187,16 @@ def test_regression_predictions_and_weights_only_groups(capsys, tmp_path: Path) 
     assert distance["item"] == "sketch" and distance["n_runs"] == 3 and distance["mean"] > 0
     code, md, _ = run_cli(capsys, "report", str(tmp_path), "--format", "md")
     assert "| per-sample std of predictions | mean 0.1, max 0.1 |" in md and "3 runs with weights." in md
+
+
+def test_build_stability_from_runs_already_read(study: Path) -> None:
+    """`runs=` (as `deviate report` passes them) gives what searching the directory gives, and only those runs."""
+    from deviate_cb.report.runs import find_runs
+    from deviate_cb.report.stability import build_stability
+    from deviate_cb.report.stability_rows import stability_rows
+
+    runs = find_runs(study)
+    assert stability_rows(build_stability(study, runs=runs)) == stability_rows(build_stability(study))
+    control = [r for r in runs if r.variant == "control"]
+    assert [g.variant for g in build_stability(study, runs=control)] == ["control"]
+    assert build_stability(study, runs=[]) == []
