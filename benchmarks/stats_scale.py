@@ -10,7 +10,9 @@ interpreter start and imports included; warm page cache: one untimed read first)
 * ``report``: :func:`deviate_cb.report.summary.build_report` (``--aggregate``, default ``last``), exactly what
   ``deviate report`` computes: the per-run values from the copies of the per-series summaries that the store's
   session keeps in each ``run.json`` (checked against the metrics file's size and mtime), then ``describe``;
-* ``report-footers``: the same when the manifests hold no copy: the summaries from each file's Parquet footer
+* ``cli``: the command itself, ``deviate report DIR --format csv`` (argument parsing, the step-time and
+  stability look-ups and the output included), its CSV parsed back for the check;
+* ``report-footers``: ``report`` when the manifests hold no copy: the summaries from each file's Parquet footer
   (:mod:`deviate_cb.series_summary`);
 * ``report-scan``: the same on files without summaries (another writer, an older deviate-cb): a streamed
   DuckDB scan; ``scan-pa``: the same without DuckDB (pyarrow batches);
@@ -20,23 +22,28 @@ Every method's statistics (n, mean, std, min, max per metric) are checked agains
 (``numpy``: each file read whole, ``last`` by ``seq``); the largest absolute difference is printed.
 Goal (issue 4, section 5): ``report`` at most 0.7x the floor and under 256 MiB peak.
 
-Measured 2026-11-22, full size (341 MB), idle 2-core VM, best of 3 (the VM's memory manager evicts the page
-cache now and then, which slows the floor most; the floor measured 1.32-1.59 s over the day's runs):
+Measured 2026-11-22, full size (341 MB), 2-core VM, best of 3, ``--aggregate last``:
 
     method          process s  peak MiB  x floor
-    floor                1.48       969    1.00x
-    report               1.21       118    0.82x   summaries from run.json
-    report-footers       1.48       125    1.00x   summaries from the Parquet footers
-    report-scan          2.76       187    1.86x   DuckDB scan (no summaries)
-    scan-pa              2.86       194    1.93x   pyarrow batches
-    duckdb               1.04        97    0.70x
-    polars               1.62        98    1.09x
-    pyarrow              9.31      2187    6.28x
-    numpy               31.58       112   21.29x   (the reference)
+    floor                1.64       964    1.00x
+    report               0.83        73    0.51x   summaries from run.json; loads no pyarrow
+    cli                  0.75        74    0.46x   deviate report --format csv
+    report-footers       1.39       115    0.85x   summaries from the Parquet footers
+    report-scan          2.60       185    1.59x   DuckDB scan (no summaries)
+    scan-pa              2.46       194    1.50x   pyarrow batches
+    duckdb               0.96        96    0.59x
+    polars               1.42        95    0.87x
+    pyarrow              9.78      2184    5.97x
+    numpy               29.19       113   17.81x   (the reference)
 
-All equal NumPy to <= 1e-16. ``report`` is now mostly start-up: about 0.6 s of imports (numpy 0.15 s, SciPy's
-special functions for the chi-square interval 0.2 s, deviate_cb and pyarrow), then 1,000 manifests (0.1 s),
-the study walk, the per-run values and the fingerprint comparison (0.2 s together). The 0.7x goal is not met.
+All equal NumPy to <= 1e-16 (``best`` and ``mean``: <= 1e-15). Over four runs that day (``last`` twice, ``best``,
+``mean``) ``report`` took 0.79-0.92 s and ``cli`` 0.75-0.97 s, 73-74 MiB, while the floor took 1.64-2.62 s
+(0.30x-0.51x). The floor is the noisy side: on this VM its 964 MiB of fresh allocations cost more or less
+from one hour to the next (1.32-1.59 s the day before). Against the lowest floor ever measured here (1.32 s)
+the slowest ``report`` is 0.70x. What is left is start-up: numpy and deviate_cb imports (0.2 s), SciPy's special
+functions for the chi-square and t quantiles of the intervals (0.19 s, most of it SciPy's array-API layer
+importing NumPy's f2py and testing modules), 1,000 manifests (0.14 s, a third of it JSON parsing), the per-run
+values (0.06 s), the walk (0.03 s) and interpreter exit.
 
     python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
 """
