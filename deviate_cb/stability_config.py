@@ -29,7 +29,7 @@ import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, TypeVar, Union
 
 import numpy as np
 
@@ -255,15 +255,7 @@ def parse_predictions(value: object, name: str = "predictions") -> Optional[Pred
         ...
         TypeError: `predictions` must be True, False, None or a ...Predictions. Received: predictions=3.
     """
-    if value is None or value is False:
-        return None
-    if value is True:
-        return Predictions()
-    if isinstance(value, Predictions):
-        return value
-    raise TypeError(
-        f"`{name}` must be True, False, None or a deviate_cb.stability_capture.Predictions. Received: {name}={value!r}."
-    )
+    return _parse_switch(value, Predictions, name)
 
 
 def parse_weights(value: object, name: str = "weights") -> Optional[Weights]:
@@ -273,14 +265,23 @@ def parse_weights(value: object, name: str = "weights") -> Optional[Weights]:
         >>> parse_weights(True), parse_weights(False)
         (Weights(sketch_dim=256, sketch_seed=0, full=False), None)
     """
+    return _parse_switch(value, Weights, name)
+
+
+_Setting = TypeVar("_Setting", Predictions, Weights)
+
+
+def _parse_switch(value: object, kind: type[_Setting], name: str) -> Optional[_Setting]:
+    """``None``/``False`` -> off, ``True`` -> the defaults of ``kind``, an instance of ``kind`` as given."""
     if value is None or value is False:
         return None
     if value is True:
-        return Weights()
-    if isinstance(value, Weights):
+        return kind()
+    if isinstance(value, kind):
         return value
     raise TypeError(
-        f"`{name}` must be True, False, None or a deviate_cb.stability_capture.Weights. Received: {name}={value!r}."
+        f"`{name}` must be True, False, None or a deviate_cb.stability_capture.{kind.__name__}. "
+        f"Received: {name}={value!r}."
     )
 
 
