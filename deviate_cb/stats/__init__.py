@@ -44,15 +44,9 @@ from deviate_cb.stats.compare import (
 )
 from deviate_cb.stats.correction import CORRECTIONS, correct, reject
 from deviate_cb.stats.decompose import decompose
-from deviate_cb.stats.describe import (
-    STD_CI_METHODS,
-    ConfidenceInterval,
-    Description,
-    describe,
-    mean_confidence_interval,
-    std_confidence_interval,
-)
+from deviate_cb.stats.describe import STD_CI_METHODS, Description, describe
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
+from deviate_cb.stats.intervals import ConfidenceInterval, mean_confidence_interval, std_confidence_interval
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
 from deviate_cb.stats.stability import (
     Churn,

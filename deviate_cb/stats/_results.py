@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from deviate_cb.stats.describe import ConfidenceInterval
+from deviate_cb.stats.intervals import ConfidenceInterval
 
 __all__ = ["StatResult", "check_level", "json_value"]
 

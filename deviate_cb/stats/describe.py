@@ -1,21 +1,18 @@
 """Across-run description of one metric: n, mean, std, CV, min, max, range, robust extras, and CIs.
 
 The standard deviation uses ``ddof=1`` (the sample standard deviation) unless ``ddof=0`` is asked for (the
-population standard deviation, as some papers report). Its default confidence interval comes from the
-chi-square distribution of ``(n-1) s^2 / sigma^2`` for normally distributed values (``s`` with ``ddof=1``)::
-
-    [ sqrt((n-1) s^2 / chi2.ppf(1 - a/2, n-1)),  sqrt((n-1) s^2 / chi2.ppf(a/2, n-1)) ],  a = 1 - level
-
-It is an interval for the population ``sigma``, so it is the same whichever ``ddof`` the point estimate uses.
-``std_ci="bootstrap"`` replaces it by ``scipy.stats.bootstrap`` (BCa) of ``np.std(..., ddof=ddof)``. The
-confidence interval of the mean is Student's t interval ``mean +- t.ppf(1 - a/2, n-1) s / sqrt(n)``.
+population standard deviation, as some papers report). Its default confidence interval is the chi-square
+interval of :func:`~deviate_cb.stats.intervals.std_confidence_interval`, an interval for the population
+``sigma``, so it is the same whichever ``ddof`` the point estimate uses. ``std_ci="bootstrap"`` replaces it by
+``scipy.stats.bootstrap`` (BCa) of ``np.std(..., ddof=ddof)``. The confidence interval of the mean is Student's
+t interval (:func:`~deviate_cb.stats.intervals.mean_confidence_interval`).
 
 Robust extras: the median, the interquartile range ``np.percentile(x, 75) - np.percentile(x, 25)`` (NumPy's
 default linear interpolation, as ``scipy.stats.iqr``) and the interquartile mean (IQM: the mean of the middle
 50% of the sorted values, as in rliable, Agarwal et al. 2021; equal to ``scipy.stats.trim_mean(x, 0.25)``).
 
-SciPy (``scipy.special``, or ``scipy.stats`` for the bootstrap) is imported only when an interval is computed,
-so importing this module stays cheap.
+SciPy is imported only when an interval is computed (in :mod:`deviate_cb.stats.intervals`), so importing this
+module stays cheap. The interval functions are re-exported here.
 
 Example:
     >>> d = describe([0.84, 0.85, 0.86, float("nan")])
@@ -32,14 +29,20 @@ Example:
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from deviate_cb.stats._checks import as_vector, check_rng, positive_int, seed_of
+from deviate_cb.stats.intervals import (
+    ConfidenceInterval,
+    bootstrap_std_interval,
+    check_ci_level,
+    mean_confidence_interval,
+    std_confidence_interval,
+)
 
 __all__ = [
     "STD_CI_METHODS",
@@ -50,15 +53,7 @@ __all__ = [
     "std_confidence_interval",
 ]
 
-ArrayLike = Union[float, np.ndarray]
 STD_CI_METHODS = ("chi2", "bootstrap")
-
-
-class ConfidenceInterval(NamedTuple):
-    """A confidence interval, as in SciPy: ``low`` and ``high`` (unpacks as a pair)."""
-
-    low: ArrayLike
-    high: ArrayLike
 
 
 @dataclass(frozen=True)
@@ -114,8 +109,8 @@ class Description:
         """
         level = self.level if level is None else level
         if self.std_ci == "bootstrap":
-            _check_level(level)
-            return _bootstrap_std_interval(self.values or (), self.ddof, level, self.n_resamples, self.seed)
+            check_ci_level(level)
+            return bootstrap_std_interval(self.values or (), self.ddof, level, self.n_resamples, self.seed)
         sample_std = self.std
         if self.ddof == 0 and self.n >= 2:
             sample_std = self.std * math.sqrt(self.n / (self.n - 1))
@@ -254,101 +249,6 @@ def describe(
     )
 
 
-def std_confidence_interval(std: ArrayLike, n: Union[int, np.ndarray], level: float = 0.95) -> ConfidenceInterval:
-    """Chi-square confidence interval of a standard deviation (vectorised over ``std`` and ``n``).
-
-    Args:
-        std: Sample standard deviation(s) (``ddof=1``).
-        n: Number(s) of values each std was computed from.
-        level: Confidence level in (0, 1).
-
-    Returns:
-        ``ConfidenceInterval(low, high)``; NaN where ``n < 2`` or ``std`` is not finite.
-
-    Example:
-        >>> low, high = std_confidence_interval(1.0, 10, 0.95)
-        >>> round(low, 4), round(high, 4)
-        (0.6878, 1.8256)
-    """
-    std_arr, n_arr = _validate_std_ci(std, n, level)
-    # chdtri(df, p) is the chi-square quantile with upper-tail probability p, i.e. chi2.ppf(1 - p, df);
-    # scipy.special loads in a third of the time of scipy.stats, which matters for a command-line tool.
-    from scipy.special import chdtri
-
-    alpha = 1.0 - level
-    valid = (n_arr >= 2) & np.isfinite(std_arr)
-    df = np.where(valid, n_arr - 1, 1).astype(np.float64)
-    scale = df * np.where(valid, std_arr, 0.0) ** 2
-    low = np.where(valid, np.sqrt(scale / chdtri(df, alpha / 2.0)), np.nan)
-    high = np.where(valid, np.sqrt(scale / chdtri(df, 1.0 - alpha / 2.0)), np.nan)
-    if low.ndim == 0:
-        return ConfidenceInterval(float(low), float(high))
-    return ConfidenceInterval(low, high)
-
-
-def mean_confidence_interval(
-    mean: ArrayLike, std: ArrayLike, n: Union[int, np.ndarray], level: float = 0.95
-) -> ConfidenceInterval:
-    """Student's t confidence interval of a mean (vectorised over ``mean``, ``std`` and ``n``).
-
-    Args:
-        mean: Sample mean(s).
-        std: Sample standard deviation(s) (``ddof=1``).
-        n: Number(s) of values.
-        level: Confidence level in (0, 1).
-
-    Returns:
-        ``ConfidenceInterval(mean - h, mean + h)`` with ``h = t.ppf(1 - a/2, n-1) std / sqrt(n)``; NaN where
-        ``n < 2`` or ``std`` is not finite.
-
-    Example:
-        >>> low, high = mean_confidence_interval(0.0, 1.0, 10, 0.95)
-        >>> round(low, 4), round(high, 4)
-        (-0.7154, 0.7154)
-    """
-    mean_arr, std_arr, n_arr = _validate_mean_ci(mean, std, n, level)
-    from scipy.special import stdtrit
-
-    valid = (n_arr >= 2) & np.isfinite(std_arr) & np.isfinite(mean_arr)
-    df = np.where(valid, n_arr - 1, 1).astype(np.float64)
-    half = stdtrit(df, 1.0 - (1.0 - level) / 2.0) * np.where(valid, std_arr, 0.0) / np.sqrt(df + 1.0)
-    low = np.where(valid, mean_arr - half, np.nan)
-    high = np.where(valid, mean_arr + half, np.nan)
-    if low.ndim == 0:
-        return ConfidenceInterval(float(low), float(high))
-    return ConfidenceInterval(low, high)
-
-
-def _bootstrap_std_interval(
-    values: tuple[float, ...], ddof: int, level: float, n_resamples: int, seed: Optional[int]
-) -> ConfidenceInterval:
-    x = np.asarray(values, dtype=np.float64)
-    if x.size < 2:
-        return ConfidenceInterval(math.nan, math.nan)
-    if np.all(x == x[0]):  # every resample has std 0; BCa is undefined there
-        return ConfidenceInterval(0.0, 0.0)
-    from scipy.stats import bootstrap
-
-    def statistic(sample: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.std(sample, ddof=ddof, axis=axis)
-
-    result = bootstrap(
-        (x,),
-        statistic,
-        n_resamples=n_resamples,
-        vectorized=True,
-        confidence_level=level,
-        rng=np.random.default_rng(seed),
-    )
-    ci = result.confidence_interval
-    return ConfidenceInterval(float(ci.low), float(ci.high))
-
-
-def _check_level(level: object) -> None:
-    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0.0 < float(level) < 1.0:
-        raise ValueError(f"`level` must be in (0, 1). Received: level={level!r}.")
-
-
 def _validate_describe(
     values: Iterable[float],
     ddof: object,
@@ -359,27 +259,9 @@ def _validate_describe(
 ) -> np.ndarray:
     if isinstance(ddof, bool) or ddof not in (0, 1):
         raise ValueError(f"`ddof` must be 0 or 1. Received: ddof={ddof!r}.")
-    _check_level(level)
+    check_ci_level(level)
     if std_ci not in STD_CI_METHODS:
         raise ValueError(f"`std_ci` must be 'chi2' or 'bootstrap'. Received: std_ci={std_ci!r}.")
     positive_int(n_resamples, "n_resamples")
     check_rng(rng)
     return as_vector(values, "values")
-
-
-def _validate_std_ci(std: ArrayLike, n: Union[int, np.ndarray], level: float) -> tuple[np.ndarray, np.ndarray]:
-    _check_level(level)
-    n_arr = np.asarray(n)
-    if n_arr.dtype.kind not in "iu" or np.any(n_arr < 0):
-        raise ValueError(f"`n` must be a non-negative integer. Received: n={n!r}.")
-    std_arr = np.asarray(std, dtype=np.float64)
-    if np.any(std_arr < 0):
-        raise ValueError(f"`std` must be non-negative. Received: std={std!r}.")
-    return std_arr, n_arr
-
-
-def _validate_mean_ci(
-    mean: ArrayLike, std: ArrayLike, n: Union[int, np.ndarray], level: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    std_arr, n_arr = _validate_std_ci(std, n, level)
-    return np.asarray(mean, dtype=np.float64), std_arr, n_arr
