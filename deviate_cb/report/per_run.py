@@ -24,7 +24,7 @@ from typing import Any, Optional
 from deviate_cb.report.metric_names import direction_warnings, display_names, kept_metrics, name_directions
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.scan import SeriesScan
-from deviate_cb.stats.aggregate import resolve_direction
+from deviate_cb.stats.directions import resolve_direction
 from deviate_cb.store import METRICS_FILE
 
 __all__ = ["PerRun", "PerRunRow", "per_run_from_scan", "rows_from_table", "skipped_warning"]

@@ -21,17 +21,9 @@ Example:
 """
 
 from deviate_cb.stats._results import StatResult
-from deviate_cb.stats.aggregate import (
-    AGGREGATES,
-    AT_AGGREGATES,
-    DIRECTIONS,
-    AggregateResult,
-    aggregate,
-    aggregate_table,
-    infer_direction,
-    parse_aggregate,
-    resolve_direction,
-)
+from deviate_cb.stats.aggregate import aggregate
+from deviate_cb.stats.aggregate_arrow import AggregateResult, aggregate_table
+from deviate_cb.stats.aggregate_spec import AGGREGATES, AT_AGGREGATES, parse_aggregate
 from deviate_cb.stats.aso import almost_stochastic_order, violation_ratio
 from deviate_cb.stats.compare import (
     ALTERNATIVES,
@@ -45,6 +37,7 @@ from deviate_cb.stats.compare import (
 from deviate_cb.stats.correction import CORRECTIONS, correct, reject
 from deviate_cb.stats.decompose import decompose
 from deviate_cb.stats.describe import STD_CI_METHODS, Description, describe
+from deviate_cb.stats.directions import DIRECTIONS, infer_direction, resolve_direction
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 from deviate_cb.stats.intervals import ConfidenceInterval, mean_confidence_interval, std_confidence_interval
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
