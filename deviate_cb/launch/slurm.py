@@ -12,6 +12,11 @@ Anything but ``COMPLETED`` is recorded as a failed replica (``timeout`` for ``TI
 the manifest. Without ``sacct`` the manifest decides after ``sacct_wait_s``; a replica whose job vanished
 without recording its end is failed with state ``UNKNOWN``. ``no_wait`` returns right after submission.
 
+This module holds the backend: its options, the submission of one study and the following of its jobs. The
+cluster check and the submitit set-up are in :mod:`~deviate_cb.launch.slurm_submit`, the outcome of an ended
+job in :mod:`~deviate_cb.launch.slurm_outcome` (:func:`outcome_from_manifest`, re-exported here), and the
+``squeue``/``sacct`` queries and the job record in :mod:`~deviate_cb.launch.slurm_jobs`.
+
 Example:
     >>> backend = SlurmBackend(partition="debug", gpus_per_replica=1, time=90, slurm_opt={"constraint": "a100"})
     >>> params = backend.sbatch_parameters(4, "mlp")
@@ -22,17 +27,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
-import os
 import subprocess
 import time as _time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from deviate_cb.errors import UsageError, require
+from deviate_cb.errors import require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
-from deviate_cb.launch.remote import TaskSpec, run_task
+from deviate_cb.launch.remote import run_task
 from deviate_cb.launch.slurm_jobs import (
     ACTIVE_STATES,
     SlurmQueryError,
@@ -42,55 +45,20 @@ from deviate_cb.launch.slurm_jobs import (
     read_jobs_file,
     write_jobs_file,
 )
+from deviate_cb.launch.slurm_outcome import ENDED_STATUSES, lost_note, outcome_from_manifest
+from deviate_cb.launch.slurm_submit import (
+    array_executor,
+    check_sinfo,
+    experiment_name,
+    refusal_reason,
+    submitit_folder,
+    task_specs,
+)
 from deviate_cb.store import RunDirectory
 
 __all__ = ["DEFAULT_TIME_MIN", "SlurmBackend", "outcome_from_manifest"]
 
 DEFAULT_TIME_MIN = 60  # submitit always sends --time; without --time, a 1-hour limit per replica
-_FINAL = ("completed", "failed", "timeout", "killed")
-
-
-def _unix(text: Any) -> Optional[float]:
-    try:
-        return _dt.datetime.fromisoformat(str(text)).timestamp()
-    except (TypeError, ValueError):
-        return None
-
-
-def outcome_from_manifest(
-    manifest: Mapping[str, Any], state: Optional[str], job_id: str, *, cancelled: bool = False, note: str = ""
-) -> Outcome:
-    """The outcome of a replica whose job ended in Slurm ``state``, from what its task wrote in the manifest.
-
-    Example:
-        >>> m = {"status": "failed", "exit_code": 143, "started_at": "2026-01-01T00:00:00+00:00"}
-        >>> o = outcome_from_manifest(m, "CANCELLED", "12_1")
-        >>> o.returncode, o.scheduler_state, dict(o.fields)
-        (143, 'CANCELLED', {'slurm_job_id': '12_1', 'slurm_state': 'CANCELLED'})
-    """
-    status = manifest.get("status")
-    ended = status in _FINAL
-    code = manifest.get("exit_code")
-    launch_error = None
-    if not ended and state == "COMPLETED":
-        launch_error = (
-            f"Slurm job {job_id} ended COMPLETED without recording the replica's end in its run directory: the "
-            "run directory is probably not visible from the compute node (put --out on a shared file system)"
-        )
-    elif not ended and note:
-        launch_error = note
-    return Outcome(
-        returncode=code if ended and isinstance(code, int) else None,
-        signal=manifest.get("signal") if ended else None,
-        timed_out=status == "timeout",
-        cancelled=cancelled,
-        started_at=_unix(manifest.get("started_at")),
-        ended_at=_unix(manifest.get("ended_at")) if ended else _time.time(),
-        pid=manifest.get("pid") if isinstance(manifest.get("pid"), int) else None,
-        launch_error=launch_error,
-        scheduler_state=state or (None if ended else "UNKNOWN"),
-        fields={"slurm_job_id": job_id, "slurm_state": state or "UNKNOWN"},
-    )
 
 
 class SlurmBackend(Backend):
@@ -192,24 +160,7 @@ class SlurmBackend(Backend):
 
     def check_cluster(self) -> None:
         """``sinfo`` must answer, and know ``--partition``; else a one-line :class:`UsageError`."""
-        try:
-            out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise UsageError(
-                f"`--backend slurm` needs Slurm's client commands and a reachable controller, but `sinfo` could not "
-                f"run ({exc}). Received: --backend=slurm."
-            ) from None
-        if out.returncode != 0:
-            raise UsageError(
-                "`--backend slurm` needs a reachable Slurm controller, but `sinfo` failed: "
-                f"{' '.join(out.stderr.split()) or out.returncode}. Received: --backend=slurm."
-            )
-        partitions = {p.strip().rstrip("*") for p in out.stdout.split()}
-        if self.partition is not None and self.partition not in partitions:
-            raise UsageError(
-                f"`--partition` must be one of this cluster's partitions ({', '.join(sorted(partitions))}). "
-                f"Received: --partition={self.partition}."
-            )
+        check_sinfo(self.partition)
 
     def live_jobs(self, run_dirs: Mapping[int, Path]) -> dict[int, str]:
         if not run_dirs:
@@ -222,23 +173,18 @@ class SlurmBackend(Backend):
     def run(self, jobs: Sequence[Job], listener: Listener) -> None:
         if not jobs:
             return
-        submitit = require("submitit", extra="slurm")
+        require("submitit", extra="slurm")
         placements = {job.key: Placement(slot=i) for i, job in enumerate(jobs)}
         for job in jobs:
             listener.prepare(job, placements[job.key])
         variant_dir = Path(jobs[0].stdout_path).parent.parent
-        folder = variant_dir / ".submitit" / f"{_time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-        executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-        experiment = variant_dir.parent.name.partition("=")[2] or "replicas"
-        executor.update_parameters(**self.sbatch_parameters(len(jobs), experiment))
-        specs = [
-            TaskSpec(str(Path(j.stdout_path).parent), dict(j.env), j.timeout_s, self.kill_grace_s, "slurm")
-            for j in jobs
-        ]
+        folder = submitit_folder(variant_dir)
+        executor = array_executor(folder, self.sbatch_parameters(len(jobs), experiment_name(variant_dir)))
+        specs = task_specs(jobs, self.kill_grace_s)
         try:
             submitted = executor.map_array(run_task, specs)
         except Exception as exc:  # sbatch refused (bad account, QOS, option...): every replica failed to start
-            reason = f"sbatch refused the job array: {' '.join(str(exc).split())[-500:]}"
+            reason = refusal_reason(exc)
             for job in jobs:
                 now = _time.time()
                 listener.finished(
@@ -308,12 +254,12 @@ class SlurmBackend(Backend):
                         job, placement = pending[job_id]
                         manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
                         unknown = state is None or state in ACTIVE_STATES  # accounting lags, or there is none
-                        ended = manifest.get("status") in _FINAL
+                        ended = manifest.get("status") in ENDED_STATUSES
                         if unknown and now - first < self.sacct_wait_s and not (ended and note):
                             continue
                         del pending[job_id]
                         outcome = outcome_from_manifest(
-                            manifest, state, job_id, cancelled=job_id in cancelled, note=note or _lost(job_id)
+                            manifest, state, job_id, cancelled=job_id in cancelled, note=note or lost_note(job_id)
                         )
                         listener.finished(job, placement, outcome)
                 if pending:
@@ -341,10 +287,6 @@ class SlurmBackend(Backend):
                 _time.sleep(0.2)
         except KeyboardInterrupt:
             return
-
-
-def _lost(job_id: str) -> str:
-    return f"Slurm job {job_id} left the queue without recording the replica's end"
 
 
 def _scancel(job_ids: Sequence[str]) -> None:
