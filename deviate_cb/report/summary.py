@@ -36,8 +36,9 @@ from deviate_cb.report.metric_names import (
     kept_metrics,
     name_directions,
 )
+from deviate_cb.report.metrics_table import read_metrics
 from deviate_cb.report.per_run import PerRun, per_run_from_scan, rows_from_table, skipped_warning
-from deviate_cb.report.reader import read_last_values, read_metrics
+from deviate_cb.report.reader import read_last_values
 from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, partition_base, read_runs, run_directories
 from deviate_cb.report.scan import SeriesScan
 from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
