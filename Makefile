@@ -77,6 +77,7 @@ test-integrations: test-slurm test-ray
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy deviate_cb
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) deviate_runs .pytest_cache

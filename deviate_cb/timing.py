@@ -46,6 +46,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -232,7 +233,7 @@ def step_statistics(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, An
 
 
 def write_timings(
-    run_dir: str | Path, step_rows: Iterable[Mapping[str, Any]], op_rows: Iterable[Mapping[str, Any]]
+    run_dir: str | os.PathLike[str], step_rows: Iterable[Mapping[str, Any]], op_rows: Iterable[Mapping[str, Any]]
 ) -> Path:
     """Merge step and op rows into ``<run_dir>/timings.parquet`` atomically; return the file's path.
 
@@ -272,7 +273,7 @@ def write_timings(
     return path
 
 
-def read_timings(run_dir: str | Path) -> pa.Table:
+def read_timings(run_dir: str | os.PathLike[str]) -> pa.Table:
     """``timings.parquet`` of a run directory (an empty table with the schema when there is none)."""
     import pyarrow.parquet as pq
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import inspect
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
@@ -60,6 +60,7 @@ def user_setup(spec: str, *, device: str, batch_size: int) -> tuple[Any, Callabl
     from deviate_cb.launch.trainer_spec import TrainerSpec
 
     fn = TrainerSpec.parse(spec).resolve()
+    parameters: Mapping[str, inspect.Parameter]
     try:
         parameters = inspect.signature(fn).parameters
     except (TypeError, ValueError):

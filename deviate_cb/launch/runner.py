@@ -172,12 +172,12 @@ def replicate(
     replication = _Replication(
         progress, launcher, base_seed=seed, argv=sys.argv if argv is None else argv, keras_backend=keras_backend
     )
-    live = launcher.live_jobs({p.replica: p.run_dir for p in plans if p.run and p.previous_status == "running"})
-    plans = [dataclasses.replace(p, run=False) if p.replica in live else p for p in plans]
-    replication.live = live
+    running = launcher.live_jobs({p.replica: p.run_dir for p in plans if p.run and p.previous_status == "running"})
+    plans = [dataclasses.replace(p, run=False) if p.replica in running else p for p in plans]
+    replication.live = running
     jobs = []
     for plan in plans:
-        reason = f"still queued/running: {live[plan.replica]}" if plan.replica in live else "already completed"
+        reason = f"still queued/running: {running[plan.replica]}" if plan.replica in running else "already completed"
         progress.add(plan.replica, plan.seed, skipped="" if plan.run else reason)
         if plan.run:
             jobs.append(_job(plan, timeout, keras_backend))

@@ -128,15 +128,15 @@ def query_sacct(job_ids: Iterable[str], timeout_s: float = 30.0) -> dict[str, st
     return parse_sacct(text)
 
 
-def write_jobs_file(variant_dir: Path, backend: str, jobs: Mapping[int, str], **info: Any) -> None:
-    """Record (merging with what is there) which job runs which replica.
+def write_jobs_file(variant_dir: Path, backend: str, jobs: Mapping[str, str], **info: Any) -> None:
+    """Record (merging with what is there) which job runs which replica, keyed by the run directory's name.
 
     Example:
         >>> import tempfile
         >>> d = Path(tempfile.mkdtemp())
-        >>> write_jobs_file(d, "slurm", {0: "12_0"}); write_jobs_file(d, "slurm", {1: "13_0"})
+        >>> write_jobs_file(d, "slurm", {"replica=0": "12_0"}); write_jobs_file(d, "slurm", {"replica=1": "13_0"})
         >>> read_jobs_file(d)["replicas"]
-        {'0': '12_0', '1': '13_0'}
+        {'replica=0': '12_0', 'replica=1': '13_0'}
     """
     current = read_jobs_file(variant_dir)
     replicas = {**current.get("replicas", {}), **{str(k): v for k, v in jobs.items()}}

@@ -180,7 +180,8 @@ def fingerprint_warnings(runs: Iterable[RunLike], *, max_fields: int = 8) -> lis
 
 def _identify(run: RunLike) -> tuple[tuple[str, str], str, Path]:
     if all(hasattr(run, name) for name in ("path", "experiment", "variant", "replica")):  # a RunRecord
-        return (str(run.experiment), str(run.variant)), str(run.replica), Path(run.path)
+        record: Any = run
+        return (str(record.experiment), str(record.variant)), str(record.replica), Path(record.path)
     path = Path(getattr(run, "path", run))
     parts = _partitions(path)
     experiment = getattr(run, "experiment", parts.get("experiment", ""))

@@ -108,11 +108,11 @@ def per_run_from_scan(
         return None
     series = [(files[path], st, name, values) for (path, st, name), values in found.items() if path in files]
     if stage is not None:
-        present = sorted({st for _, st, _, _ in series})
+        stages = sorted({st for _, st, _, _ in series})
         series = [s for s in series if s[1] == stage]
-        if not series and present:
+        if not series and stages:
             raise UsageError(
-                f"`--stage` matches no metric. Received: --stage={stage!r}. Expected one of: {', '.join(present)}."
+                f"`--stage` matches no metric. Received: --stage={stage!r}. Expected one of: {', '.join(stages)}."
             )
     display = display_names(sorted({(st, name) for _, st, name, _ in series}))
     keep = kept_metrics(metrics, display, stage) if metrics else set(display.values())

@@ -93,9 +93,9 @@ def store_runs(
     for i, record in enumerate(loaded.completed):
         keys = {}
         for part in Path(os.path.abspath(record.path)).parts:
-            key, sep, value = part.partition("=")
-            if sep and key and value:
-                keys[key] = value
+            key, sep, text = part.partition("=")
+            if sep and key and text:
+                keys[key] = text
         keys.update(experiment=record.experiment, variant=record.variant, replica=record.replica)
         out.append(RunValues(keys, values.get(i, {})))
     return out

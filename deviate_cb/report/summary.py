@@ -209,11 +209,11 @@ def load_per_run(
     else:  # some file neither summarised nor scanned by DuckDB: the long table, each file checked and warned on
         table = read_metrics(completed, partition_base(directory), warnings)
     if stage is not None:
-        present = sorted(set(table.column("stage").to_pylist()))
+        stages = sorted(set(table.column("stage").to_pylist()))
         table = table.filter(pc.equal(table.column("stage"), stage))
-        if table.num_rows == 0 and present:
+        if table.num_rows == 0 and stages:
             raise UsageError(
-                f"`--stage` matches no metric. Received: --stage={stage!r}. Expected one of: {', '.join(present)}."
+                f"`--stage` matches no metric. Received: --stage={stage!r}. Expected one of: {', '.join(stages)}."
             )
     table, display = _with_metric_column(table)
     if metrics:
