@@ -36,14 +36,14 @@ Measured 2026-11-22, full size (341 MB), 2-core VM, best of 3, ``--aggregate las
     pyarrow              9.78      2184    5.97x
     numpy               29.19       113   17.81x   (the reference)
 
-All equal NumPy to <= 1e-16 (``best`` and ``mean``: <= 1e-15). Over four runs that day (``last`` twice, ``best``,
-``mean``) ``report`` took 0.79-0.92 s and ``cli`` 0.75-0.97 s, 73-74 MiB, while the floor took 1.64-2.62 s
-(0.30x-0.51x). The floor is the noisy side: on this VM its 964 MiB of fresh allocations cost more or less
-from one hour to the next (1.32-1.59 s the day before). Against the lowest floor ever measured here (1.32 s)
-the slowest ``report`` is 0.70x. What is left is start-up: numpy and deviate_cb imports (0.2 s), SciPy's special
-functions for the chi-square and t quantiles of the intervals (0.19 s, most of it SciPy's array-API layer
-importing NumPy's f2py and testing modules), 1,000 manifests (0.14 s, a third of it JSON parsing), the per-run
-values (0.06 s), the walk (0.03 s) and interpreter exit.
+All equal NumPy to <= 1e-16 (``best`` and ``mean``: <= 1e-15). Over five runs that day (``last`` three times,
+``best``, ``mean``; the last one after the module splits) ``report`` took 0.79-0.94 s and ``cli`` 0.75-0.97 s, 73-74
+MiB, while the floor took 1.64-2.62 s (0.30x-0.51x). The floor is the noisy side: on this VM its 964 MiB of fresh
+allocations cost more or less from one hour to the next (1.32-1.59 s the day before); against the lowest floor
+measured here (1.32 s) the slowest ``report`` would be 0.71x, the fastest 0.60x. What is left is start-up: numpy and
+deviate_cb imports (0.2 s), SciPy's special functions for the chi-square and t quantiles of the intervals (0.19 s,
+most of it SciPy's array-API layer importing NumPy's f2py and testing modules), 1,000 manifests (0.14 s, a third of
+it JSON parsing), the per-run values (0.06 s), the walk (0.03 s) and interpreter exit.
 
     python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
 """
