@@ -18,12 +18,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.bench.keras_models import KERAS_MODELS
 from deviate_cb.bench.models import TORCH_MODELS
-from deviate_cb.bench.results import BenchResult
 from deviate_cb.errors import UsageError
+
+if TYPE_CHECKING:
+    from deviate_cb.bench.results import BenchResult
 
 __all__ = ["ALL_MODELS", "BenchResult", "run_bench"]
 
@@ -48,6 +50,8 @@ def run_bench(
 
     ``keras_windows`` (default: ``windows``) sets the window pairs of Keras models, each window a fresh process.
     """
+    from deviate_cb.bench.results import BenchResult
+
     keras_windows = windows if keras_windows is None else keras_windows
     for name, value, low in (
         ("windows", windows, 1),
@@ -115,3 +119,13 @@ def run_bench(
             )
         )  # fmt: skip
     return results
+
+
+def __getattr__(name: str) -> Any:
+    # `deviate` builds every subcommand's parser, which needs the model names from this package: the results
+    # and statistics modules (about 15 ms) load only when a benchmark runs or BenchResult is asked for.
+    if name == "BenchResult":
+        from deviate_cb.bench.results import BenchResult
+
+        return BenchResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
