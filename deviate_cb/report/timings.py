@@ -109,12 +109,13 @@ def build_timings(
     """
     from deviate_cb.timing import TIMINGS_FILE, read_timings, step_statistics, top_ops
 
-    per_group: dict[tuple[str, str], dict[str, Any]] = {}
-    for run in runs:
-        if not run.completed or not os.path.isfile(os.path.join(run.path, TIMINGS_FILE)):
-            continue
-        import pyarrow as pa  # only once some run has step times
+    timed = [r for r in runs if r.completed and os.path.isfile(os.path.join(r.path, TIMINGS_FILE))]
+    if not timed:
+        return []  # without loading pyarrow
+    import pyarrow as pa
 
+    per_group: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in timed:
         try:
             table = read_timings(run.path)
         except (OSError, pa.ArrowException, ValueError) as exc:
