@@ -146,7 +146,8 @@ def build_report(
     directory = _validate_build_report(directory, aggregate, directions, stage, level)
     loaded = load_per_run(directory, aggregate=aggregate, directions=directions, metrics=metrics, stage=stage)
     runs, completed, warnings = loaded.runs, loaded.completed, list(loaded.warnings)
-    rows = describe_series(loaded.series(), aggregate, level)
+    series = loaded.series()
+    rows = describe_series(series, aggregate, level)
     groups = sorted({(r.experiment, r.variant) for r in runs})
     counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
     excluded = tuple(r for r in runs if not r.completed)
@@ -157,7 +158,7 @@ def build_report(
     if decompose:
         from deviate_cb.report.decomposition import decompose_series
 
-        decomposition = tuple(decompose_series(loaded.series(), level=level, seed=seed))
+        decomposition = tuple(decompose_series(series, level=level, seed=seed))
     return Report(
         tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts, decomposition, tuple(completed)
     )
