@@ -66,7 +66,8 @@ class SeriesScan:
         engine: ``"auto"``: DuckDB when it can be imported; ``"duckdb"``: DuckDB is required; ``"footers"``:
             footers only (the rest is left to the reader).
         known: Values already known (from the manifests' copies of the summaries), for ``known_files``.
-        known_files: Files whose values are in ``known``: neither their footer nor DuckDB reads them.
+        known_files: Existing files whose values are in ``known``: they are not checked for existence again, and
+            neither their footer nor DuckDB reads them.
     """
 
     def __init__(
@@ -83,8 +84,9 @@ class SeriesScan:
         if engine not in ENGINES:
             raise ValueError(f"`engine` must be one of {', '.join(ENGINES)}. Received: engine={engine!r}.")
         self.reduce = reduce
-        self.files = [os.fspath(f) for f in files if os.path.isfile(f)]
         self._known, self._known_files = dict(known or {}), set(known_files)
+        # The caller has just found the known files (stat'ed against the manifests): no second stat for them.
+        self.files = [path for path in map(os.fspath, files) if path in self._known_files or os.path.isfile(path)]
         self._found: Found = {}
         self._uncovered = list(self.files)
         if engine == "duckdb":
