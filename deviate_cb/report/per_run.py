@@ -5,7 +5,7 @@ When every completed run's metrics file was summarised (from its footer, or by t
 per-run rows (``experiment``, ``variant``, ``run``, ``metric``, ``value``) in plain Python, with the same
 metric names, filters, directions and warnings as :func:`deviate_cb.stats.aggregate_table` on the long table
 (``tests/report/test_footer_summaries.py`` checks both give the same report). :class:`PerRun` holds them as
-plain tuples, so that a report built from summaries never loads pyarrow; its ``table`` is the pyarrow view.
+plain tuples, so that a report built from summaries never loads pyarrow.
 
 Example:
     >>> skipped_warning("lr")[:40]
@@ -18,7 +18,6 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, Optional
 
 from deviate_cb.report.metric_names import direction_warnings, display_names, kept_metrics, name_directions
@@ -50,15 +49,6 @@ class PerRun:
     completed: tuple[RunRecord, ...]
     warnings: tuple[str, ...]
     rows: tuple[PerRunRow, ...]
-
-    @cached_property
-    def table(self) -> Any:
-        """The rows as a pyarrow table with columns ``experiment``, ``variant``, ``run``, ``metric``, ``value``."""
-        import pyarrow as pa
-
-        columns = list(zip(*self.rows, strict=True)) if self.rows else [(), (), (), (), ()]
-        types = (pa.string(), pa.string(), pa.int32(), pa.string(), pa.float64())
-        return pa.table({name: pa.array(c, t) for name, c, t in zip(_COLUMNS, columns, types, strict=True)})
 
     def series(self) -> dict[tuple[str, str, str], list[float]]:
         """``(experiment, variant, metric) -> [value of each run]``, in row order."""
