@@ -201,7 +201,7 @@ def main() -> None:
 def startup_part(repeats: int = 20) -> None:
     """What the callback costs once per run, at fit start: the run directory, manifest, determinism record and
     the fingerprint (collected in-process: versions, CPU, BLAS, threads, NVML/CUDA facts when present)."""
-    from deviate_cb.fingerprint import collect_fingerprint
+    from deviate_cb.fingerprint.collect import collect_fingerprint
     from deviate_cb.lightning import DeviateCallback
 
     collect_fingerprint()  # the first call reads package metadata and imports nothing new afterwards

@@ -6,8 +6,8 @@ speed of a shared machine hits both alike (the house method of ``callback_overhe
 
 * reference: ``StepTimer.start_step`` / train step / ``StepTimer.end_step``;
 * subject: the same plus ``profiled=window.profiling`` and ``window.step()`` of a
-  :class:`deviate_cb.profiling.TorchProfileWindow` (``--wait`` steps, 1 warm-up, ``--active`` recorded steps),
-  i.e. exactly what an adapter with ``DeviateCallback(profile=...)`` adds to each step.
+  :class:`deviate_cb.profiling.torch_profiler.TorchProfileWindow` (``--wait`` steps, 1 warm-up, ``--active``
+  recorded steps), i.e. exactly what an adapter with ``DeviateCallback(profile=...)`` adds to each step.
 
 A subject iteration is *outside* the window (waiting, or after it), *inside* it (warm-up and recorded steps, the
 torch profiler running), or a *boundary* (its ``window.step()`` starts the profiler or collects its trace:
@@ -40,8 +40,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from deviate_cb.profiling import ProfileWindow, TorchProfileWindow
-from deviate_cb.timing import StepTimer
+from deviate_cb.capture.step_timer import StepTimer
+from deviate_cb.profiling.torch_profiler import TorchProfileWindow
+from deviate_cb.profiling.window import ProfileWindow
 
 
 def make_step() -> Any:

@@ -12,10 +12,10 @@ samples (``--classes`` classes, 4 sub-groups). Timed, best of ``--repeat`` round
 * ``loop``: the plain Python loop over samples, for one pair of runs, times the number of pairs (an estimate
   of what a loop implementation would take; only for the smaller size).
 
-Then the weight sketch (:func:`deviate_cb.stability_store.write_weights`, ``k = 256``) of the 11,689,512
+Then the weight sketch (:func:`deviate_cb.store.weights.write_weights`, ``k = 256``) of the 11,689,512
 float32 parameters of ResNet-18 (its 62 parameter shapes, random values), with the peak memory the sketch
 allocates (``tracemalloc``), ``write_predictions`` of 50,000 samples x 10 class probabilities, and the whole
-stability section of ``deviate report`` (:func:`deviate_cb.report.stability.build_stability`: read every run's
+stability section of ``deviate report`` (:func:`deviate_cb.report.stability.build.build_stability`: read every run's
 ``predictions.parquet``, align, every measure) on a study of the largest size.
 
 Measured 2026-11-21 on the shared 2-core machine (load average about 1), best of 3, 10 classes:
@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from deviate_cb.stability_predictions import write_predictions
-from deviate_cb.stability_weights import write_weights
 from deviate_cb.stats import majority_vote, per_class_accuracy, prediction_churn, sample_instability, subgroup_rates
+from deviate_cb.store.predictions import write_predictions
+from deviate_cb.store.weights import write_weights
 
 SEED = 20261121
 
@@ -116,9 +116,9 @@ def sketch_cost(repeat: int) -> tuple[float, float, float]:
 
 
 def report_cost(samples: int, runs: int, classes: int, repeat: int) -> float:
-    """Seconds :func:`deviate_cb.report.stability.build_stability` takes on a study of ``runs`` saved runs."""
-    from deviate_cb.report.stability import build_stability
-    from deviate_cb.store import RunDirectory, run_path
+    """Seconds :func:`deviate_cb.report.stability.build.build_stability` takes on a study of ``runs`` saved runs."""
+    from deviate_cb.report.stability.build import build_stability
+    from deviate_cb.store.run_directory import RunDirectory, run_path
 
     rng = np.random.default_rng(SEED)
     labels = rng.integers(0, classes, samples)

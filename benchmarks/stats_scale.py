@@ -13,7 +13,7 @@ interpreter start and imports included; warm page cache: one untimed read first)
 * ``cli``: the command itself, ``deviate report DIR --format csv`` (argument parsing, the step-time and
   stability look-ups and the output included), its CSV parsed back for the check;
 * ``report-footers``: ``report`` when the manifests hold no copy: the summaries from each file's Parquet footer
-  (:mod:`deviate_cb.series_summary`);
+  (:mod:`deviate_cb.store.footer_summary`);
 * ``report-scan``: the same on files without summaries (another writer, an older deviate-cb): a streamed
   DuckDB scan; ``scan-pa``: the same without DuckDB (pyarrow batches);
 * peers when installed: ``duckdb`` (``arg_max`` in SQL), ``polars`` (lazy, streaming), ``pyarrow`` ``group_by``.
@@ -74,8 +74,9 @@ def build_study(root: Path, runs: int, metrics: int, steps: int) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deviate_cb.series_summary import SERIES_KEY, SUMMARY_VERSION, with_summary
-    from deviate_cb.store import SCHEMA_VERSION, metrics_schema, run_path
+    from deviate_cb.store.footer_summary import SERIES_KEY, SUMMARY_VERSION, with_summary
+    from deviate_cb.store.metrics import metrics_schema
+    from deviate_cb.store.run_directory import SCHEMA_VERSION, run_path
 
     stamp = root / f".stats_scale-{runs}x{metrics}x{steps}-{SEED}-summary{SUMMARY_VERSION}-values-copy"
     if stamp.is_file():

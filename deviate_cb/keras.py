@@ -21,12 +21,9 @@ from typing import Any, Optional, Union
 import keras
 import numpy as np
 
-from deviate_cb.context import Deterministic
-from deviate_cb.errors import UsageError
-from deviate_cb.profiling import ProfileWindow
-from deviate_cb.run_timings import RunTimings
-from deviate_cb.session import RunSession
-from deviate_cb.stability_capture import (
+from deviate_cb.capture.run_timings import RunTimings
+from deviate_cb.capture.session import RunSession
+from deviate_cb.capture.stability.collector import (
     FINAL_SNAPSHOT,
     CollectedPredictions,
     PredictionCollector,
@@ -34,9 +31,12 @@ from deviate_cb.stability_capture import (
     write_prediction_snapshot,
     write_weight_record,
 )
-from deviate_cb.stability_config import Predictions, Weights, parse_predictions, parse_weights
-from deviate_cb.stability_extract import weight_arrays
-from deviate_cb.timing import synchronizer
+from deviate_cb.capture.stability.extract import weight_arrays
+from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
+from deviate_cb.capture.step_timer import synchronizer
+from deviate_cb.context import Deterministic
+from deviate_cb.errors import UsageError
+from deviate_cb.profiling.window import ProfileWindow
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
@@ -76,14 +76,14 @@ class DeviateCallback(keras.callbacks.Callback):
             labels ``y``), ``x`` alone (no labels), or a ``tf.data.Dataset``/``PyDataset``/iterable of
             ``(x, y)`` batches, which must come in the same order every time (each batch is predicted with
             ``predict_on_batch``). ``from_stage`` and ``predict_fn`` are Lightning's and not used here. See
-            :class:`deviate_cb.stability_capture.Predictions`. Default: off.
+            :class:`deviate_cb.capture.stability.settings.Predictions`. Default: off.
         weights: Record the final weights at the end of ``fit``: a Johnson-Lindenstrauss sketch
             (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``).
             Every variable of ``model.weights`` (trainable and not) under its path, in that order, as float64.
             ``True`` means ``Weights()``. Default: off.
         profile: Profile a short window of training steps and record per-op times in ``timings.parquet``:
             ``True`` (5 plain steps, 1 warm-up, 3 recorded), a dict of ``wait``/``warmup``/``active``/``repeat``
-            or a :class:`~deviate_cb.profiling.ProfileWindow`. ``torch.profiler`` on the torch backend, the
+            or a :class:`~deviate_cb.profiling.window.ProfileWindow`. ``torch.profiler`` on the torch backend, the
             TensorFlow profiler on TensorFlow; JAX has no op profiler here. Every run records each training
             step's wall time in ``timings.parquet`` anyway (from one step's start to the next, so it includes
             the callbacks; steps in a profiling window are flagged and left out of step statistics).

@@ -18,13 +18,10 @@ import lightning.pytorch as pl
 import torch
 from typing_extensions import override
 
-from deviate_cb._lightning_tap import LightningMetricTap, tensors_to_floats
-from deviate_cb.context import Deterministic
-from deviate_cb.errors import UsageError
-from deviate_cb.profiling import ProfileWindow
-from deviate_cb.run_timings import RunTimings
-from deviate_cb.session import RunSession
-from deviate_cb.stability_capture import (
+from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
+from deviate_cb.capture.run_timings import RunTimings
+from deviate_cb.capture.session import RunSession
+from deviate_cb.capture.stability.collector import (
     FINAL_SNAPSHOT,
     CollectedPredictions,
     PredictionCollector,
@@ -32,9 +29,12 @@ from deviate_cb.stability_capture import (
     write_prediction_snapshot,
     write_weight_record,
 )
-from deviate_cb.stability_config import Predictions, Weights, parse_predictions, parse_weights
-from deviate_cb.stability_extract import weight_arrays
-from deviate_cb.timing import synchronizer
+from deviate_cb.capture.stability.extract import weight_arrays
+from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
+from deviate_cb.capture.step_timer import synchronizer
+from deviate_cb.context import Deterministic
+from deviate_cb.errors import UsageError
+from deviate_cb.profiling.window import ProfileWindow
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
@@ -67,7 +67,7 @@ class DeviateCallback(pl.Callback):
             ``"preds"``, ``"logits"``, ...), with ``batch[1]`` as label. ``Predictions(data=loader,
             every_n_epochs=k, groups=...)``: the callback predicts on ``loader`` itself at the end of ``fit``
             and every k epochs (eval mode, ``torch.inference_mode``, modes restored). See
-            :class:`deviate_cb.stability_capture.Predictions`. Default: off.
+            :class:`deviate_cb.capture.stability.settings.Predictions`. Default: off.
         weights: Record the final weights at the end of ``fit``: a Johnson-Lindenstrauss sketch
             (``weights_sketch.npz``) and with ``Weights(full=True)`` the full weights (``weights.npz``). Every
             floating-point entry of ``pl_module.state_dict()`` (parameters and buffers) in ``state_dict`` order
@@ -75,7 +75,7 @@ class DeviateCallback(pl.Callback):
         profile: Profile a short window of training steps with ``torch.profiler`` (CPU, and CUDA when the
             model is on a GPU) and record per-op times in ``timings.parquet``: ``True`` (5 plain steps, 1 warm-up,
             3 recorded), a dict of ``wait``/``warmup``/``active``/``repeat`` or a
-            :class:`~deviate_cb.profiling.ProfileWindow`. Every run records each training batch's wall time in
+            :class:`~deviate_cb.profiling.window.ProfileWindow`. Every run records each training batch's wall time in
             ``timings.parquet`` anyway (device synchronised on CUDA; steps in a profiling window are flagged and
             left out of step statistics). Default: off.
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from deviate_cb.cli.main import main
-from deviate_cb.fingerprint import GPU_FIELDS, REQUIRED_FIELDS, collect_fingerprint, missing_fields
+from deviate_cb.fingerprint.collect import GPU_FIELDS, REQUIRED_FIELDS, collect_fingerprint, missing_fields
 from deviate_cb.report.fingerprints import fingerprint_differences, fingerprint_warnings
-from deviate_cb.store import RunDirectory, run_path
+from deviate_cb.store.run_directory import RunDirectory, run_path
 
 torch = pytest.importorskip("torch")
 
@@ -36,7 +36,7 @@ def test_every_required_field_is_present_and_gpu_fields_are_marked_absent_withou
 
 def test_frameworks_not_imported_keep_their_fields_and_installed_versions() -> None:
     code = (
-        "import json, sys; from deviate_cb.fingerprint import collect_fingerprint, missing_fields; "
+        "import json, sys; from deviate_cb.fingerprint.collect import collect_fingerprint, missing_fields; "
         "fp = collect_fingerprint(); print(json.dumps([missing_fields(fp), fp['tensorflow'], fp['keras'], "
         "'torch' in sys.modules]))"
     )

@@ -5,7 +5,7 @@ benchmark measures steps per second with determinism off and on, as interleaved 
 (torch: in one process; Keras on TensorFlow: alternating fresh processes, since TensorFlow's op determinism
 cannot be turned off again), and reports the median on/off ratio with a distribution-free confidence interval
 and the ops whose time changed most (from profiler windows). Pieces: :mod:`~deviate_cb.bench.models` and
-:mod:`~deviate_cb.bench.keras_models` (the model set of Zhuang et al. 2022), :mod:`~deviate_cb.bench.torch_runner`,
+:mod:`~deviate_cb.bench.models` (the model set of Zhuang et al. 2022), :mod:`~deviate_cb.bench.torch_runner`,
 :mod:`~deviate_cb.bench.keras_runner`, :mod:`~deviate_cb.bench.stats`, :mod:`~deviate_cb.bench.results`.
 
 Example:
@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from deviate_cb.bench.keras_models import KERAS_MODELS
-from deviate_cb.bench.models import TORCH_MODELS
+from deviate_cb.bench.models import KERAS_MODELS, TORCH_MODELS
 from deviate_cb.errors import UsageError
 
 if TYPE_CHECKING:

@@ -1,12 +1,12 @@
 """Determinism overhead of the Keras models on TensorFlow, measured in alternating fresh processes.
 
-``tf.config.experimental.enable_op_determinism()`` cannot be turned off again within a process, so each window
-runs in its own interpreter (``python -m deviate_cb.bench.keras_runner --worker JSON``) with
-``KERAS_BACKEND=tensorflow``, determinism off or on, in the order off/on, on/off, ... (pairs alternate which
-comes first). A worker builds the model, warms up (graph tracing), times ``steps`` calls of
-``model.train_on_batch`` on one fixed random batch, and, in the first window of each mode, profiles a few more
-steps with :class:`~deviate_cb.profiling.TensorFlowProfileWindow`; it prints one line ``DEVIATE_BENCH <json>``.
-Each process pays TensorFlow's start-up (several seconds), which is not timed.
+``tf.config.experimental.enable_op_determinism()`` cannot be turned off again within a process, so each window runs in
+its own interpreter (``python -m deviate_cb.bench.keras_runner --worker JSON``) with ``KERAS_BACKEND=tensorflow``,
+determinism off or on, in the order off/on, on/off, ... (pairs alternate which comes first). A worker builds the
+model, warms up (graph tracing), times ``steps`` calls of ``model.train_on_batch`` on one fixed random batch, and, in
+the first window of each mode, profiles a few more steps with
+:class:`~deviate_cb.profiling.tensorflow_profiler.TensorFlowProfileWindow`; it prints one line ``DEVIATE_BENCH
+<json>``. Each process pays TensorFlow's start-up (several seconds), which is not timed.
 
 Example:
     >>> worker_command({"model": "keras_small_cnn", "mode": "on"})[1:3]
@@ -92,9 +92,10 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import tensorflow as tf
 
-    from deviate_cb.bench.keras_models import build_keras_model
-    from deviate_cb.profiling import ProfileWindow, TensorFlowProfileWindow
-    from deviate_cb.timing import StepTimer
+    from deviate_cb.bench.models import build_keras_model
+    from deviate_cb.capture.step_timer import StepTimer
+    from deviate_cb.profiling.tensorflow_profiler import TensorFlowProfileWindow
+    from deviate_cb.profiling.window import ProfileWindow
 
     keras.utils.set_random_seed(int(config["seed"]))
     if config["mode"] == "on":

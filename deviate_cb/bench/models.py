@@ -1,4 +1,4 @@
-"""The built-in benchmark models, in plain torch: the model set of Zhuang et al. (2022).
+"""The built-in benchmark models, in plain torch and in Keras 3: the model set of Zhuang et al. (2022).
 
 "Randomness in Neural Network Training: Characterizing the Impact of Tooling" measured what deterministic
 training costs on a three-layer small CNN, a six-layer medium CNN whose convolutions use kernel size 1, 3, 5 or
@@ -6,6 +6,8 @@ training costs on a three-layer small CNN, a six-layer medium CNN whose convolut
 They are written here from those descriptions (no torchvision): ``small_cnn`` (two 3x3 convolutions with
 pooling, one linear layer), ``medium_cnn_k{1,3,5,7}`` (four convolutions of kernel size k with pooling, two
 linear layers) and ``resnet18`` (the CIFAR variant: 3x3 stem, no max-pool, basic blocks [2, 2, 2, 2]).
+The Keras 3 equivalents of the CNNs (``keras_small_cnn``, ``keras_medium_cnn_k{1,3,5,7}``, channels-last
+inputs) are built by :func:`build_keras_model`.
 
 Example:
     >>> sorted(TORCH_MODELS)
@@ -13,13 +15,15 @@ Example:
     >>> import torch
     >>> build_torch_model("small_cnn")(torch.zeros(2, 3, 32, 32)).shape
     torch.Size([2, 10])
+    >>> sorted(KERAS_MODELS)
+    ['keras_medium_cnn_k1', 'keras_medium_cnn_k3', 'keras_medium_cnn_k5', 'keras_medium_cnn_k7', 'keras_small_cnn']
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["INPUT_SHAPE", "NUM_CLASSES", "TORCH_MODELS", "build_torch_model"]
+__all__ = ["INPUT_SHAPE", "KERAS_MODELS", "NUM_CLASSES", "TORCH_MODELS", "build_keras_model", "build_torch_model"]
 
 INPUT_SHAPE = (3, 32, 32)
 NUM_CLASSES = 10
@@ -31,6 +35,7 @@ TORCH_MODELS = {
     },
     "resnet18": "ResNet-18, CIFAR variant (3x3 stem, no max-pool, basic blocks [2, 2, 2, 2])",
 }
+KERAS_MODELS = {f"keras_{name}": about for name, about in TORCH_MODELS.items() if "cnn" in name}
 
 
 def build_torch_model(name: str) -> Any:
@@ -96,3 +101,38 @@ def _resnet18() -> Any:
         cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, NUM_CLASSES)]
     return nn.Sequential(*layers)
+
+
+def build_keras_model(name: str) -> Any:
+    """A compiled ``keras.Sequential`` (SGD, sparse categorical cross-entropy) for a name in :data:`KERAS_MODELS`."""
+    import keras
+    from keras import layers
+
+    if name not in KERAS_MODELS:
+        raise ValueError(f"`model` must be one of {', '.join(KERAS_MODELS)}. Received: model={name!r}.")
+    stack: list[Any] = [keras.Input((32, 32, 3))]
+    if name == "keras_small_cnn":
+        stack += [
+            layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Conv2D(64, 3, padding="same", activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Flatten(),
+            layers.Dense(NUM_CLASSES),
+        ]
+    else:
+        k = int(name.removeprefix("keras_medium_cnn_k"))
+        stack += [
+            layers.Conv2D(32, k, padding="same", activation="relu"),
+            layers.Conv2D(32, k, padding="same", activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Conv2D(64, k, padding="same", activation="relu"),
+            layers.Conv2D(64, k, padding="same", activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Flatten(),
+            layers.Dense(256, activation="relu"),
+            layers.Dense(NUM_CLASSES),
+        ]
+    model = keras.Sequential(stack)
+    model.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model

@@ -155,8 +155,9 @@ def write_results(out: Path, results: list[BenchResult], *, argv: Optional[list[
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deviate_cb.fingerprint import collect_fingerprint
-    from deviate_cb.store import RunDirectory, atomic_write_bytes, claim_replica, iso_time
+    from deviate_cb.fingerprint.collect import collect_fingerprint
+    from deviate_cb.store.atomic import atomic_write_bytes
+    from deviate_cb.store.run_directory import RunDirectory, claim_replica, iso_time
 
     paths = []
     for r in results:

@@ -5,7 +5,7 @@ torch's switches can be turned on and off in-process (``torch.use_deterministic_
 windows, each pair one window with determinism off and one on, alternating which comes first (off/on, on/off,
 ...) so that a drift in machine speed hits both alike. A window's time is the median of its steps' wall times
 (device synchronised on CUDA). Then one short profiling window per mode
-(:class:`~deviate_cb.profiling.TorchProfileWindow`, not timed) gives per-op self times, from which
+(:class:`~deviate_cb.profiling.torch_profiler.TorchProfileWindow`, not timed) gives per-op self times, from which
 :func:`~deviate_cb.bench.stats.op_differences` names the ops that account for the difference.
 The switches are restored afterwards.
 
@@ -106,8 +106,9 @@ def measure(
     """
     import torch
 
-    from deviate_cb.profiling import ProfileWindow, TorchProfileWindow
-    from deviate_cb.timing import StepTimer
+    from deviate_cb.capture.step_timer import StepTimer
+    from deviate_cb.profiling.torch_profiler import TorchProfileWindow
+    from deviate_cb.profiling.window import ProfileWindow
 
     if device.startswith("cuda"):
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (torch <= 2.9)

@@ -32,7 +32,7 @@ def say(stream: IO[str], kind: str, message: str) -> None:
 def add_per_run_arguments(p: argparse.ArgumentParser) -> None:
     """``--metric``, ``--aggregate`` and ``--direction``: which metrics, and how a run's series becomes one number
     (report, compare and power; :func:`per_run_options` checks them against ``--table``)."""
-    from deviate_cb.stats.aggregate_spec import AGGREGATES
+    from deviate_cb.stats.aggregation.spec import AGGREGATES
 
     p.add_argument(
         "--metric", action="append", default=[], metavar="NAME", help="only these metrics (repeatable; fnmatch)"

@@ -25,8 +25,7 @@ __all__ = ["add_bench"]
 
 def add_bench(commands: Any) -> None:
     """Declare ``deviate bench`` on the ``deviate`` subparsers."""
-    from deviate_cb.bench.keras_models import KERAS_MODELS
-    from deviate_cb.bench.models import TORCH_MODELS
+    from deviate_cb.bench.models import KERAS_MODELS, TORCH_MODELS
 
     parser = commands.add_parser(
         "bench",

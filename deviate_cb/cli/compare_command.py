@@ -29,7 +29,7 @@ def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
 
 def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
     """The completed runs of one DIR or one --table file, as RunValues; warnings are appended to ``warnings``."""
-    from deviate_cb.report.runset import store_runs
+    from deviate_cb.report.selection import store_runs
     from deviate_cb.report.table_input import read_run_table
 
     if source in args.table:
@@ -46,7 +46,7 @@ def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
 
 
 def _terms(args: argparse.Namespace, texts: Sequence[str], option: str) -> list[tuple[str, str]]:
-    from deviate_cb.report.runset import parse_term
+    from deviate_cb.report.selection import parse_term
 
     if args.group_by is not None:
         return [(args.group_by, t) if "=" not in t else parse_term(t, option) for t in texts]
@@ -90,7 +90,7 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
 def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.comparison import COMPARE_COLUMNS, COMPARE_HUMAN, compare_groups
     from deviate_cb.report.render import render_records
-    from deviate_cb.report.runset import select
+    from deviate_cb.report.selection import select
 
     _check_alpha(args.alpha)
     per_run_options(args)
@@ -165,7 +165,7 @@ def add_power(commands: argparse._SubParsersAction) -> None:
 def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
     from deviate_cb.report.render import render_records
-    from deviate_cb.report.runset import select
+    from deviate_cb.report.selection import select
 
     _check_alpha(args.alpha)
     per_run_options(args)

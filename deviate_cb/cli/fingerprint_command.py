@@ -1,6 +1,6 @@
 """``deviate fingerprint``: this machine's fingerprint, as a table or JSON.
 
-The same fingerprint a run records in ``fingerprint.json`` (:func:`deviate_cb.fingerprint.collect_fingerprint`),
+The same fingerprint a run records in ``fingerprint.json`` (:func:`deviate_cb.fingerprint.collect.collect_fingerprint`),
 with torch imported first when it is installed (or the frameworks named by ``--import``) so that their run-time
 facts (thread counts, cuDNN, NCCL, GPU properties, Keras backend) are filled in; with ``--no-import``, frameworks
 contribute their installed versions only.
@@ -55,7 +55,7 @@ def add_fingerprint(commands: Any) -> None:
 
 
 def _run_fingerprint(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.fingerprint import collect_fingerprint
+    from deviate_cb.fingerprint.collect import collect_fingerprint
 
     imports = list(args.imports)
     if not imports and not args.no_import and importlib.util.find_spec("torch") is not None:
@@ -83,7 +83,7 @@ def fingerprint_rows(fingerprint: dict[str, Any]) -> list[tuple[str, str]]:
         >>> fingerprint_rows({"seed": 1, "cuda": {"present": False, "reason": "no NVIDIA driver", "runtime": None}})
         [('seed', '1'), ('cuda', 'absent: no NVIDIA driver')]
     """
-    from deviate_cb.fingerprint import flatten
+    from deviate_cb.fingerprint.collect import flatten
 
     rows: list[tuple[str, str]] = []
     for section, value in fingerprint.items():

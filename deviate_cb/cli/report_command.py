@@ -13,7 +13,7 @@ __all__ = ["add_report"]
 
 def add_report(commands: argparse._SubParsersAction) -> None:
     from deviate_cb.report.render import FORMATS
-    from deviate_cb.store import STAGES
+    from deviate_cb.store.run_directory import STAGES
 
     p = commands.add_parser(
         "report",
@@ -129,7 +129,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             write_timings_section(timing_groups, "table", out)
         if stability:
-            from deviate_cb.report.stability_render import write_stability
+            from deviate_cb.report.stability.render import write_stability
 
             out.write("\n")
             write_stability(stability, "table", out)
@@ -142,7 +142,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             out.write("\n")
     elif args.stability:
         from deviate_cb.report.render import render_records
-        from deviate_cb.report.stability_rows import STABILITY_COLUMNS, stability_rows
+        from deviate_cb.report.stability.rows import STABILITY_COLUMNS, stability_rows
 
         out.write(render_records(stability_rows(stability), STABILITY_COLUMNS, args.format))
         if args.format == "json":
@@ -166,7 +166,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             write_timings_section(timing_groups, "md", out)
         if stability and args.format == "md":
-            from deviate_cb.report.stability_render import write_stability
+            from deviate_cb.report.stability.render import write_stability
 
             write_stability(stability, "md", out)
     out.flush()
@@ -175,7 +175,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def _stability(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The stability groups of DIR (empty when no run saved predictions or weights); warnings go to ``err``."""
-    from deviate_cb.report.stability import build_stability
+    from deviate_cb.report.stability.build import build_stability
 
     warnings: list[str] = []
     # The runs the report read: no second walk of DIR

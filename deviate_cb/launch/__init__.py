@@ -40,7 +40,7 @@ _WHERE = {
     "get_backend": "base",
     "available_backends": "base",
     "LocalBackend": "local",
-    "SlurmBackend": "slurm",
+    "SlurmBackend": "slurm.backend",
     "RayBackend": "ray_backend",
     "ReplicaPlan": "planner",
     "plan_replicas": "planner",

@@ -6,7 +6,7 @@ tells a :class:`Listener` when a job is about to start, has started and has fini
 Everything a run directory records is the listener's business, so backends stay small and interchangeable;
 backends are picked by name with :func:`get_backend`, like submitit's executors.
 
-Built-in backends: ``local`` (:mod:`~deviate_cb.launch.local`), ``slurm`` (:mod:`~deviate_cb.launch.slurm`) and
+Built-in backends: ``local`` (:mod:`~deviate_cb.launch.local`), ``slurm`` (:mod:`~deviate_cb.launch.slurm.backend`) and
 ``ray`` (:mod:`~deviate_cb.launch.ray_backend`). Third-party backends register a :class:`Backend` subclass (or
 any factory with the same keyword arguments) in the ``deviate_cb.backends`` entry-point group::
 
@@ -219,7 +219,7 @@ class Backend(abc.ABC):
 BACKENDS: dict[str, Callable[..., Backend]] = {}
 _BUILTIN = {
     "local": "deviate_cb.launch.local",
-    "slurm": "deviate_cb.launch.slurm",
+    "slurm": "deviate_cb.launch.slurm.backend",
     "ray": "deviate_cb.launch.ray_backend",
 }
 

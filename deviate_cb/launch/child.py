@@ -28,13 +28,13 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any, Optional
 
+from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.context import RunContext
-from deviate_cb.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import KerasBackendNotInstalled, install_backend_guard
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["EXIT_TRAINER_SPEC", "EXIT_USAGE", "is_rank_zero", "main", "run_replica"]
 
@@ -120,7 +120,7 @@ def _complete_plain_run(run: RunDirectory, ctx: RunContext, final_metrics: list[
         run.update_manifest(**fields)
     if not run.fingerprint_path.exists():
         try:
-            from deviate_cb.fingerprint import collect_fingerprint
+            from deviate_cb.fingerprint.collect import collect_fingerprint
 
             run.write_fingerprint(collect_fingerprint(seed=ctx.seed))
         except Exception as exc:  # a fingerprint is informative; never fail a finished run for it

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["extract_metrics", "record_final_metrics", "to_number"]
 

@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
-from deviate_cb._import_hooks import when_imported
+from deviate_cb.capture.import_hooks import when_imported
 
 __all__ = [
     "KERAS_MODEL_MODULE",

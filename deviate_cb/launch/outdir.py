@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.store import run_path
+from deviate_cb.store.run_directory import run_path
 
 __all__ = ["LOCK_FILE", "OutputDirectory"]
 

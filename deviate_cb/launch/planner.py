@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.store import FINGERPRINT_FILE, MANIFEST_FILE, METRICS_FILE, RunDirectory, run_path
+from deviate_cb.store.run_directory import FINGERPRINT_FILE, MANIFEST_FILE, METRICS_FILE, RunDirectory, run_path
 from deviate_cb.variants import get_variant
 
 __all__ = ["SEED_LIMIT", "STALE_FILES", "ReplicaPlan", "clear_previous_attempt", "plan_replicas"]

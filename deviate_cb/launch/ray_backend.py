@@ -32,7 +32,7 @@ from typing import Any, Optional
 from deviate_cb.errors import UsageError, require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
 from deviate_cb.launch.remote import TaskSpec, check_marker, run_task
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["RayBackend"]
 

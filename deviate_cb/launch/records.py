@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
-from deviate_cb.store import iso_time
+from deviate_cb.store.run_directory import iso_time
 
 __all__ = ["ERROR_TAIL_LINES", "end_fields", "signal_name", "start_fields", "status_of", "tail_lines"]
 

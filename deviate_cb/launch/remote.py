@@ -95,7 +95,7 @@ def run_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one replica here; record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
     from deviate_cb.launch.records import end_fields, signal_name
-    from deviate_cb.store import RunDirectory, iso_time
+    from deviate_cb.store.run_directory import RunDirectory, iso_time
 
     run_dir = Path(spec.run_dir)
     run = RunDirectory(run_dir)

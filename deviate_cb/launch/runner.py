@@ -27,7 +27,7 @@ from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt, plan_
 from deviate_cb.launch.progress import Progress, make_progress
 from deviate_cb.launch.records import end_fields, start_fields, status_of
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
-from deviate_cb.store import RunDirectory, check_partition_value
+from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 from deviate_cb.variants import VARIANTS
 
 __all__ = ["ReplicaResult", "ReplicationResult", "replicate"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.store import MANIFEST_FILE
+from deviate_cb.store.run_directory import MANIFEST_FILE
 
 __all__ = ["ReplicaStatus", "collect_status", "format_status"]
 
@@ -63,7 +63,7 @@ def collect_status(out: Path, *, ask_cluster: bool = True) -> list[ReplicaStatus
     Args:
         ask_cluster: Ask Slurm (``squeue``, then ``sacct``) about replicas whose manifests say ``running``.
     """
-    from deviate_cb.launch.slurm_jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
+    from deviate_cb.launch.slurm.jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
 
     rows: list[ReplicaStatus] = []
     for experiment, variant, var_dir in _replica_dirs(out):

@@ -7,7 +7,7 @@ aggregates each metric per run and describes it across the runs of each (experim
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, loss in enumerate([0.30, 0.34]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))

@@ -6,7 +6,7 @@ Metrics in one group only, or with fewer than two finite runs in a group, get a 
 "skipped"`` and the ``reason``. :func:`power_rows` measures each group's spread and the runs needed.
 
 Example:
-    >>> from deviate_cb.report.runset import RunValues
+    >>> from deviate_cb.report.selection import RunValues
     >>> a = [RunValues({}, {"acc": x}) for x in (0.84, 0.85, 0.86, 0.85)]
     >>> b = [RunValues({}, {"acc": x}) for x in (0.80, 0.82, 0.81, 0.83)]
     >>> compare_groups(a, b, n_resamples=999)[0]["verdict"]
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
 from deviate_cb.report.render import _cell
-from deviate_cb.report.runset import RunValues
+from deviate_cb.report.selection import RunValues
 from deviate_cb.stats._results import json_value
 
 __all__ = ["COMPARE_COLUMNS", "COMPARE_HUMAN", "POWER_COLUMNS", "POWER_HUMAN", "compare_groups", "power_rows"]

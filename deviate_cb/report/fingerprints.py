@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from deviate_cb.fingerprint import flatten
-from deviate_cb.store import FINGERPRINT_FILE
+from deviate_cb.fingerprint.collect import flatten
+from deviate_cb.store.run_directory import FINGERPRINT_FILE
 
 __all__ = ["FingerprintDifference", "compared_field", "fingerprint_differences", "fingerprint_warnings"]
 

@@ -6,7 +6,7 @@ it, or an ``experiment=`` or ``variant=`` folder inside it: partition keys are a
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> _ = RunDirectory(run_path(root, "mlp", "algo", 0)).update_manifest(status="completed")
     >>> [(r.experiment, r.variant, r.replica, r.status) for r in find_runs(root)]
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.store import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
 __all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
 
@@ -47,7 +47,7 @@ class RunRecord:
         exit_code: The replica's exit status, when the manifest records one.
         signal: The name of the signal that ended it (``SIGKILL``), when one did.
         metrics_summary: The manifest's copy of the metrics file's series summary (see
-            :mod:`deviate_cb.series_summary`), when the writer left one.
+            :mod:`deviate_cb.store.footer_summary`), when the writer left one.
         error: The first informative line of the recorded error, when there is one.
     """
 
@@ -109,7 +109,7 @@ def run_directories(directory: Path) -> list[tuple[Path, tuple[str, str, str]]]:
 
     Example:
         >>> import tempfile
-        >>> from deviate_cb.store import RunDirectory, run_path
+        >>> from deviate_cb.store.run_directory import RunDirectory, run_path
         >>> root = Path(tempfile.mkdtemp())
         >>> _ = RunDirectory(run_path(root, "mlp", "algo", 3)).update_manifest(status="running")
         >>> [keys for _, keys in run_directories(root)]

@@ -7,7 +7,7 @@ first. A metric name that occurs in several stages is shown as ``stage/name``.
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, acc in enumerate([0.80, 0.84, 0.82]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
@@ -29,22 +29,22 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.report.footers import manifest_values
-from deviate_cb.report.metric_names import (
+from deviate_cb.report.metrics.footers import manifest_values
+from deviate_cb.report.metrics.last_values import read_last_values
+from deviate_cb.report.metrics.long_table import read_metrics
+from deviate_cb.report.metrics.names import (
     direction_warnings,
     display_names,
     kept_metrics,
     name_directions,
 )
-from deviate_cb.report.metrics_table import read_metrics
-from deviate_cb.report.per_run import PerRun, per_run_from_scan, rows_from_table, skipped_warning
-from deviate_cb.report.reader import read_last_values
+from deviate_cb.report.metrics.per_run import PerRun, per_run_from_scan, rows_from_table, skipped_warning
+from deviate_cb.report.metrics.scan import SeriesScan
 from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, partition_base, read_runs, run_directories
-from deviate_cb.report.scan import SeriesScan
 from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
-from deviate_cb.store import METRICS_FILE, STAGES
+from deviate_cb.store.run_directory import METRICS_FILE, STAGES
 
-__all__ = ["COLUMNS", "PerRun", "Report", "ReportRow", "build_report", "describe_series", "load_per_run"]
+__all__ = ["COLUMNS", "Report", "ReportRow", "build_report", "describe_series", "load_per_run"]
 
 COLUMNS = (
     "experiment",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.report.runset import RunValues
+from deviate_cb.report.selection import RunValues
 
 __all__ = ["read_run_table", "read_table", "table_report"]
 

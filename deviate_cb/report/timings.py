@@ -2,7 +2,7 @@
 
 Identical runs do not take identical time (the ASE 2020 study of Pham et al. measured training-time
 differences of up to 145% between identical runs). Every run records its training step times in
-``timings.parquet`` (:mod:`deviate_cb.timing`); per (experiment, variant) group this module reports the
+``timings.parquet`` (:mod:`deviate_cb.capture.step_timer`); per (experiment, variant) group this module reports the
 median step time of each run (steps inside a profiling window left out), their mean, std, CV, range and the
 slowest run's excess over the fastest, and, where runs were profiled (``DeviateCallback(profile=...)``), the
 ops with the most self time per run.
@@ -10,9 +10,9 @@ ops with the most self time per run.
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store import RunDirectory, run_path
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs
-    >>> from deviate_cb.timing import write_timings
+    >>> from deviate_cb.store.timings import write_timings
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, seconds in enumerate([0.010, 0.012]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
@@ -107,7 +107,9 @@ def build_timings(
         top: How many ops to keep per group.
         warnings: Where to append one line per unreadable ``timings.parquet``.
     """
-    from deviate_cb.timing import TIMINGS_FILE, read_timings, step_statistics, top_ops
+    from deviate_cb.capture.step_timer import step_statistics
+    from deviate_cb.profiling.ops import top_ops
+    from deviate_cb.store.timings import TIMINGS_FILE, read_timings
 
     timed = [r for r in runs if r.completed and os.path.isfile(os.path.join(r.path, TIMINGS_FILE))]
     if not timed:

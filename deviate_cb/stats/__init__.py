@@ -20,20 +20,13 @@ Example:
     0.02
 """
 
+from deviate_cb.stats._groups import ALTERNATIVES
 from deviate_cb.stats._results import StatResult
-from deviate_cb.stats.aggregate import aggregate
-from deviate_cb.stats.aggregate_arrow import AggregateResult, aggregate_table
-from deviate_cb.stats.aggregate_spec import AGGREGATES, AT_AGGREGATES, parse_aggregate
+from deviate_cb.stats.aggregation.arrow import AggregateResult, aggregate_table
+from deviate_cb.stats.aggregation.series import aggregate
+from deviate_cb.stats.aggregation.spec import AGGREGATES, AT_AGGREGATES, parse_aggregate
 from deviate_cb.stats.aso import almost_stochastic_order, violation_ratio
-from deviate_cb.stats.compare import (
-    ALTERNATIVES,
-    Comparison,
-    compare,
-    mann_whitney_u,
-    student_t,
-    variance_test,
-    welch_t,
-)
+from deviate_cb.stats.compare import Comparison, compare, mann_whitney_u, student_t, variance_test, welch_t
 from deviate_cb.stats.correction import CORRECTIONS, correct, reject
 from deviate_cb.stats.decompose import decompose
 from deviate_cb.stats.describe import STD_CI_METHODS, Description, describe
@@ -41,7 +34,8 @@ from deviate_cb.stats.directions import DIRECTIONS, infer_direction, resolve_dir
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 from deviate_cb.stats.intervals import ConfidenceInterval, mean_confidence_interval, std_confidence_interval
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
-from deviate_cb.stats.stability import (
+from deviate_cb.stats.stability.groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
+from deviate_cb.stats.stability.predictions import (
     Churn,
     SampleInstability,
     align_runs,
@@ -49,8 +43,7 @@ from deviate_cb.stats.stability import (
     prediction_churn,
     sample_instability,
 )
-from deviate_cb.stats.stability_groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
-from deviate_cb.stats.stability_sketch import (
+from deviate_cb.stats.stability.sketch import (
     WeightDistance,
     jl_epsilon,
     sketch_vector,

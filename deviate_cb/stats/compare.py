@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from deviate_cb.stats._groups import (
-    ALTERNATIVES,
     RngLike,
     Values,
     _check_alternative,
@@ -33,19 +32,7 @@ from deviate_cb.stats._groups import (
 from deviate_cb.stats._results import StatResult, check_level
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 
-__all__ = [
-    "ALTERNATIVES",
-    "Comparison",
-    "cohens_d",
-    "compare",
-    "hedges_g",
-    "mann_whitney_u",
-    "mean_difference",
-    "prob_improvement",
-    "student_t",
-    "variance_test",
-    "welch_t",
-]
+__all__ = ["Comparison", "compare", "mann_whitney_u", "student_t", "variance_test", "welch_t"]
 
 
 def welch_t(a: Values, b: Values, alternative: str = "two-sided", level: float = 0.95) -> StatResult:

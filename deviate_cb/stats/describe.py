@@ -12,7 +12,7 @@ default linear interpolation, as ``scipy.stats.iqr``) and the interquartile mean
 50% of the sorted values, as in rliable, Agarwal et al. 2021; equal to ``scipy.stats.trim_mean(x, 0.25)``).
 
 SciPy is imported only when an interval is computed (in :mod:`deviate_cb.stats.intervals`), so importing this
-module stays cheap. The interval functions are re-exported here.
+module stays cheap.
 
 Example:
     >>> d = describe([0.84, 0.85, 0.86, float("nan")])
@@ -44,14 +44,7 @@ from deviate_cb.stats.intervals import (
     std_confidence_interval,
 )
 
-__all__ = [
-    "STD_CI_METHODS",
-    "ConfidenceInterval",
-    "Description",
-    "describe",
-    "mean_confidence_interval",
-    "std_confidence_interval",
-]
+__all__ = ["STD_CI_METHODS", "Description", "describe"]
 
 STD_CI_METHODS = ("chi2", "bootstrap")
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from keras_helpers import Replicated, replicate, selected_backends, skip_reason
 
-from deviate_cb.stability_predictions import read_predictions
-from deviate_cb.stability_weights import read_full_weights, read_weight_sketches
-from deviate_cb.stats.stability import prediction_churn
+from deviate_cb.stats.stability.predictions import prediction_churn
+from deviate_cb.store.predictions import read_predictions
+from deviate_cb.store.weights import read_full_weights, read_weight_sketches
 
 pytestmark = pytest.mark.slow
 

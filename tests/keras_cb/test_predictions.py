@@ -12,8 +12,8 @@ import pytest
 
 from deviate_cb.errors import UsageError
 from deviate_cb.keras import DeviateCallback, Predictions, Weights
-from deviate_cb.stability_predictions import read_predictions
-from deviate_cb.stability_weights import read_full_weights, read_weight_sketch
+from deviate_cb.store.predictions import read_predictions
+from deviate_cb.store.weights import read_full_weights, read_weight_sketch
 from keras_cb.models import data, model
 
 

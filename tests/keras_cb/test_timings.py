@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deviate_cb.keras import DeviateCallback
-from deviate_cb.timing import read_timings
+from deviate_cb.store.timings import read_timings
 from keras_cb.models import data, model
 
 

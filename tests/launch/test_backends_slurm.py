@@ -15,8 +15,9 @@ from deviate_cb.errors import UsageError
 from deviate_cb.launch import slurm as slurm_module
 from deviate_cb.launch.base import Job, Outcome, Placement
 from deviate_cb.launch.records import end_fields, status_of
-from deviate_cb.launch.slurm import SlurmBackend, outcome_from_manifest
-from deviate_cb.launch.slurm_jobs import SlurmQueryError, parse_sacct, parse_squeue, read_jobs_file, write_jobs_file
+from deviate_cb.launch.slurm.backend import SlurmBackend
+from deviate_cb.launch.slurm.jobs import SlurmQueryError, parse_sacct, parse_squeue, read_jobs_file, write_jobs_file
+from deviate_cb.launch.slurm.outcome import outcome_from_manifest
 from deviate_cb.launch.status import collect_status, format_status
 
 

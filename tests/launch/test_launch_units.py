@@ -25,7 +25,7 @@ from deviate_cb.launch.planner import clear_previous_attempt, plan_replicas
 from deviate_cb.launch.progress import LiveProgress, make_progress
 from deviate_cb.launch.records import end_fields, status_of, tail_lines
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 CTX = RunContext(Path("runs/x"), "exp", "algo", 2, 12, True, trainer="m:f")
 
@@ -358,7 +358,7 @@ def test_live_progress_renders_a_table() -> None:
 
 def test_final_metrics_skip_values_the_callback_already_recorded(tmp_path: Path) -> None:
     from deviate_cb.launch.final_metrics import record_final_metrics
-    from deviate_cb.store import RunDirectory
+    from deviate_cb.store.run_directory import RunDirectory
 
     RunDirectory(tmp_path).metrics().append(
         {

@@ -21,7 +21,7 @@ from replicate_helpers import (
 )
 
 from deviate_cb.launch.runner import replicate
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 
 @pytest.mark.slow

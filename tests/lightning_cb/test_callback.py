@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from deviate_cb.lightning import DeviateCallback
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 from lightning_cb.models import TinyModule, loader, trainer
 
 

@@ -16,8 +16,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from deviate_cb.errors import UsageError
 from deviate_cb.lightning import DeviateCallback, Predictions, Weights
-from deviate_cb.stability_predictions import read_predictions
-from deviate_cb.stability_weights import read_full_weights, read_weight_sketch
+from deviate_cb.store.predictions import read_predictions
+from deviate_cb.store.weights import read_full_weights, read_weight_sketch
 from lightning_cb.models import TinyModule, data, loader, trainer
 
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from deviate_cb.capture.step_timer import step_statistics
 from deviate_cb.lightning import DeviateCallback, ProfileWindow
-from deviate_cb.timing import read_timings, step_statistics
+from deviate_cb.store.timings import read_timings
 from lightning_cb.models import TinyModule, loader, trainer
 
 

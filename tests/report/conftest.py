@@ -1,4 +1,4 @@
-"""Fixtures that write real run directories (manifest + Parquet) through deviate_cb.store."""
+"""Fixtures that write real run directories (manifest + Parquet) through deviate_cb.store.run_directory."""
 
 from __future__ import annotations
 

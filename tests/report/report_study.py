@@ -1,4 +1,4 @@
-"""Helpers that write real run directories (manifest + Parquet) through deviate_cb.store."""
+"""Helpers that write real run directories (manifest + Parquet) through deviate_cb.store.run_directory."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from morin_data import FILES, morin
 
-from deviate_cb.store import RunDirectory, run_path
+from deviate_cb.store.run_directory import RunDirectory, run_path
 
 MORIN_FILES = FILES
 

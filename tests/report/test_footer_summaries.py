@@ -11,12 +11,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from deviate_cb.report import footers, scan
-from deviate_cb.report.reader import read_last_values
+from deviate_cb.report.metrics import footers, scan
+from deviate_cb.report.metrics.last_values import read_last_values
 from deviate_cb.report.runs import find_runs, partition_base
 from deviate_cb.report.summary import build_report
-from deviate_cb.series_summary import SERIES_KEY, decode_summary, footer_summary, with_summary
-from deviate_cb.store import MetricsFile, RunDirectory, run_path
+from deviate_cb.store.footer_summary import SERIES_KEY, decode_summary, footer_summary, with_summary
+from deviate_cb.store.metrics import MetricsFile
+from deviate_cb.store.run_directory import RunDirectory, run_path
 
 
 def _study(root: Path) -> list[Path]:
@@ -149,7 +150,7 @@ def test_filters_and_directions_match_the_long_table_path(tmp_path: Path, option
 
 
 def _session_run(root: Path, values: list[float]) -> Path:
-    from deviate_cb.session import RunSession
+    from deviate_cb.capture.session import RunSession
 
     session = RunSession(out_dir=root, experiment="s", seed=0)
     run = session.open()

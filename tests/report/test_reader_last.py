@@ -10,11 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deviate_cb.report import reader
-from deviate_cb.report.reader import read_last_values, read_metrics
+from deviate_cb.report.metrics import last_values
+from deviate_cb.report.metrics.last_values import read_last_values
+from deviate_cb.report.metrics.long_table import read_metrics
 from deviate_cb.report.runs import find_runs, partition_base
-from deviate_cb.stats.aggregate import aggregate_table
-from deviate_cb.store import RunDirectory, run_path
+from deviate_cb.stats.aggregation.arrow import aggregate_table
+from deviate_cb.store.run_directory import RunDirectory, run_path
 
 
 def _write(root: Path, replica: int, table: pa.Table, variant: str = "a") -> None:
@@ -52,7 +53,7 @@ def _same(got: list[dict], want: list[dict]) -> None:
 def test_matches_aggregate_table_on_awkward_files(tmp_path: Path, engine: str, monkeypatch) -> None:
     if engine == "duckdb":
         pytest.importorskip("duckdb")
-        monkeypatch.setattr(reader, "_stream_last", None)  # DuckDB must do every numeric file itself
+        monkeypatch.setattr(last_values, "_stream_last", None)  # DuckDB must do every numeric file itself
     rng = np.random.default_rng(0)
     for k in range(4):
         n = 60
@@ -100,7 +101,8 @@ def test_duckdb_is_not_imported_by_the_package() -> None:
     import subprocess
     import sys
 
-    code = "import sys, deviate_cb, deviate_cb.report.reader, deviate_cb.stats; print('duckdb' in sys.modules)"
+    modules = "deviate_cb, deviate_cb.report.metrics.last_values, deviate_cb.stats"
+    code = f"import sys, {modules}; print('duckdb' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -121,7 +123,7 @@ def test_duckdb_fast_path_on_store_files(tmp_path: Path, monkeypatch) -> None:
         )
         _write(tmp_path, k, table)
     want, _ = _reference(tmp_path)
-    monkeypatch.setattr(reader, "_check_file", None)  # one DuckDB query must do it all
-    monkeypatch.setattr(reader, "_stream_last", None)
+    monkeypatch.setattr(last_values, "_check_file", None)  # one DuckDB query must do it all
+    monkeypatch.setattr(last_values, "_stream_last", None)
     got = read_last_values(find_runs(tmp_path), partition_base(tmp_path), [], engine="duckdb").to_pylist()
     _same(got, want)

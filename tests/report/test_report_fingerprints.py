@@ -7,7 +7,7 @@ from pathlib import Path
 
 from report_study import run_cli
 
-from deviate_cb.fingerprint import collect_fingerprint
+from deviate_cb.fingerprint.collect import collect_fingerprint
 
 
 def test_report_warns_about_replicas_on_different_fingerprints(capsys, tmp_path: Path, make_run) -> None:

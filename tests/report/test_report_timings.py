@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from report_study import run_cli
 
-from deviate_cb.timing import write_timings
+from deviate_cb.store.timings import write_timings
 
 
 def _timed_study(root: Path, make_run) -> dict[str, float]:
@@ -88,9 +88,9 @@ def test_a_corrupt_timings_file_is_one_warning(capsys, tmp_path: Path, make_run)
 
 
 def test_spread_leaves_out_profiled_steps_other_stages_and_runs_without_timings(tmp_path: Path, make_run) -> None:
+    from deviate_cb.capture.step_timer import StepTimer
     from deviate_cb.report.runs import find_runs
     from deviate_cb.report.timings import build_timings
-    from deviate_cb.timing import StepTimer
 
     medians = [0.010, 0.020, 0.0145]
     for index, base in enumerate(medians):

@@ -12,8 +12,8 @@ import pytest
 from report_study import run_cli, write_run
 from stability_models import train_tiny
 
-from deviate_cb.stability_predictions import PREDICTIONS_FILE, write_predictions
-from deviate_cb.stability_weights import WEIGHTS_SKETCH_FILE, write_weights
+from deviate_cb.store.predictions import PREDICTIONS_FILE, write_predictions
+from deviate_cb.store.weights import WEIGHTS_SKETCH_FILE, write_weights
 
 SEEDS = {"algo": [0, 1, 2, 3], "control": [7, 7, 7, 7]}
 
@@ -192,8 +192,8 @@ def test_regression_predictions_and_weights_only_groups(capsys, tmp_path: Path) 
 def test_build_stability_from_runs_already_read(study: Path) -> None:
     """`runs=` (as `deviate report` passes them) gives what searching the directory gives, and only those runs."""
     from deviate_cb.report.runs import find_runs
-    from deviate_cb.report.stability import build_stability
-    from deviate_cb.report.stability_rows import stability_rows
+    from deviate_cb.report.stability.build import build_stability
+    from deviate_cb.report.stability.rows import stability_rows
 
     runs = find_runs(study)
     assert stability_rows(build_stability(study, runs=runs)) == stability_rows(build_stability(study))

@@ -10,9 +10,9 @@ import pytest
 from stability_models import train_tiny
 
 from deviate_cb.errors import UsageError
-from deviate_cb.stability_weights import iter_full_weights, read_full_weights, read_weight_sketches, write_weights
 from deviate_cb.stats import jl_epsilon, sketch_vector, weight_distance, weight_distance_from_sketches
-from deviate_cb.stats.stability_sketch import SKETCH_CHUNK, SketchAccumulator, rademacher_signs, weight_distance_blocks
+from deviate_cb.stats.stability.sketch import SKETCH_CHUNK, SketchAccumulator, rademacher_signs, weight_distance_blocks
+from deviate_cb.store.weights import iter_full_weights, read_full_weights, read_weight_sketches, write_weights
 
 
 @pytest.mark.parametrize("size", [1, 7, 8, 63, SKETCH_CHUNK, SKETCH_CHUNK + 5, 3 * SKETCH_CHUNK - 1])

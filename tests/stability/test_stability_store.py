@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from deviate_cb.errors import UsageError
-from deviate_cb.stability_predictions import PREDICTIONS_FILE, predictions_schema, read_predictions, write_predictions
-from deviate_cb.stability_weights import (
+from deviate_cb.store.predictions import PREDICTIONS_FILE, predictions_schema, read_predictions, write_predictions
+from deviate_cb.store.weights import (
     WEIGHTS_FULL_FILE,
     WEIGHTS_SKETCH_FILE,
     read_full_weights,

@@ -9,7 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from deviate_cb.stats.aggregate import AT_AGGREGATES, aggregate, aggregate_table, parse_aggregate
+from deviate_cb.stats.aggregation.arrow import aggregate_table
+from deviate_cb.stats.aggregation.series import aggregate
+from deviate_cb.stats.aggregation.spec import AT_AGGREGATES, parse_aggregate
 
 NAN = float("nan")
 

@@ -12,18 +12,8 @@ from morin_data import morin
 from scipy import stats as sps
 
 from deviate_cb.stats.aso import almost_stochastic_order
-from deviate_cb.stats.compare import (
-    Comparison,
-    cohens_d,
-    compare,
-    hedges_g,
-    mann_whitney_u,
-    mean_difference,
-    prob_improvement,
-    student_t,
-    variance_test,
-    welch_t,
-)
+from deviate_cb.stats.compare import Comparison, compare, mann_whitney_u, student_t, variance_test, welch_t
+from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 
 A3, B3 = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0]
 

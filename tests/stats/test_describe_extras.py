@@ -10,7 +10,8 @@ import pytest
 from morin_data import morin
 from scipy import stats as sps
 
-from deviate_cb.stats.describe import Description, describe, mean_confidence_interval
+from deviate_cb.stats.describe import Description, describe
+from deviate_cb.stats.intervals import mean_confidence_interval
 
 
 @pytest.mark.parametrize("ddof", [0, 1])

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.profiling import ProfileWindow, TorchProfileWindow, profile_window
-from deviate_cb.timing import StepTimer, read_timings, write_timings
+from deviate_cb.capture.step_timer import StepTimer
+from deviate_cb.profiling.drivers import profile_window
+from deviate_cb.profiling.torch_profiler import TorchProfileWindow
+from deviate_cb.profiling.window import ProfileWindow
+from deviate_cb.store.timings import read_timings, write_timings
 
 torch = pytest.importorskip("torch")
 
@@ -100,8 +103,8 @@ KERAS_TF = """
 import json, os, sys
 os.environ["KERAS_BACKEND"] = "tensorflow"
 import keras, numpy as np
-from deviate_cb.profiling import ProfileWindow, TensorFlowProfileWindow
-from deviate_cb.timing import StepTimer
+from deviate_cb.profiling.drivers import ProfileWindow, TensorFlowProfileWindow
+from deviate_cb.capture.step_timer import StepTimer
 
 class Timed(keras.callbacks.Callback):
     def __init__(self):

@@ -7,14 +7,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from deviate_cb.timing import (
-    TIMINGS_FILE,
-    StepTimer,
-    read_timings,
-    step_statistics,
-    timings_schema,
-    write_timings,
-)
+from deviate_cb.capture.step_timer import StepTimer, step_statistics
+from deviate_cb.store.timings import TIMINGS_FILE, read_timings, timings_schema, write_timings
 
 
 def op_row(op: str, window: int, self_us: float = 1.0) -> dict:

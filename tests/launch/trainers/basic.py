@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from deviate_cb.context import RunContext
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 ENV_KEYS = (
     "DEVIATE_RUN_DIR",

@@ -9,7 +9,7 @@ import time
 import torch
 from torch import nn
 
-from deviate_cb.store import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory
 
 
 def train(ctx):

@@ -1,0 +1,161 @@
+"""Seeds and determinism switches: apply what was requested, and report what is verifiably in effect.
+
+Facts (DESIGN.md): ``PYTHONHASHSEED`` only works when set before the interpreter starts (the replicator
+sets it in the child's environment); ``CUBLAS_WORKSPACE_CONFIG`` only when set before CUDA starts;
+``torch.use_deterministic_algorithms`` does not set ``cudnn.deterministic``, so both are set here; TF32 and
+matmul-precision flags change numerics, so they are recorded. Frameworks are never imported here: each
+switch is applied when its framework is imported (immediately if it already is).
+
+Per framework (DESIGN.md): torch gets deterministic algorithms and cuDNN determinism; TensorFlow
+``tf.config.experimental.enable_op_determinism()`` (which makes unseeded random ops raise, so TF is seeded
+too); JAX ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, effective only when set before JAX starts (the
+replicator's child sets it before any user code runs). Keras 3 has no switch of its own: its backend's
+apply. Seeding never imports TensorFlow (``keras.utils.set_random_seed`` does, whenever it is installed).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from types import ModuleType
+from typing import Any, Optional
+
+from deviate_cb.capture.import_hooks import when_imported
+from deviate_cb.context import Deterministic, parse_deterministic
+from deviate_cb.fingerprint.switches import determinism_in_effect
+
+__all__ = [
+    "apply_determinism",
+    "determinism_record",
+    "seed_everything",
+    "verify_determinism",
+]
+
+_CUBLAS_CONFIG = ":4096:8"
+_XLA_DETERMINISTIC = "--xla_gpu_deterministic_ops=true"
+
+
+def seed_everything(seed: int, *, workers: bool = True) -> None:
+    """Seed ``random``, NumPy and (now, or as soon as each is imported) torch, TensorFlow and Keras.
+
+    With ``workers=True`` Lightning seeds each DataLoader worker from this seed (its
+    ``seed_everything(seed, workers=True)`` semantics, through ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``).
+
+    Example:
+        >>> seed_everything(7); a = random.random(); seed_everything(7); a == random.random()
+        True
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"`seed` must be an integer in [0, 2**32). Received: seed={seed!r}.")
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    os.environ["PL_GLOBAL_SEED"] = str(seed)
+    os.environ["PL_SEED_WORKERS"] = "1" if workers else "0"
+    when_imported("torch", lambda torch: torch.manual_seed(seed))
+    when_imported("tensorflow", lambda tf: tf.random.set_seed(seed))
+    when_imported("keras", lambda keras: _seed_keras(seed))
+
+
+def _seed_keras(seed: int) -> None:
+    """Keras' global seed, as ``keras.utils.set_random_seed`` sets it, without importing TensorFlow."""
+    try:
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+    except ImportError:  # Keras 2 or a layout this version does not know: Python/NumPy seeds still hold
+        return
+    global_state.set_global_attribute("global_random_seed", seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+
+
+def apply_determinism(deterministic: Optional[Deterministic]) -> None:
+    """Turn deterministic tooling on (``True``), on with warnings only (``"warn"``), or leave it alone.
+
+    ``False`` and ``None`` leave the framework defaults in place (nothing is switched off that the user
+    switched on). Switches are applied now to frameworks already imported, otherwise when they are.
+    TensorFlow has no warn-only mode, so ``"warn"`` leaves TensorFlow's op determinism off.
+    """
+    deterministic = parse_deterministic(deterministic)
+    if not deterministic:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", _CUBLAS_CONFIG)
+    xla_flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_deterministic_ops" not in xla_flags:
+        os.environ["XLA_FLAGS"] = f"{xla_flags} {_XLA_DETERMINISTIC}".strip()
+    warn_only = deterministic == "warn"
+
+    def _torch_switches(torch: ModuleType) -> None:
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+
+    when_imported("torch", _torch_switches)
+    if not warn_only:
+        when_imported("tensorflow", lambda tf: tf.config.experimental.enable_op_determinism())
+
+
+def verify_determinism(
+    seed: Optional[int], deterministic: Optional[Deterministic], in_effect: dict[str, Any]
+) -> list[str]:
+    """Compare a request with :func:`determinism_in_effect`; return the problems found (empty: verified).
+
+    Example:
+        >>> verify_determinism(None, None, determinism_in_effect())
+        []
+    """
+    problems: list[str] = []
+    env = in_effect.get("env", {})
+    torch_state = in_effect.get("torch")
+    if seed is not None:
+        if env.get("PYTHONHASHSEED") != str(seed):
+            problems.append(
+                f"PYTHONHASHSEED is {env.get('PYTHONHASHSEED')!r}, not {str(seed)!r}: str/bytes hashing (set "
+                "iteration order) is not seeded; it only takes effect when set before Python starts"
+            )
+        if torch_state is not None and torch_state["initial_seed"] != seed:
+            problems.append(f"torch.initial_seed() is {torch_state['initial_seed']}, not {seed}")
+    if deterministic and torch_state is not None:
+        warn_only = deterministic == "warn"
+        if not torch_state["deterministic_algorithms"]:
+            problems.append("torch.are_deterministic_algorithms_enabled() is False")
+        elif torch_state["deterministic_warn_only"] != warn_only:
+            problems.append(f"torch deterministic warn_only is {torch_state['deterministic_warn_only']}")
+        if not torch_state["cudnn_deterministic"]:
+            problems.append("torch.backends.cudnn.deterministic is False")
+        if torch_state["cudnn_benchmark"]:
+            problems.append("torch.backends.cudnn.benchmark is True")
+        if env.get("CUBLAS_WORKSPACE_CONFIG") not in (":4096:8", ":16:8"):
+            problems.append(f"CUBLAS_WORKSPACE_CONFIG is {env.get('CUBLAS_WORKSPACE_CONFIG')!r}")
+    tf_state = in_effect.get("tensorflow")
+    if deterministic is True and tf_state is not None and tf_state["op_determinism"] is False:
+        problems.append("tf.config.experimental.is_op_determinism_enabled() is False")
+    if deterministic and "jax" in in_effect and not in_effect["jax"]["xla_deterministic_ops"]:
+        problems.append("XLA_FLAGS lacks --xla_gpu_deterministic_ops=true (it must be set before JAX starts)")
+    keras_state = in_effect.get("keras")
+    if seed is not None and keras_state is not None and keras_state["global_random_seed"] != seed:
+        problems.append(f"Keras' global random seed is {keras_state['global_random_seed']!r}, not {seed}")
+    if deterministic is False and torch_state is not None and torch_state["deterministic_algorithms"]:
+        problems.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
+    return problems
+
+
+def determinism_record(seed: Optional[int], deterministic: Optional[Deterministic]) -> dict[str, Any]:
+    """The manifest's ``determinism`` section: what was requested, what is in effect now, what disagrees.
+
+    Example:
+        >>> record = determinism_record(None, None)
+        >>> record["verified"], record["requested"]
+        (True, {'seed': None, 'deterministic': None})
+    """
+    in_effect = determinism_in_effect()
+    problems = verify_determinism(seed, deterministic, in_effect)
+    return {
+        "requested": {"seed": seed, "deterministic": deterministic},
+        "in_effect": in_effect,
+        "problems": problems,
+        "verified": not problems,
+    }

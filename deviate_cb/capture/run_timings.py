@@ -1,0 +1,112 @@
+"""One run's step times and profiling window, as the callbacks record them into ``timings.parquet``.
+
+Framework-free glue between the adapters and :mod:`deviate_cb.capture.step_timer` /
+:mod:`deviate_cb.profiling.drivers`: the adapter says when a training step starts (:meth:`RunTimings.step_started`)
+and, where the framework tells it, when it ends (:meth:`RunTimings.step_ended`; otherwise the next start or the epoch
+end closes the step). Steps that the profiler recorded (or warmed up for) are flagged ``profiled`` so that statistics
+leave them out. The session writes what is new at each flush; a profiling window still open at the end of the run is
+closed and kept.
+
+Example:
+    >>> import tempfile
+    >>> timings = RunTimings()
+    >>> for step in range(3):
+    ...     timings.step_started("train", epoch=0, step=step)
+    ...     _ = sum(range(1000))                      # the training step
+    ...     timings.step_ended()
+    >>> run_dir = tempfile.mkdtemp()
+    >>> timings.flush(run_dir)
+    3
+    >>> from deviate_cb.store.timings import read_timings
+    >>> read_timings(run_dir).column("step").to_pylist()
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any, Optional, Union
+
+from deviate_cb.capture.step_timer import StepTimer
+from deviate_cb.profiling.drivers import profile_window
+from deviate_cb.profiling.window import ProfileWindow
+from deviate_cb.store.timings import write_timings
+
+__all__ = ["PROFILERS", "RunTimings"]
+
+# Which profiler each framework (or Keras backend) uses; others record step times only.
+PROFILERS = {"torch": "torch", "lightning": "torch", "tensorflow": "tensorflow"}
+
+
+class RunTimings:
+    """Step wall times of one run and, optionally, a profiled window of steps.
+
+    Args:
+        profile: The window to profile (:class:`~deviate_cb.profiling.window.ProfileWindow`), or ``None``.
+        framework: ``torch`` (Lightning, Keras on torch), ``tensorflow`` or ``jax``: which profiler runs the
+            window (JAX has none here: its steps are timed and a warning says the window is not profiled).
+        synchronize: Called before each clock read (``torch.cuda.synchronize`` when the model is on CUDA).
+    """
+
+    def __init__(
+        self,
+        profile: Optional[ProfileWindow] = None,
+        *,
+        framework: str = "torch",
+        synchronize: Optional[Callable[[], Any]] = None,
+    ) -> None:
+        self.timer = StepTimer(synchronize=synchronize)
+        self.window: Any = None
+        if profile is not None:
+            if framework in PROFILERS:
+                self.window = profile_window(profile, PROFILERS[framework])
+            else:
+                warnings.warn(
+                    f"DeviateCallback(profile=...): no op profiler for {framework}; step times are recorded, "
+                    "op times are not.",
+                    stacklevel=3,
+                )
+        self._open: Optional[tuple[str, int, int, bool]] = None
+        self._written = 0  # step rows already in timings.parquet
+        self._window_started = False
+
+    def step_started(self, stage: str, epoch: int, step: int) -> None:
+        """A step begins (a step still open ends now)."""
+        if self._open is not None:
+            self.step_ended()
+        if self.window is not None and not self._window_started:
+            self.window.start()
+            self._window_started = True
+        profiled = self.window is not None and self.window.profiling
+        self._open = (stage, int(epoch), int(step), profiled)
+        self.timer.start_step()
+
+    def step_ended(self) -> None:
+        """The open step ends: its time is recorded and the profiling window moves on."""
+        if self._open is None:
+            return
+        stage, epoch, step, profiled = self._open
+        self._open = None
+        self.timer.end_step(stage, epoch, step, profiled=profiled)
+        if self.window is not None:
+            self.window.step()
+
+    def flush(self, run_dir: Union[str, os.PathLike[str]]) -> int:
+        """Write the step rows recorded since the last flush and the finished windows' op rows; return the
+        number of new step rows."""
+        rows = self.timer.rows()[self._written :]
+        ops = self.window.rows() if self.window is not None else []
+        if rows or ops:
+            write_timings(run_dir, rows, ops)
+        self._written += len(rows)
+        return len(rows)
+
+    def close(self, run_dir: Union[str, os.PathLike[str], None]) -> None:
+        """End the open step, close an open profiling window, and write everything left."""
+        self.step_ended()
+        if self.window is not None:
+            self.window.stop()
+        if run_dir is not None:
+            self.flush(run_dir)

@@ -1,0 +1,238 @@
+"""A run as the callbacks see it: where it is written, what was requested, and when it is flushed.
+
+Framework-free; the Lightning and Keras adapters are thin layers that call it from their hooks. Under
+``deviate-replicate`` the run directory, seed and determinism come from the :class:`RunContext` (and win
+over arguments, with a warning); standalone, the session claims the next free replica under
+``<out_dir>/experiment=<name>/variant=standalone/``. The launcher owns a replica's ``status``; standalone
+the session sets it (running, then completed or failed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
+from deviate_cb.capture.recorder import MetricRecorder, ValuesToFloats, floats_of
+from deviate_cb.capture.run_timings import RunTimings
+from deviate_cb.context import Deterministic, RunContext, parse_deterministic
+from deviate_cb.fingerprint.collect import collect_fingerprint
+from deviate_cb.store.metrics import MetricsFile
+from deviate_cb.store.run_directory import RunDirectory, check_partition_value, claim_replica, iso_time
+
+__all__ = ["STANDALONE_VARIANT", "RunSession"]
+
+STANDALONE_VARIANT = "standalone"
+
+
+class RunSession:
+    """One run's capture state, shared by the framework adapters.
+
+    Args:
+        out_dir: Root of the run store when standalone (default ``deviate_runs``).
+        experiment: Experiment name when standalone (default ``default``).
+        seed: Seed to apply when standalone (``None``: do not seed).
+        deterministic: ``True``, ``False``, ``"warn"`` or ``None`` (leave the framework's settings alone).
+        metrics: Names or ``fnmatch`` patterns of metrics to keep (``None``: all).
+        framework: Name recorded in the manifest (``lightning``, ``keras``).
+        to_floats: Converts buffered framework values to floats in bulk.
+
+    Example:
+        >>> import tempfile
+        >>> session = RunSession(out_dir=tempfile.mkdtemp(), experiment="demo", seed=1)
+        >>> run = session.open()
+        >>> session.recorder.update(step=1, epoch=0, stage="train", scope="step", name="loss", value=0.5,
+        ...                         wall_time=0.0)
+        >>> session.flush(), session.close()["status"], run.path.name
+        (1, 'completed', 'replica=0')
+    """
+
+    def __init__(
+        self,
+        out_dir: Union[str, os.PathLike[str], None] = None,
+        *,
+        experiment: Optional[str] = None,
+        seed: Optional[int] = None,
+        deterministic: Optional[Deterministic] = None,
+        metrics: Optional[Sequence[str]] = None,
+        framework: str = "python",
+        to_floats: ValuesToFloats = floats_of,
+    ) -> None:
+        self._validate(out_dir, experiment, seed, metrics)
+        deterministic = parse_deterministic(deterministic)
+        self.context = RunContext.current()
+        self.framework = framework
+        if self.context is not None:
+            self._warn_overridden(out_dir=out_dir, experiment=experiment, seed=seed, deterministic=deterministic)
+            self.seed: Optional[int] = self.context.seed
+            self.deterministic: Optional[Deterministic] = self.context.deterministic
+        else:
+            self.seed, self.deterministic = seed, deterministic
+        self.out_dir = Path(out_dir if out_dir is not None else "deviate_runs")
+        self.experiment = experiment or "default"
+        self.recorder = MetricRecorder(keep=metrics, to_floats=to_floats)
+        self.enabled = True
+        self.run: Optional[RunDirectory] = None
+        self._metrics_file: Optional[MetricsFile] = None
+        self._restored: Optional[Mapping[str, Any]] = None
+        self._failed = False
+        self._fingerprinted = False
+        self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
+
+    @staticmethod
+    def _validate(out_dir: object, experiment: object, seed: object, metrics: object) -> None:
+        if out_dir is not None and not isinstance(out_dir, (str, os.PathLike)):
+            raise TypeError(f"`out_dir` must be a path or None. Received: out_dir={out_dir!r}.")
+        if experiment is not None:
+            check_partition_value("experiment", experiment)  # type: ignore[arg-type]
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32):
+            raise ValueError(f"`seed` must be an integer in [0, 2**32) or None. Received: seed={seed!r}.")
+        if metrics is not None and (
+            isinstance(metrics, str) or not all(isinstance(m, str) and m for m in metrics)  # type: ignore[attr-defined]
+        ):
+            raise ValueError(
+                f"`metrics` must be a list of metric names or patterns, or None. Received: metrics={metrics!r}."
+            )
+
+    def _warn_overridden(self, **given: Any) -> None:
+        ctx = self.context
+        assert ctx is not None
+        ignored = {"out_dir": None, "experiment": ctx.experiment, "seed": ctx.seed, "deterministic": ctx.deterministic}
+        for name, value in given.items():
+            if value is not None and value != ignored[name]:
+                warnings.warn(
+                    f"DeviateCallback({name}={value!r}) is ignored: deviate-replicate controls it for this replica "
+                    f"(replica {ctx.replica} of variant {ctx.variant!r}, seed {ctx.seed}, run dir {ctx.run_dir}).",
+                    stacklevel=4,
+                )
+
+    def apply_requested(self, *, seed: bool = True) -> None:
+        """Apply the requested seed (standalone only: a replica is seeded before user code runs) and switches."""
+        if seed and self.context is None and self.seed is not None:
+            seed_everything(self.seed)
+        apply_determinism(self.deterministic)
+
+    def open(self) -> RunDirectory:
+        """Resolve (and create) the run directory and record the run's start; idempotent."""
+        if self.run is not None:
+            if self.context is None and not self._failed:
+                self.run.update_manifest(status="running")
+            return self.run
+        restored = self._restored or {}
+        if self.context is not None:
+            run = RunDirectory(self.context.run_dir)
+        elif restored.get("run_dir") and Path(restored["run_dir"]).is_dir():
+            run = RunDirectory(Path(restored["run_dir"]))
+        else:
+            _, path = claim_replica(self.out_dir, self.experiment, STANDALONE_VARIANT)
+            run = RunDirectory(path)
+        run.path.mkdir(parents=True, exist_ok=True)
+        self.run, self._metrics_file = run, run.metrics()
+        same_run = restored.get("run_dir") and Path(restored["run_dir"]).resolve() == run.path.resolve()
+        if same_run and self._metrics_file.truncate(int(restored.get("next_seq", self._metrics_file.next_seq))):
+            self._copy_summary()
+        fields: dict[str, Any] = {"framework": self.framework, "callback": {"metrics": self.recorder.patterns}}
+        if self.context is None:
+            fields.update(
+                status="running",
+                experiment=self.experiment,
+                variant=STANDALONE_VARIANT,
+                replica=int(run.path.name.partition("=")[2]),
+                seed=self.seed,
+                deterministic=self.deterministic,
+                argv=list(sys.argv),
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=restored.get("started_at") or iso_time(),
+            )
+        manifest = run.update_manifest(**fields)
+        if "determinism" not in manifest or self.seed is not None or self.deterministic is not None:
+            self.record_determinism()  # a continued run keeps its record unless this session asks for something
+        return run
+
+    def record_determinism(self) -> list[str]:
+        """Record what was requested and what is verifiably in effect; warn about each mismatch."""
+        record = determinism_record(self.seed, self.deterministic)
+        problems = record["problems"]
+        if self.run is not None:
+            self.run.update_manifest(determinism=record)
+        if problems and self.deterministic:
+            warnings.warn("deviate-cb: determinism not fully in effect: " + "; ".join(problems), stacklevel=2)
+        return problems
+
+    def write_fingerprint(self, **facts: Any) -> None:
+        """Record the fingerprint (adapters call this once the stage's DataLoaders exist)."""
+        if self.run is not None and self.enabled:
+            self.run.write_fingerprint(collect_fingerprint(seed=self.seed, **facts))
+            self._fingerprinted = True
+
+    @property
+    def next_seq(self) -> int:
+        """Sequence number the next recorded value will get (flushed rows plus the buffer)."""
+        flushed = self._metrics_file.next_seq if self._metrics_file is not None else 0
+        return flushed + len(self.recorder)
+
+    def flush(self) -> int:
+        """Write buffered values to ``metrics.parquet``; return the number of rows written."""
+        if not self.enabled:  # non-zero ranks record nothing
+            self.recorder.reset()
+            return 0
+        if self._metrics_file is None:
+            return 0
+        if self.timings is not None and self.run is not None:
+            self.timings.flush(self.run.path)
+        written = self.recorder.flush(self._metrics_file)
+        if written:
+            self._copy_summary()
+        return written
+
+    def _copy_summary(self) -> None:
+        """Copy the metrics file's series summary into ``run.json`` (key ``metrics_summary``) with the file's
+        size and modification time, so that a report reads it with the manifest instead of opening the
+        Parquet footer; a report trusts the copy only while the file's size and time still match."""
+        metrics = self._metrics_file
+        if self.run is None or metrics is None or metrics.summary is None:
+            return
+        stat = os.stat(metrics.path)
+        copy = {**json.loads(metrics.summary), "file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns}
+        self.run.update_manifest(metrics_summary=copy)
+
+    def close(self, *, error: Optional[BaseException] = None) -> dict[str, Any]:
+        """Flush, and record the end of the run (status only when standalone); return the manifest."""
+        if self.timings is not None and self.enabled:
+            self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
+        self.flush()
+        if self.run is None:
+            return {}
+        if not self._fingerprinted:  # the run ended before its adapter recorded one
+            self.write_fingerprint()
+        fields: dict[str, Any] = {}
+        if error is not None:
+            self._failed = True
+            fields["exception"] = f"{type(error).__name__}: {error}"
+        if self.context is None:
+            if error is not None:
+                fields["status"] = "killed" if isinstance(error, KeyboardInterrupt) else "failed"
+            elif not self._failed:
+                fields["status"] = "completed"
+            fields["ended_at"] = iso_time()
+        return self.run.update_manifest(**fields) if fields else self.run.read_manifest()
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs so that the resumed run continues this one."""
+        manifest = self.run.read_manifest() if self.run is not None else {}
+        return {
+            "run_dir": str(self.run.path) if self.run is not None else None,
+            "next_seq": self.next_seq,
+            "started_at": manifest.get("started_at"),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if self.run is None:  # a run already open keeps going where it is
+            self._restored = dict(state)

@@ -1,0 +1,77 @@
+"""How a Slurm job's end becomes a replica's :class:`~deviate_cb.launch.base.Outcome`.
+
+The task on the node writes the end of the manifest itself (:func:`~deviate_cb.launch.remote.run_task`);
+Slurm's state (from ``sacct``, or ``None`` when accounting does not know the job) says how the job ended.
+:func:`outcome_from_manifest` combines the two: the manifest gives the exit code, signal and times of a replica
+that recorded its end, the Slurm state is recorded beside them (``slurm_state``), and a replica that never
+recorded its end is failed with a launch error saying why.
+
+Example:
+    >>> o = outcome_from_manifest({"status": "completed", "exit_code": 0}, "COMPLETED", "7_0")
+    >>> o.returncode, o.launch_error, o.fields["slurm_state"]
+    (0, None, 'COMPLETED')
+    >>> lost_note("7_1")
+    "Slurm job 7_1 left the queue without recording the replica's end"
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time as _time
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from deviate_cb.launch.base import Outcome
+
+__all__ = ["ENDED_STATUSES", "lost_note", "outcome_from_manifest"]
+
+# Manifest statuses of a replica that recorded its end.
+ENDED_STATUSES = ("completed", "failed", "timeout", "killed")
+
+
+def _unix(text: Any) -> Optional[float]:
+    try:
+        return _dt.datetime.fromisoformat(str(text)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def lost_note(job_id: str) -> str:
+    """The launch error of a replica whose job left the queue without recording its end in the manifest."""
+    return f"Slurm job {job_id} left the queue without recording the replica's end"
+
+
+def outcome_from_manifest(
+    manifest: Mapping[str, Any], state: Optional[str], job_id: str, *, cancelled: bool = False, note: str = ""
+) -> Outcome:
+    """The outcome of a replica whose job ended in Slurm ``state``, from what its task wrote in the manifest.
+
+    Example:
+        >>> m = {"status": "failed", "exit_code": 143, "started_at": "2026-01-01T00:00:00+00:00"}
+        >>> o = outcome_from_manifest(m, "CANCELLED", "12_1")
+        >>> o.returncode, o.scheduler_state, dict(o.fields)
+        (143, 'CANCELLED', {'slurm_job_id': '12_1', 'slurm_state': 'CANCELLED'})
+    """
+    status = manifest.get("status")
+    ended = status in ENDED_STATUSES
+    code = manifest.get("exit_code")
+    launch_error = None
+    if not ended and state == "COMPLETED":
+        launch_error = (
+            f"Slurm job {job_id} ended COMPLETED without recording the replica's end in its run directory: the "
+            "run directory is probably not visible from the compute node (put --out on a shared file system)"
+        )
+    elif not ended and note:
+        launch_error = note
+    return Outcome(
+        returncode=code if ended and isinstance(code, int) else None,
+        signal=manifest.get("signal") if ended else None,
+        timed_out=status == "timeout",
+        cancelled=cancelled,
+        started_at=_unix(manifest.get("started_at")),
+        ended_at=_unix(manifest.get("ended_at")) if ended else _time.time(),
+        pid=manifest.get("pid") if isinstance(manifest.get("pid"), int) else None,
+        launch_error=launch_error,
+        scheduler_state=state or (None if ended else "UNKNOWN"),
+        fields={"slurm_job_id": job_id, "slurm_state": state or "UNKNOWN"},
+    )

@@ -1,0 +1,208 @@
+"""The run directory: manifest JSON and Parquet files, written atomically, with a schema version.
+
+Layout (Hive-style, so ``pyarrow.dataset``, pandas, polars and DuckDB read a whole study in one call)::
+
+    <out>/experiment=<name>/variant=<variant>/replica=<k>/
+        run.json          manifest (status, seed, variant, determinism requested/in effect, ...)
+        metrics.parquet   long format, one row per recorded value (see :func:`metrics_schema`)
+        fingerprint.json  hardware/software fingerprint
+
+Every write goes to a temporary file in the same directory, is flushed and fsynced, then renamed over
+the target, so a reader (or a replica killed mid-write) never sees a half-written file.
+
+This module holds the run directory and its manifest; the metrics file lives in :mod:`deviate_cb.store.metrics`
+(:class:`~deviate_cb.store.metrics.MetricsFile`) and the atomic writes in :mod:`deviate_cb.store.atomic`. pyarrow
+is imported only when a metrics file is read or written.
+
+Example:
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> replica, path = claim_replica(out, "mlp", "algo")
+    >>> replica, path.relative_to(out).as_posix()
+    (0, 'experiment=mlp/variant=algo/replica=0')
+    >>> RunDirectory(path).update_manifest(status="completed")["status"]
+    'completed'
+    >>> read_manifest_file(str(path / MANIFEST_FILE))["schema_version"] == SCHEMA_VERSION
+    True
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from deviate_cb.errors import SchemaVersionError, UsageError
+from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.metrics import MetricsFile
+
+__all__ = [
+    "FINGERPRINT_FILE",
+    "MANIFEST_FILE",
+    "METRICS_FILE",
+    "SCHEMA_VERSION",
+    "STAGES",
+    "STATUSES",
+    "RunDirectory",
+    "check_partition_value",
+    "claim_replica",
+    "iso_time",
+    "read_manifest_file",
+    "run_path",
+]
+
+SCHEMA_VERSION = 1
+MANIFEST_FILE = "run.json"
+METRICS_FILE = "metrics.parquet"
+FINGERPRINT_FILE = "fingerprint.json"
+STAGES = ("train", "val", "test", "final")
+STATUSES = ("running", "completed", "failed", "timeout", "killed")
+
+
+def iso_time(timestamp: Optional[float] = None) -> str:
+    """ISO 8601 UTC time of a Unix timestamp (default: now), as manifests record times.
+
+    Example:
+        >>> iso_time(0)
+        '1970-01-01T00:00:00+00:00'
+    """
+    if timestamp is None:
+        return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc).isoformat()
+
+
+def check_partition_value(name: str, value: str) -> str:
+    """Validate a value used as a Hive partition (``experiment``, ``variant``): non-empty, no ``/`` or ``=``.
+
+    Example:
+        >>> check_partition_value("experiment", "resnet")
+        'resnet'
+    """
+    if not isinstance(value, str) or not value or any(c in value for c in "/\\=") or value in {".", ".."}:
+        raise UsageError(f"`{name}` must be a non-empty name without '/', '\\' or '='. Received: {name}={value!r}.")
+    return value
+
+
+def run_path(out: Path, experiment: str, variant: str, replica: int) -> Path:
+    """The run directory of one replica.
+
+    Example:
+        >>> run_path(Path("runs"), "mlp", "algo", 3).as_posix()
+        'runs/experiment=mlp/variant=algo/replica=3'
+    """
+    check_partition_value("experiment", experiment)
+    check_partition_value("variant", variant)
+    return Path(out) / f"experiment={experiment}" / f"variant={variant}" / f"replica={replica}"
+
+
+def claim_replica(out: Path, experiment: str, variant: str) -> tuple[int, Path]:
+    """Create and return the lowest-numbered free replica directory (safe against concurrent claims)."""
+    parent = run_path(out, experiment, variant, 0).parent
+    parent.mkdir(parents=True, exist_ok=True)
+    replica = 0
+    while True:
+        path = parent / f"replica={replica}"
+        try:
+            path.mkdir()
+            return replica, path
+        except FileExistsError:
+            replica += 1
+
+
+class RunDirectory:
+    """One replica's run directory: read and update its manifest, fingerprint and metrics.
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDirectory(Path(tempfile.mkdtemp()) / "replica=0")
+        >>> run.update_manifest(status="running", seed=1)["status"]
+        'running'
+        >>> run.read_manifest()["schema_version"] == SCHEMA_VERSION
+        True
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_FILE
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def fingerprint_path(self) -> Path:
+        return self.path / FINGERPRINT_FILE
+
+    def exists(self) -> bool:
+        return self.manifest_path.is_file()
+
+    def read_manifest(self) -> dict[str, Any]:
+        """Return the manifest, ``{}`` if there is none yet.
+
+        Raises:
+            SchemaVersionError: The manifest was written by a newer deviate-cb.
+            UsageError: The manifest is not valid JSON.
+        """
+        return read_manifest_file(os.path.join(self.path, MANIFEST_FILE))
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically."""
+        manifest = self.read_manifest()
+        for key, value in fields.items():
+            if isinstance(value, Mapping) and isinstance(manifest.get(key), dict):
+                manifest[key] = {**manifest[key], **value}
+            else:
+                manifest[key] = value
+        manifest["schema_version"] = SCHEMA_VERSION
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.manifest_path, _dumps(manifest))
+        return manifest
+
+    def write_fingerprint(self, fingerprint: Mapping[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.fingerprint_path, _dumps(fingerprint))
+
+    def metrics(self) -> MetricsFile:
+        return MetricsFile(self.metrics_path)
+
+
+def read_manifest_file(path: str) -> dict[str, Any]:
+    """The manifest at ``path`` (a ``run.json``), ``{}`` if there is none: :meth:`RunDirectory.read_manifest`
+    for a plain string path, as reports read thousands of these.
+
+    Raises:
+        SchemaVersionError: The manifest was written by a newer deviate-cb.
+        UsageError: The manifest is not valid JSON.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    try:
+        manifest = json.loads(text)
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a valid run manifest ({exc}).") from exc
+    check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), path)
+    return manifest
+
+
+def check_schema_version(version: object, source: Union[str, os.PathLike[str]]) -> None:
+    """Raise :class:`SchemaVersionError` if ``version`` is newer than this reader understands."""
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{source}: written with schema_version={version!r}, but this deviate-cb reads up to "
+            f"schema_version={SCHEMA_VERSION}. Upgrade deviate-cb (pip install -U deviate-cb)."
+        )
+
+
+def _dumps(obj: Mapping[str, Any]) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
