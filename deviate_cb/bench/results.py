@@ -46,7 +46,8 @@ class BenchResult:
         device_note: Why it ran on CPU, when it did.
         windows: One row per timed window: ``window``, ``mode`` (off/on), ``steps``, ``step_s`` (median).
         ratios: One on/off ratio of median step times per window pair.
-        ops: Per mode and op: ``op``, ``device_type``, ``calls``, ``self_us_per_step``, ``total_us_per_step``.
+        ops: Per mode and op: ``op`` (as recorded), ``device_type``, ``calls``, ``self_us_per_step``,
+            ``total_us_per_step``.
         settings: Windows, steps per window, batch size, ...
         level: Confidence level of the ratio's interval.
     """
@@ -70,9 +71,11 @@ class BenchResult:
         return 1.0 / statistics.median(w["step_s"] for w in self.windows if w["mode"] == mode)
 
     def op_differences(self, n: int = 5) -> list[dict[str, Any]]:
+        """The ops that changed most between off and on, under their portable names (``raw_ops``: as recorded)."""
         off = [o for o in self.ops if o["mode"] == "off"]
         on = [o for o in self.ops if o["mode"] == "on"]
-        return op_differences(off, on, n) if off and on else []
+        source = "tensorflow" if self.framework == "keras-tensorflow" else "torch"
+        return op_differences(off, on, n, source=source) if off and on else []
 
     def summary(self) -> dict[str, Any]:
         """Everything but the per-window and per-op rows, JSON-ready."""

@@ -14,6 +14,9 @@ Example:
     ...     [{"op": "aten::mm", "device_type": "cpu", "self_us_per_step": 10.0}],
     ...     [{"op": "aten::mm", "device_type": "cpu", "self_us_per_step": 30.0}])]
     ['aten::mm']
+
+Ops are compared under their portable names (:func:`~deviate_cb.profiling.ops.canonical_op`), so that a TensorFlow
+op that runs as a different kernel in one mode, or on another machine, is compared with itself.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Optional
+
+from deviate_cb.profiling.ops import canonical_op
 
 __all__ = ["RatioCI", "median_ratio_ci", "op_differences"]
 
@@ -78,21 +83,46 @@ def median_ratio_ci(ratios: Sequence[float], level: float = 0.95) -> RatioCI:
 
 
 def op_differences(
-    off: Iterable[Mapping[str, Any]], on: Iterable[Mapping[str, Any]], n: int = 8
+    off: Iterable[Mapping[str, Any]],
+    on: Iterable[Mapping[str, Any]],
+    n: int = 8,
+    *,
+    source: Optional[str] = None,
+    canonical: bool = True,
 ) -> list[dict[str, Any]]:
     """The ops whose self time per step changed most between determinism off and on, largest change first.
 
-    Rows carry ``op``, ``device_type`` and ``self_us_per_step``; the result has ``off_us``, ``on_us`` and
-    ``delta_us`` (per step) and ``share`` (this op's part of the total change of self time, signed).
+    Args:
+        off: Op rows of the mode ``off``: ``op``, ``device_type``, ``self_us_per_step``, optionally ``source``.
+        on: Op rows of the mode ``on``, the same columns.
+        n: How many ops to return.
+        source: The profiler of rows that carry no ``source`` (``tensorflow`` or ``torch``), for
+            :func:`~deviate_cb.profiling.ops.canonical_op`.
+        canonical: Compare ops under their portable names (the default) or under the names as recorded.
+
+    Returns:
+        Per op and device: ``op``, ``device_type``, ``off_us``, ``on_us`` and ``delta_us`` (per step), ``share``
+        (this op's part of the total change of self time, signed) and ``raw_ops`` (the names as recorded, sorted).
+
+    Example:
+        >>> (row,) = op_differences(
+        ...     [{"op": "_MklMatMul", "device_type": "cpu", "self_us_per_step": 10.0}],
+        ...     [{"op": "MatMul", "device_type": "cpu", "self_us_per_step": 12.0}], source="tensorflow")
+        >>> row["op"], row["delta_us"], row["raw_ops"]
+        ('MatMul', 2.0, ['MatMul', '_MklMatMul'])
     """
     table: dict[tuple[str, str], dict[str, Any]] = {}
+    raw: dict[tuple[str, str], set[str]] = {}
     for mode, rows in (("off_us", off), ("on_us", on)):
         for row in rows:
-            key = (row["op"], row["device_type"])
+            op = canonical_op(row["op"], row.get("source", source)) if canonical else row["op"]
+            key = (op, row["device_type"])
             entry = table.setdefault(key, {"op": key[0], "device_type": key[1], "off_us": 0.0, "on_us": 0.0})
             entry[mode] += float(row["self_us_per_step"])
+            raw.setdefault(key, set()).add(row["op"])
     total = sum(e["on_us"] - e["off_us"] for e in table.values())
-    for entry in table.values():
+    for key, entry in table.items():
         entry["delta_us"] = entry["on_us"] - entry["off_us"]
         entry["share"] = entry["delta_us"] / total if total else None
+        entry["raw_ops"] = sorted(raw[key])
     return sorted(table.values(), key=lambda e: (-abs(e["delta_us"]), e["op"]))[:n]

@@ -29,6 +29,7 @@ __all__ = [
     "available_backends",
     "get_backend",
     "plan_replicas",
+    "register_backend",
     "replicate",
 ]
 
@@ -39,6 +40,7 @@ _WHERE = {
     "Placement": "base",
     "get_backend": "base",
     "available_backends": "base",
+    "register_backend": "base",
     "LocalBackend": "local",
     "SlurmBackend": "slurm.backend",
     "RayBackend": "ray_backend",

@@ -5,7 +5,8 @@ differences of up to 145% between identical runs). Every run records its trainin
 ``timings.parquet`` (:mod:`deviate_cb.capture.step_timer`); per (experiment, variant) group this module reports the
 median step time of each run (steps inside a profiling window left out), their mean, std, CV, range and the
 slowest run's excess over the fastest, and, where runs were profiled (``DeviateCallback(profile=...)``), the
-ops with the most self time per run.
+ops with the most self time per run, under their portable names (:func:`deviate_cb.profiling.ops.canonical_op`:
+TensorFlow's ``_MklMatMul`` is ranked as ``MatMul``), with the names as recorded beside them where they differ.
 
 Example:
     >>> import tempfile
@@ -57,8 +58,9 @@ class TimingGroup:
 
     Attributes:
         medians: Each run's median training step time in seconds (unprofiled steps), by replica.
-        top_ops: The ops with the most self time, mean per profiled run: dicts with ``op``, ``device_type``,
-            ``calls``, ``self_ms`` (per run), ``share`` (of the self time of all ops of that device).
+        top_ops: The ops with the most self time, mean per profiled run: dicts with ``op`` (the portable name,
+            :func:`~deviate_cb.profiling.ops.canonical_op`), ``raw_ops`` (the names as recorded, sorted),
+            ``device_type``, ``calls``, ``self_ms`` (per run), ``share`` (of the self time of all ops of that device).
     """
 
     experiment: str
@@ -136,7 +138,7 @@ def build_timings(
         group["n"] += bool(ops)
     groups = []
     for (experiment, variant), g in sorted(per_group.items()):
-        # Summed over the group's windows, op by op on each device, by timing.top_ops.
+        # Summed over the group's windows, op by op (portable names) on each device, by profiling.ops.top_ops.
         per_device = [
             total
             for device in sorted({r["device_type"] for r in g["ops"]})
@@ -149,6 +151,7 @@ def build_timings(
         ops_per_run = [
             {
                 "op": t["op"],
+                "raw_ops": t["raw_ops"],
                 "device_type": t["device_type"],
                 "calls": t["calls"] / g["n"],
                 "self_ms": t["self_time_us"] / g["n"] / 1e3,
@@ -187,6 +190,7 @@ _OP_CELLS = {
     "self ms/run": lambda r: _fmt(r["self_ms"]),
     "share of device time": lambda r: "" if math.isnan(r["share"]) else f"{r['share']:.1%}",
 }
+_RAW_OPS_CELL = {"recorded as": lambda r: ", ".join(r["raw_ops"])}
 
 
 def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str]) -> None:
@@ -205,7 +209,10 @@ def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str])
             )
             out.write(f"\n### {heading}\n\n" if fmt == "md" else "\n")
             columns = ("op", "device_type", "calls", "self_ms", "share")
-            out.write(render_records(g.top_ops, columns, fmt, human=_OP_CELLS, file=out, title=heading))
+            human = _OP_CELLS
+            if any(t["raw_ops"] != [t["op"]] for t in g.top_ops):  # recorded under other names (oneDNN, fusion)
+                columns, human = (*columns, "raw_ops"), {**_OP_CELLS, **_RAW_OPS_CELL}
+            out.write(render_records(g.top_ops, columns, fmt, human=human, file=out, title=heading))
 
 
 def _fmt(value: float) -> str:
