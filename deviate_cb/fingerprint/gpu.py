@@ -39,8 +39,37 @@ def hash_uuid(uuid: Any) -> Optional[str]:
 
 
 def cuda_facts(fingerprint: Mapping[str, Any], nvml: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``cuda`` section: runtime, cuDNN, NCCL from the imported frameworks' builds, drivers from NVML."""
-    torch, tf_build = fingerprint["torch"], fingerprint["tensorflow"].get("build") or {}
+    """The ``cuda`` section: whether CUDA is usable here, and the CUDA versions found either way.
+
+    ``present`` is True when this process can run CUDA: an imported framework is a CUDA build (``runtime``, the
+    CUDA version torch or TensorFlow was built with, is known) *and* an NVIDIA GPU is there to run it (NVML lists
+    one, torch reports CUDA available, or TensorFlow lists a GPU). Otherwise ``present`` is False and ``reason``
+    (starting ``no CUDA``) says which half is missing. The versions are recorded either way: a CUDA build on a
+    machine without a GPU (the CUDA wheels of torch or ``tensorflow`` on a CPU node) has ``present: False`` with
+    ``runtime`` and ``cudnn`` set, and an NVIDIA driver without a CUDA build has ``present: False`` with ``driver``
+    set.
+
+    Fields: ``runtime``, ``cudnn`` (torch's when torch is a CUDA build, else TensorFlow's build), ``nccl`` (torch's,
+    when CUDA is available to it), ``driver`` and ``cuda_driver`` (NVML's).
+
+    Example:
+        >>> cpu_torch = {"present": True, "cuda_runtime": None}
+        >>> no_driver = {"present": False, "reason": "no NVIDIA driver (NVMLError_LibraryNotFound)"}
+        >>> cuda_facts({"torch": cpu_torch, "tensorflow": {"present": False}}, no_driver)["reason"]
+        'no CUDA: torch is a CPU build and no NVIDIA driver (NVMLError_LibraryNotFound)'
+        >>> cuda_wheel = {"present": True, "build": {"cuda_version": "12.5.1", "cudnn_version": "9"}, "devices": []}
+        >>> facts = cuda_facts({"torch": {"present": False}, "tensorflow": cuda_wheel}, no_driver)
+        >>> facts["present"], facts["runtime"]
+        (False, '12.5.1')
+        >>> facts["reason"]
+        'no CUDA device: tensorflow is a CUDA 12.5.1 build but no NVIDIA driver (NVMLError_LibraryNotFound)'
+        >>> driver = {"present": True, "driver": "550.54", "cuda_driver": 12040, "gpus": [{"name": "NVIDIA H100"}]}
+        >>> cuda_facts({"torch": {"present": True, "cuda_runtime": "12.8", "cuda_available": True},
+        ...             "tensorflow": {"present": False}}, driver)["present"]
+        True
+    """
+    torch, tensorflow = fingerprint["torch"], fingerprint["tensorflow"]
+    tf_build = tensorflow.get("build") or {}
     facts = {
         "runtime": torch.get("cuda_runtime") or tf_build.get("cuda_version"),
         "cudnn": torch.get("cudnn") if torch.get("cuda_runtime") else tf_build.get("cudnn_version"),
@@ -48,10 +77,23 @@ def cuda_facts(fingerprint: Mapping[str, Any], nvml: Mapping[str, Any]) -> dict[
         "driver": nvml.get("driver"),
         "cuda_driver": nvml.get("cuda_driver"),
     }
-    if facts["runtime"] is None and facts["driver"] is None:
+    gpu_seen = (
+        bool(nvml.get("gpus"))
+        or bool(torch.get("cuda_available"))
+        or any(device.get("type") == "GPU" for device in tensorflow.get("devices") or [])
+    )
+    if facts["runtime"] is not None and gpu_seen:
+        return {"present": True, **facts}
+    no_driver = nvml.get("reason") or "no NVIDIA driver"
+    if facts["runtime"] is None:
         builds = "torch is a CPU build" if torch["present"] else "no CUDA build of an imported framework"
-        return absent(f"no CUDA: {builds} and {nvml.get('reason') or 'no NVIDIA driver'}", **facts)
-    return {"present": True, **facts}
+        if nvml.get("present"):
+            return absent(f"no CUDA: {builds} (NVIDIA driver {facts['driver']} found)", **facts)
+        return absent(f"no CUDA: {builds} and {no_driver}", **facts)
+    built = f"{'torch' if torch.get('cuda_runtime') else 'tensorflow'} is a CUDA {facts['runtime']} build"
+    if nvml.get("present"):
+        return absent(f"no CUDA device: {built} but NVIDIA driver {facts['driver']} lists no GPU", **facts)
+    return absent(f"no CUDA device: {built} but {no_driver}", **facts)
 
 
 def gpu_facts(fingerprint: Mapping[str, Any], nvml: Mapping[str, Any]) -> dict[str, Any]:

@@ -240,6 +240,10 @@ def _describe(exc: BaseException) -> str:
     return text
 
 
+# The package's own import hooks, relative to deviate_cb/: an error raised through them is the user's.
+_IMPORT_MACHINERY = {("capture", "import_hooks.py"), ("launch", "keras_backend.py")}
+
+
 def _is_import_machinery(filename: str) -> bool:
     """Frames of Python's import system and of the replica's import hooks: never where the user's error is."""
     if filename.startswith("<frozen "):
@@ -250,7 +254,7 @@ def _is_import_machinery(filename: str) -> bool:
         relative = path.resolve().relative_to(package)
     except (ValueError, OSError):
         return False
-    return relative.parts[0] == "_import_hooks.py" or relative.parts[:2] == ("launch", "keras_backend.py")
+    return relative.parts[:2] in _IMPORT_MACHINERY
 
 
 def _error(problem: str, received: str) -> TrainerSpecError:

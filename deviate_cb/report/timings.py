@@ -208,7 +208,7 @@ def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str])
                 f"Top ops by self time: experiment={g.experiment} variant={g.variant} ({g.profiled_runs} profiled)"
             )
             out.write(f"\n### {heading}\n\n" if fmt == "md" else "\n")
-            columns = ("op", "device_type", "calls", "self_ms", "share")
+            columns: tuple[str, ...] = ("op", "device_type", "calls", "self_ms", "share")
             human = _OP_CELLS
             if any(t["raw_ops"] != [t["op"]] for t in g.top_ops):  # recorded under other names (oneDNN, fusion)
                 columns, human = (*columns, "raw_ops"), {**_OP_CELLS, **_RAW_OPS_CELL}

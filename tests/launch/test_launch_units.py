@@ -380,3 +380,18 @@ def test_final_metrics_skip_values_the_callback_already_recorded(tmp_path: Path)
         ("final", "new_metric", 1.0),
         ("final", "val_acc", 0.25),
     ]
+
+
+def test_the_package_import_hooks_are_import_machinery_in_error_traces(tmp_path: Path) -> None:
+    import deviate_cb.capture.import_hooks
+    import deviate_cb.launch.keras_backend
+    from deviate_cb.launch import trainer_spec
+
+    # each listed hook module exists where the list says (a move of the module must update the list)
+    for module in (deviate_cb.capture.import_hooks, deviate_cb.launch.keras_backend):
+        assert trainer_spec._is_import_machinery(str(module.__file__))
+    assert trainer_spec._is_import_machinery("<frozen importlib._bootstrap>")
+    user_file = tmp_path / "import_hooks.py"
+    user_file.write_text("")
+    assert not trainer_spec._is_import_machinery(str(user_file))
+    assert not trainer_spec._is_import_machinery(trainer_spec.__file__)
