@@ -180,7 +180,8 @@ def m_report_footers(root: Path) -> dict:
 def m_report_scan(root: Path, duckdb: bool = True) -> dict:
     """``report`` on files without summaries (another writer, an older deviate-cb): a full scan, by DuckDB or
     (``duckdb=False``, as without the ``report`` extra) by pyarrow batches."""
-    from deviate_cb.report import footers, scan, summary
+    from deviate_cb.report import summary
+    from deviate_cb.report.metrics import footers, scan
 
     summary.manifest_values = lambda runs, reduce: ({}, set())
     footers.footer_summary = lambda metadata: None

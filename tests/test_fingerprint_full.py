@@ -26,12 +26,32 @@ def test_every_required_field_is_present_and_gpu_fields_are_marked_absent_withou
     assert fp["threads"]["torch_intra_op"] == torch.get_num_threads()
     assert fp["seed"] == 5 and fp["dataloader_workers"] == 2 and fp["cpu"]["model"]
     if fp["nvml"]["present"]:  # a machine with an NVIDIA driver: every GPU has every per-GPU field
-        assert fp["gpus"]["present"] and all(set(GPU_FIELDS) <= set(d) for d in fp["gpus"]["devices"])
-        return
-    assert fp["nvml"]["reason"].startswith("no NVIDIA driver") or "not installed" in fp["nvml"]["reason"]
-    assert fp["gpus"] == {"present": False, "reason": fp["nvml"]["reason"], "count": 0, "devices": []}
-    assert fp["cuda"]["present"] is False and fp["cuda"]["reason"].startswith("no CUDA")
-    assert {fp["cuda"][k] for k in ("runtime", "cudnn", "nccl", "driver")} == {None}
+        assert fp["gpus"]["present"] is bool(fp["gpus"]["devices"])
+        assert all(set(GPU_FIELDS) <= set(d) for d in fp["gpus"]["devices"])
+        assert fp["cuda"]["driver"] is not None
+    else:
+        assert fp["nvml"]["reason"].startswith("no NVIDIA driver") or "not installed" in fp["nvml"]["reason"]
+        assert fp["cuda"]["driver"] is None and fp["cuda"]["cuda_driver"] is None
+        if not torch.cuda.is_initialized():  # torch adds the GPUs it initialised, even without NVML
+            assert fp["gpus"] == {"present": False, "reason": fp["nvml"]["reason"], "count": 0, "devices": []}
+
+
+def test_cuda_present_means_a_cuda_build_and_a_gpu_whatever_this_machine_has() -> None:
+    # Holds on a CPU machine with CPU wheels, with CUDA wheels (torch's, `tensorflow`'s: CUDA libraries but no
+    # driver), and on a GPU machine: `present` is "usable", the versions found are kept either way.
+    fp = collect_fingerprint()
+    cuda, tf_build = fp["cuda"], fp["tensorflow"].get("build") or {}
+    assert cuda["runtime"] == (torch.version.cuda or tf_build.get("cuda_version"))
+    gpu_seen = (
+        bool(fp["gpus"]["devices"])
+        or torch.cuda.is_available()
+        or any(d["type"] == "GPU" for d in fp["tensorflow"].get("devices") or [])
+    )
+    assert cuda["present"] is (cuda["runtime"] is not None and gpu_seen), cuda
+    if not cuda["present"]:
+        assert cuda["reason"].startswith("no CUDA"), cuda
+    if torch.version.cuda is None and "tensorflow" not in sys.modules:  # no CUDA build imported
+        assert cuda["present"] is False and cuda["runtime"] is None and cuda["cudnn"] is None
 
 
 def test_frameworks_not_imported_keep_their_fields_and_installed_versions() -> None:

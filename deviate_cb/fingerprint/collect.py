@@ -6,8 +6,10 @@ and says so: ``{"present": False, "reason": "no NVIDIA driver (...)", ...}``. Se
 
 - ``packages``: installed versions; ``torch``/``lightning``/``keras``/``tensorflow``/``jax``: version, git
   revision and run-time facts (thread counts, Keras backend, TF build info) of the frameworks the process imported.
-- ``cuda``: runtime, cuDNN, NCCL, driver; ``gpus``: per GPU name, compute capability, SM count, hashed UUID, MIG
-  mode (plus clocks, power limit, ECC, memory: informational).
+- ``cuda``: runtime, cuDNN, NCCL, driver; ``present`` when CUDA is usable here (an imported framework is a CUDA
+  build and an NVIDIA GPU is there), the versions found kept either way (see
+  :func:`~deviate_cb.fingerprint.gpu.cuda_facts`); ``gpus``: per GPU name, compute capability, SM count, hashed
+  UUID, MIG mode (plus clocks, power limit, ECC, memory: informational).
 - ``cpu`` (model, ISA flags), ``blas`` (NumPy's and torch's), ``threads`` (intra/inter-op, ``OMP_NUM_THREADS``,
   ``MKL_NUM_THREADS``), ``determinism`` (every switch and related environment variable), ``seed``,
   ``dataloader_workers``; informational: ``python``, ``os``, ``hostname``, ``collected_at``.
