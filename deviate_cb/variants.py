@@ -1,6 +1,6 @@
 """The four noise variants: which seed each replica gets and whether deterministic tooling is on.
 
-See DESIGN.md, "Noise variants". ``algo+impl`` is what users normally see; ``algo`` isolates seed noise;
+See ``docs/architecture.md``, "Noise variants". ``algo+impl`` is what users normally see; ``algo`` isolates seed noise;
 ``impl`` isolates implementation (kernel, library) noise; ``control`` must produce bit-identical replicas.
 """
 

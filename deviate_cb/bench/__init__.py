@@ -4,8 +4,8 @@ For each model (built-in torch and Keras models, or a user step function with ``
 benchmark measures steps per second with determinism off and on, as interleaved off/on windows after a warm-up
 (torch: in one process; Keras on TensorFlow: alternating fresh processes, since TensorFlow's op determinism
 cannot be turned off again), and reports the median on/off ratio with a distribution-free confidence interval
-and the ops whose time changed most (from profiler windows). Pieces: :mod:`~deviate_cb.bench.models` and
-:mod:`~deviate_cb.bench.models` (the model set of Zhuang et al. 2022), :mod:`~deviate_cb.bench.torch_runner`,
+and the ops whose time changed most (from profiler windows). Pieces: :mod:`~deviate_cb.bench.models`
+(the model set, torch and Keras, of Zhuang et al. 2022), :mod:`~deviate_cb.bench.torch_runner`,
 :mod:`~deviate_cb.bench.keras_runner`, :mod:`~deviate_cb.bench.stats`, :mod:`~deviate_cb.bench.results`.
 
 Example:

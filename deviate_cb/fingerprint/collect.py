@@ -1,8 +1,8 @@
 """The hardware/software fingerprint of a run: what determines implementation-level results.
 
-Every field of DESIGN.md's "Fingerprint" is present on every machine (:data:`REQUIRED_FIELDS`); a section that
-does not apply here (no NVIDIA driver, a framework the run never imported) keeps its fields, set to ``None``,
-and says so: ``{"present": False, "reason": "no NVIDIA driver (...)", ...}``. Sections:
+Every field of the fingerprint in ``docs/architecture.md`` is present on every machine (:data:`REQUIRED_FIELDS`); a
+section that does not apply here (no NVIDIA driver, a framework the run never imported) keeps its fields, set to
+``None``, and says so: ``{"present": False, "reason": "no NVIDIA driver (...)", ...}``. Sections:
 
 - ``packages``: installed versions; ``torch``/``lightning``/``keras``/``tensorflow``/``jax``: version, git
   revision and run-time facts (thread counts, Keras backend, TF build info) of the frameworks the process imported.

@@ -1,7 +1,7 @@
 """The replication plan: from variant, base seed and ``n`` to one :class:`ReplicaPlan` per replica.
 
 Replica ``k`` runs in ``<out>/experiment=<e>/variant=<v>/replica=<k>`` with the seed the variant table gives
-it (DESIGN.md, "Noise variants"). Re-running the same command resumes: a replica whose manifest says
+it (``docs/architecture.md``, "Noise variants"). Re-running the same command resumes: a replica whose manifest says
 ``completed`` is skipped (unless ``force``), everything else (failed, timeout, killed, or ``running`` left by a
 launcher that died) runs again. Planning reads manifests only; it creates and deletes nothing.
 """

@@ -4,7 +4,7 @@
 profiler start up (their records are thrown away), then ``active`` steps are recorded; the cycle runs ``repeat``
 times. A driver (:class:`TorchProfileWindow`, :class:`TensorFlowProfileWindow`) runs the framework's profiler
 over those steps only and turns what it recorded into op rows of ``timings.parquet`` (see
-:mod:`deviate_cb.capture.step_timer`). Outside its windows a driver holds no profiler at all, so unprofiled steps cost
+:mod:`deviate_cb.store.timings`). Outside its windows a driver holds no profiler at all, so unprofiled steps cost
 nothing extra; steps for which :attr:`~TorchProfileWindow.profiling` is True are slower and the step timer
 flags them so that statistics leave them out.
 

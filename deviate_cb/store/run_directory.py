@@ -4,7 +4,7 @@ Layout (Hive-style, so ``pyarrow.dataset``, pandas, polars and DuckDB read a who
 
     <out>/experiment=<name>/variant=<variant>/replica=<k>/
         run.json          manifest (status, seed, variant, determinism requested/in effect, ...)
-        metrics.parquet   long format, one row per recorded value (see :func:`metrics_schema`)
+        metrics.parquet   long format, one row per recorded value (:func:`~deviate_cb.store.metrics.metrics_schema`)
         fingerprint.json  hardware/software fingerprint
 
 Every write goes to a temporary file in the same directory, is flushed and fsynced, then renamed over

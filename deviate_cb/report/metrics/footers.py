@@ -3,7 +3,7 @@
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store.run_directory import MetricsFile
+    >>> from deviate_cb.store.metrics import MetricsFile
     >>> path = str(Path(tempfile.mkdtemp()) / "metrics.parquet")
     >>> _ = MetricsFile(Path(path)).append({"step": [0, 1], "epoch": [0, 0], "stage": ["val"] * 2,
     ...                                     "scope": ["step"] * 2, "name": ["acc"] * 2, "value": [0.5, 0.7],

@@ -12,7 +12,7 @@ optional (the ``report`` extra).
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store.run_directory import MetricsFile
+    >>> from deviate_cb.store.metrics import MetricsFile
     >>> path = Path(tempfile.mkdtemp()) / "metrics.parquet"
     >>> _ = MetricsFile(path).append({"step": [0, 1, 2], "epoch": [0, 0, 0], "stage": ["val"] * 3,
     ...                               "scope": ["step"] * 3, "name": ["acc"] * 3,
