@@ -1,10 +1,10 @@
 """Seeds and determinism switches: apply what was requested, and report what is verifiably in effect.
 
-Facts (``docs/architecture.md``, "Determinism"): ``PYTHONHASHSEED`` only works when set before the interpreter starts (the replicator
-sets it in the child's environment); ``CUBLAS_WORKSPACE_CONFIG`` only when set before CUDA starts;
+Facts (``docs/architecture.md``, "Determinism"): ``PYTHONHASHSEED`` only works when set before the interpreter starts
+(the replicator sets it in the child's environment); ``CUBLAS_WORKSPACE_CONFIG`` only when set before CUDA starts;
 ``torch.use_deterministic_algorithms`` does not set ``cudnn.deterministic``, so both are set here; TF32 and
-matmul-precision flags change numerics, so they are recorded. Frameworks are never imported here: each
-switch is applied when its framework is imported (immediately if it already is).
+matmul-precision flags change numerics, so they are recorded. Frameworks are never imported here: each switch is
+applied when its framework is imported (immediately if it already is).
 
 Per framework: torch gets deterministic algorithms and cuDNN determinism; TensorFlow
 ``tf.config.experimental.enable_op_determinism()`` (which makes unseeded random ops raise, so TF is seeded
