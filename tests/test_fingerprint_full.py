@@ -1,4 +1,4 @@
-"""The full fingerprint of DESIGN.md on this machine, `deviate fingerprint`, and fingerprint warnings."""
+"""The full fingerprint of docs/architecture.md on this machine, `deviate fingerprint`, and fingerprint warnings."""
 
 from __future__ import annotations
 

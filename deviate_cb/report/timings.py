@@ -2,7 +2,7 @@
 
 Identical runs do not take identical time (the ASE 2020 study of Pham et al. measured training-time
 differences of up to 145% between identical runs). Every run records its training step times in
-``timings.parquet`` (:mod:`deviate_cb.capture.step_timer`); per (experiment, variant) group this module reports the
+``timings.parquet`` (:mod:`deviate_cb.store.timings`); per (experiment, variant) group this module reports the
 median step time of each run (steps inside a profiling window left out), their mean, std, CV, range and the
 slowest run's excess over the fastest, and, where runs were profiled (``DeviateCallback(profile=...)``), the
 ops with the most self time per run, under their portable names (:func:`deviate_cb.profiling.ops.canonical_op`:
