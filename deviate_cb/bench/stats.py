@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from deviate_cb.profiling.ops import canonical_op
+from deviate_cb.profiling.ops import grouped_op
 
 __all__ = ["RatioCI", "median_ratio_ci", "op_differences"]
 
@@ -112,17 +112,17 @@ def op_differences(
         ('MatMul', 2.0, ['MatMul', '_MklMatMul'])
     """
     table: dict[tuple[str, str], dict[str, Any]] = {}
-    raw: dict[tuple[str, str], set[str]] = {}
     for mode, rows in (("off_us", off), ("on_us", on)):
         for row in rows:
-            op = canonical_op(row["op"], row.get("source", source)) if canonical else row["op"]
-            key = (op, row["device_type"])
-            entry = table.setdefault(key, {"op": key[0], "device_type": key[1], "off_us": 0.0, "on_us": 0.0})
+            key = (grouped_op(row, canonical=canonical, source=source), row["device_type"])
+            entry = table.setdefault(
+                key, {"op": key[0], "device_type": key[1], "off_us": 0.0, "on_us": 0.0, "raw_ops": set()}
+            )
             entry[mode] += float(row["self_us_per_step"])
-            raw.setdefault(key, set()).add(row["op"])
+            entry["raw_ops"].add(row["op"])
     total = sum(e["on_us"] - e["off_us"] for e in table.values())
-    for key, entry in table.items():
+    for entry in table.values():
         entry["delta_us"] = entry["on_us"] - entry["off_us"]
         entry["share"] = entry["delta_us"] / total if total else None
-        entry["raw_ops"] = sorted(raw[key])
+        entry["raw_ops"] = sorted(entry.pop("raw_ops"))  # last, after delta_us and share
     return sorted(table.values(), key=lambda e: (-abs(e["delta_us"]), e["op"]))[:n]

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-__all__ = ["FUSED_OPS", "canonical_op", "top_ops"]
+__all__ = ["FUSED_OPS", "canonical_op", "grouped_op", "top_ops"]
 
 #: oneDNN's kernel prefixes of TensorFlow op types (``_MklNativeConv2D``, ``_MklMatMul``, ``__MklDummyConv2DWithBias``).
 _ONEDNN_PREFIX = re.compile(r"^(?:__MklDummy|_MklNative|_Mkl)(?=[A-Z])")
@@ -91,6 +91,18 @@ def canonical_op(name: str, source: Optional[str]) -> str:
     return FUSED_OPS.get(base.lstrip("_"), base)
 
 
+def grouped_op(row: Mapping[str, Any], *, canonical: bool = True, source: Optional[str] = None) -> str:
+    """The name an op row is grouped under: its portable name (:func:`canonical_op`) or, with ``canonical=False``,
+    the name as recorded. ``source`` stands in for the profiler of rows that carry no ``source``.
+
+    Example:
+        >>> row = {"op": "_MklMatMul", "source": "tensorflow"}
+        >>> grouped_op(row), grouped_op(row, canonical=False), grouped_op({"op": "_MklMatMul"}, source="tensorflow")
+        ('MatMul', '_MklMatMul', 'MatMul')
+    """
+    return canonical_op(row["op"], row.get("source", source)) if canonical else row["op"]
+
+
 def top_ops(
     op_rows: Iterable[Mapping[str, Any]], n: int = 10, device_type: Optional[str] = None, *, canonical: bool = True
 ) -> list[dict[str, Any]]:
@@ -121,19 +133,19 @@ def top_ops(
         ('MatMul', '_MklMatMul')
     """
     totals: dict[tuple[str, str], dict[str, Any]] = {}
-    raw: dict[tuple[str, str], set[str]] = {}
     for row in op_rows:
         if row.get("kind", "op") != "op" or (device_type is not None and row["device_type"] != device_type):
             continue
-        op = canonical_op(row["op"], row.get("source")) if canonical else row["op"]
+        op = grouped_op(row, canonical=canonical)
         key = (op, row["device_type"] if device_type is not None else "*")
         total = totals.setdefault(
-            key, {"op": op, "device_type": key[1], "calls": 0, "self_time_us": 0.0, "total_time_us": 0.0}
+            key,
+            {"op": op, "device_type": key[1], "calls": 0, "self_time_us": 0.0, "total_time_us": 0.0, "raw_ops": set()},
         )
         total["calls"] += int(row["calls"])
         total["self_time_us"] += float(row["self_time_us"])
         total["total_time_us"] += float(row["total_time_us"])
-        raw.setdefault(key, set()).add(row["op"])
-    for key, total in totals.items():
-        total["raw_ops"] = sorted(raw[key])
+        total["raw_ops"].add(row["op"])
+    for total in totals.values():
+        total["raw_ops"] = sorted(total["raw_ops"])
     return sorted(totals.values(), key=lambda r: (-r["self_time_us"], r["op"]))[:n]
