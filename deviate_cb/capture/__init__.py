@@ -8,6 +8,7 @@ calls on these objects, which follow the ``update/compute/reset`` shape of Light
 - :mod:`~deviate_cb.capture.step_timer` and :mod:`~deviate_cb.capture.run_timings`: step wall times and the
   profiling window of a run, for ``timings.parquet``.
 - :mod:`~deviate_cb.capture.determinism`: seeding and the determinism switches, and their verification.
+- :mod:`~deviate_cb.capture.seed_takeover`: the project's own seeding calls, taken over inside a replica.
 - :mod:`~deviate_cb.capture.import_hooks`: run a function when a framework gets imported (switches, injection).
 - :mod:`~deviate_cb.capture.lightning_tap`: the tap on Lightning's logged metrics.
 - :mod:`deviate_cb.capture.stability`: what to capture for the stability measures, and the collector.

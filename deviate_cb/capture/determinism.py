@@ -11,6 +11,9 @@ Per framework: torch gets deterministic algorithms and cuDNN determinism; Tensor
 too); JAX ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, effective only when set before JAX starts (the
 replicator's child sets it before any user code runs). Keras 3 has no switch of its own: its backend's
 apply. Seeding never imports TensorFlow (``keras.utils.set_random_seed`` does, whenever it is installed).
+
+The library's own seeding runs inside :func:`~deviate_cb.capture.seed_takeover.deviate_seeding`, so the seeding
+takeover neither remaps nor records it; the seeds verified are those the takeover applied, where it did.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 from deviate_cb.capture.import_hooks import when_imported
+from deviate_cb.capture.seed_takeover import deviate_seeding, expected_seed, last_seeding_call, seeding_record
 from deviate_cb.context import Deterministic, parse_deterministic
 from deviate_cb.fingerprint.switches import determinism_in_effect
 
@@ -47,18 +51,25 @@ def seed_everything(seed: int, *, workers: bool = True) -> None:
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise ValueError(f"`seed` must be an integer in [0, 2**32). Received: seed={seed!r}.")
-    random.seed(seed)
-    try:
-        import numpy as np
+    with deviate_seeding():
+        random.seed(seed)
+        try:
+            import numpy as np
 
-        np.random.seed(seed)
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
+            np.random.seed(seed)
+        except ImportError:  # pragma: no cover - numpy is a dependency
+            pass
     os.environ["PL_GLOBAL_SEED"] = str(seed)
     os.environ["PL_SEED_WORKERS"] = "1" if workers else "0"
-    when_imported("torch", lambda torch: torch.manual_seed(seed))
-    when_imported("tensorflow", lambda tf: tf.random.set_seed(seed))
-    when_imported("keras", lambda keras: _seed_keras(seed))
+    when_imported("torch", lambda torch: _quietly(torch.manual_seed, seed))
+    when_imported("tensorflow", lambda tf: _quietly(tf.random.set_seed, seed))
+    when_imported("keras", lambda keras: _quietly(_seed_keras, seed))
+
+
+def _quietly(seeding: Any, seed: int) -> None:
+    """Call ``seeding(seed)`` as the library's own seeding: the takeover neither remaps nor records it."""
+    with deviate_seeding():
+        seeding(seed)
 
 
 def _seed_keras(seed: int) -> None:
@@ -116,8 +127,9 @@ def verify_determinism(
                 f"PYTHONHASHSEED is {env.get('PYTHONHASHSEED')!r}, not {str(seed)!r}: str/bytes hashing (set "
                 "iteration order) is not seeded; it only takes effect when set before Python starts"
             )
-        if torch_state is not None and torch_state["initial_seed"] != seed:
-            problems.append(f"torch.initial_seed() is {torch_state['initial_seed']}, not {seed}")
+        if torch_state is not None:
+            problem = _seed_problem("torch.initial_seed()", torch_state["initial_seed"], seed, "torch")
+            problems += [problem] if problem else []
     if deterministic and torch_state is not None:
         warn_only = deterministic == "warn"
         if not torch_state["deterministic_algorithms"]:
@@ -136,11 +148,32 @@ def verify_determinism(
     if deterministic and "jax" in in_effect and not in_effect["jax"]["xla_deterministic_ops"]:
         problems.append("XLA_FLAGS lacks --xla_gpu_deterministic_ops=true (it must be set before JAX starts)")
     keras_state = in_effect.get("keras")
-    if seed is not None and keras_state is not None and keras_state["global_random_seed"] != seed:
-        problems.append(f"Keras' global random seed is {keras_state['global_random_seed']!r}, not {seed}")
+    if seed is not None and keras_state is not None:
+        problem = _seed_problem("Keras' global random seed", keras_state["global_random_seed"], seed, "keras")
+        problems += [problem] if problem else []
     if deterministic is False and torch_state is not None and torch_state["deterministic_algorithms"]:
         problems.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
     return problems
+
+
+def _seed_problem(what: str, actual: Any, seed: int, kind: str) -> Optional[str]:
+    """Whether ``actual`` is the seed expected for ``kind``: the one the seeding takeover applied, or ``seed``.
+
+    Under ``--keep-project-seeds`` (takeover installed, ``take_over=False``) a project's own seed in effect is
+    still a problem, and the message names the project's call.
+    """
+    takeover = seeding_record()
+    taken_over = expected_seed(kind) if takeover is not None and takeover["take_over"] else None
+    expected = seed if taken_over is None else taken_over
+    if actual == expected:
+        return None
+    message = f"{what} is {actual!r}, not {expected}"
+    call = last_seeding_call(kind)
+    if takeover is not None and not takeover["take_over"] and call is not None and call["applied"] == actual:
+        message += (
+            f": the project seeded itself ({call['call']}({call['asked']!r})) and --keep-project-seeds kept its seed"
+        )
+    return message
 
 
 def determinism_record(seed: Optional[int], deterministic: Optional[Deterministic]) -> dict[str, Any]:
