@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
 from deviate_cb.errors import UsageError
@@ -43,6 +43,25 @@ def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
             warnings=warnings,
         )
     return runs
+
+
+def _warn_problems(args: argparse.Namespace, chosen: Sequence[tuple[str, Sequence[Any]]], err: IO[str]) -> None:
+    """Warn on ``err`` about the problems of the groups compared: per DIR source, the (experiment, variant)
+    groups of its runs in ``chosen`` (``(source, runs)`` pairs). ``--table`` sources have none."""
+    from deviate_cb.report.problems import format_problem, study_problems
+
+    lines: dict[str, None] = {}  # in order, each once (the same DIR may be given twice)
+    for source, runs in chosen:
+        if source in args.table:
+            continue
+        groups = {(r.keys.get("experiment"), r.keys.get("variant")) for r in runs}
+        # The values compare and power read: compared where a run's manifest and footer hold no summary
+        values = {(r.keys.get("experiment"), r.keys.get("variant"), r.keys.get("replica")): r.values for r in runs}
+        for problem in study_problems(source, values=values):
+            if (problem.experiment, problem.variant) in groups:
+                lines[format_problem(problem)] = None
+    for line in lines:
+        say(err, "warning", line)
 
 
 def _terms(args: argparse.Namespace, texts: Sequence[str], option: str) -> list[tuple[str, str]]:
@@ -120,6 +139,10 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError(f"group {'A' if not group_a else 'B'} holds no completed run. Received: " + _received(args))
     for line in warnings:
         say(err, "warning", line)
+    if len(sources) == 1:
+        _warn_problems(args, [(sources[0], [*group_a, *group_b])], err)
+    else:
+        _warn_problems(args, [(sources[0], group_a), (sources[1], group_b)], err)
     correction = None if args.correction == "none" else args.correction
     rows = compare_groups(group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed)
     for row in rows:
@@ -182,6 +205,7 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         runs = select(runs, _terms(args, args.group, "--group"), "--group")
     for line in warnings:
         say(err, "warning", line)
+    _warn_problems(args, [(sources[0], runs)], err)
     groups: dict[str, list] = {}
     for run in runs:
         if args.table:

@@ -27,7 +27,10 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "(DeviateCallback(predictions=..., weights=...)), the table and md formats end with a stability section per "
         "group: prediction churn, majority agreement, normalized weight distance, per-class and sub-group spread, "
         "the least stable samples; --stability makes csv and json write those rows instead. --table FILE --group-by "
-        "COLUMN reports on results made elsewhere (CSV or Parquet, one row per run, every numeric column a metric).",
+        "COLUMN reports on results made elsewhere (CSV or Parquet, one row per run, every numeric column a metric). "
+        "Problems the numbers alone hide (seeds or determinism switches not in effect, algo/algo+impl replicas that "
+        "came out bit-identical, control replicas that differ, project seeds kept, nothing injected) are warned "
+        "about on stderr and shown under their group in the table and md formats.",
     )
     p.add_argument(
         "dir", metavar="DIR", nargs="?", help="study directory (<DIR>/experiment=<e>/variant=<v>/replica=<k>/)"
@@ -122,8 +125,9 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         else []
     )
     timing_groups = _timings(args, report, err) if args.timings or args.format in ("table", "md") else []
+    problems = _problems(args, report, err)  # last before the output: an error above prints nothing else
     if args.format == "table":
-        print_table(report, out)
+        print_table(report, out, problems=problems)
         if timing_groups:
             from deviate_cb.report.timings import write_timings_section
 
@@ -158,7 +162,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             rows = [d.as_dict() for d in report.decomposition]
             out.write(render_records(rows, DECOMPOSITION_COLUMNS, "csv"))
     else:
-        out.write(render(report, args.format))
+        out.write(render(report, args.format, problems=problems))
         if args.format == "json":
             out.write("\n")
         if timing_groups and args.format == "md":
@@ -171,6 +175,19 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             write_stability(stability, "md", out)
     out.flush()
     return 0
+
+
+def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
+    """The problems of DIR's completed runs (none for --table), each also a warning on ``err``."""
+    if args.dir is None:
+        return []
+    from deviate_cb.report.problems import find_problems, format_problem
+
+    # The runs and rows the report read: no second walk, and no Parquet where the manifests hold the summaries
+    problems = find_problems(report.completed, rows=report.rows)
+    for problem in problems:
+        say(err, "warning", format_problem(problem))
+    return problems
 
 
 def _stability(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:

@@ -2,7 +2,9 @@
 
 Useful after ``deviate-replicate --backend slurm --no-wait``: ``queued``/``running`` replicas are still in the
 cluster's queue, ``lost`` ones left it without recording an end (rerun the same command to run them again).
-Exit status 0, or 2 when ``DIR`` holds no run directories.
+After the table, the problems of the completed replicas (:mod:`deviate_cb.report.problems`: seeds or switches
+not in effect, seeded replicas that came out identical, control replicas that differ, ...) are warnings on
+stderr. Exit status 0, or 2 when ``DIR`` holds no run directories.
 
 Example:
     >>> import argparse, io
@@ -21,6 +23,7 @@ import argparse
 from pathlib import Path
 from typing import IO, Any
 
+from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 
 __all__ = ["add_status"]
@@ -31,7 +34,10 @@ def add_status(commands: Any) -> None:
     parser = commands.add_parser(
         "status",
         help="show each replica's state (and its Slurm job) in a run directory",
-        description="Per replica: manifest status, backend, cluster job id and live state, host, duration.",
+        description="Per replica: manifest status, backend, cluster job id and live state, host, duration; then, "
+        "on stderr, a warning per problem of the completed replicas (seeds or determinism switches not in effect, "
+        "algo/algo+impl replicas that came out bit-identical, control replicas that differ, project seeds kept, "
+        "nothing injected).",
     )
     parser.add_argument("dir", metavar="DIR", help="the --out directory of deviate-replicate")
     parser.add_argument("--no-cluster", action="store_true", help="do not ask Slurm (squeue/sacct): manifests only")
@@ -49,4 +55,8 @@ def _run_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     rows = collect_status(root, ask_cluster=not args.no_cluster)
     out.write(format_status(rows, args.dir) + "\n")
     out.flush()
+    from deviate_cb.report.problems import format_problem, study_problems
+
+    for problem in study_problems(root):  # the completed replicas' manifests (and footers where needed)
+        say(err, "warning", format_problem(problem))
     return 0

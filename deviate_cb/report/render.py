@@ -2,7 +2,9 @@
 
 JSON is a list of objects with the keys of :data:`~deviate_cb.report.summary.COLUMNS` (NaN becomes
 ``null``); CSV has the same columns (NaN is an empty cell). The terminal table and Markdown also list the
-runs that were left out of the statistics.
+runs that were left out of the statistics, and the study's problems
+(:class:`~deviate_cb.report.problems.Problem`): the table under the group each concerns, Markdown in a
+"Problems" section after the statistics.
 
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
@@ -17,8 +19,10 @@ import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from typing import IO, Any, Optional
 
+from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.summary import COLUMNS, Report, ReportRow
 
@@ -38,8 +42,10 @@ FORMATS = ("table", "md", "csv", "json")
 _HUMAN = ("metric", "n", "mean", "std", "std CI", "cv", "min", "max", "range")
 
 
-def render(report: Report, fmt: str) -> str:
+def render(report: Report, fmt: str, *, problems: Sequence[Problem] = ()) -> str:
     """The report as text in format ``md``, ``csv`` or ``json`` (``table`` renders without colour).
+
+    ``problems`` are shown by ``table`` and ``md`` (``csv`` and ``json`` hold the rows only).
 
     Example:
         >>> from deviate_cb.report.summary import Report
@@ -50,9 +56,11 @@ def render(report: Report, fmt: str) -> str:
         raise ValueError(f"`fmt` must be one of {', '.join(FORMATS)}. Received: fmt={fmt!r}.")
     if fmt == "table":
         buffer = io.StringIO()
-        print_table(report, buffer, width=160)
+        print_table(report, buffer, width=160, problems=problems)
         return buffer.getvalue()
-    return {"md": to_markdown, "csv": to_csv, "json": to_json}[fmt](report)
+    if fmt == "md":
+        return to_markdown(report, problems=problems)
+    return {"csv": to_csv, "json": to_json}[fmt](report)
 
 
 def to_json(report: Report) -> str:
@@ -71,8 +79,8 @@ def to_csv(report: Report) -> str:
     return buffer.getvalue()
 
 
-def to_markdown(report: Report) -> str:
-    """A Markdown document: the statistics table, then the runs left out of the statistics."""
+def to_markdown(report: Report, *, problems: Sequence[Problem] = ()) -> str:
+    """A Markdown document: the statistics table, the problems, then the runs left out of the statistics."""
     level = _level(report.level)
     lines = [
         "# deviate report",
@@ -85,6 +93,9 @@ def to_markdown(report: Report) -> str:
     ]
     for row in report.rows:
         lines.append("| " + " | ".join(_md(c) for c in (row.experiment, row.variant, *_human_cells(row))) + " |")
+    if problems:
+        lines += ["", "## Problems", ""]
+        lines += [f"- **{problem.kind}**: {_md(format_problem(problem))}" for problem in problems]
     if report.excluded:
         lines += [
             "",
@@ -105,8 +116,14 @@ def to_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_table(report: Report, file: Optional[IO[str]] = None, *, width: Optional[int] = None) -> None:
-    """Print the report with rich: one table per (experiment, variant) group, then the runs left out."""
+def print_table(
+    report: Report, file: Optional[IO[str]] = None, *, width: Optional[int] = None, problems: Sequence[Problem] = ()
+) -> None:
+    """Print the report with rich: one table per (experiment, variant) group, then the runs left out.
+
+    Each of ``problems`` is printed under its group's table as one unwrapped line ``problem: ...``; a problem of
+    a group the report does not show is printed in a "Problems" section after the tables.
+    """
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -116,12 +133,22 @@ def print_table(report: Report, file: Optional[IO[str]] = None, *, width: Option
         width = 160
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
     groups = report.groups or tuple(sorted({(r.experiment, r.variant, 0) for r in report.rows}))
+    shown = {(experiment, variant) for experiment, variant, _ in groups}
+
+    def print_problems(chosen: Sequence[Problem]) -> None:
+        for problem in chosen:  # one line each, never wrapped: the terminal wraps it, grep finds it
+            console.print(Text(f"problem: {format_problem(problem)}", style="bold yellow"), soft_wrap=True)
+
     for experiment, variant, n_completed in groups:
         rows = [r for r in report.rows if (r.experiment, r.variant) == (experiment, variant)]
         runs = f"{n_completed} completed run{'s' if n_completed != 1 else ''}, " if report.groups else ""
         title = f"experiment={experiment}  variant={variant}  ({runs}aggregate={report.aggregate})"
+        mine = [p for p in problems if (p.experiment, p.variant) == (experiment, variant)]
         if not rows:
             console.print(Text(f"{title}: no metrics from completed runs.", style="bold"))
+            print_problems(mine)
+            if mine:
+                console.print()
             continue
         nonfinite = any(r.n_nonfinite for r in rows)
         console.print(Text(title, style="bold"), no_wrap=True, overflow="ignore")
@@ -131,6 +158,12 @@ def print_table(report: Report, file: Optional[IO[str]] = None, *, width: Option
         for row in rows:
             table.add_row(*_human_cells(row), *((str(row.n_nonfinite),) if nonfinite else ()))
         console.print(table)
+        print_problems(mine)
+        console.print()
+    others = [p for p in problems if (p.experiment, p.variant) not in shown]
+    if others:
+        console.print(Text("Problems", style="bold"))
+        print_problems(others)
         console.print()
     if report.excluded:
         console.print(Text("Runs left out of the statistics", style="bold"))

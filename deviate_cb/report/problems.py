@@ -1,0 +1,441 @@
+"""Problems with a study that its statistics alone would hide, each as one line naming where it is.
+
+A study can look healthy and be wrong: replicas meant to differ by their seeds came out bit-identical (the
+project reseeded itself), control replicas meant to be identical differ, the seed or a determinism switch was
+not in effect, the project's own seeds were kept, or nothing could be injected into a command's processes.
+:func:`find_problems` finds these in the runs the report already read (:class:`~deviate_cb.report.runs.RunRecord`:
+their manifests and the manifests' copies of the per-series summaries; a metrics file's footer is read only
+where the manifest holds no current copy); :func:`study_problems` does the same for a study, experiment or
+variant directory. Only completed replicas are looked at, and nothing here raises on a missing field, a
+malformed manifest or a run without metrics: what cannot be read is left out.
+
+The kinds (:data:`KINDS`):
+
+- ``seeds_not_in_effect``, ``determinism_not_in_effect``: the manifest's ``determinism.problems``, one
+  :class:`Problem` per text (texts that differ only in their numbers, such as each replica's own seed, are
+  grouped), listing the replicas that recorded it.
+- ``identical_replicas``: replicas of a variant whose seeds differ (``algo``, ``algo+impl``) whose every series
+  summary (count, last value and its position, largest, smallest, sum) is bit-identical; each set of identical
+  replicas is one problem. Where fewer than two replicas of the group can be compared that way, the metric
+  values the caller read (``values``) are compared, or else the report's rows say it (std exactly 0 on every
+  metric).
+- ``control_differs``: ``control`` replicas that are not all bit-identical, with the metrics that differ.
+- ``project_seeds_kept``: the manifest's ``seeding`` says the project seeded itself and its seeds were kept
+  (``take_over`` false), in a variant whose seeds differ.
+- ``no_injection``: the manifest's ``injection`` is ``"none"`` (its ``injection_note`` says why).
+
+Example:
+    >>> import tempfile
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k in range(3):
+    ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
+    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.metrics().append({"step": [9], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
+    ...                               "name": ["val_acc"], "value": [0.8], "wall_time": [float(k)]})
+    >>> (problem,) = study_problems(root)
+    >>> problem.kind, problem.replicas
+    ('identical_replicas', (0, 1, 2))
+    >>> print(format_problem(problem))  # doctest: +ELLIPSIS
+    experiment=mlp variant=algo: replicas 0, 1, 2 came out bit-identical on every metric: the seeds did not ...
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from deviate_cb.errors import DeviateError
+from deviate_cb.report.metrics.names import display_names
+from deviate_cb.report.runs import RunRecord, read_runs, run_directories
+from deviate_cb.store.footer_summary import footer_summary, valid_summary
+from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+from deviate_cb.variants import VARIANTS
+
+__all__ = ["KINDS", "Problem", "find_problems", "format_problem", "replica_list", "study_problems"]
+
+KINDS = (
+    "no_injection",
+    "seeds_not_in_effect",
+    "identical_replicas",
+    "project_seeds_kept",
+    "determinism_not_in_effect",
+    "control_differs",
+)
+IDENTICAL_REASON = "the seeds did not reach the training (the project may seed itself; see run.json 'seeding')"
+_NO_INJECTION_NOTE = (
+    "the command started no Python process deviate-cb could bootstrap, so no seed, determinism switch or "
+    "callback reached the training"
+)
+_MAX_METRICS = 5  # metrics named in a control_differs line
+_MAX_CALLS = 3  # seeding calls named in a project_seeds_kept line
+_MAX_TEXT = 300  # characters kept of a recorded text (a problem, a note)
+
+# A run's metrics as compared: ("summary" | "values", ((key, exact value...), ...)) with every item as text
+_Fingerprint = tuple[str, tuple[tuple[str, ...], ...]]
+GroupKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of one (experiment, variant) group.
+
+    Attributes:
+        experiment: The experiment of the group.
+        variant: The variant of the group.
+        kind: One of :data:`KINDS`.
+        replicas: The replicas it concerns, sorted.
+        message: The line shown to users; it names the experiment, variant and replicas.
+    """
+
+    experiment: str
+    variant: str
+    kind: str
+    replicas: tuple[int, ...]
+    message: str
+
+    def line(self) -> str:
+        """The message as one line (:func:`format_problem`)."""
+        return format_problem(self)
+
+
+def format_problem(problem: Problem) -> str:
+    """The one line shown to users for ``problem`` (its message, whitespace collapsed).
+
+    Example:
+        >>> format_problem(Problem("mlp", "algo", "no_injection", (0,), "experiment=mlp variant=algo: replica 0:\\n x"))
+        'experiment=mlp variant=algo: replica 0: x'
+    """
+    return " ".join(problem.message.split())
+
+
+def replica_list(replicas: Iterable[int]) -> str:
+    """``replica 3`` or ``replicas 0, 1, 2``; runs of four or more consecutive replicas as ``0-9``.
+
+    Example:
+        >>> replica_list([2]), replica_list([2, 0, 1]), replica_list([0, 1, 2, 3, 4, 7])
+        ('replica 2', 'replicas 0, 1, 2', 'replicas 0-4, 7')
+    """
+    numbers = sorted(set(replicas))
+    if len(numbers) == 1:
+        return f"replica {numbers[0]}"
+    parts: list[str] = []
+    start = 0
+    while start < len(numbers):
+        end = start
+        while end + 1 < len(numbers) and numbers[end + 1] == numbers[end] + 1:
+            end += 1
+        if end - start >= 3:
+            parts.append(f"{numbers[start]}-{numbers[end]}")
+        else:
+            parts.extend(str(n) for n in numbers[start : end + 1])
+        start = end + 1
+    return "replicas " + ", ".join(parts)
+
+
+def study_problems(
+    path: Union[str, os.PathLike[str]], *, values: Optional[Mapping[tuple[str, str, str], Mapping[str, float]]] = None
+) -> list[Problem]:
+    """The problems of every completed run under ``path`` (a study, experiment or variant directory).
+
+    Reads the manifests only (and a metrics file's footer where its manifest holds no current summary). A
+    directory that does not exist or holds no runs has no problems; a manifest written by a newer deviate-cb
+    is left out.
+
+    Args:
+        path: The directory.
+        values: As for :func:`find_problems`.
+    """
+    try:
+        directories = run_directories(Path(path)) if os.path.isdir(path) else []
+    except OSError:
+        return []
+    runs: list[RunRecord] = []
+    for directory in directories:
+        try:
+            runs += read_runs([directory])
+        except (DeviateError, OSError, ValueError):
+            continue  # a newer manifest: this reader cannot tell what it means
+    return find_problems(runs, values=values)
+
+
+def find_problems(
+    runs: Iterable[RunRecord],
+    *,
+    values: Optional[Mapping[tuple[str, str, str], Mapping[str, float]]] = None,
+    rows: Iterable[Any] = (),
+) -> list[Problem]:
+    """The problems of the completed runs among ``runs``, sorted by experiment, variant, kind and replicas.
+
+    Args:
+        runs: The runs as the report read them (:func:`~deviate_cb.report.runs.find_runs`, ``Report.completed``).
+            Runs that did not complete, or whose ``replica`` is not a number, are left out.
+        values: ``(experiment, variant, replica) -> {metric: value}``: the values the caller read, compared for
+            runs whose manifest and metrics file hold no series summary.
+        rows: The report's rows (objects with ``experiment``, ``variant``, ``metric``, ``n`` and ``std``): for a
+            group where fewer than two replicas could be compared run by run, a std of exactly 0 on every
+            metric of a seeded variant (or above 0 on some metric of ``control``) is a problem too.
+    """
+    groups: dict[GroupKey, list[tuple[int, RunRecord]]] = {}
+    for run in runs:
+        if not isinstance(run, RunRecord) or not run.completed or not run.replica.isdigit():
+            continue
+        groups.setdefault((run.experiment, run.variant), []).append((int(run.replica), run))
+    by_group: dict[GroupKey, list[Any]] = {}
+    for row in rows:
+        by_group.setdefault((str(getattr(row, "experiment", "")), str(getattr(row, "variant", ""))), []).append(row)
+    problems: list[Problem] = []
+    for (experiment, variant), members in sorted(groups.items()):
+        members.sort(key=lambda m: m[0])
+        manifests = [(replica, run, _manifest(run)) for replica, run in members]
+        found = _manifest_problems(experiment, variant, manifests)
+        found += _metric_problems(experiment, variant, manifests, values or {}, by_group.get((experiment, variant), []))
+        problems += sorted(found, key=lambda p: (KINDS.index(p.kind), p.replicas, p.message))
+    return problems
+
+
+# -- what the manifests say ----------------------------------------------------------------------------------
+
+
+def _manifest(run: RunRecord) -> dict[str, Any]:
+    try:
+        manifest = read_manifest_file(os.path.join(run.path, MANIFEST_FILE))
+    except (DeviateError, OSError, ValueError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
+
+
+def _manifest_problems(
+    experiment: str, variant: str, manifests: Sequence[tuple[int, RunRecord, dict[str, Any]]]
+) -> list[Problem]:
+    where = f"experiment={experiment} variant={variant}"
+    # (kind, key) -> [(replica, text)]: texts alike but for their numbers share a key
+    found: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    seeded = _seeds_differ(variant)
+    for replica, _, manifest in manifests:
+        for text in _determinism_problems(manifest):
+            kind = "seeds_not_in_effect" if "seed" in text.lower() else "determinism_not_in_effect"
+            found.setdefault((kind, re.sub(r"\d+", "#", text)), []).append((replica, text))
+        injection = manifest.get("injection")
+        if injection == "none":
+            note = manifest.get("injection_note")
+            text = _one_line(note) if isinstance(note, str) and note.strip() else _NO_INJECTION_NOTE
+            found.setdefault(("no_injection", text), []).append((replica, text))
+        calls = _kept_seeding(manifest) if seeded else None
+        if calls is not None:
+            found.setdefault(("project_seeds_kept", calls), []).append((replica, calls))
+    problems = []
+    for (kind, _), entries in found.items():
+        replicas = tuple(sorted({replica for replica, _ in entries}))
+        texts = [text for _, text in entries]
+        text = texts[0]
+        if len(set(texts)) > 1:
+            text = f"{text} (replica {entries[0][0]}; the others alike with their own numbers)"
+        head = f"{where}: {replica_list(replicas)}"
+        if kind == "seeds_not_in_effect":
+            message = f"{head}: the seed was not in effect: {text}"
+        elif kind == "determinism_not_in_effect":
+            message = f"{head}: a determinism switch was not in effect: {text}"
+        elif kind == "no_injection":
+            message = (
+                f"{head}: {text}" if text.startswith("no DeviateCallback") else f"{head}: nothing was injected: {text}"
+            )
+        else:
+            message = (
+                f"{head}: the project seeded itself ({text}) and --keep-project-seeds kept its seeds: "
+                "seed variance is suppressed"
+            )
+        problems.append(Problem(experiment, variant, kind, replicas, message))
+    return problems
+
+
+def _determinism_problems(manifest: Mapping[str, Any]) -> list[str]:
+    record = manifest.get("determinism")
+    listed = record.get("problems") if isinstance(record, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return [_one_line(text) for text in listed if isinstance(text, str) and text.strip()]
+
+
+def _kept_seeding(manifest: Mapping[str, Any]) -> Optional[str]:
+    """The seeding calls the project made and kept, as ``lightning.seed_everything(42)``, or ``None``."""
+    seeding = manifest.get("seeding")
+    if not isinstance(seeding, dict) or seeding.get("take_over") is not False:
+        return None
+    calls = seeding.get("calls")
+    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    more = seeding.get("more")
+    more = more if isinstance(more, int) and not isinstance(more, bool) and more > 0 else 0
+    more += max(0, len(calls) - _MAX_CALLS)
+    if not calls and not more:
+        return None
+    parts = []
+    for call in calls[:_MAX_CALLS]:
+        name = str(call.get("call") or "a seeding call")
+        asked, applied = call.get("asked"), call.get("applied")
+        arguments = "" if asked is None else str(asked)
+        if applied is not None and applied != asked:
+            arguments += f" -> {applied}"
+        count = call.get("count")
+        times = f" x{count}" if isinstance(count, int) and not isinstance(count, bool) and count > 1 else ""
+        parts.append(f"{name}({arguments}){times}")
+    if more:
+        parts.append(f"{more} more call{'s' * (more != 1)}")
+    return _one_line(", ".join(parts))
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_TEXT else line[: _MAX_TEXT - 3] + "..."
+
+
+def _seeds_differ(variant: str) -> bool:
+    known = VARIANTS.get(variant)
+    return known is not None and known.seed_per_replica
+
+
+# -- what the metrics say ------------------------------------------------------------------------------------
+
+
+def _metric_problems(
+    experiment: str,
+    variant: str,
+    manifests: Sequence[tuple[int, RunRecord, dict[str, Any]]],
+    values: Mapping[tuple[str, str, str], Mapping[str, float]],
+    rows: Sequence[Any],
+) -> list[Problem]:
+    seeded, control = _seeds_differ(variant), variant == "control"
+    if not (seeded or control) or len(manifests) < 2:
+        return []
+    where = f"experiment={experiment} variant={variant}"
+    prints: dict[int, _Fingerprint] = {}
+    for replica, run, manifest in manifests:
+        fingerprint = _fingerprint(run, manifest, values.get((experiment, variant, run.replica)))
+        if fingerprint is not None:
+            prints[replica] = fingerprint
+    kinds = [kind for kind, _ in prints.values()]
+    if len(set(kinds)) > 1:  # summaries and values are not comparable: keep the kind most runs have
+        keep = max(("summary", "values"), key=kinds.count)
+        prints = {replica: fingerprint for replica, fingerprint in prints.items() if fingerprint[0] == keep}
+    everyone = tuple(replica for replica, _, _ in manifests)
+    if len(prints) < 2:
+        return _row_problems(experiment, variant, everyone, rows, seeded)
+    if seeded:
+        classes: dict[_Fingerprint, list[int]] = {}
+        for replica, fingerprint in prints.items():
+            classes.setdefault(fingerprint, []).append(replica)
+        return [
+            Problem(
+                experiment,
+                variant,
+                "identical_replicas",
+                tuple(same),
+                f"{where}: {replica_list(same)} came out bit-identical on every metric: {IDENTICAL_REASON}",
+            )
+            for same in sorted(sorted(r) for r in classes.values() if len(r) > 1)
+        ]
+    differing = _differing_metrics(prints)
+    if not differing:
+        return []
+    replicas = tuple(sorted(prints))
+    return [Problem(experiment, variant, "control_differs", replicas, _control_message(where, replicas, differing))]
+
+
+def _row_problems(
+    experiment: str, variant: str, replicas: tuple[int, ...], rows: Sequence[Any], seeded: bool
+) -> list[Problem]:
+    """From the report's rows, for a group whose runs could not be compared one by one."""
+    spread: list[tuple[str, float]] = []
+    for row in rows:
+        n, std = getattr(row, "n", 0), getattr(row, "std", math.nan)
+        if isinstance(n, int) and n >= 2 and isinstance(std, (int, float)):
+            spread.append((str(getattr(row, "metric", "?")), float(std)))
+    if not spread:
+        return []
+    where = f"experiment={experiment} variant={variant}"
+    if seeded and all(std == 0.0 for _, std in spread):
+        message = f"{where}: {replica_list(replicas)} came out identical on every metric (std 0): {IDENTICAL_REASON}"
+        return [Problem(experiment, variant, "identical_replicas", replicas, message)]
+    differing = sorted(metric for metric, std in spread if std != 0.0 and not math.isnan(std))
+    if not seeded and differing:
+        return [Problem(experiment, variant, "control_differs", replicas, _control_message(where, replicas, differing))]
+    return []
+
+
+def _control_message(where: str, replicas: tuple[int, ...], metrics: Sequence[str]) -> str:
+    named = ", ".join(metrics[:_MAX_METRICS])
+    if len(metrics) > _MAX_METRICS:
+        named += f", ... ({len(metrics)} in all)"
+    label = "metric" if len(metrics) == 1 else "metrics"
+    return (
+        f"{where}: {replica_list(replicas)}: control replicas differ ({label} {named}): "
+        "something nondeterministic is not controlled"
+    )
+
+
+def _fingerprint(
+    run: RunRecord, manifest: Mapping[str, Any], values: Optional[Mapping[str, float]]
+) -> Optional[_Fingerprint]:
+    """The run's metrics as compared: its series summary (the manifest's current copy, else the file's footer),
+    else the values the caller read; ``None`` when there is neither or it holds no series.
+
+    Each item is ``(stage, name, exact values...)``; ``stage`` is ``""`` for a caller's value, whose ``name`` is
+    the metric's display name.
+    """
+    series = _series(run, manifest)
+    if series is not None:
+        items = []
+        for entry in series:
+            if not isinstance(entry, (list, tuple)) or len(entry) < 3:
+                return None  # not a summary this reader understands
+            items.append((str(entry[0]), str(entry[1]), *(_exact(x) for x in entry[2:])))
+        return ("summary", tuple(sorted(items))) if items else None
+    if values:
+        return ("values", tuple(sorted(("", str(metric), _exact(value)) for metric, value in values.items())))
+    return None
+
+
+def _series(run: RunRecord, manifest: Mapping[str, Any]) -> Optional[list[Any]]:
+    path = os.path.join(run.path, METRICS_FILE)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None  # no metrics file: nothing to compare
+    copy = valid_summary(manifest.get("metrics_summary")) or valid_summary(run.metrics_summary)
+    if copy is not None and (copy.get("file_size"), copy.get("file_mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
+        return list(copy["series"])
+    try:  # no current copy in the manifest: the footer (metadata only, no values)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    try:
+        summary = footer_summary(pq.read_metadata(path, memory_map=True))
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return list(summary["series"]) if summary is not None else None
+
+
+def _exact(x: Any) -> str:
+    """``x`` as text that tells apart any two different values (floats bit for bit)."""
+    if isinstance(x, float):
+        return x.hex()
+    if isinstance(x, bool) or x is None:
+        return repr(x)
+    if isinstance(x, int):
+        return float(x).hex() if abs(x) < 2**53 else repr(x)  # 1 and 1.0 are one value in JSON
+    return repr(x)
+
+
+def _differing_metrics(prints: Mapping[int, _Fingerprint]) -> list[str]:
+    """The metrics whose series are not the same in every run (by display name), sorted."""
+    per_run = [{(item[0], item[1]): item for item in items} for _, items in prints.values()]
+    keys = sorted({key for items in per_run for key in items})
+    differing = [key for key in keys if len({items.get(key) for items in per_run}) > 1]
+    names = display_names(keys)
+    return sorted({names[key] for key in differing})
