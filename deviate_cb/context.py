@@ -6,6 +6,7 @@ the bootstrap, the callbacks and the user's function all read it from here. Stan
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ _ENV_REPLICA = "DEVIATE_REPLICA"
 _ENV_SEED = "DEVIATE_SEED"
 _ENV_DETERMINISTIC = "DEVIATE_DETERMINISTIC"
 _ENV_TRAINER = "DEVIATE_TRAINER"
+_ENV_TRAINER_ARGS = "DEVIATE_TRAINER_ARGS"
+_ENV_KEEP_PROJECT_SEEDS = "DEVIATE_KEEP_PROJECT_SEEDS"
 
 
 def parse_deterministic(value: object, name: str = "deterministic") -> Optional[Deterministic]:
@@ -58,6 +61,9 @@ class RunContext:
         seed: The seed this replica must use.
         deterministic: Whether deterministic tooling is requested (``True``, ``False`` or ``"warn"``).
         trainer: The ``--trainer`` spec that started the replica, if any.
+        trainer_args: The arguments after ``--`` with ``--trainer``: the function sees them as ``sys.argv[1:]``.
+        keep_project_seeds: ``True`` when the project's own global seeding calls keep their seeds
+            (``--keep-project-seeds``); by default they are taken over (:mod:`deviate_cb.capture.seed_takeover`).
 
     Example:
         >>> ctx = RunContext(Path("runs/x"), "exp", "algo", 2, 102, True)
@@ -72,6 +78,8 @@ class RunContext:
     seed: int
     deterministic: Deterministic
     trainer: Optional[str] = None
+    trainer_args: tuple[str, ...] = ()
+    keep_project_seeds: bool = False
 
     def to_env(self) -> dict[str, str]:
         """The environment variables that carry this context into a child process.
@@ -93,6 +101,10 @@ class RunContext:
         }
         if self.trainer is not None:
             env[_ENV_TRAINER] = self.trainer
+        if self.trainer_args:
+            env[_ENV_TRAINER_ARGS] = json.dumps(list(self.trainer_args))
+        if self.keep_project_seeds:
+            env[_ENV_KEEP_PROJECT_SEEDS] = "1"
         if self.deterministic:
             env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
         return env
@@ -113,6 +125,8 @@ class RunContext:
                 seed=int(environ[_ENV_SEED]),
                 deterministic=parse_deterministic(environ[_ENV_DETERMINISTIC]) or False,
                 trainer=environ.get(_ENV_TRAINER),
+                trainer_args=_string_list(environ.get(_ENV_TRAINER_ARGS)),
+                keep_project_seeds=environ.get(_ENV_KEEP_PROJECT_SEEDS, "") in ("1", "true"),
             )
         except (KeyError, ValueError) as exc:
             raise RuntimeError(
@@ -129,3 +143,13 @@ class RunContext:
             True
         """
         return cls.from_env()
+
+
+def _string_list(text: Optional[str]) -> tuple[str, ...]:
+    """The JSON list of strings in ``DEVIATE_TRAINER_ARGS`` (absent: none)."""
+    if not text:
+        return ()
+    value = json.loads(text)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{_ENV_TRAINER_ARGS} must be a JSON list of strings, not {text!r}")
+    return tuple(value)

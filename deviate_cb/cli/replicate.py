@@ -2,6 +2,8 @@
 
 Example:
     deviate-replicate --trainer mypkg.train:main -n 8 --variant algo+impl --out runs/ --experiment resnet
+    deviate-replicate -n 5 --parallel 2 -- python src/train.py model=small trainer.max_epochs=3
+    deviate-replicate -n 4 --variant algo -- python train.py --seed {seed} --out {run_dir}/ckpt
     deviate-replicate --trainer examples/lightning_mlp.py:main -n 3 --variant control --parallel 2
     deviate-replicate --trainer examples/keras_mlp.py:main -n 3 --variant control --keras-backend jax
     deviate-replicate --trainer mypkg.train:main -n 20 --backend slurm --partition gpu --gpus-per-replica 1 --no-wait
@@ -35,8 +37,11 @@ variants (seed of replica k; deterministic tooling):
   control     base seed;     on    nothing: replicas must be bit-identical
 
 The function may take no argument, `seed` (int), or `ctx`/`context`/`run_context` (RunContext); a returned
-mapping of numbers is recorded as final metrics. Lightning Trainers and Keras Model.fit/evaluate calls get a
-DeviateCallback when they have none.
+mapping of numbers is recorded as final metrics. Or give the command you train with after `--` (`python
+train.py ...`, `python -m pkg.train ...`, a console script); {seed}, {replica}, {run_dir}, {variant} and
+{experiment} in it are filled per replica. Lightning Trainers and Keras Model.fit/evaluate calls get a
+DeviateCallback when they have none; the project's own seed_everything(42)-style calls are taken over so that
+replicas differ as the variant says (--keep-project-seeds leaves them alone).
 Re-running the same command skips completed replicas (and, on Slurm, replicas still queued or running under
 an earlier job); --force reruns them. The run directory must be on storage every node sees (slurm, ray).
 exit status: 0 all completed (or submitted with --no-wait), 1 some failed, 2 usage error, 130 interrupted."""
@@ -63,12 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog=PROG,
+        usage="%(prog)s [options] -n N (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
         description="Run a training function N times as fresh processes under a noise variant, "
         "recording metrics and manifests in a Hive-style run directory.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--trainer", required=True, metavar="SPEC", help="module:function or path/to/file.py:function")
+    parser.add_argument(
+        "--trainer",
+        metavar="SPEC",
+        help="module:function or path/to/file.py:function (or give a command after --)",
+    )
     parser.add_argument("-n", "--runs", required=True, metavar="N", help="number of replicas")
     parser.add_argument("--variant", default="algo+impl", help="algo+impl (default), algo, impl or control")
     parser.add_argument("--seed", default="0", metavar="SEED", help="base seed (default 0)")
@@ -81,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
     parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
+    parser.add_argument(
+        "--keep-project-seeds",
+        action="store_true",
+        help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
+    )
+    parser.add_argument(
+        "--metric-regex",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="record the last match of each named group in a replica's output as a final metric, "
+        "e.g. 'acc=(?P<acc>[0-9.]+)' (repeatable)",
+    )
     parser.add_argument(
         "--gpus",
         metavar="IDS",
@@ -124,9 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``deviate-replicate`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    options, after = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, None)
     previous: dict[int, Any] = {}
     try:
-        ns = build_parser().parse_args(args)
+        ns = build_parser().parse_args(options)
+        if after is not None and not after and ns.trainer is None:
+            raise UsageError("`COMMAND` after `--` is empty: give the command to replicate. Received: --.")
         from deviate_cb.launch.runner import replicate
 
         for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
@@ -134,6 +160,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 previous[signum] = signal.signal(signum, _raise_terminated)
         result = replicate(
             ns.trainer,
+            command=after if ns.trainer is None else None,
+            trainer_args=(after or ()) if ns.trainer is not None else (),
+            keep_project_seeds=ns.keep_project_seeds,
+            metric_regex=ns.metric_regex,
             runs=_number(ns.runs, int),
             variant=ns.variant,
             seed=_number(ns.seed, int),

@@ -46,20 +46,27 @@ KERAS_MODEL_MODULE = "keras.src.models.model"
 _MARKER = "__deviate_injects_callback__"
 
 
-def install_trainer_injection(callback_class: Optional[type] = None) -> None:
+def install_trainer_injection(callback_class: Optional[type] = None, default_root_dir: Optional[str] = None) -> None:
     """Patch Lightning's ``Trainer`` as soon as it is imported (now, if it already is).
 
     Args:
         callback_class: The callback class to add; default ``deviate_cb.lightning.DeviateCallback``.
+        default_root_dir: The ``default_root_dir`` of every Trainer whose project sets none (the replica's run
+            directory, so ``lightning_logs/`` and default checkpoints of replicas never collide).
 
     Example:
         >>> install_trainer_injection()  # in a replica, before the user's module is imported  # doctest: +SKIP
     """
-    when_imported(TRAINER_MODULE, lambda module: patch_trainer_class(module.Trainer, callback_class))
+    when_imported(TRAINER_MODULE, lambda module: patch_trainer_class(module.Trainer, callback_class, default_root_dir))
 
 
-def patch_trainer_class(trainer_cls: type, callback_class: Optional[type] = None) -> None:
+def patch_trainer_class(
+    trainer_cls: type, callback_class: Optional[type] = None, default_root_dir: Optional[str] = None
+) -> None:
     """Wrap ``trainer_cls.__init__`` so that every instance gets one callback of ``callback_class`` (idempotent).
+
+    With ``default_root_dir``, a Trainer created without one (or with ``None``, as LightningCLI passes it when
+    its config has none) gets that directory.
 
     Example:
         >>> class Trainer:
@@ -83,6 +90,8 @@ def patch_trainer_class(trainer_cls: type, callback_class: Optional[type] = None
         cls = callback_class or _default_callback_class()
         if cls is not None:
             kwargs["callbacks"] = with_callback(kwargs.get("callbacks"), cls)
+        if default_root_dir is not None and kwargs.get("default_root_dir") is None:
+            kwargs["default_root_dir"] = default_root_dir
         original(self, *args, **kwargs)
 
     setattr(__init__, _MARKER, True)

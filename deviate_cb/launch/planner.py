@@ -69,6 +69,8 @@ def plan_replicas(
     base_seed: int = 0,
     *,
     trainer: Optional[str] = None,
+    trainer_args: tuple[str, ...] = (),
+    keep_project_seeds: bool = False,
     force: bool = False,
 ) -> list[ReplicaPlan]:
     """Plan ``runs`` replicas of ``variant``, skipping completed ones unless ``force``.
@@ -105,6 +107,8 @@ def plan_replicas(
             seed=seed,
             deterministic=spec.deterministic,
             trainer=trainer,
+            trainer_args=trainer_args,
+            keep_project_seeds=keep_project_seeds,
         )
         manifest = _read(ctx.run_dir)
         status = _status(manifest)

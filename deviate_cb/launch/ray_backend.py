@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
-from deviate_cb.launch.remote import TaskSpec, check_marker, run_task
+from deviate_cb.launch.remote import TaskSpec, check_marker, node_argv, run_task
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["RayBackend"]
@@ -184,6 +184,8 @@ class RayBackend(Backend):
                         self.kill_grace_s,
                         "ray",
                         unset,
+                        argv=node_argv(job.argv),
+                        cwd=None if job.cwd is None else str(job.cwd),
                     )
                     ref = task.remote(spec)
                     running[ref] = (job, placement)

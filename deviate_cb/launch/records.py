@@ -1,8 +1,9 @@
 """What the launcher writes into a replica's manifest (``run.json``) before it starts and after it ends.
 
 Before: ``status="running"`` and who/what/where (experiment, variant, replica, seed, base seed, requested
-determinism, trainer, argv, start time, host, launcher pid, deviate-cb version, ``CUDA_VISIBLE_DEVICES``, the
-requested Keras backend).
+determinism, ``mode`` (``trainer`` or ``command``) with the trainer and its arguments or the command as given
+and as run, whether the project's seeds are kept, argv, start time, host, launcher pid, deviate-cb version,
+``CUDA_VISIBLE_DEVICES``, the requested Keras backend).
 After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
 duration and, for runs that did not complete, ``error``: the tail of the replica's stderr.
 """
@@ -76,8 +77,14 @@ def start_fields(
     backend: str,
     timeout_s: Optional[float],
     keras_backend: Optional[str] = None,
+    command: Optional[Sequence[str]] = None,
+    command_run: Optional[Sequence[str]] = None,
 ) -> dict[str, Any]:
-    """The manifest fields written before a replica starts (``keras_backend`` only when one was requested)."""
+    """The manifest fields written before a replica starts (``keras_backend`` only when one was requested).
+
+    ``command`` is the command line after ``--`` as given (placeholders unfilled) and ``command_run`` the one
+    this replica runs; both only in command mode.
+    """
     from deviate_cb import __version__
 
     ctx = plan.context
@@ -90,7 +97,9 @@ def start_fields(
         "seed": ctx.seed,
         "base_seed": base_seed,
         "deterministic": ctx.deterministic,
+        "mode": "trainer" if command is None else "command",
         "trainer": ctx.trainer,
+        "keep_project_seeds": ctx.keep_project_seeds,
         "argv": list(argv),
         "started_at": iso_time(),
         "host": placement.host or socket.gethostname(),
@@ -105,6 +114,11 @@ def start_fields(
     }
     if keras_backend is not None:
         fields["keras_backend"] = keras_backend
+    if ctx.trainer_args:
+        fields["trainer_args"] = list(ctx.trainer_args)
+    if command is not None:
+        fields["command"] = list(command)
+        fields["command_run"] = list(command_run or command)
     return fields
 
 

@@ -24,12 +24,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["SLURM_ENV_JOB_ID", "TaskSpec", "check_marker", "run_task", "slurm_job_id_here"]
+__all__ = ["SLURM_ENV_JOB_ID", "TaskSpec", "check_marker", "node_argv", "run_task", "slurm_job_id_here"]
 
 SLURM_ENV_JOB_ID = "SLURM_JOB_ID"
 
@@ -46,6 +46,10 @@ class TaskSpec:
         backend: Recorded in the manifest as the place the replica ran.
         unset: Variables removed from the node's environment: those a scheduler injects into its workers that the
             launcher's environment lacks (Ray sets ``OMP_NUM_THREADS``), so a replica sees what it would locally.
+        argv: The replica's command line (default: the ``--trainer`` bootstrap ``python -m deviate_cb.launch.child``
+            with this node's interpreter); in command mode, the user's command with its placeholders filled.
+        cwd: The launcher's working directory, where relative paths in the command point; used when it exists
+            on this node.
     """
 
     run_dir: str
@@ -54,6 +58,19 @@ class TaskSpec:
     kill_grace_s: float = 5.0
     backend: str = ""
     unset: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+    cwd: Optional[str] = None
+
+
+def node_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """A job's command line for :attr:`TaskSpec.argv`: ``()`` for the ``--trainer`` bootstrap, which a node runs
+    with its own interpreter; the command otherwise.
+
+    Example:
+        >>> node_argv(["/launcher/python", "-m", "deviate_cb.launch.child"]), node_argv(["python", "t.py"])
+        ((), ('python', 't.py'))
+    """
+    return () if tuple(argv[1:]) == ("-m", "deviate_cb.launch.child") else tuple(argv)
 
 
 def slurm_job_id_here(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
@@ -117,8 +134,9 @@ def run_task(spec: TaskSpec) -> dict[str, Any]:
     timed_out = False
     with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "deviate_cb.launch.child"],
+            list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.child"],
             env=env,
+            cwd=spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,

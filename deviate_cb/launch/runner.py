@@ -9,6 +9,9 @@ others; ``KeyboardInterrupt`` terminates the running replicas, records them ``ki
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -19,10 +22,13 @@ from typing import Any, Optional, TextIO, Union
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Outcome, Placement, backend_class
 from deviate_cb.launch.child import EXIT_TRAINER_SPEC
+from deviate_cb.launch.command import Command
+from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
+from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_from_logs
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt, plan_replicas
 from deviate_cb.launch.progress import Progress, make_progress
 from deviate_cb.launch.records import end_fields, start_fields, status_of
@@ -30,9 +36,16 @@ from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 from deviate_cb.variants import VARIANTS
 
-__all__ = ["ReplicaResult", "ReplicationResult", "replicate"]
+__all__ = ["KEEP_SEEDS_WARNING", "SITE_DIR", "ReplicaResult", "ReplicationResult", "replicate"]
 
 CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.child")
+# Put first on every replica's PYTHONPATH: its sitecustomize bootstraps each Python process of the replica.
+SITE_DIR = Path(__file__).resolve().parent / "sitedir"
+KEEP_SEEDS_WARNING = (
+    "--keep-project-seeds: the project's own seeding calls keep their seeds, so a project that seeds itself "
+    "with a fixed seed (seed_everything(42)) trains every replica from that seed and seed variance is suppressed"
+)
+_WARNING = "deviate-replicate: warning:"
 
 
 @dataclass(frozen=True)
@@ -94,8 +107,12 @@ class ReplicationResult:
 
 
 def replicate(
-    trainer: str,
+    trainer: Optional[str] = None,
     *,
+    command: Optional[Sequence[str]] = None,
+    trainer_args: Sequence[str] = (),
+    keep_project_seeds: bool = False,
+    metric_regex: Sequence[str] = (),
     runs: int = 1,
     variant: str = "algo+impl",
     seed: int = 0,
@@ -113,9 +130,17 @@ def replicate(
     live: Optional[bool] = None,
     kill_grace_s: float = 5.0,
 ) -> ReplicationResult:
-    """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) under ``variant``.
+    """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) or of ``command``.
 
     Args:
+        trainer: The ``--trainer`` spec; give it or ``command``.
+        command: The command line after ``--`` (:mod:`deviate_cb.launch.command`): each replica runs it with
+            the placeholders ``{seed}``, ``{replica}``, ``{run_dir}``, ``{variant}``, ``{experiment}`` filled.
+        trainer_args: With ``trainer``: the arguments after ``--``, which the function sees as ``sys.argv[1:]``.
+        keep_project_seeds: Leave the project's own seeding calls alone (no seeding takeover); the launcher
+            warns that seed variance may be suppressed.
+        metric_regex: Regular expressions with named groups; their last matches in a replica's output are
+            recorded as final metrics (:mod:`deviate_cb.launch.output_metrics`).
         parallel: Replicas at once (default: 1 locally; all of them on a cluster backend, which queues them).
         backend: ``local`` (default), ``slurm``, ``ray`` or a backend from the ``deviate_cb.backends`` entry points.
         backend_options: The backend's options by name (``partition``, ``gpus_per_replica``, ``address``...; see
@@ -146,9 +171,9 @@ def replicate(
     raw_options = {**(backend_options or {}), **({"gpus": gpus} if gpus is not None else {})}
     options = parse_backend_options(backend, raw_options, accepted)
     keras_backend = check_keras_backend(keras_backend)
-    spec = TrainerSpec.parse(trainer)
-    spec.precheck()
-    experiment = _check_experiment(experiment, spec)
+    patterns = compile_metric_patterns(list(metric_regex))
+    target = _target(trainer, command, trainer_args)
+    experiment = _check_experiment(experiment, target)
     if "gpus" in accepted:
         options["gpus"] = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
     slots = parallel if parallel is not None else (1 if backend == "local" else runs)
@@ -157,20 +182,39 @@ def replicate(
     outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
     outdir.open()
     try:
-        plans = plan_replicas(outdir.root, experiment, variant, runs, seed, trainer=spec.text, force=force)
+        plans = plan_replicas(
+            outdir.root,
+            experiment,
+            variant,
+            runs,
+            seed,
+            trainer=target.text if isinstance(target, TrainerSpec) else None,
+            trainer_args=tuple(trainer_args),
+            keep_project_seeds=keep_project_seeds,
+            force=force,
+        )
     except BaseException:
         outdir.close(remove_created=True)
         raise
     progress = make_progress(stream, live=live)
     seeds = sorted({p.seed for p in plans})
+    what = target.text if isinstance(target, TrainerSpec) else f"`{shlex.join(target.given)}`"
     progress.message(
-        f"deviate-replicate: {runs} replica{'s' * (runs != 1)} of {spec.text}, variant {variant} "
+        f"deviate-replicate: {runs} replica{'s' * (runs != 1)} of {what}, variant {variant} "
         f"(seed{'s' * (len(seeds) > 1)} {seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}) in "
         f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
         + (f"; Keras backend {keras_backend}" if keras_backend else "")
     )
+    if keep_project_seeds:
+        progress.message(f"{_WARNING} {KEEP_SEEDS_WARNING}")
     replication = _Replication(
-        progress, launcher, base_seed=seed, argv=sys.argv if argv is None else argv, keras_backend=keras_backend
+        progress,
+        launcher,
+        base_seed=seed,
+        argv=sys.argv if argv is None else argv,
+        keras_backend=keras_backend,
+        command=target if isinstance(target, Command) else None,
+        patterns=patterns,
     )
     running = launcher.live_jobs({p.replica: p.run_dir for p in plans if p.run and p.previous_status == "running"})
     plans = [dataclasses.replace(p, run=False) if p.replica in running else p for p in plans]
@@ -180,7 +224,7 @@ def replicate(
         reason = f"still queued/running: {running[plan.replica]}" if plan.replica in running else "already completed"
         progress.add(plan.replica, plan.seed, skipped="" if plan.run else reason)
         if plan.run:
-            jobs.append(_job(plan, timeout, keras_backend))
+            jobs.append(_job(plan, timeout, keras_backend, target if isinstance(target, Command) else None))
     interrupted = False
     try:
         launcher.run(jobs, replication)
@@ -195,6 +239,9 @@ def replicate(
         result = ReplicationResult(str(out), experiment, variant, results, time.monotonic() - started, interrupted)
         if replication.spec_error is None:
             progress.message(result.summary())
+            if not interrupted:
+                for line in _problem_lines(outdir.root / f"experiment={experiment}" / f"variant={variant}"):
+                    progress.message(f"{_WARNING} {line}")
     if replication.spec_error is not None:
         empty = tuple(d for d in replication.created_run_dirs if not RunDirectory(d).metrics_path.exists())
         outdir.close(remove_created=True, remove_run_dirs=empty)
@@ -213,9 +260,13 @@ class _Replication:
         base_seed: int,
         argv: Sequence[str],
         keras_backend: Optional[str] = None,
+        command: Optional[Command] = None,
+        patterns: Sequence[re.Pattern[str]] = (),
     ) -> None:
         self.progress, self.launcher = progress, launcher
         self.base_seed, self.argv, self.keras_backend = base_seed, list(argv), keras_backend
+        self.command, self.patterns = command, list(patterns)
+        self.injection_warned = False
         self.created_run_dirs: list[Path] = []
         self.statuses: dict[int, tuple[str, Optional[int], Optional[str], Optional[float]]] = {}
         self.spec_error: Optional[str] = None
@@ -241,6 +292,8 @@ class _Replication:
                 backend=self.launcher.name,
                 timeout_s=job.timeout_s,
                 keras_backend=self.keras_backend,
+                command=None if self.command is None else self.command.given,
+                command_run=None if self.command is None else job.argv,
             )
         )
 
@@ -251,6 +304,7 @@ class _Replication:
         plan: ReplicaPlan = job.payload
         run = RunDirectory(plan.run_dir)
         fields = end_fields(outcome, job.stderr_path)
+        fields.update(self._command_fields(run, job, outcome))
         if outcome.returncode == EXIT_TRAINER_SPEC and self.spec_error is None:
             trainer_error = run.read_manifest().get("trainer_error")
             if isinstance(trainer_error, str) and trainer_error:
@@ -264,6 +318,36 @@ class _Replication:
             plan.replica, status, exit_code=outcome.returncode, duration_s=outcome.duration_s, note=note
         )
 
+    def _command_fields(self, run: RunDirectory, job: Job, outcome: Outcome) -> dict[str, Any]:
+        """Final metrics matched in the output (``--metric-regex``); whether a command ran any bootstrapped Python."""
+        fields: dict[str, Any] = {}
+        if self.patterns and outcome.returncode is not None:
+            found = metrics_from_logs([job.stdout_path, job.stderr_path], self.patterns)
+            names = set(record_final_metrics(found, run.path)) if found else set()
+            wanted = {name for pattern in self.patterns for name in pattern.groupindex}
+            fields["output_metrics"] = sorted(found)
+            missing = sorted(wanted - set(found))
+            if missing:
+                fields["output_metrics_missing"] = missing
+                self.progress.message(
+                    f"{_WARNING} replica {job.payload.replica}: --metric-regex found no value for "
+                    f"{', '.join(missing)} in stdout.log or stderr.log"
+                )
+            if names:
+                previous = run.read_manifest().get("final_metrics")
+                listed = list(previous) if isinstance(previous, list) else []
+                fields["final_metrics"] = listed + sorted(names - set(listed))
+        if self.command is not None and outcome.returncode is not None:
+            if not run.read_manifest().get("bootstrap"):
+                note = _no_injection_note(self.command)
+                fields.update(injection="none", injection_note=note)
+                if not self.injection_warned:  # the same for every replica: the study's summary lists them all
+                    self.injection_warned = True
+                    self.progress.message(f"{_WARNING} replica {job.payload.replica}: {note}")
+            else:
+                fields["injection"] = "bootstrapped"
+        return fields
+
     def result_of(self, plan: ReplicaPlan) -> ReplicaResult:
         if plan.replica in self.live:
             return ReplicaResult(plan.replica, plan.seed, plan.run_dir, "still running", note=self.live[plan.replica])
@@ -276,22 +360,75 @@ class _Replication:
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
 
 
-def _job(plan: ReplicaPlan, timeout: Optional[float], keras_backend: Optional[str] = None) -> Job:
-    import os
-
+def _job(
+    plan: ReplicaPlan, timeout: Optional[float], keras_backend: Optional[str] = None, command: Optional[Command] = None
+) -> Job:
     env = plan.context.to_env()
     if keras_backend is not None:
         env["KERAS_BACKEND"] = keras_backend
     env.setdefault("PYTHONUNBUFFERED", os.environ.get("PYTHONUNBUFFERED", "1"))  # logs up to date if killed
+    inherited = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(SITE_DIR) + (os.pathsep + inherited if inherited else "")
+    if command is None:
+        argv: Sequence[str] = CHILD_COMMAND
+    else:
+        ctx = plan.context
+        argv = command.fill(
+            seed=ctx.seed, replica=ctx.replica, run_dir=ctx.run_dir, variant=ctx.variant, experiment=ctx.experiment
+        )
     return Job(
         key=f"replica={plan.replica}",
-        argv=CHILD_COMMAND,
+        argv=tuple(argv),
         env=env,
         stdout_path=plan.run_dir / "stdout.log",
         stderr_path=plan.run_dir / "stderr.log",
         timeout_s=timeout,
+        cwd=Path.cwd(),
         payload=plan,
     )
+
+
+def _target(
+    trainer: Optional[str], command: Optional[Sequence[str]], trainer_args: Sequence[str]
+) -> Union[TrainerSpec, Command]:
+    """The parsed ``--trainer`` or command, prechecked (nothing of the project runs)."""
+    if trainer is None and not command:
+        raise UsageError(
+            "`--trainer` or a command after `--` is required, e.g. `--trainer train.py:main` or "
+            "`-- python train.py --seed {seed}`. Received: neither."
+        )
+    if trainer is not None and command:
+        raise UsageError(
+            "`--trainer` and a command cannot be given together (with --trainer, the words after `--` are the "
+            f"function's sys.argv[1:]). Received: --trainer={trainer} and a command."
+        )
+    if trainer is not None:
+        spec = TrainerSpec.parse(trainer)
+        spec.precheck()
+        return spec
+    parsed = Command.parse(command or ())
+    parsed.precheck()
+    return parsed
+
+
+def _no_injection_note(command: Command) -> str:
+    if command.kind == "program":
+        why = f"{command.given[0]!r} is not a Python program and started none that could import deviate_cb"
+    elif command.python is not None and command.python.isolated:
+        why = "the interpreter runs isolated (-I, -E or -S), so it ignores PYTHONPATH and site"
+    else:
+        why = "its Python could not import deviate_cb (another environment?)"
+    return f"no DeviateCallback could be injected ({why}): only the exit status, logs and --metric-regex values"
+
+
+def _problem_lines(variant_dir: Path) -> list[str]:
+    """What the study's manifests and metrics show to be wrong (seeds not in effect, identical replicas...)."""
+    try:
+        from deviate_cb.report.problems import format_problem, study_problems
+
+        return [format_problem(problem) for problem in study_problems(variant_dir)]
+    except Exception as exc:  # the study ran; a failed check must not hide its summary
+        return [f"could not check the study for problems: {type(exc).__name__}: {exc}"]
 
 
 def _check_options(*, runs: object, variant: object, seed: object, parallel: object, timeout: object) -> None:
@@ -309,12 +446,13 @@ def _check_options(*, runs: object, variant: object, seed: object, parallel: obj
         raise UsageError(f"`--timeout` must be a positive number of seconds. Received: --timeout={timeout}.")
 
 
-def _check_experiment(experiment: Optional[str], spec: TrainerSpec) -> str:
+def _check_experiment(experiment: Optional[str], spec: Union[TrainerSpec, Command]) -> str:
     name = experiment if experiment is not None else spec.default_experiment()
     try:
         return check_partition_value("experiment", name)
     except UsageError:
-        derived = "" if experiment is not None else " (derived from --trainer; pass --experiment)"
+        source = "--trainer" if isinstance(spec, TrainerSpec) else "the command"
+        derived = "" if experiment is not None else f" (derived from {source}; pass --experiment)"
         raise UsageError(
             f"`--experiment` must be a non-empty name without '/', '\\' or '='. Received: --experiment={name}{derived}."
         ) from None

@@ -28,6 +28,7 @@ from typing import Any
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.source_checks import check_python_source, defines_name, find_module_file
 
 __all__ = ["CONTEXT_PARAMETERS", "TrainerSpec", "TrainerSpecError", "call_trainer"]
 
@@ -83,9 +84,9 @@ class TrainerSpec:
     def precheck(self) -> None:
         """Check what can be checked without running user code (the launcher calls this before any replica).
 
-        The path form: the file exists and ends in ``.py``. The module form: the top-level package can be
-        found from the current directory or ``sys.path`` (only the top level: finding a submodule would import
-        its parents, which runs user code).
+        The file (path form) or the module's file (module form, found without importing its packages) exists,
+        compiles, and binds the function's name at top level (unless its source makes any name possible: a
+        star import, a module ``__getattr__``).
         """
         if self.is_path:
             path = Path(self.target)
@@ -94,19 +95,34 @@ class TrainerSpec:
             if not path.is_file():
                 what = "is a directory" if path.is_dir() else "does not exist"
                 raise _error(f"names the file {self.target!r}, which {what}", self.text)
-            return
-        top = self.target.split(".")[0]
-        with _cwd_on_path():
-            try:
-                found = importlib.util.find_spec(top)
-            except (ImportError, ValueError) as exc:
-                raise _error(f"names module {self.target!r}, which cannot be found ({exc})", self.text) from None
-        if found is None:
-            raise _error(
-                f"names module {self.target!r}, but no module {top!r} is importable from the current directory "
-                "or sys.path (is the package installed, or the command run from the right directory?)",
-                self.text,
-            )
+            where = f"the file {self.target!r}"
+        else:
+            top = self.target.split(".")[0]
+            with _cwd_on_path():
+                try:
+                    found = importlib.util.find_spec(top)
+                except (ImportError, ValueError) as exc:
+                    raise _error(f"names module {self.target!r}, which cannot be found ({exc})", self.text) from None
+            if found is None:
+                raise _error(
+                    f"names module {self.target!r}, but no module {top!r} is importable from the current directory "
+                    "or sys.path (is the package installed, or the command run from the right directory?)",
+                    self.text,
+                )
+            located = find_module_file(self.target, Path.cwd(), package_main=False)
+            if located is None:
+                raise _error(f"names module {self.target!r}, which cannot be found", self.text)
+            if located.suffix != ".py":  # compiled or built-in: nothing to read
+                return
+            path, where = located, f"module {self.target!r} ({located})"
+        problem = check_python_source(path)
+        if problem:
+            raise _error(f"names {where}, which {problem}", self.text)
+        name = self.function.split(".")[0]
+        if defines_name(path, name) is False:
+            defined = sorted(n for n in _public_functions(path) if not n.startswith("_"))
+            hint = f"; functions defined there: {', '.join(defined[:8])}" if defined else ""
+            raise _error(f"names {self.function!r}, which {where} does not define{hint}", self.text)
 
     def load_module(self) -> ModuleType:
         """Import the module (or execute the file) that holds the function. Runs user code."""
@@ -170,6 +186,9 @@ def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any
     No parameters: ``fn()``. A parameter named ``seed``: the replica's seed. A parameter named ``ctx``,
     ``context`` or ``run_context``, or annotated ``RunContext``: the run context. Parameters with defaults
     and ``*args``/``**kwargs`` are left alone; any other required parameter is a :class:`TrainerSpecError`.
+    A decorated function is read through ``__wrapped__`` (to find ``seed`` and ``ctx``), but when the wrapped
+    signature asks for more than can be filled and the decorator's own wrapper can be called without arguments
+    (``@hydra.main``, which reads its config from the command line; a ``click`` command), it is called so.
     Coroutine functions are run with :func:`asyncio.run`.
 
     Example:
@@ -194,6 +213,9 @@ def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any
             if param.kind is param.POSITIONAL_ONLY:
                 args.append(param.default)
             continue
+        elif _callable_without_arguments(fn):  # @hydra.main, click: the wrapper reads the command line itself
+            args, kwargs = [], {}
+            break
         else:
             name = getattr(fn, "__qualname__", repr(fn))
             raise _error(
@@ -210,6 +232,28 @@ def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any
 
         return asyncio.run(fn(*args, **kwargs))
     return fn(*args, **kwargs)
+
+
+def _callable_without_arguments(fn: Callable[..., Any]) -> bool:
+    """Whether the outermost signature (not following ``__wrapped__``) needs no argument."""
+    try:
+        outer = inspect.signature(fn, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty for p in outer.parameters.values()
+    )
+
+
+def _public_functions(path: Path) -> list[str]:
+    """Names of the functions a file defines at top level (for the hint of a refusal)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _is_context_annotation(annotation: Any) -> bool:

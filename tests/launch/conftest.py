@@ -12,7 +12,8 @@ from replicate_helpers import Completed, start_cli
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Callable[..., Completed]:
-    """Run ``deviate-replicate ARGS --out <tmp>/runs`` in a subprocess (cwd: the test's tmp dir)."""
+    """Run ``deviate-replicate ARGS --out <tmp>/runs`` in a subprocess (cwd: the test's tmp dir); ``--out`` goes
+    before a ``--`` in ARGS (after it, the words are the command's)."""
 
     def run(
         *args: str,
@@ -22,7 +23,8 @@ def cli(tmp_path: Path) -> Callable[..., Completed]:
         timeout: float = 120,
     ) -> Completed:
         out = tmp_path / "runs" if out is None else out
-        proc = start_cli([*args, "--out", str(out)], cwd=cwd or tmp_path, env=env)
+        cut = args.index("--") if "--" in args else len(args)
+        proc = start_cli([*args[:cut], "--out", str(out), *args[cut:]], cwd=cwd or tmp_path, env=env)
         stdout, stderr = proc.communicate(timeout=timeout)
         return Completed(proc.returncode, stdout, stderr, out)
 

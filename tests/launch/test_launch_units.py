@@ -59,10 +59,12 @@ def test_default_experiment_is_the_file_stem_or_the_module() -> None:
 def test_precheck_finds_top_level_packages_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_imports
 ) -> None:
-    TrainerSpec.parse("json.decoder:anything").precheck()  # the function is checked in the replica
+    TrainerSpec.parse("json.decoder:JSONObject").precheck()  # found by reading the file, not importing it
+    with pytest.raises(TrainerSpecError, match=r"'anything', which module 'json.decoder' .* does not define"):
+        TrainerSpec.parse("json.decoder:anything").precheck()
     with pytest.raises(TrainerSpecError, match="no module 'nosuchpkg_xyz'"):
         TrainerSpec.parse("nosuchpkg_xyz.train:main").precheck()
-    (tmp_path / "localmod.py").write_text("raise RuntimeError('never imported by the launcher')\n")
+    (tmp_path / "localmod.py").write_text("raise RuntimeError('never imported by the launcher')\ndef main(): pass\n")
     monkeypatch.chdir(tmp_path)  # like `python -m`, the current directory counts
     TrainerSpec.parse("localmod:main").precheck()
     assert "localmod" not in sys.modules

@@ -34,7 +34,7 @@ CASES = [
     ("timeout-zero", ["--trainer", ECHO, "-n", "2", "--timeout", "0"], "`--timeout` must be a positive number"),
     ("bad-gpus", ["--trainer", ECHO, "-n", "2", "--gpus", "0,x"], "`--gpus` must be distinct GPU ids"),
     ("bad-experiment", ["--trainer", ECHO, "-n", "2", "--experiment", "a/b"], "`--experiment` must be a non-empty"),
-    ("missing-trainer", ["-n", "2"], "The following arguments are required: --trainer"),
+    ("missing-trainer", ["-n", "2"], "`--trainer` or a command after `--` is required"),
     ("unknown-option", ["--trainer", ECHO, "-n", "2", "--nope"], "Unrecognized arguments: --nope"),
 ]
 

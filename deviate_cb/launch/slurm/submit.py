@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
 from deviate_cb.launch.base import Job
-from deviate_cb.launch.remote import TaskSpec
+from deviate_cb.launch.remote import TaskSpec, node_argv
 
 __all__ = ["array_executor", "check_sinfo", "experiment_name", "refusal_reason", "submitit_folder", "task_specs"]
 
@@ -74,7 +74,18 @@ def array_executor(folder: Path, parameters: Mapping[str, Any]) -> Any:
 
 def task_specs(jobs: Sequence[Job], kill_grace_s: float) -> list[TaskSpec]:
     """One array task per job: its run directory (where its logs go), environment and timeout."""
-    return [TaskSpec(str(Path(j.stdout_path).parent), dict(j.env), j.timeout_s, kill_grace_s, "slurm") for j in jobs]
+    return [
+        TaskSpec(
+            str(Path(j.stdout_path).parent),
+            dict(j.env),
+            j.timeout_s,
+            kill_grace_s,
+            "slurm",
+            argv=node_argv(j.argv),
+            cwd=None if j.cwd is None else str(j.cwd),
+        )
+        for j in jobs
+    ]
 
 
 def refusal_reason(exc: BaseException) -> str:

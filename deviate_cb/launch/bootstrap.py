@@ -1,0 +1,179 @@
+"""The replica bootstrap: what every Python process of a replica gets before the project's code runs.
+
+Run once per process, from :mod:`deviate_cb.launch.sitedir.sitecustomize` (which the launcher puts on the
+replica's ``PYTHONPATH``, so a command's interpreter, its console scripts and the workers Lightning's DDP
+re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstrap
+(:mod:`deviate_cb.launch.child`). In order:
+
+1. SIGTERM (timeout, interrupt) becomes ``SystemExit`` in the main process, so callbacks flush on the way out;
+2. ``random``/NumPy/torch/TensorFlow/Keras are seeded with the replica's seed, and the requested determinism
+   switches are applied (:mod:`deviate_cb.capture.determinism`);
+3. the project's own global seeding calls are taken over (:mod:`deviate_cb.capture.seed_takeover`), unless
+   ``--keep-project-seeds``; each call taken over is recorded in ``run.json`` under ``seeding``;
+4. every Lightning ``Trainer`` and Keras ``fit``/``evaluate`` gets a ``DeviateCallback``
+   (:mod:`deviate_cb.launch.inject`), and ``import keras`` fails with one line when its backend is missing;
+5. the project's outputs are isolated per replica (:mod:`deviate_cb.launch.project_outputs`): Lightning's
+   ``default_root_dir`` when the project sets none, Hydra's run and sweep directories.
+
+The first process to record (global rank zero, not a multiprocessing or DataLoader worker) appends itself to the
+manifest's ``bootstrap`` list; the launcher reads that list to tell whether a command ran any Python it could
+bootstrap. At exit, such a process also records the determinism in effect and the fingerprint when no
+``DeviateCallback`` did (a plain PyTorch loop).
+
+Example:
+    >>> is_recording_process({"LOCAL_RANK": "1"}, ["python", "train.py"])
+    False
+    >>> is_recording_process({}, ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()"])
+    False
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import Any, Optional
+
+from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
+from deviate_cb.capture.seed_takeover import install_seed_takeover
+from deviate_cb.context import RunContext
+from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
+from deviate_cb.launch.keras_backend import install_backend_guard
+from deviate_cb.launch.project_outputs import install_hydra_outputs
+from deviate_cb.store.run_directory import RunDirectory
+
+__all__ = [
+    "MAX_PROCESSES_RECORDED",
+    "bootstrap_from_environment",
+    "bootstrap_replica",
+    "complete_plain_run",
+    "is_rank_zero",
+    "is_recording_process",
+]
+
+MAX_PROCESSES_RECORDED = 10
+_PROG = "deviate-replicate"
+_state: dict[str, Any] = {"context": None, "terminated": False}
+
+
+def bootstrap_from_environment() -> bool:
+    """Bootstrap this process from the run context in its environment; ``False`` when there is none (or done)."""
+    try:
+        ctx = RunContext.from_env()
+    except RuntimeError as exc:
+        sys.stderr.write(f"{_PROG}: warning: {exc}\n")
+        return False
+    return ctx is not None and bootstrap_replica(ctx)
+
+
+def bootstrap_replica(ctx: RunContext) -> bool:
+    """Seed, apply determinism, take over seeding, inject callbacks and isolate outputs, once per process.
+
+    Returns ``False`` when this process was already bootstrapped (nothing is done twice).
+    """
+    if _state["context"] is not None:
+        return False
+    _state["context"] = ctx
+    _terminate_as_exit()
+    run = RunDirectory(ctx.run_dir)
+    recording = is_recording_process()
+    seed_everything(ctx.seed)
+    apply_determinism(ctx.deterministic)
+
+    def record_seeding(record: dict[str, Any]) -> None:
+        run.update_manifest(seeding=record)
+
+    install_seed_takeover(
+        ctx.seed, take_over=not ctx.keep_project_seeds, on_record=record_seeding if recording else None
+    )
+    install_trainer_injection(default_root_dir=str(ctx.run_dir))
+    install_keras_injection()
+    install_backend_guard()
+    install_hydra_outputs(ctx.run_dir)
+    if recording:
+        _record_process(run)
+        atexit.register(_complete_at_exit, run, ctx, os.getpid())
+    return True
+
+
+def is_rank_zero(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this process is global rank zero (``RANK``, ``LOCAL_RANK``, ``NODE_RANK`` unset or 0).
+
+    Example:
+        >>> is_rank_zero({}), is_rank_zero({"LOCAL_RANK": "1"})
+        (True, False)
+    """
+    environ = os.environ if environ is None else environ
+    return all(environ.get(name, "0") in ("0", "") for name in ("RANK", "LOCAL_RANK", "NODE_RANK"))
+
+
+def is_recording_process(environ: Optional[Mapping[str, str]] = None, argv: Optional[Sequence[str]] = None) -> bool:
+    """Whether this process writes the replica's records: rank zero, and not a multiprocessing child."""
+    argv = list(getattr(sys, "orig_argv", sys.argv) if argv is None else argv)
+    # spawn and forkserver children run `python -c "from multiprocessing... import ..."`
+    helper = "--multiprocessing-fork" in argv or any(word.startswith("from multiprocessing") for word in argv)
+    return is_rank_zero(environ) and not helper
+
+
+def complete_plain_run(run: RunDirectory, ctx: RunContext, final_metrics: Sequence[str] = ()) -> None:
+    """Record what a ``DeviateCallback`` would have (determinism in effect, fingerprint) when none ran."""
+    try:
+        manifest = run.read_manifest()
+        fields: dict[str, Any] = {}
+        if final_metrics:
+            fields["final_metrics"] = list(final_metrics)
+        if "determinism" not in manifest:
+            fields["determinism"] = determinism_record(ctx.seed, ctx.deterministic)
+        if fields:
+            run.update_manifest(**fields)
+        if not run.fingerprint_path.exists():
+            from deviate_cb.fingerprint.collect import collect_fingerprint
+
+            run.write_fingerprint(collect_fingerprint(seed=ctx.seed))
+    except Exception as exc:  # informative records: never fail a finished run for them
+        sys.stderr.write(f"{_PROG}: warning: could not record the determinism and fingerprint: {exc}\n")
+
+
+def _complete_at_exit(run: RunDirectory, ctx: RunContext, pid: int) -> None:
+    """At the exit of the recording process (not a fork of it, not after SIGTERM): :func:`complete_plain_run`."""
+    if os.getpid() == pid and not _state["terminated"]:
+        complete_plain_run(run, ctx)
+
+
+def _record_process(run: RunDirectory) -> None:
+    """Append this process (pid, interpreter, command line) to the manifest's ``bootstrap`` list."""
+    try:
+        listed = run.read_manifest().get("bootstrap")
+        processes = list(listed) if isinstance(listed, list) else []
+        if len(processes) < MAX_PROCESSES_RECORDED:
+            argv = list(getattr(sys, "orig_argv", sys.argv))
+            processes.append({"pid": os.getpid(), "python": sys.executable, "argv": argv})
+            run.update_manifest(bootstrap=processes)
+    except Exception as exc:
+        sys.stderr.write(f"{_PROG}: warning: could not record this process in {run.manifest_path}: {exc}\n")
+
+
+def _terminate_as_exit() -> None:
+    """Turn SIGTERM (sent on timeout or interrupt) into ``SystemExit`` so callbacks flush on the way out.
+
+    Lightning calls the previous handler from its own and then runs ``on_exception``; forked DataLoader
+    workers inherit the handler, so in any other process it falls back to the default (terminate).
+    """
+    pid = os.getpid()
+
+    def handler(signum: int, frame: Optional[FrameType]) -> None:
+        if os.getpid() != pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        _state["terminated"] = True
+        raise SystemExit(128 + signum)
+
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread of the main interpreter
+        pass
