@@ -1,6 +1,8 @@
 # Set-up commands, all working on a fresh machine:
 #   make demo       create .venv, install, replicate the bundled Lightning example and print the report
 #   make test       create .venv, install, run tests/ and the Keras end-to-end suite (TensorFlow and torch)
+#                   and integrations/real_projects (small Hydra, LightningCLI, Keras and plain scripts
+#                   replicated through command mode, `deviate-replicate -- python train.py ...`)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend
 #   make test-integrations   install the slurm/ray extras (and, as root, Debian's Slurm + MariaDB packages when
 #                   missing), then run integrations/slurm (a real single-node Slurm with slurmdbd, started
@@ -60,7 +62,7 @@ demo: $(STAMP)
 	$(BIN)/deviate report $(DEMO_OUT)
 
 test: $(STAMP)
-	DEVIATE_KERAS_BACKENDS=tensorflow,torch $(BIN)/python -m pytest tests integrations/keras
+	DEVIATE_KERAS_BACKENDS=tensorflow,torch $(BIN)/python -m pytest tests integrations/keras integrations/real_projects
 
 test-jax: $(JAX_STAMP)
 	DEVIATE_KERAS_BACKENDS=jax $(BIN)/python -m pytest integrations/keras
