@@ -7,9 +7,17 @@ gets its own fake GPU through ``--num-gpus``; asking for more GPUs than the clus
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from cluster_helpers import KERAS_TRAINERS, TRAINERS, assert_same_run_dirs, metric_rows, replicate
+from cluster_helpers import (
+    COMMAND_PROJECT,
+    KERAS_TRAINERS,
+    TRAINERS,
+    assert_same_run_dirs,
+    metric_rows,
+    replicate,
+)
 
 RAY_FIELDS = ("ray_error",)
 
@@ -35,6 +43,21 @@ def test_keras_control_on_ray_cluster_equals_local(tmp_path: Path, ray_address: 
     assert ray.returncode == 0, ray.stdout + ray.stderr
     for k in range(2):
         assert_same_run_dirs(local.run_dir("k", "control", k), ray.run_dir("k", "control", k), RAY_FIELDS)
+
+
+def test_command_mode_on_ray_runs_in_the_launchers_directory_and_equals_local(tmp_path: Path, ray_address: str) -> None:
+    shutil.copy(COMMAND_PROJECT, tmp_path / "train.py")  # a relative script: the task must run where the launcher does
+    args = ["-n", "2", "--variant", "control", "--experiment", "c"]
+    command = ["--", "python", "train.py", "--epochs", "1"]
+    local = replicate([*args, *command], tmp_path / "local")
+    ray = replicate([*args, "--backend", "ray", "--address", ray_address, *command], tmp_path / "ray")
+    assert local.returncode == 0, local.stderr
+    assert ray.returncode == 0, ray.stdout + ray.stderr
+    for k in range(2):
+        assert_same_run_dirs(local.run_dir("c", "control", k), ray.run_dir("c", "control", k), RAY_FIELDS)
+        manifest = ray.manifest("c", "control", k)
+        assert manifest["mode"] == "command" and manifest["injection"] == "bootstrapped"
+        assert manifest["seeding"]["calls"][0]["asked"] == 42
 
 
 def test_dead_worker_is_recorded_failed(tmp_path: Path, ray_address: str) -> None:

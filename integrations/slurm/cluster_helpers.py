@@ -22,8 +22,21 @@ REPO = Path(__file__).resolve().parents[2]
 TRAINERS = REPO / "tests" / "launch" / "trainers"
 KERAS_TRAINERS = REPO / "integrations" / "keras" / "trainers"
 VOLATILE = frozenset(
-    {"started_at", "ended_at", "duration_s", "host", "pid", "launcher_pid", "argv", "backend", "slot", "python"}
+    {
+        "started_at",
+        "ended_at",
+        "duration_s",
+        "host",
+        "pid",
+        "launcher_pid",
+        "argv",
+        "backend",
+        "slot",
+        "python",
+        "bootstrap",  # pids and interpreter paths of the replica's processes
+    }
 )
+COMMAND_PROJECT = REPO / "tests" / "launch" / "projects" / "self_seeding.py"
 
 
 @dataclass
@@ -50,8 +63,9 @@ def env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:
 
 
 def start(args: Sequence[str], out: Path, extra_env: Optional[Mapping[str, str]] = None) -> subprocess.Popen[str]:
+    cut = list(args).index("--") if "--" in args else len(args)  # after `--` the words are the command's
     return subprocess.Popen(
-        [sys.executable, "-m", "deviate_cb.cli.replicate", *args, "--out", str(out)],
+        [sys.executable, "-m", "deviate_cb.cli.replicate", *args[:cut], "--out", str(out), *args[cut:]],
         cwd=out.parent,
         env=env(extra_env),
         stdout=subprocess.PIPE,

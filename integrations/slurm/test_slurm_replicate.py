@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from cluster_helpers import KERAS_TRAINERS, TRAINERS, assert_same_run_dirs, env, replicate, start
+from cluster_helpers import COMMAND_PROJECT, KERAS_TRAINERS, TRAINERS, assert_same_run_dirs, env, replicate, start
 
 SLURM_FIELDS = ("slurm_job_id", "slurm_state")
 
@@ -46,6 +46,20 @@ def test_keras_control_on_slurm_equals_local(tmp_path: Path) -> None:
     assert slurm.returncode == 0, slurm.stdout + slurm.stderr
     for k in range(2):
         assert_same_run_dirs(local.run_dir("k", "control", k), slurm.run_dir("k", "control", k), SLURM_FIELDS)
+
+
+def test_command_mode_on_slurm_runs_in_the_launchers_directory_and_equals_local(tmp_path: Path) -> None:
+    shutil.copy(COMMAND_PROJECT, tmp_path / "train.py")  # a relative script: the task must run where the launcher does
+    args = ["-n", "2", "--variant", "control", "--experiment", "c"]
+    command = ["--", "python", "train.py", "--epochs", "1"]
+    local = replicate([*args, *command], tmp_path / "local")
+    slurm = replicate([*args, "--backend", "slurm", *command], tmp_path / "slurm")
+    assert local.returncode == 0, local.stderr
+    assert slurm.returncode == 0, slurm.stdout + slurm.stderr
+    for k in range(2):
+        assert_same_run_dirs(local.run_dir("c", "control", k), slurm.run_dir("c", "control", k), SLURM_FIELDS)
+        manifest = slurm.manifest("c", "control", k)
+        assert manifest["mode"] == "command" and manifest["injection"] == "bootstrapped"
 
 
 def test_scancel_is_recorded_failed_within_bounded_time(tmp_path: Path) -> None:
