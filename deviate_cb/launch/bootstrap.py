@@ -5,7 +5,8 @@ replica's ``PYTHONPATH``, so a command's interpreter, its console scripts and th
 re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstrap
 (:mod:`deviate_cb.launch.child`). In order:
 
-1. SIGTERM (timeout, interrupt) becomes ``SystemExit`` in the main process, so callbacks flush on the way out;
+1. SIGTERM (timeout, interrupt) becomes ``SystemExit(143)`` (:class:`SignalExit`) in the main process, so
+   callbacks flush on the way out, and :func:`terminating_signal` tells later code that the replica is stopping;
 2. ``random``/NumPy/torch/TensorFlow/Keras are seeded with the replica's seed, and the requested determinism
    switches are applied (:mod:`deviate_cb.capture.determinism`);
 3. the project's own global seeding calls are taken over (:mod:`deviate_cb.capture.seed_takeover`), unless
@@ -47,16 +48,46 @@ from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = [
     "MAX_PROCESSES_RECORDED",
+    "SignalExit",
     "bootstrap_from_environment",
     "bootstrap_replica",
     "complete_plain_run",
     "is_rank_zero",
     "is_recording_process",
+    "terminating_signal",
 ]
 
 MAX_PROCESSES_RECORDED = 10
 _PROG = "deviate-replicate"
-_state: dict[str, Any] = {"context": None, "terminated": False}
+_state: dict[str, Any] = {"context": None, "terminated": None}  # terminated: the signal number, once one came
+
+
+class SignalExit(SystemExit):
+    """``SystemExit(128 + signum)``, raised in the replica's main process by its SIGTERM handler.
+
+    A ``--timeout``, an interrupted launcher or a cancelled study ends the replica this way, wherever its code
+    is (importing the trainer's module included), so that the process exits with 143 and callbacks flush.
+
+    Example:
+        >>> exc = SignalExit(15)
+        >>> exc.code, exc.signum, isinstance(exc, SystemExit)
+        (143, 15, True)
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def terminating_signal() -> Optional[int]:
+    """The signal (SIGTERM's number) this process was told to stop by, or ``None`` while nobody asked it to.
+
+    Example:
+        >>> terminating_signal() is None
+        True
+    """
+    signum = _state["terminated"]
+    return signum if isinstance(signum, int) else None
 
 
 def bootstrap_from_environment() -> bool:
@@ -139,7 +170,7 @@ def complete_plain_run(run: RunDirectory, ctx: RunContext, final_metrics: Sequen
 
 def _complete_at_exit(run: RunDirectory, ctx: RunContext, pid: int) -> None:
     """At the exit of the recording process (not a fork of it, not after SIGTERM): :func:`complete_plain_run`."""
-    if os.getpid() == pid and not _state["terminated"]:
+    if os.getpid() == pid and terminating_signal() is None:
         complete_plain_run(run, ctx)
 
 
@@ -157,7 +188,7 @@ def _record_process(run: RunDirectory) -> None:
 
 
 def _terminate_as_exit() -> None:
-    """Turn SIGTERM (sent on timeout or interrupt) into ``SystemExit`` so callbacks flush on the way out.
+    """Turn SIGTERM (sent on timeout or interrupt) into :class:`SignalExit` so callbacks flush on the way out.
 
     Lightning calls the previous handler from its own and then runs ``on_exception``; forked DataLoader
     workers inherit the handler, so in any other process it falls back to the default (terminate).
@@ -169,8 +200,8 @@ def _terminate_as_exit() -> None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        _state["terminated"] = True
-        raise SystemExit(128 + signum)
+        _state["terminated"] = signum
+        raise SignalExit(signum)
 
     try:
         if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):

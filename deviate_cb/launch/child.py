@@ -7,9 +7,9 @@ after ``--``, and a returned mapping of numbers is recorded as final metrics. A 
 also gets the determinism record and the fingerprint the callback would have written.
 
 Exit status: the function's (0 when it returns or calls ``sys.exit(0)``, as click commands do; 1 with a
-traceback when it raises), or :data:`EXIT_TRAINER_SPEC` when the ``--trainer`` spec cannot be used; then one
-line goes to stderr and the manifest's ``trainer_error`` holds it, so the launcher can stop and report a usage
-error.
+traceback when it raises; 143 when stopped by SIGTERM), or :data:`EXIT_TRAINER_SPEC` when the ``--trainer`` spec
+cannot be used (parsed, imported, its arguments bound) and the replica was not being stopped; then one line goes
+to stderr and the manifest's ``trainer_error`` holds it, so the launcher can stop and report a usage error.
 
 Example:
     >>> import os, subprocess, sys
@@ -22,12 +22,20 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from deviate_cb.context import RunContext
-from deviate_cb.launch.bootstrap import bootstrap_replica, complete_plain_run, is_recording_process
+from deviate_cb.launch.bootstrap import (
+    SignalExit,
+    bootstrap_replica,
+    complete_plain_run,
+    is_recording_process,
+    terminating_signal,
+)
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import KerasBackendNotInstalled
-from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
+from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["EXIT_TRAINER_SPEC", "EXIT_USAGE", "main", "run_replica"]
@@ -55,42 +63,65 @@ def main() -> int:
 
 
 def run_replica(ctx: RunContext) -> int:
-    """Bootstrap, import and call the trainer of ``ctx``; return the exit status (exceptions propagate)."""
+    """Bootstrap, import and call the trainer of ``ctx``; return the exit status (exceptions propagate).
+
+    Only a :class:`TrainerSpecError` raised while the spec is parsed, its module imported and the function's
+    arguments bound (before any of the function runs) is a bad ``--trainer``: exit status
+    :data:`EXIT_TRAINER_SPEC` and ``trainer_error`` in the manifest. A replica stopped meanwhile (SIGTERM from a
+    ``--timeout`` or an interrupted launcher) exits 143 without ``trainer_error``, whatever its import raised.
+    """
     bootstrap_replica(ctx)  # a no-op when sitecustomize already did it
     run = RunDirectory(ctx.run_dir)
     writer = is_recording_process()  # DDP re-launches this module for the other ranks: only rank zero records
     if writer:
         run.update_manifest(pid=os.getpid(), python=sys.executable)
     try:
-        spec = TrainerSpec.parse(ctx.trainer or "")
-        sys.argv = [spec.target, *ctx.trainer_args]  # what the project sees, as if its file were run
-        if spec.is_path:  # Hydra finds config_path next to the file, as under `python file.py` (not as a package)
-            os.environ.setdefault("HYDRA_MAIN_MODULE", "__main__")
-        fn = spec.resolve()
-        result = call_trainer(fn, ctx, spec.text)
-    except SystemExit as exc:
-        if exc.code not in (0, None):  # `sys.exit(0)` at the end (click commands, Hydra apps) counts as returning
-            raise
-        result = None
+        call = _load_trainer(ctx)
     except TrainerSpecError as exc:
+        signum = terminating_signal()
+        if signum is not None:  # stopped while importing: the error is the stop's, not the spec's
+            raise SignalExit(signum) from None
         message = str(exc)
         if writer:
             run.update_manifest(trainer_error=message)
         print(f"{_PROG}: error: {message}", file=sys.stderr)
         return EXIT_TRAINER_SPEC
+    except BaseException as exc:
+        _record_exception(run, writer, exc)
+        raise
+    try:
+        result = call()
+    except SystemExit as exc:
+        if exc.code not in (0, None):  # `sys.exit(0)` at the end (click commands, Hydra apps) counts as returning
+            raise
+        result = None
     except KerasBackendNotInstalled as exc:  # imported by the function: one line, not a traceback
         if writer:
             run.update_manifest(exception=f"{type(exc).__name__}: {exc}")
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 1
     except BaseException as exc:
-        if writer and not isinstance(exc, SystemExit):  # the traceback goes to stderr.log; the manifest: one line
-            run.update_manifest(exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
+        _record_exception(run, writer, exc)
         raise
     if writer:
         names = record_final_metrics(result, ctx.run_dir)
         complete_plain_run(run, ctx, names)
     return 0
+
+
+def _load_trainer(ctx: RunContext) -> Callable[[], Any]:
+    """Parse the spec, import its module and bind the function's arguments (:class:`TrainerSpecError`)."""
+    spec = TrainerSpec.parse(ctx.trainer or "")
+    sys.argv = [spec.target, *ctx.trainer_args]  # what the project sees, as if its file were run
+    if spec.is_path:  # Hydra finds config_path next to the file, as under `python file.py` (not as a package)
+        os.environ.setdefault("HYDRA_MAIN_MODULE", "__main__")
+    return bind_trainer(spec.resolve(), ctx, spec.text)
+
+
+def _record_exception(run: RunDirectory, writer: bool, exc: BaseException) -> None:
+    """The exception as one line in the manifest (its traceback goes to stderr.log); not for ``SystemExit``."""
+    if writer and not isinstance(exc, SystemExit):
+        run.update_manifest(exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
 
 
 if __name__ == "__main__":

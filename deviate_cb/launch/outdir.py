@@ -3,7 +3,9 @@
 :class:`OutputDirectory` creates ``<out>/experiment=<e>/variant=<v>/`` (remembering which directories it
 created), takes an exclusive lock there (``.deviate-replicate.lock``; a second launcher on the same
 experiment and variant is a usage error rather than two launchers rerunning each other's replicas), and can
-remove everything it created again, so that a usage error leaves the file system as it found it. Files whose
+remove everything it created again, so that a usage error leaves the file system as it found it. A symbolic
+link or a file where the store expects its own directory is refused before anything is created
+(:func:`check_store_path`): nothing is ever written through a link out of the store. Files whose
 names start with ``.`` are ignored by ``pyarrow.dataset``, so the lock never disturbs a reader.
 """
 
@@ -19,9 +21,43 @@ from typing import Optional
 from deviate_cb.errors import UsageError
 from deviate_cb.store.run_directory import run_path
 
-__all__ = ["LOCK_FILE", "OutputDirectory"]
+__all__ = ["LOCK_FILE", "OutputDirectory", "check_store_path"]
 
 LOCK_FILE = ".deviate-replicate.lock"
+
+
+def check_store_path(path: Path, expected: str, given: str, *, directory: bool = True) -> None:
+    """Refuse a symbolic link where the store expects its own directory (or file), and a file for a directory.
+
+    deviate-replicate never follows a link out of the store: a link at ``experiment=``, ``variant=``,
+    ``replica=`` (or a file they should hold) would make it move, create or overwrite files elsewhere. ``--out``
+    itself may be a link. Raises :class:`UsageError` naming the path and what was expected.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "replica=0").symlink_to(root)
+        >>> try:
+        ...     check_store_path(root / "replica=0", "a replica directory", "runs")
+        ... except UsageError as exc:
+        ...     "but that is a symbolic link" in str(exc)
+        True
+    """
+    if path.is_symlink():
+        try:
+            target = f" (to {os.readlink(path)!r})"
+        except OSError:
+            target = ""
+        found = f"a symbolic link{target}"
+    elif directory and path.exists() and not path.is_dir():
+        found = "a file"
+    else:
+        return
+    raise UsageError(
+        f"`--out` must hold {expected} at {str(path)!r}, but that is {found}; deviate-replicate never follows "
+        f"links out of the store or writes over files it does not own. Move it away, or use another --out. "
+        f"Received: --out={given}."
+    )
 
 
 class OutputDirectory:
@@ -67,6 +103,10 @@ class OutputDirectory:
         return self.variant_dir
 
     def _check_creatable(self) -> None:
+        experiment_dir = self.variant_dir.parent
+        check_store_path(experiment_dir, "an experiment directory", self.given)
+        check_store_path(self.variant_dir, "a variant directory", self.given)
+        check_store_path(self.variant_dir / LOCK_FILE, "the launcher's lock file", self.given, directory=False)
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(
                 f"`--out` must be a directory, but {self.given!r} is a file. Received: --out={self.given}."
@@ -82,7 +122,7 @@ class OutputDirectory:
 
     def _lock(self) -> None:
         path = self.variant_dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never write through a link
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory lock, the file still proves writability

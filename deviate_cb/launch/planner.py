@@ -3,33 +3,30 @@
 Replica ``k`` runs in ``<out>/experiment=<e>/variant=<v>/replica=<k>`` with the seed the variant table gives
 it (``docs/architecture.md``, "Noise variants"). Re-running the same command resumes: a replica whose manifest says
 ``completed`` is skipped (unless ``force``), everything else (failed, timeout, killed, or ``running`` left by a
-launcher that died) runs again. Planning reads manifests only; it creates and deletes nothing.
+launcher that died) runs again, in an empty run directory: :func:`clear_previous_attempt` moves what the earlier
+attempt left into ``.attempts/<n>/``. Planning reads manifests only; it creates, moves and deletes nothing, and
+refuses a symbolic link (or a file) where the store expects its own directory.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.store.run_directory import FINGERPRINT_FILE, MANIFEST_FILE, METRICS_FILE, RunDirectory, run_path
+from deviate_cb.launch.outdir import check_store_path
+from deviate_cb.store.run_directory import RunDirectory, run_path
 from deviate_cb.variants import get_variant
 
-__all__ = ["SEED_LIMIT", "STALE_FILES", "ReplicaPlan", "clear_previous_attempt", "plan_replicas"]
+__all__ = ["ATTEMPTS_DIR", "SEED_LIMIT", "ReplicaPlan", "clear_previous_attempt", "plan_replicas"]
 
 SEED_LIMIT = 2**32
-# What a previous attempt leaves in a run directory; removed before the replica runs again.
-STALE_FILES = (
-    MANIFEST_FILE,
-    METRICS_FILE,
-    FINGERPRINT_FILE,
-    "timings.parquet",
-    "predictions.parquet",
-    "stdout.log",
-    "stderr.log",
-)
+# Where a rerun moves everything an earlier attempt left in the run directory: <replica dir>/.attempts/<n>/.
+# A dot-folder, so pyarrow.dataset, the run finder and every reader of the store skip it.
+ATTEMPTS_DIR = ".attempts"
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,8 @@ def plan_replicas(
 
     Raises:
         UsageError: A seed outside ``[0, 2**32)``; a completed replica that was run with another seed
-            (resuming would mix seeds; use the same ``--seed``, ``--force`` or another ``--out``).
+            (resuming would mix seeds; use the same ``--seed``, ``--force`` or another ``--out``); a symbolic
+            link or a file where an experiment, variant or replica directory (or its ``.attempts``) belongs.
         SchemaVersionError: A manifest written by a newer deviate-cb.
 
     Example:
@@ -97,10 +95,16 @@ def plan_replicas(
             f"Received: --seed={base_seed}, --runs={runs}."
         )
     plans = []
+    variant_dir = run_path(Path(out), experiment, variant, 0).parent
+    check_store_path(variant_dir.parent, "an experiment directory", str(out))
+    check_store_path(variant_dir, "a variant directory", str(out))
     for replica in range(runs):
         seed = spec.seed_for(base_seed, replica)
+        run_dir = run_path(Path(out), experiment, variant, replica)
+        check_store_path(run_dir, "a replica directory", str(out))
+        check_store_path(run_dir / ATTEMPTS_DIR, "the folder of earlier attempts", str(out))
         ctx = RunContext(
-            run_dir=run_path(Path(out), experiment, variant, replica),
+            run_dir=run_dir,
             experiment=experiment,
             variant=variant,
             replica=replica,
@@ -127,23 +131,60 @@ def plan_replicas(
     return plans
 
 
-def clear_previous_attempt(run_dir: Path) -> None:
-    """Remove what an earlier attempt left in ``run_dir`` (manifest, metrics, logs, stale temporary files).
+def clear_previous_attempt(run_dir: Path) -> Optional[Path]:
+    """Move everything an earlier attempt left in ``run_dir`` into ``run_dir/.attempts/<n>/``; return that folder.
 
-    Files the trainer itself wrote there (checkpoints, its own outputs) are left alone.
+    The new attempt starts from an empty directory (no stale weights, checkpoints or logs reach its report),
+    and nothing is deleted: the manifest, metrics, logs, weights and whatever the project wrote (checkpoints,
+    ``lightning_logs/``, ``outputs/``) are kept for the user. ``n`` is the earlier attempt's number from its
+    manifest, or the next free number when the manifest has none or that folder exists. Returns ``None`` when
+    the directory held nothing but ``.attempts``.
+
+    Raises:
+        UsageError: ``run_dir`` or its ``.attempts`` is a symbolic link, or ``.attempts`` is a file (nothing moved).
 
     Example:
-        >>> import tempfile
-        >>> d = Path(tempfile.mkdtemp()); (d / "stderr.log").write_text("old"); (d / "ckpt.pt").write_text("x")
-        3
+        >>> import json, tempfile
+        >>> d = Path(tempfile.mkdtemp()); (d / "run.json").write_text(json.dumps({"attempt": 2}))
+        14
+        >>> (d / "ckpt.pt").write_text("x")
         1
-        >>> clear_previous_attempt(d); sorted(p.name for p in d.iterdir())
-        ['ckpt.pt']
+        >>> clear_previous_attempt(d).relative_to(d).as_posix(), sorted(p.name for p in d.iterdir())
+        ('.attempts/2', ['.attempts'])
+        >>> sorted(p.name for p in (d / ".attempts" / "2").iterdir())
+        ['ckpt.pt', 'run.json']
     """
-    for name in STALE_FILES:
-        (run_dir / name).unlink(missing_ok=True)
-    for leftover in run_dir.glob(".*.tmp"):  # atomic writes interrupted by a kill
-        leftover.unlink(missing_ok=True)
+    run_dir = Path(run_dir)
+    check_store_path(run_dir, "a replica directory", str(run_dir.parent.parent.parent))
+    attempts = run_dir / ATTEMPTS_DIR
+    check_store_path(attempts, "the folder of earlier attempts", str(run_dir.parent.parent.parent))
+    leftovers = [entry for entry in run_dir.iterdir() if entry.name != ATTEMPTS_DIR]
+    if not leftovers:
+        return None
+    attempts.mkdir(exist_ok=True)
+    number = _previous_attempt(run_dir)
+    while True:
+        if number is None or (attempts / str(number)).exists():
+            taken = [int(p.name) for p in attempts.iterdir() if p.name.isascii() and p.name.isdecimal()]
+            number = 1 + max(taken, default=0)
+        folder = attempts / str(number)
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:  # taken meanwhile: the next free one
+            number = None
+    for entry in leftovers:
+        os.rename(entry, folder / entry.name)  # a link is moved as the link: nothing outside is touched
+    return folder
+
+
+def _previous_attempt(run_dir: Path) -> Optional[int]:
+    """The ``attempt`` the manifest in ``run_dir`` records (``None``: no manifest, unreadable, or none recorded)."""
+    try:
+        attempt = RunDirectory(run_dir).read_manifest().get("attempt")
+    except Exception:
+        return None
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 0 else None
 
 
 def _status(manifest: Optional[dict[str, Any]]) -> Optional[str]:

@@ -5,7 +5,8 @@ determinism, ``mode`` (``trainer`` or ``command``) with the trainer and its argu
 and as run, whether the project's seeds are kept, argv, start time, host, launcher pid, deviate-cb version,
 ``CUDA_VISIBLE_DEVICES``, the requested Keras backend).
 After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
-duration and, for runs that did not complete, ``error``: the tail of the replica's stderr.
+duration and, for runs that did not complete, ``reason`` (what ended it) and ``error``: the tail of the replica's
+stderr, after the ``reason`` when a signal, the launcher or the cluster ended it (the tail is then not the cause).
 """
 
 from __future__ import annotations
@@ -137,10 +138,29 @@ def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
     fields.update(outcome.fields)
     if status != "completed":
         reason = _reason(outcome, status)
-        tail = tail_lines(stderr_path)
-        fields["error"] = tail or reason
+        fields["error"] = _error(outcome, reason, tail_lines(stderr_path))
         fields["reason"] = reason
     return fields
+
+
+def _error(outcome: Outcome, reason: str, tail: str) -> str:
+    """The manifest's ``error``: the stderr tail, after what happened when the replica did not end by itself.
+
+    A replica killed by a signal or stopped by the launcher or the cluster leaves in its stderr whatever it
+    printed last (a Lightning warning, a progress bar): that is not the cause, so ``reason`` comes first.
+
+    Example:
+        >>> _error(Outcome(returncode=-9, signal="SIGKILL"), "killed by SIGKILL", "UserWarning: few workers")
+        'killed by SIGKILL; last stderr lines:\\nUserWarning: few workers'
+        >>> _error(Outcome(returncode=1), "exited with code 1", "Traceback ...\\nValueError: x")
+        'Traceback ...\\nValueError: x'
+    """
+    if not tail:
+        return reason
+    stopped = outcome.timed_out or outcome.interrupted or outcome.cancelled or outcome.launch_error is not None
+    if outcome.signal is not None or stopped or outcome.scheduler_state not in (None, "COMPLETED"):
+        return f"{reason}; last stderr lines:\n{tail}"
+    return tail
 
 
 def _reason(outcome: Outcome, status: str) -> str:

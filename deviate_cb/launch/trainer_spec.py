@@ -6,13 +6,14 @@ Two forms, as in ``python -m module`` and ``python path/to/file.py``::
     path/to/train.py:main     a Python file; its directory goes first on sys.path, as ``python file.py`` does
 
 The launcher only runs :meth:`TrainerSpec.parse` and :meth:`TrainerSpec.precheck` (no user code is imported
-in the launcher); the replica runs :meth:`TrainerSpec.resolve` and :func:`call_trainer`. Every problem is a
+in the launcher); the replica runs :meth:`TrainerSpec.resolve`, :func:`bind_trainer` and the call. Every problem is a
 :class:`TrainerSpecError`, a one-line :class:`~deviate_cb.errors.UsageError` that names ``--trainer``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -28,9 +29,10 @@ from typing import Any
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.bootstrap import SignalExit, terminating_signal
 from deviate_cb.launch.source_checks import check_python_source, defines_name, find_module_file
 
-__all__ = ["CONTEXT_PARAMETERS", "TrainerSpec", "TrainerSpecError", "call_trainer"]
+__all__ = ["CONTEXT_PARAMETERS", "TrainerSpec", "TrainerSpecError", "bind_trainer", "call_trainer"]
 
 CONTEXT_PARAMETERS = ("ctx", "context", "run_context")
 
@@ -125,7 +127,13 @@ class TrainerSpec:
             raise _error(f"names {self.function!r}, which {where} does not define{hint}", self.text)
 
     def load_module(self) -> ModuleType:
-        """Import the module (or execute the file) that holds the function. Runs user code."""
+        """Import the module (or execute the file) that holds the function. Runs user code.
+
+        Whatever the module raises becomes a :class:`TrainerSpecError`, except Ctrl-C (``KeyboardInterrupt``) and
+        the replica being stopped (a ``--timeout`` or an interrupted launcher: the ``SystemExit(143)`` of
+        :class:`~deviate_cb.launch.bootstrap.SignalExit`, or anything raised once SIGTERM came), which propagate
+        as they are: a replica stopped while its module imports is not a bad ``--trainer``.
+        """
         if not self.is_path:
             cwd = os.getcwd()
             if cwd not in sys.path and "" not in sys.path:
@@ -133,7 +141,7 @@ class TrainerSpec:
             try:
                 return importlib.import_module(self.target)
             except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
+                if _stopping(exc):
                     raise
                 if isinstance(exc, ModuleNotFoundError) and exc.name and _is_prefix(exc.name, self.target):
                     raise _error(f"names module {self.target!r}, which cannot be imported: {exc}", self.text) from None
@@ -154,7 +162,7 @@ class TrainerSpec:
             module_spec.loader.exec_module(module)
         except BaseException as exc:
             sys.modules.pop(name, None)
-            if isinstance(exc, KeyboardInterrupt):
+            if _stopping(exc):
                 raise
             raise _error(
                 f"names the file {self.target!r}, which raised at import: {_describe(exc)}", self.text
@@ -181,7 +189,18 @@ class TrainerSpec:
 
 
 def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any:
-    """Call ``fn`` with what its signature asks for.
+    """Call ``fn`` with what its signature asks for (:func:`bind_trainer`, then the call).
+
+    Example:
+        >>> ctx = RunContext(Path("runs/r"), "e", "algo", 1, 8, True)
+        >>> call_trainer(lambda seed, ctx=None: (seed, ctx.replica), ctx)
+        (8, 1)
+    """
+    return bind_trainer(fn, ctx, spec)()
+
+
+def bind_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Callable[[], Any]:
+    """``fn`` with the arguments its signature asks for, ready to call; nothing of ``fn`` runs yet.
 
     No parameters: ``fn()``. A parameter named ``seed``: the replica's seed. A parameter named ``ctx``,
     ``context`` or ``run_context``, or annotated ``RunContext``: the run context. Parameters with defaults
@@ -189,11 +208,14 @@ def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any
     A decorated function is read through ``__wrapped__`` (to find ``seed`` and ``ctx``), but when the wrapped
     signature asks for more than can be filled and the decorator's own wrapper can be called without arguments
     (``@hydra.main``, which reads its config from the command line; a ``click`` command), it is called so.
-    Coroutine functions are run with :func:`asyncio.run`.
+    Coroutine functions are run with :func:`asyncio.run` when the result is called. A signature that cannot be
+    filled raises :class:`TrainerSpecError` here, before any of the function runs, so a ``TrainerSpecError``
+    the function itself raises is never taken for a bad ``--trainer``.
 
     Example:
         >>> ctx = RunContext(Path("runs/r"), "e", "algo", 1, 8, True)
-        >>> call_trainer(lambda seed, ctx=None: (seed, ctx.replica), ctx)
+        >>> call = bind_trainer(lambda seed, ctx=None: (seed, ctx.replica), ctx)
+        >>> call()
         (8, 1)
     """
     try:
@@ -228,10 +250,14 @@ def call_trainer(fn: Callable[..., Any], ctx: RunContext, spec: str = "") -> Any
         else:
             kwargs[param.name] = value
     if inspect.iscoroutinefunction(fn):
-        import asyncio
 
-        return asyncio.run(fn(*args, **kwargs))
-    return fn(*args, **kwargs)
+        def run_coroutine() -> Any:
+            import asyncio
+
+            return asyncio.run(fn(*args, **kwargs))
+
+        return run_coroutine
+    return functools.partial(fn, *args, **kwargs)
 
 
 def _callable_without_arguments(fn: Callable[..., Any]) -> bool:
@@ -263,6 +289,11 @@ def _is_context_annotation(annotation: Any) -> bool:
         names = set(re.findall(r"[A-Za-z_][\w.]*", annotation)) - {"Optional", "typing.Optional", "Union", "None"}
         return len(names) == 1 and names.pop().rsplit(".", 1)[-1] == "RunContext"
     return False
+
+
+def _stopping(exc: BaseException) -> bool:
+    """Whether an exception raised at import is the replica being stopped (Ctrl-C, SIGTERM), not its code."""
+    return isinstance(exc, (KeyboardInterrupt, SignalExit)) or terminating_signal() is not None
 
 
 def _is_prefix(name: str, module: str) -> bool:

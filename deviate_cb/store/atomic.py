@@ -2,7 +2,9 @@
 
 Every file of a run directory (manifest, fingerprint, ``metrics.parquet``, the job record) is written through
 here: into a temporary file in the same directory, flushed and fsynced, then renamed over the target, so a
-reader, or a replica killed mid-write, never sees a half-written file.
+reader, or a replica killed mid-write, never sees a half-written file. The file gets the mode any other new
+file of the process would get, ``0o666`` less the umask (``0644`` under the usual ``022``), not the ``0600``
+of the temporary file, so colleagues on a shared file system can read a study.
 
 Example:
     >>> import tempfile
@@ -10,17 +12,51 @@ Example:
     >>> atomic_write_bytes(path, b'{"status": "running"}\\n')
     >>> path.read_text()
     '{"status": "running"}\\n'
+    >>> path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
+    True
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Optional
 
-__all__ = ["atomic_write", "atomic_write_bytes"]
+__all__ = ["atomic_write", "atomic_write_bytes", "current_umask"]
+
+_PROC_STATUS = "/proc/self/status"
+_umask_lock = threading.Lock()
+_umask_read_once: Optional[int] = None
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system tells (Linux: ``/proc/self/status``).
+
+    Elsewhere it is read once per process by setting it and setting it back (``os.umask`` has no read-only
+    form), under a lock and with a restrictive value in between, so a file another thread creates in that
+    instant is never more open than intended.
+
+    Example:
+        >>> 0 <= current_umask() <= 0o777
+        True
+    """
+    try:
+        with open(_PROC_STATUS, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    global _umask_read_once
+    with _umask_lock:
+        if _umask_read_once is None:
+            previous = os.umask(0o077)
+            os.umask(previous)
+            _umask_read_once = previous
+        return _umask_read_once
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -32,7 +68,8 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Call ``write`` on a temporary file next to ``path``, flush and fsync it, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a partial one; on an error the temporary file is removed
-    and the old file is left as it was.
+    and the old file is left as it was. The new file's mode is ``0o666`` less the umask (:func:`current_umask`),
+    as ``open(path, "w")`` would give it.
 
     Example:
         >>> import tempfile
@@ -47,6 +84,11 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
+            mode = 0o666 & ~current_umask()
+            if hasattr(os, "fchmod"):
+                os.fchmod(handle.fileno(), mode)
+            else:  # pragma: no cover - Windows before Python 3.13
+                os.chmod(tmp, mode)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:

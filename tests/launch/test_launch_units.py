@@ -259,11 +259,13 @@ def test_seed_range_is_checked(tmp_path: Path) -> None:
     assert plan_replicas(tmp_path, "e", "control", 2, 2**32 - 1)[1].seed == 2**32 - 1
 
 
-def test_clear_previous_attempt_keeps_user_files(tmp_path: Path) -> None:
-    for name in ("run.json", "metrics.parquet", "stdout.log", "stderr.log", ".metrics.parquet.x.tmp", "model.ckpt"):
+def test_clear_previous_attempt_moves_everything_aside(tmp_path: Path) -> None:
+    names = ("run.json", "metrics.parquet", "stdout.log", "stderr.log", ".metrics.parquet.x.tmp", "model.ckpt")
+    for name in names:
         (tmp_path / name).write_text("x")
     clear_previous_attempt(tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["model.ckpt"]
+    assert [p.name for p in tmp_path.iterdir()] == [".attempts"]
+    assert sorted(p.name for p in (tmp_path / ".attempts" / "1").iterdir()) == sorted(names)
 
 
 # -- output directory ---------------------------------------------------------------------------------------
