@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,7 @@ from typing import Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
+from deviate_cb.launch.liveness import die_with_parent
 from deviate_cb.launch.records import signal_name
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
@@ -233,6 +235,7 @@ class LocalBackend(Backend):
                     stderr=err,
                     start_new_session=True,
                     close_fds=True,
+                    preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
                 )
         except OSError as exc:
             now = time.time()

@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -99,18 +98,10 @@ def check_marker(path: str) -> tuple[bool, str]:
     return Path(path).is_file(), socket.gethostname()
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
 def run_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one replica here; record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
+    from deviate_cb.launch.liveness import die_with_parent
     from deviate_cb.launch.records import end_fields, signal_name
     from deviate_cb.store.run_directory import RunDirectory, iso_time
 
@@ -141,7 +132,7 @@ def run_task(spec: TaskSpec) -> dict[str, Any]:
             stdout=out,
             stderr=err,
             close_fds=True,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
         try:
             popen.wait(timeout=spec.timeout_s)

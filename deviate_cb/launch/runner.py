@@ -25,6 +25,7 @@ from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import check_keras_backend
+from deviate_cb.launch.liveness import live_processes, stop_processes
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
@@ -279,6 +280,7 @@ class _Replication:
     def prepare(self, job: Job, placement: Placement) -> None:
         plan: ReplicaPlan = job.payload
         if plan.run_dir.is_dir():
+            self._stop_earlier_attempt(plan)
             clear_previous_attempt(plan.run_dir)
         else:
             plan.run_dir.mkdir(parents=True)
@@ -305,7 +307,7 @@ class _Replication:
         run = RunDirectory(plan.run_dir)
         fields = end_fields(outcome, job.stderr_path)
         fields.update(self._command_fields(run, job, outcome))
-        if outcome.returncode == EXIT_TRAINER_SPEC and self.spec_error is None:
+        if self.spec_error is None and _ended_on_spec_error(outcome):
             trainer_error = run.read_manifest().get("trainer_error")
             if isinstance(trainer_error, str) and trainer_error:
                 self.spec_error = trainer_error
@@ -317,6 +319,23 @@ class _Replication:
         self.progress.finished(
             plan.replica, status, exit_code=outcome.returncode, duration_s=outcome.duration_s, note=note
         )
+
+    def _stop_earlier_attempt(self, plan: ReplicaPlan) -> None:
+        """Stop what a killed launcher's attempt left running here, so it cannot write into the new attempt."""
+        run = RunDirectory(plan.run_dir)
+        try:
+            manifest = run.read_manifest()
+            written_at: Optional[float] = run.manifest_path.stat().st_mtime
+        except Exception:  # unreadable: nothing recorded to stop
+            return
+        pids = live_processes(manifest, written_at=written_at)
+        if pids:
+            listed = ", ".join(str(pid) for pid in pids)
+            self.progress.message(
+                f"{_WARNING} replica {plan.replica}: stopping {len(pids)} process{'es' * (len(pids) != 1)} still "
+                f"running from an earlier attempt whose launcher is gone (pid {listed})"
+            )
+            stop_processes(pids, grace_s=getattr(self.launcher, "kill_grace_s", 5.0))
 
     def _command_fields(self, run: RunDirectory, job: Job, outcome: Outcome) -> dict[str, Any]:
         """Final metrics matched in the output (``--metric-regex``); whether a command ran any bootstrapped Python."""
@@ -358,6 +377,26 @@ class _Replication:
             return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status)
         status, code, signal, duration = self.statuses[plan.replica]
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
+
+
+def _ended_on_spec_error(outcome: Outcome) -> bool:
+    """Whether a replica may have stopped on a bad ``--trainer``: it exited by itself with exactly status 3.
+
+    A replica the launcher or the cluster stopped (``--timeout``, Ctrl-C, a cancelled study, a scheduler's end)
+    or that a signal killed is never a spec error, whatever it wrote; the caller also needs ``trainer_error``
+    in the manifest.
+
+    Example:
+        >>> _ended_on_spec_error(Outcome(returncode=3)), _ended_on_spec_error(Outcome(returncode=3, timed_out=True))
+        (True, False)
+    """
+    stopped = outcome.timed_out or outcome.interrupted or outcome.cancelled or outcome.launch_error is not None
+    return (
+        outcome.returncode == EXIT_TRAINER_SPEC
+        and outcome.signal is None
+        and not stopped
+        and outcome.scheduler_state in (None, "COMPLETED")
+    )
 
 
 def _job(
@@ -450,9 +489,12 @@ def _check_experiment(experiment: Optional[str], spec: Union[TrainerSpec, Comman
     name = experiment if experiment is not None else spec.default_experiment()
     try:
         return check_partition_value("experiment", name)
-    except UsageError:
+    except UsageError as exc:
         source = "--trainer" if isinstance(spec, TrainerSpec) else "the command"
         derived = "" if experiment is not None else f" (derived from {source}; pass --experiment)"
-        raise UsageError(
-            f"`--experiment` must be a non-empty name without '/', '\\' or '='. Received: --experiment={name}{derived}."
-        ) from None
+        message = (
+            str(exc)
+            .replace("`experiment`", "`--experiment`", 1)
+            .replace("Received: experiment=", "Received: --experiment=", 1)
+        )
+        raise UsageError(message.rstrip(".") + f"{derived}.") from None

@@ -41,14 +41,25 @@ class ReplicaStatus:
     duration_s: Optional[float] = None
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path, warnings: list[str]) -> dict[str, Any]:
+    """The manifest at ``path``, or ``{"status": "unreadable"}`` after a warning naming it and what is wrong."""
     import json
 
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))  # UnicodeDecodeError is a ValueError
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else " ".join(str(exc).split())[:200]
+        warnings.append(f"{path}: unreadable manifest ({why}); the replica is shown as 'unreadable'.")
         return {"status": "unreadable"}
-    return data if isinstance(data, dict) else {"status": "unreadable"}
+    return data
+
+
+def _replica_number(run_dir: Path) -> Optional[int]:
+    """``k`` of a ``replica=<k>`` folder, ``None`` when ``k`` is not a number."""
+    value = run_dir.name.partition("=")[2]
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _replica_dirs(out: Path) -> Iterable[tuple[str, str, Path]]:
@@ -57,22 +68,26 @@ def _replica_dirs(out: Path) -> Iterable[tuple[str, str, Path]]:
             yield exp.name.partition("=")[2], var.name.partition("=")[2], var
 
 
-def collect_status(out: Path, *, ask_cluster: bool = True) -> list[ReplicaStatus]:
+def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[list[str]] = None) -> list[ReplicaStatus]:
     """Every replica under ``out`` (a ``--out`` directory), sorted by experiment, variant, replica.
 
     Args:
         ask_cluster: Ask Slurm (``squeue``, then ``sacct``) about replicas whose manifests say ``running``.
+        warnings: Where to append one line per manifest that cannot be read (that replica is ``unreadable``).
     """
+    from deviate_cb.launch.liveness import settle_replica
     from deviate_cb.launch.slurm.jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
 
+    sink = warnings if warnings is not None else []
     rows: list[ReplicaStatus] = []
     for experiment, variant, var_dir in _replica_dirs(out):
         jobs = read_jobs_file(var_dir).get("replicas", {})
         found = []
-        for run_dir in sorted(var_dir.glob("replica=*"), key=lambda p: int(p.name.partition("=")[2] or -1)):
-            if not run_dir.name.partition("=")[2].isdigit():
-                continue
-            manifest = _read(run_dir / MANIFEST_FILE) if (run_dir / MANIFEST_FILE).exists() else {"status": "new"}
+        numbered = [(k, p) for p in var_dir.glob("replica=*") if (k := _replica_number(p)) is not None]
+        for _, run_dir in sorted(numbered):
+            manifest = _read(run_dir / MANIFEST_FILE, sink) if (run_dir / MANIFEST_FILE).exists() else {"status": "new"}
+            if manifest.get("status") == "running" and settle_replica(run_dir):  # its launcher died with it
+                manifest = _read(run_dir / MANIFEST_FILE, sink)
             found.append((run_dir, manifest, str(manifest.get("slurm_job_id") or jobs.get(run_dir.name, ""))))
         waiting = [job for _, m, job in found if job and m.get("status") == "running"]
         live: dict[str, str] = {}

@@ -1,0 +1,106 @@
+"""A launcher killed outright (SIGKILL) leaves no replica behind that could write into a later attempt, and its
+replicas' manifests stop saying ``running`` as soon as anyone looks (``deviate status``, a rerun)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SLEEPER = HERE / "sleeper.py"
+
+pytestmark = pytest.mark.slow
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def _launch(args: list[str], out: Path, **env: str) -> subprocess.Popen[str]:
+    cut = args.index("--") if "--" in args else len(args)
+    return subprocess.Popen(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", *args[:cut], "--out", str(out), *args[cut:]],
+        cwd=out.parent,
+        env=_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _manifest(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _final_names(run_dir: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return sorted(r["name"] for r in pq.read_table(run_dir / "metrics.parquet").to_pylist() if r["stage"] == "final")
+
+
+@pytest.mark.parametrize("mode", ["trainer", "command"])
+def test_a_killed_launcher_leaves_no_replica_writing_and_a_rerun_gets_one_attempt(tmp_path: Path, mode: str) -> None:
+    out = tmp_path / "runs"
+    if mode == "trainer":
+        target = ["--trainer", f"{HERE / 'sleeper_fn.py'}:main"]
+    else:  # a shell between the launcher and Python: the shell dies with the launcher, Python may not
+        target = ["--", "bash", "-c", f"exec_python() {{ {sys.executable} {SLEEPER}; }}; exec_python"]
+    args = ["-n", "1", "--experiment", "e", *target]
+    run_dir = out / "experiment=e" / "variant=algo+impl" / "replica=0"
+    first = _launch(args, out, SLEEPER_SECONDS="60")
+    _wait_for(lambda: (run_dir / "metrics.parquet").exists() and _manifest(run_dir).get("bootstrap"))
+    pids = [entry["pid"] for entry in _manifest(run_dir)["bootstrap"]]
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert _manifest(run_dir)["status"] == "running"  # nobody could record the end
+
+    if mode == "trainer":  # the replica is the launcher's child: it dies with it (SIGTERM, its callbacks flush)
+        _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30)
+    status = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "status", str(out)], env=_env(), capture_output=True, text=True
+    )
+    assert status.returncode == 0, status.stderr
+    row = next(line for line in status.stdout.splitlines() if line.split()[:3] == ["e", "algo+impl", "0"])
+    # gone: settled as killed the moment someone looked; still alive (an orphan behind a shell): running
+    assert row.split()[4] == ("killed" if mode == "trainer" else "running"), status.stdout
+    rerun = _launch(args, out, SLEEPER_SECONDS="0")
+    stdout, stderr = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, stdout + stderr
+    if mode == "command":
+        assert "still running from an earlier attempt" in stdout, stdout
+    assert not any(_alive(pid) for pid in pids)
+    time.sleep(1.0)  # an orphan would have written by now
+    assert _final_names(run_dir) == ["finished", "started"]  # one attempt's rows, not two
+    manifest = _manifest(run_dir)
+    assert manifest["status"] == "completed" and manifest["attempt"] == 2
