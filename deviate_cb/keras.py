@@ -21,18 +21,26 @@ from typing import Any, Optional, Union
 import keras
 import numpy as np
 
+from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
 from deviate_cb.capture.stability.collector import (
     FINAL_SNAPSHOT,
     CollectedPredictions,
     PredictionCollector,
+    check_whole_set,
     epoch_snapshot,
     write_prediction_snapshot,
     write_weight_record,
 )
 from deviate_cb.capture.stability.extract import weight_arrays
-from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
+from deviate_cb.capture.stability.settings import (
+    Predictions,
+    Weights,
+    count_entries,
+    parse_predictions,
+    parse_weights,
+)
 from deviate_cb.capture.step_timer import synchronizer
 from deviate_cb.context import Deterministic
 from deviate_cb.errors import UsageError
@@ -89,6 +97,11 @@ class DeviateCallback(keras.callbacks.Callback):
             the callbacks; steps in a profiling window are flagged and left out of step statistics).
             Default: off.
 
+    What can be checked is checked when the callback is created (e.g. ``Predictions(data=(x, y))`` with ``x``
+    and ``y`` of different lengths). Once the run has started, the callback never raises into training: an
+    error of a recording step (a write, a snapshot, a bug) becomes a warning and an entry of ``problems`` in
+    ``run.json`` (:mod:`deviate_cb.capture.guard`), and ``fit``/``evaluate`` go on.
+
     Example:
         >>> cb = DeviateCallback("runs", experiment="mlp", seed=0, deterministic=True)  # doctest: +SKIP
         >>> cb = DeviateCallback(predictions=Predictions(data=(x_test, y_test)), weights=True)  # doctest: +SKIP
@@ -116,6 +129,8 @@ class DeviateCallback(keras.callbacks.Callback):
                 "predictions=Predictions(data=(x, y)) (or a tf.data.Dataset of (x, y) batches). "
                 "Received: predictions with data=None."
             )
+        if self._predictions is not None:
+            _check_data(self._predictions)
         self._last_snapshot: Optional[tuple[int, CollectedPredictions]] = None  # (global step, arrays)
         self._session = RunSession(
             out_dir, experiment=experiment, seed=seed, deterministic=deterministic, metrics=metrics, framework="keras"
@@ -146,7 +161,9 @@ class DeviateCallback(keras.callbacks.Callback):
         super().set_model(model)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
-    def _start(self) -> None:
+    # Every recording step of a hook runs under `guarded`: once the run is open, its errors become problems of
+    # the run (run.json `problems`, one warning per kind) and never reach fit() or evaluate().
+    def _start(self, hook: str) -> None:
         session = self._session
         session.enabled = _is_chief()
         if not session.enabled:
@@ -157,18 +174,23 @@ class DeviateCallback(keras.callbacks.Callback):
             session.load_state_dict({"run_dir": previous[0]})
             self._steps_done = previous[1]
         new = session.run is None
-        run = session.open()
+        with guarded(session, f"{hook}: run start"):  # the first opening still raises: nothing ran yet
+            session.open()
+        if session.run is None:
+            return
         if new:
-            session.write_fingerprint()
+            with guarded(session, f"{hook}: fingerprint"):
+                session.write_fingerprint()
         if session.timings is None:
-            backend = keras.backend.backend()
-            session.timings = RunTimings(self._profile, framework=backend, synchronize=_synchronize(backend))
+            with guarded(session, f"{hook}: step timing"):
+                backend = keras.backend.backend()
+                session.timings = RunTimings(self._profile, framework=backend, synchronize=_synchronize(backend))
         if model is not None:
-            _RUNS_OF_MODELS[model] = (str(run.path), self._steps_done)
+            _RUNS_OF_MODELS[model] = (str(session.run.path), self._steps_done)
 
     def on_train_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._in_fit = True
-        self._start()
+        self._start("on_train_begin")
 
     def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch
@@ -178,25 +200,40 @@ class DeviateCallback(keras.callbacks.Callback):
         # time runs from its start to the next step's start (or the end of the epoch's training).
         timings = self._session.timings
         if timings is not None and self._session.enabled:
-            timings.step_started("train", self._epoch or 0, self._steps_done + batch)
+            with guarded(self._session, "on_train_batch_begin: step timing"):
+                timings.step_started("train", self._epoch or 0, self._steps_done + batch)
 
     def on_train_batch_end(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         if logs and self._session.enabled:  # may run on a Keras dispatch thread: only append here
-            self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
+            with guarded(self._session, "on_train_batch_end: metrics"):
+                self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
 
     def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
-        if self._session.timings is not None:
-            self._session.timings.step_ended()
-        # Keras waits for every dispatched batch-end call before calling this
+        hook, session = "on_epoch_end", self._session
+        if session.timings is not None:
+            with guarded(session, f"{hook}: step timing"):
+                session.timings.step_ended()
+        with guarded(session, f"{hook}: metrics"):
+            self._record_epoch(epoch, logs)
+        session.flush(hook=hook)
+        if self._model is not None and session.run is not None:
+            _RUNS_OF_MODELS[self._model] = (str(session.run.path), self._steps_done)
+        if self._predictions is not None and logs is not None and self._predictions.due(epoch):
+            with guarded(session, f"{hook}: predictions snapshot"):
+                self._snapshot(epoch_snapshot(epoch), epoch)
+
+    def _record_epoch(self, epoch: int, logs: Optional[Mapping[str, Any]]) -> None:
+        """Buffer the epoch's batch-end logs and its epoch logs (``val_*`` as stage ``val``)."""
+        # Keras waits for every dispatched batch-end call before calling on_epoch_end
         with self._lock:
             batches, self._batches = sorted(self._batches, key=lambda b: b[0]), []
+        self._steps_done = batches[-1][0] if batches else self._steps_done + int(self.params.get("steps") or 0)
         recorder = self._session.recorder
         for step, batch_epoch, wall_time, batch_logs in batches:
             items = self._numbers(batch_logs)
             recorder.update_many(
                 step=step, epoch=batch_epoch, stage="train", scope="step", items=items, wall_time=wall_time
             )
-        self._steps_done = batches[-1][0] if batches else self._steps_done + int(self.params.get("steps") or 0)
         if logs and self._session.enabled:
             now = time.time()
             train: list[tuple[str, float]] = []
@@ -211,42 +248,45 @@ class DeviateCallback(keras.callbacks.Callback):
             recorder.update_many(
                 step=self._steps_done, epoch=epoch, stage="val", scope="epoch", items=val, wall_time=now
             )
-        self._session.flush()
-        if self._model is not None and self._session.run is not None:
-            _RUNS_OF_MODELS[self._model] = (str(self._session.run.path), self._steps_done)
-        if self._predictions is not None and logs is not None and self._predictions.due(epoch):
-            self._snapshot(epoch_snapshot(epoch), epoch)
 
     def on_train_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        hook, session = "on_train_end", self._session
         self._in_fit = False
-        if self._session.enabled and self._session.run is not None and self._model is not None:
+        if session.enabled and session.run is not None and self._model is not None:
             if self._predictions is not None:
-                self._snapshot(FINAL_SNAPSHOT, self._epoch)
+                with guarded(session, f"{hook}: predictions snapshot"):
+                    self._snapshot(FINAL_SNAPSHOT, self._epoch)
             if self._weights is not None:
-                named = [(variable.path, variable) for variable in self._model.weights]
-                write_weight_record(
-                    self._session.run.path, weight_arrays(named, keras.ops.convert_to_numpy), self._weights
-                )
-        self._session.close()
+                with guarded(session, f"{hook}: weights record"):
+                    named = [(variable.path, variable) for variable in self._model.weights]
+                    write_weight_record(
+                        session.run.path, weight_arrays(named, keras.ops.convert_to_numpy), self._weights
+                    )
+        with guarded(session, f"{hook}: end of run"):
+            session.close(hook=hook)
 
     def on_test_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         if self._in_fit and self._session.timings is not None:
-            self._session.timings.step_ended()  # the epoch's last training step ends before validation
+            with guarded(self._session, "on_test_begin: step timing"):
+                self._session.timings.step_ended()  # the epoch's last training step ends before validation
         if not self._in_fit:  # fit's own validation also calls the test hooks: its results come as val_*
-            self._start()
+            self._start("on_test_begin")
 
     def on_test_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         if self._in_fit or not logs or not self._session.enabled:
             return
-        self._session.recorder.update_many(
-            step=self._steps_done,
-            epoch=self._epoch,
-            stage="test",
-            scope="epoch",
-            items=self._numbers(logs),
-            wall_time=time.time(),
-        )
-        self._session.close()
+        hook, session = "on_test_end", self._session
+        with guarded(session, f"{hook}: metrics"):
+            session.recorder.update_many(
+                step=self._steps_done,
+                epoch=self._epoch,
+                stage="test",
+                scope="epoch",
+                items=self._numbers(logs),
+                wall_time=time.time(),
+            )
+        with guarded(session, f"{hook}: end of run"):
+            session.close(hook=hook)
 
     # -- predictions ---------------------------------------------------------------------------------------
     def _snapshot(self, snapshot: str, epoch: Optional[int]) -> None:
@@ -305,6 +345,42 @@ def _predict(model: Any, config: Predictions) -> CollectedPredictions:
     return collected
 
 
+def _check_data(config: Predictions) -> None:
+    """What can be checked of ``Predictions.data`` before any training: its kind, and for arrays that ``x``,
+    ``y`` (and sample weights), labels, sample ids and groups all hold one entry per sample."""
+    data = config.data
+    if (isinstance(data, tuple) and 1 <= len(data) <= 3) or _is_arrays(data):
+        batch = data if isinstance(data, tuple) else (data,)
+        n = _first_dimension(batch[0])
+        if n is None:
+            return
+        for name, part in zip(("y", "sample_weight"), batch[1:], strict=False):
+            size = _first_dimension(part) if part is not None else None
+            if size is not None and size != n:
+                raise UsageError(
+                    f"DeviateCallback(predictions=Predictions(data=(x, y))): x holds {n} samples but {name} holds "
+                    f"{size}; they must line up."
+                )
+        check_whole_set(config, batch, n)
+    elif not (hasattr(data, "__iter__") or hasattr(data, "as_numpy_iterator")):
+        raise TypeError(
+            "`Predictions.data` must be (x, y) arrays, x alone, a tf.data.Dataset, a PyDataset or an iterable of "
+            f"(x, y) batches. Received: data of type {type(data).__name__}."
+        )
+
+
+def _first_dimension(x: Any) -> Optional[int]:
+    """The number of samples of ``x`` (an array, or a dict or list of arrays), ``None`` if unknown."""
+    if isinstance(x, Mapping):
+        x = next(iter(x.values()), None)
+    elif isinstance(x, list) and x and all(hasattr(item, "shape") for item in x):
+        x = x[0]
+    try:
+        return count_entries(x)
+    except (TypeError, ValueError):  # a dimension of unknown size
+        return None
+
+
 def _is_arrays(data: Any) -> bool:
     """``x`` given as an array or a dict/list of arrays (rather than a dataset of batches)."""
     if isinstance(data, Mapping):
@@ -332,7 +408,8 @@ def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
     callback = ref()
     if callback is not None and callback._in_fit and callback._session.run is not None:
         callback.on_epoch_end(callback._epoch or 0, None)
-        callback._session.close(error=RuntimeError("the process exited while fit() was running"))
+        with guarded(callback._session, "at exit: end of run"):
+            callback._session.close(error=RuntimeError("the process exited while fit() was running"), hook="at exit")
 
 
 def _synchronize(backend: str) -> Optional[Callable[[], Any]]:

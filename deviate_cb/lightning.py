@@ -18,6 +18,7 @@ import lightning.pytorch as pl
 import torch
 from typing_extensions import override
 
+from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
@@ -80,8 +81,15 @@ class DeviateCallback(pl.Callback):
             left out of step statistics). Default: off.
 
     Only global rank zero records predictions and weights. Strategies that shard parameters (FSDP, DeepSpeed
-    stage 3) are not supported for ``weights``; under multi-device ``trainer.test``/``predict``, use
-    ``Predictions(data=...)`` (rank zero predicts on the whole set) instead of the loop's outputs.
+    stage 3) are not supported for ``weights`` (refused at ``setup``); under multi-device
+    ``trainer.test``/``predict``, use ``Predictions(data=...)`` (rank zero predicts on the whole set) instead of
+    the loop's outputs.
+
+    What can be checked is checked when the callback is created or at ``setup``, before any training step
+    (e.g. ``Predictions(data=...)`` on a module with neither ``forward`` nor ``predict_step``). Once the run has
+    started, the callback never raises into training: an error of a recording step (a write, a snapshot, a
+    bug) becomes a warning and an entry of ``problems`` in ``run.json`` (:mod:`deviate_cb.capture.guard`), and
+    ``fit`` goes on.
 
     Example:
         >>> cb = DeviateCallback("runs", experiment="mlp", seed=0, deterministic=True)  # doctest: +SKIP
@@ -106,12 +114,8 @@ class DeviateCallback(pl.Callback):
         self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
-        data = self._predictions.data if self._predictions is not None else None
-        if data is not None and (not hasattr(data, "__iter__") or isinstance(data, torch.Tensor)):
-            raise TypeError(
-                "`Predictions.data` must be a DataLoader (or an iterable of batches) for Lightning. "
-                f"Received: data of type {type(data).__name__}."
-            )
+        if self._predictions is not None and self._predictions.data is not None:
+            _check_data(self._predictions)
         self._session = RunSession(
             out_dir,
             experiment=experiment,
@@ -152,6 +156,14 @@ class DeviateCallback(pl.Callback):
                     "position in the set, so it must come in the same order in every run. Build the DataLoader "
                     "with shuffle=False, or give each sample an id with Predictions(sample_ids=...)."
                 )
+            if config.final_from_data or config.every_n_epochs is not None:
+                _check_can_predict(pl_module, config)
+        if self._weights is not None and stage == "fit" and _shards_parameters(trainer.strategy):
+            raise UsageError(
+                f"DeviateCallback(weights=...) is not supported with {type(trainer.strategy).__name__}: it shards "
+                "the parameters, and rank zero alone cannot read them. Use a strategy that keeps whole parameters "
+                "on every rank (DDP, DeepSpeed stages 1-2), or weights=None."
+            )
         if config is not None and config.records_stage(stage) and trainer.world_size > 1:
             warnings.warn(
                 f"DeviateCallback(predictions=...): the outputs of trainer.{stage}() are not recorded with "
@@ -160,53 +172,62 @@ class DeviateCallback(pl.Callback):
                 stacklevel=2,
             )
 
-    def _start(self, trainer: pl.Trainer) -> None:
+    # Every recording step of a hook runs under `guarded`: once the run is open, its errors become problems of
+    # the run (run.json `problems`, one warning per kind) and never reach the training loop.
+    def _start(self, trainer: pl.Trainer, hook: str) -> None:
         if trainer.is_global_zero:
-            self._session.open()
+            with guarded(self._session, f"{hook}: run start"):  # the first opening still raises: nothing ran yet
+                self._session.open()
 
-    def _fingerprint(self, trainer: pl.Trainer, dataloaders: Any) -> None:
+    def _fingerprint(self, trainer: pl.Trainer, dataloaders: Any, hook: str) -> None:
         if trainer.is_global_zero:  # the DataLoaders exist only once the stage starts
-            self._session.write_fingerprint(
-                dataloader_workers=_num_workers(dataloaders), extra={"lightning": _trainer_facts(trainer)}
-            )
+            with guarded(self._session, f"{hook}: fingerprint"):
+                self._session.write_fingerprint(
+                    dataloader_workers=_num_workers(dataloaders), extra={"lightning": _trainer_facts(trainer)}
+                )
 
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start(trainer)
+        self._start(trainer, "on_fit_start")
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._fingerprint(trainer, trainer.train_dataloader)
+        self._fingerprint(trainer, trainer.train_dataloader, "on_train_start")
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn != "fit":
-            self._start(trainer)
-            self._fingerprint(trainer, trainer.val_dataloaders)
+            self._start(trainer, "on_validation_start")
+            self._fingerprint(trainer, trainer.val_dataloaders, "on_validation_start")
 
     @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start(trainer)
-        self._fingerprint(trainer, trainer.test_dataloaders)
-        self._start_stage_predictions(trainer, "test", trainer.test_dataloaders)
+        self._start(trainer, "on_test_start")
+        self._fingerprint(trainer, trainer.test_dataloaders, "on_test_start")
+        with guarded(self._session, "on_test_start: predictions"):
+            self._start_stage_predictions(trainer, "test", trainer.test_dataloaders)
 
     @override
     def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._predictions is not None and self._predictions.records_stage("predict"):
-            self._start(trainer)
-            self._fingerprint(trainer, trainer.predict_dataloaders)
-            self._start_stage_predictions(trainer, "predict", trainer.predict_dataloaders)
+            self._start(trainer, "on_predict_start")
+            self._fingerprint(trainer, trainer.predict_dataloaders, "on_predict_start")
+            with guarded(self._session, "on_predict_start: predictions"):
+                self._start_stage_predictions(trainer, "predict", trainer.predict_dataloaders)
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if trainer.is_global_zero:
-            self._session.close(error=exception)
+            with guarded(self._session, "on_exception: end of run"):
+                self._session.close(error=exception, hook="on_exception")
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if trainer.is_global_zero:
-            self._warn_if_nothing_kept()
-            self._session.close()
+            with guarded(self._session, "teardown: metrics filter check"):
+                self._warn_if_nothing_kept()
+            with guarded(self._session, "teardown: end of run"):
+                self._session.close(hook="teardown")
 
     # -- capture -------------------------------------------------------------------------------------------
     def _record(self, trainer: pl.Trainer, stage: str, scope: str, items: list[tuple[str, Any]]) -> None:
@@ -226,66 +247,77 @@ class DeviateCallback(pl.Callback):
     ) -> None:
         timings = self._session.timings
         if timings is not None and self._session.enabled:
-            step = trainer.fit_loop.epoch_loop.total_batch_idx  # counts every batch, also under accumulation
-            timings.step_started("train", trainer.current_epoch, step)
+            with guarded(self._session, "on_train_batch_start: step timing"):
+                step = trainer.fit_loop.epoch_loop.total_batch_idx  # counts every batch, also under accumulation
+                timings.step_started("train", trainer.current_epoch, step)
 
     @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._session.timings is not None:
-            self._session.timings.step_ended()
-        if self._session.enabled:  # the hot path: a few microseconds, no device sync
-            epoch_loop = trainer.fit_loop.epoch_loop
-            items = self._tap.step_values("train", epoch_loop._results)
-            if items:
-                self._session.recorder.update_many(
-                    step=epoch_loop.global_step,
-                    epoch=trainer.current_epoch,
-                    stage="train",
-                    scope="step",
-                    items=items,
-                    wall_time=time.time(),
-                )
+        session = self._session
+        if session.timings is not None:
+            with guarded(session, "on_train_batch_end: step timing"):
+                session.timings.step_ended()
+        if session.enabled:  # the hot path: a few microseconds, no device sync
+            with guarded(session, "on_train_batch_end: metrics"):
+                epoch_loop = trainer.fit_loop.epoch_loop
+                items = self._tap.step_values("train", epoch_loop._results)
+                if items:
+                    session.recorder.update_many(
+                        step=epoch_loop.global_step,
+                        epoch=trainer.current_epoch,
+                        stage="train",
+                        scope="step",
+                        items=items,
+                        wall_time=time.time(),
+                    )
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._take_late_train_epoch_values(trainer)
+        self._take_late_train_epoch_values(trainer, "on_train_epoch_start")
 
     @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        keys: set[str] = set()
-        items = self._tap.epoch_values("train", trainer._results, keys=keys)  # every rank: may all-reduce
-        self._record(trainer, "train", "epoch", items)
-        self._train_epoch, self._train_epoch_keys = (trainer.current_epoch, trainer.global_step), keys
-        self._session.flush()
+        hook = "on_train_epoch_end"
+        with guarded(self._session, f"{hook}: metrics"):
+            keys: set[str] = set()
+            items = self._tap.epoch_values("train", trainer._results, keys=keys)  # every rank: may all-reduce
+            self._record(trainer, "train", "epoch", items)
+            self._train_epoch, self._train_epoch_keys = (trainer.current_epoch, trainer.global_step), keys
+        self._session.flush(hook=hook)
         config = self._predictions
         if config is not None and config.data is not None and config.due(trainer.current_epoch):
-            self._predict_on_data(trainer, pl_module, epoch_snapshot(trainer.current_epoch))
+            with guarded(self._session, f"{hook}: predictions snapshot"):
+                self._predict_on_data(trainer, pl_module, epoch_snapshot(trainer.current_epoch))
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._take_late_train_epoch_values(trainer)
+        hook = "on_train_end"
+        self._take_late_train_epoch_values(trainer, hook)
         if self._predictions is not None and self._predictions.final_from_data:
-            self._predict_on_data(trainer, pl_module, FINAL_SNAPSHOT)
+            with guarded(self._session, f"{hook}: predictions snapshot"):
+                self._predict_on_data(trainer, pl_module, FINAL_SNAPSHOT)
         if self._weights is not None and self._session.enabled and self._session.run is not None:
-            named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))
-            write_weight_record(self._session.run.path, weight_arrays(named), self._weights)
+            with guarded(self._session, f"{hook}: weights record"):
+                named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))
+                write_weight_record(self._session.run.path, weight_arrays(named), self._weights)
 
-    def _take_late_train_epoch_values(self, trainer: pl.Trainer) -> None:
+    def _take_late_train_epoch_values(self, trainer: pl.Trainer, hook: str) -> None:
         """Epoch values the module logged in its own ``on_train_epoch_end``, after this callback's hook."""
         if self._train_epoch is None:
             return
         epoch, step = self._train_epoch
         self._train_epoch = None
-        items = self._tap.late_epoch_values(
-            trainer.fit_loop.epoch_loop._results, self._train_epoch_keys, trainer.callback_metrics
-        )
-        if items and self._session.enabled:
-            self._session.recorder.update_many(
-                step=step, epoch=epoch, stage="train", scope="epoch", items=items, wall_time=time.time()
+        with guarded(self._session, f"{hook}: metrics"):
+            items = self._tap.late_epoch_values(
+                trainer.fit_loop.epoch_loop._results, self._train_epoch_keys, trainer.callback_metrics
             )
-            self._session.flush()
+            if items and self._session.enabled:
+                self._session.recorder.update_many(
+                    step=step, epoch=epoch, stage="train", scope="epoch", items=items, wall_time=time.time()
+                )
+                self._session.flush(hook=hook)
 
     @override
     def on_validation_batch_end(
@@ -298,15 +330,17 @@ class DeviateCallback(pl.Callback):
         dataloader_idx: int = 0,
     ) -> None:
         if self._session.enabled and not trainer.sanity_checking:
-            self._record(trainer, "val", "step", self._tap.step_values("val", trainer._results))
+            with guarded(self._session, "on_validation_batch_end: metrics"):
+                self._record(trainer, "val", "step", self._tap.step_values("val", trainer._results))
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        self._record(trainer, "val", "epoch", self._tap.epoch_values("val", trainer._results))
+        with guarded(self._session, "on_validation_end: metrics"):
+            self._record(trainer, "val", "epoch", self._tap.epoch_values("val", trainer._results))
         if trainer.state.fn != "fit":
-            self._session.flush()
+            self._session.flush(hook="on_validation_end")
 
     @override
     def on_test_batch_end(
@@ -319,15 +353,17 @@ class DeviateCallback(pl.Callback):
         dataloader_idx: int = 0,
     ) -> None:
         if self._session.enabled:
-            self._record(trainer, "test", "step", self._tap.step_values("test", trainer._results))
-        if self._stage_collector is not None and dataloader_idx == 0:
-            self._stage_collector.add(outputs, batch)
+            with guarded(self._session, "on_test_batch_end: metrics"):
+                self._record(trainer, "test", "step", self._tap.step_values("test", trainer._results))
+        self._add_stage_outputs(outputs, batch, dataloader_idx, "on_test_batch_end")
 
     @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._record(trainer, "test", "epoch", self._tap.epoch_values("test", trainer._results))
-        self._session.flush()
-        self._finish_stage_predictions(trainer)
+        with guarded(self._session, "on_test_end: metrics"):
+            self._record(trainer, "test", "epoch", self._tap.epoch_values("test", trainer._results))
+        self._session.flush(hook="on_test_end")
+        with guarded(self._session, "on_test_end: predictions snapshot"):
+            self._finish_stage_predictions(trainer)
 
     @override
     def on_predict_batch_end(
@@ -339,17 +375,19 @@ class DeviateCallback(pl.Callback):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        if self._stage_collector is not None and dataloader_idx == 0:
-            self._stage_collector.add(outputs, batch)
+        self._add_stage_outputs(outputs, batch, dataloader_idx, "on_predict_batch_end")
 
     @override
     def on_predict_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._finish_stage_predictions(trainer)
+        with guarded(self._session, "on_predict_end: predictions snapshot"):
+            self._finish_stage_predictions(trainer)
 
     # -- checkpointing -------------------------------------------------------------------------------------
     @override
     def state_dict(self) -> dict[str, Any]:
-        state = self._session.state_dict()
+        state: dict[str, Any] = {}
+        with guarded(self._session, "state_dict: checkpoint state"):  # a checkpoint is saved without it
+            state = self._session.state_dict()
         if self._predictions is not None:
             state["prediction_snapshots"] = list(self._snapshots)
         return state
@@ -375,6 +413,16 @@ class DeviateCallback(pl.Callback):
                 stacklevel=3,
             )
         self._stage_collector = PredictionCollector(config, source=f"{stage}_step")
+
+    def _add_stage_outputs(self, outputs: Any, batch: Any, dataloader_idx: int, hook: str) -> None:
+        collector = self._stage_collector
+        if collector is not None and dataloader_idx == 0:
+            with guarded(self._session, f"{hook}: predictions"):
+                try:
+                    collector.add(outputs, batch)
+                except Exception:
+                    self._stage_collector = None  # a stage's snapshot is whole or absent
+                    raise
 
     def _finish_stage_predictions(self, trainer: pl.Trainer) -> None:
         collector, self._stage_collector = self._stage_collector, None
@@ -444,6 +492,60 @@ class DeviateCallback(pl.Callback):
                 f"{sorted(seen)}; nothing was recorded.",
                 stacklevel=2,
             )
+
+
+def _check_data(config: Predictions) -> None:
+    """``Predictions.data`` as Lightning reads it: an iterable of batches, not empty, in line with whole-set groups."""
+    data = config.data
+    if not hasattr(data, "__iter__") or isinstance(data, torch.Tensor):
+        raise TypeError(
+            "`Predictions.data` must be a DataLoader (or an iterable of batches) for Lightning. "
+            f"Received: data of type {type(data).__name__}."
+        )
+    try:
+        batches = len(data)
+    except (TypeError, NotImplementedError):  # an IterableDataset, an iterable without a length
+        batches = None
+    if batches == 0:
+        raise UsageError(
+            "DeviateCallback(predictions=Predictions(data=...)): `data` holds no batches; give it the evaluation set."
+        )
+    samples = _sample_count(data)
+    if samples is not None:
+        config.check_sample_count(samples)
+
+
+def _sample_count(data: Any) -> Optional[int]:
+    """How many samples a DataLoader yields, when that is known without iterating it (``None`` otherwise)."""
+    if not isinstance(data, torch.utils.data.DataLoader) or data.drop_last:
+        return None
+    if type(data.batch_sampler) is not torch.utils.data.BatchSampler:
+        return None
+    if not isinstance(data.sampler, torch.utils.data.SequentialSampler):
+        return None
+    try:
+        return len(data.dataset)  # type: ignore[arg-type]
+    except (TypeError, NotImplementedError):
+        return None
+
+
+def _check_can_predict(pl_module: pl.LightningModule, config: Predictions) -> None:
+    """Refuse, before training, ``Predictions(data=...)`` on a module that has no way to predict on it."""
+    if config.predict_fn is not None or type(pl_module).predict_step is not pl.LightningModule.predict_step:
+        return
+    if type(pl_module).forward in (pl.LightningModule.forward, torch.nn.Module.forward):
+        raise UsageError(
+            f"DeviateCallback(predictions=Predictions(data=...)) predicts on `data` with the module's "
+            f"`predict_step` or `forward`, but {type(pl_module).__name__} defines neither (LightningModule's "
+            "`forward` raises NotImplementedError): define `forward(x)` or `predict_step(batch, batch_idx)`, or "
+            "pass Predictions(data=..., predict_fn=lambda module, batch: outputs)."
+        )
+
+
+def _shards_parameters(strategy: Any) -> bool:
+    """Whether ``strategy`` keeps only shards of the parameters on each rank (FSDP, model parallel, ZeRO-3)."""
+    names = {cls.__name__ for cls in type(strategy).__mro__}
+    return bool(names & {"FSDPStrategy", "ModelParallelStrategy"}) or bool(getattr(strategy, "zero_stage_3", False))
 
 
 def _forward_name(pl_module: pl.LightningModule, config: Predictions) -> str:

@@ -4,6 +4,8 @@ The adapters (:mod:`deviate_cb.lightning`, :mod:`deviate_cb.keras`) only transla
 calls on these objects, which follow the ``update/compute/reset`` shape of Lightning's built-in callbacks:
 
 - :mod:`~deviate_cb.capture.session`: one run's session (run directory, manifest, seeding, fingerprint, flushes).
+- :mod:`~deviate_cb.capture.guard`: once a run is under way, a recording step's error becomes a ``problems`` entry
+  of ``run.json`` and a warning, never an exception in the user's training.
 - :mod:`~deviate_cb.capture.recorder`: the metric recorder that buffers logged values for ``metrics.parquet``.
 - :mod:`~deviate_cb.capture.step_timer` and :mod:`~deviate_cb.capture.run_timings`: step wall times and the
   profiling window of a run, for ``timings.parquet``.

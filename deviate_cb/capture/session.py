@@ -4,7 +4,9 @@ Framework-free; the Lightning and Keras adapters are thin layers that call it fr
 ``deviate-replicate`` the run directory, seed and determinism come from the :class:`RunContext` (and win
 over arguments, with a warning); standalone, the session claims the next free replica under
 ``<out_dir>/experiment=<name>/variant=standalone/``. The launcher owns a replica's ``status``; standalone
-the session sets it (running, then completed or failed).
+the session sets it (running, then completed or failed). Once the run is under way (:attr:`RunSession.under_way`),
+:meth:`RunSession.flush` and :meth:`RunSession.close` never raise: a step that fails becomes a ``problems`` entry of
+``run.json`` and a warning (:mod:`deviate_cb.capture.guard`), and the steps after it still run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
+from deviate_cb.capture.guard import ProblemLog, guarded
 from deviate_cb.capture.recorder import MetricRecorder, ValuesToFloats, floats_of
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.context import Deterministic, RunContext, parse_deterministic
@@ -84,6 +87,7 @@ class RunSession:
         self._failed = False
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
+        self.problems = ProblemLog()
 
     @staticmethod
     def _validate(out_dir: object, experiment: object, seed: object, metrics: object) -> None:
@@ -111,6 +115,18 @@ class RunSession:
                     f"(replica {ctx.replica} of variant {ctx.variant!r}, seed {ctx.seed}, run dir {ctx.run_dir}).",
                     stacklevel=4,
                 )
+
+    @property
+    def under_way(self) -> bool:
+        """Whether the run is under way: its directory is open, or this process records nothing (a rank other
+        than zero, once the adapter knows). From then on :func:`~deviate_cb.capture.guard.guarded` steps turn
+        their errors into problems instead of raising."""
+        return self.run is not None or not self.enabled
+
+    def record_problem(self, where: str, error: Exception) -> None:
+        """A recording step failed after the run started: add it to ``problems`` in ``run.json`` (rank zero)
+        and warn once per kind of step and error; never raises."""
+        self.problems.record(self.run if self.enabled else None, where, error)
 
     def apply_requested(self, *, seed: bool = True) -> None:
         """Apply the requested seed (standalone only: a replica is seeded before user code runs) and switches."""
@@ -178,18 +194,29 @@ class RunSession:
         flushed = self._metrics_file.next_seq if self._metrics_file is not None else 0
         return flushed + len(self.recorder)
 
-    def flush(self) -> int:
-        """Write buffered values to ``metrics.parquet``; return the number of rows written."""
+    def flush(self, *, hook: str = "flush") -> int:
+        """Write buffered values to ``metrics.parquet`` and new step times to ``timings.parquet``; return the
+        number of metric rows written.
+
+        Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"``, ``"<hook>: metrics
+        flush"`` and ``"<hook>: metrics summary"``: a failing one is recorded as a problem (values that could not
+        be written stay buffered for the next flush) and the others still run.
+        """
         if not self.enabled:  # non-zero ranks record nothing
             self.recorder.reset()
             return 0
-        if self._metrics_file is None:
+        if self._metrics_file is None or self.run is None:
             return 0
-        if self.timings is not None and self.run is not None:
-            self.timings.flush(self.run.path)
-        written = self.recorder.flush(self._metrics_file)
+        if self.timings is not None:
+            with guarded(self, f"{hook}: timings flush"):
+                self.timings.flush(self.run.path)
+        written = 0
+        with guarded(self, f"{hook}: metrics flush"):
+            written = self.recorder.flush(self._metrics_file)
         if written:
-            self._copy_summary()
+            with guarded(self, f"{hook}: metrics summary"):
+                self._copy_summary()
+        self.problems.write(self.run)  # counts of repeated problems
         return written
 
     def _copy_summary(self) -> None:
@@ -203,15 +230,18 @@ class RunSession:
         copy = {**json.loads(metrics.summary), "file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns}
         self.run.update_manifest(metrics_summary=copy)
 
-    def close(self, *, error: Optional[BaseException] = None) -> dict[str, Any]:
-        """Flush, and record the end of the run (status only when standalone); return the manifest."""
+    def close(self, *, error: Optional[BaseException] = None, hook: str = "close") -> dict[str, Any]:
+        """Flush, and record the end of the run (status only when standalone); return the manifest (``{}`` when
+        it cannot be read). Once under way, each step is guarded as ``"<hook>: <step>"`` (see :meth:`flush`)."""
         if self.timings is not None and self.enabled:
-            self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
-        self.flush()
+            with guarded(self, f"{hook}: timings"):
+                self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
+        self.flush(hook=hook)
         if self.run is None:
             return {}
         if not self._fingerprinted:  # the run ended before its adapter recorded one
-            self.write_fingerprint()
+            with guarded(self, f"{hook}: fingerprint"):
+                self.write_fingerprint()
         fields: dict[str, Any] = {}
         if error is not None:
             self._failed = True
@@ -222,7 +252,9 @@ class RunSession:
             elif not self._failed:
                 fields["status"] = "completed"
             fields["ended_at"] = iso_time()
-        return self.run.update_manifest(**fields) if fields else self.run.read_manifest()
+        with guarded(self, f"{hook}: end of run"):
+            return self.run.update_manifest(**fields) if fields else self.run.read_manifest()
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint needs so that the resumed run continues this one."""

@@ -39,7 +39,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from deviate_cb.capture.stability.extract import as_numpy, batch_field, batch_groups
-from deviate_cb.capture.stability.settings import Predictions, Weights
+from deviate_cb.capture.stability.settings import Predictions, Weights, count_entries
 from deviate_cb.errors import UsageError
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "OUTPUT_KEYS",
     "CollectedPredictions",
     "PredictionCollector",
+    "check_whole_set",
     "epoch_snapshot",
     "write_prediction_snapshot",
     "write_weight_record",
@@ -222,6 +223,35 @@ class PredictionCollector:
             elif values.ndim != 1:
                 raise UsageError(f"groups[{name!r}] must hold one label per sample. Received shape {values.shape}.")
         return CollectedPredictions(outputs, labels, sample, groups)
+
+
+def check_whole_set(config: Predictions, batch: Any, n: int) -> None:
+    """Check, before any prediction, an evaluation set given whole as one ``batch`` of ``n`` samples (Keras
+    ``(x, y)`` arrays): it holds samples, and its labels, sample ids and groups can be taken out of it, one per
+    sample, as they will be at each snapshot.
+
+    Raises:
+        UsageError: One line naming ``predictions`` and what does not line up.
+
+    Example:
+        >>> check_whole_set(Predictions(data=()), (np.zeros((4, 2)), np.array([0, 1, 1])), 4)
+        Traceback (most recent call last):
+        ...
+        deviate_cb.errors.UsageError: DeviateCallback(predictions=...): labels has 3 entries but `data` holds 4 ...
+    """
+    config.check_sample_count(n)
+    try:
+        fields = {"labels": batch_field(batch, config.labels, "labels", default=True)}
+        if config.sample_ids is not None:
+            fields["sample_ids"] = batch_field(batch, config.sample_ids, "sample_ids")
+        if config.groups_per_batch:
+            fields.update({f"groups[{k!r}]": v for k, v in batch_groups(batch, config.groups).items()})
+        for name, values in fields.items():
+            size = count_entries(values) if values is not None else None
+            if size is not None and size != n:
+                raise UsageError(f"{name} has {size} entries but `data` holds {n} samples; they must line up.")
+    except UsageError as exc:
+        raise UsageError(f"DeviateCallback(predictions=...): {exc}") from None
 
 
 def _as_labels(labels: np.ndarray) -> np.ndarray:

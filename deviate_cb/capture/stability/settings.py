@@ -39,6 +39,7 @@ __all__ = [
     "Extractor",
     "Predictions",
     "Weights",
+    "count_entries",
     "parse_predictions",
     "parse_weights",
 ]
@@ -206,6 +207,36 @@ class Predictions:
         """
         return isinstance(self.groups, str) or callable(self.groups) or _is_names(self.groups)
 
+    def check_sample_count(self, n: int) -> None:
+        """Check, before any prediction, that ``data``'s ``n`` samples line up with groups given whole.
+
+        The adapters call this when the number of samples in ``data`` is known without predicting (arrays, a
+        DataLoader over a sized dataset), so that a mismatch stops the run before training rather than at the
+        first snapshot.
+
+        Raises:
+            UsageError: ``data`` holds no samples, or a group array has another length.
+
+        Example:
+            >>> Predictions(data=[], groups={"sex": ["F", "M"]}).check_sample_count(3)
+            Traceback (most recent call last):
+            ...
+            deviate_cb.errors.UsageError: Predictions(groups=...): groups['sex'] has 2 entries but `data` holds 3 ...
+        """
+        if n == 0:
+            raise UsageError("DeviateCallback(predictions=Predictions(data=...)): `data` holds no samples.")
+        if self.groups is None or self.groups_per_batch:
+            return
+        given = self.groups
+        items = given.items() if isinstance(given, Mapping) else [("group", given)]
+        for name, values in items:
+            size = count_entries(values)
+            if size is not None and size != n:
+                raise UsageError(
+                    f"Predictions(groups=...): groups[{name!r}] has {size} entries but `data` holds {n} samples; "
+                    "give one group label per sample, in the order of `data`."
+                )
+
 
 @dataclass(frozen=True)
 class Weights:
@@ -304,6 +335,23 @@ def _check_groups(groups: object) -> None:
         "`groups` must be a mapping name -> array, an array, a batch field name (or list of names) or a "
         f"function of the batch. Received: groups={groups!r}."
     )
+
+
+def count_entries(values: object) -> Optional[int]:
+    """The number of entries of an array or sequence (its first dimension), ``None`` if it has none.
+
+    Example:
+        >>> count_entries(np.zeros((3, 2))), count_entries(["F", "M"]), count_entries(np.float64(1.0))
+        (3, 2, None)
+    """
+    try:
+        shape = getattr(values, "shape", None)
+        if shape is not None:
+            first = shape[0] if len(shape) else None
+            return None if first is None else int(first)  # a symbolic tensor's first dimension may be unknown
+        return len(values)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_names(value: object) -> bool:
