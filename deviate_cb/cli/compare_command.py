@@ -8,6 +8,7 @@ from typing import IO, Any
 
 from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
 from deviate_cb.errors import UsageError
+from deviate_cb.report.text import printable, printable_errors
 
 __all__ = ["add_compare", "add_power"]
 
@@ -61,7 +62,7 @@ def _warn_problems(args: argparse.Namespace, chosen: Sequence[tuple[str, Sequenc
             if (problem.experiment, problem.variant) in groups:
                 lines[format_problem(problem)] = None
     for line in lines:
-        say(err, "warning", line)
+        say(err, "warning", printable(line))
 
 
 def _terms(args: argparse.Namespace, texts: Sequence[str], option: str) -> list[tuple[str, str]]:
@@ -107,6 +108,11 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    with printable_errors():  # errors may quote stored names (partition values, a run directory's path)
+        return _compare(args, out, err)
+
+
+def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.comparison import COMPARE_COLUMNS, COMPARE_HUMAN, compare_groups
     from deviate_cb.report.render import render_records
     from deviate_cb.report.selection import select
@@ -138,7 +144,7 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if not group_a or not group_b:
         raise UsageError(f"group {'A' if not group_a else 'B'} holds no completed run. Received: " + _received(args))
     for line in warnings:
-        say(err, "warning", line)
+        say(err, "warning", printable(line))
     if len(sources) == 1:
         _warn_problems(args, [(sources[0], [*group_a, *group_b])], err)
     else:
@@ -147,7 +153,7 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     rows = compare_groups(group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed)
     for row in rows:
         if row["status"] == "skipped" and args.format in ("csv", "json"):
-            say(err, "warning", f"metric `{row['metric']}` not compared: {row['reason']}.")
+            say(err, "warning", printable(f"metric `{row['metric']}` not compared: {row['reason']}."))
     how = "" if args.table else f"  aggregate={args.aggregate}"
     title = f"A: {label_a} ({len(group_a)} runs)  vs  B: {label_b} ({len(group_b)} runs){how}"
     notes = (
@@ -186,6 +192,11 @@ def add_power(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    with printable_errors():  # errors may quote stored names (partition values, a run directory's path)
+        return _power(args, out, err)
+
+
+def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
     from deviate_cb.report.render import render_records
     from deviate_cb.report.selection import select
@@ -204,7 +215,7 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.group:
         runs = select(runs, _terms(args, args.group, "--group"), "--group")
     for line in warnings:
-        say(err, "warning", line)
+        say(err, "warning", printable(line))
     _warn_problems(args, [(sources[0], runs)], err)
     groups: dict[str, list] = {}
     for run in runs:

@@ -7,6 +7,7 @@ from typing import IO, Any
 
 from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
 from deviate_cb.errors import UsageError
+from deviate_cb.report.text import printable, printable_errors
 
 __all__ = ["add_report"]
 
@@ -40,19 +41,22 @@ def add_report(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--decomposition",
         action="store_true",
-        help="with --format csv or json: write the variance decomposition rows instead of the per-group rows",
+        help="with --format csv or json: write the variance decomposition rows instead of the per-group rows (the "
+        "table and md formats end with them; there the option is an error)",
     )
     p.add_argument(
         "--stability",
         action="store_true",
         help="with --format csv or json: write the stability rows (churn, weight distance, per-class and "
-        "sub-group spread, unstable samples) instead of the per-group rows",
+        "sub-group spread, unstable samples) instead of the per-group rows (the table and md formats end with "
+        "them; there the option is an error)",
     )
     p.add_argument(
         "--timings",
         action="store_true",
         help="with --format csv or json: write the step-time rows (each group's spread of the runs' median "
-        "training step time) instead of the per-group rows",
+        "training step time) instead of the per-group rows (the table and md formats end with them; there the "
+        "option is an error)",
     )
     p.add_argument(
         "--positive",
@@ -69,7 +73,16 @@ def add_report(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run_report)
 
 
+# What the table and Markdown reports end with, for each option that picks the rows of csv and json
+_SECTIONS = {"--decomposition": "variance decomposition", "--stability": "stability section", "--timings": "step times"}
+
+
 def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    with printable_errors():  # errors may quote stored names (a run directory's path)
+        return _report(args, out, err)
+
+
+def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.render import excluded_line, print_table, render
     from deviate_cb.report.summary import build_report
 
@@ -84,6 +97,11 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError("`--timings` needs DIR: it reads the runs' timings.parquet files.")
     if args.stability and args.dir is None:
         raise UsageError("`--stability` needs DIR: it reads the runs' predictions and weights files.")
+    if chosen and args.format in ("table", "md"):  # it would change nothing: refused rather than ignored
+        raise UsageError(
+            f"`{chosen[0]}` applies to --format csv or json; the table and Markdown reports already end with the "
+            f"{_SECTIONS[chosen[0]]}. Received: {chosen[0]} with --format {args.format}."
+        )
     if args.table is not None:
         if args.dir is not None:
             raise UsageError(
@@ -115,10 +133,10 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             seed=args.seed,
         )
     for line in report.warnings:
-        say(err, "warning", line)
+        say(err, "warning", printable(line))
     if args.format in ("csv", "json"):
         for run in report.excluded:
-            say(err, "warning", excluded_line(run))
+            say(err, "warning", printable(excluded_line(run)))
     stability = (
         _stability(args, report, err)
         if args.dir is not None and (args.stability or args.format in ("table", "md"))
@@ -186,7 +204,7 @@ def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     # The runs and rows the report read: no second walk, and no Parquet where the manifests hold the summaries
     problems = find_problems(report.completed, rows=report.rows)
     for problem in problems:
-        say(err, "warning", format_problem(problem))
+        say(err, "warning", printable(format_problem(problem)))
     return problems
 
 
@@ -198,7 +216,7 @@ def _stability(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]
     # The runs the report read: no second walk of DIR
     groups = build_stability(args.dir, positive=args.positive, warnings=warnings, runs=report.completed)
     for line in warnings:
-        say(err, "warning", line)
+        say(err, "warning", printable(line))
     return groups
 
 
@@ -211,5 +229,5 @@ def _timings(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     warnings: list[str] = []
     groups = build_timings(report.completed, warnings=warnings)  # the runs the report read: no second walk
     for line in warnings:
-        say(err, "warning", line)
+        say(err, "warning", printable(line))
     return groups

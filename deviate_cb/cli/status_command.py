@@ -4,7 +4,9 @@ Useful after ``deviate-replicate --backend slurm --no-wait``: ``queued``/``runni
 cluster's queue, ``lost`` ones left it without recording an end (rerun the same command to run them again).
 After the table, the problems of the completed replicas (:mod:`deviate_cb.report.problems`: seeds or switches
 not in effect, seeded replicas that came out identical, control replicas that differ, ...) are warnings on
-stderr. Exit status 0, or 2 when ``DIR`` holds no run directories.
+stderr, and so is each manifest that cannot be read (its replica is shown as ``unreadable``). Names and manifest
+strings are printed with control characters escaped (:func:`deviate_cb.report.text.printable`). Exit status 0, or
+2 when ``DIR`` holds no run directories.
 
 Example:
     >>> import argparse, io
@@ -20,11 +22,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import IO, Any
 
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
+from deviate_cb.report.text import printable, printable_errors
 
 __all__ = ["add_status"]
 
@@ -52,11 +56,21 @@ def _run_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError(
             f"`DIR` must be an existing run directory (the --out of deviate-replicate). Received: {args.dir}."
         )
-    rows = collect_status(root, ask_cluster=not args.no_cluster)
-    out.write(format_status(rows, args.dir) + "\n")
+    warnings: list[str] = []
+    with printable_errors():
+        rows = collect_status(root, ask_cluster=not args.no_cluster, warnings=warnings)
+        # Directory names and manifest strings (host, backend, status) are printed with control characters escaped
+        text: dict[str, Any]
+        shown = []
+        for row in rows:
+            text = {f.name: printable(getattr(row, f.name)) for f in fields(row) if f.type in ("str", str)}
+            shown.append(replace(row, **text))
+        out.write(format_status(shown, printable(args.dir)) + "\n")
     out.flush()
+    for line in warnings:
+        say(err, "warning", printable(line))
     from deviate_cb.report.problems import format_problem, study_problems
 
     for problem in study_problems(root):  # the completed replicas' manifests (and footers where needed)
-        say(err, "warning", format_problem(problem))
+        say(err, "warning", printable(format_problem(problem)))
     return 0

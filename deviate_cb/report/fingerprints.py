@@ -30,9 +30,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from deviate_cb.fingerprint.collect import flatten
+from deviate_cb.report.text import reason
 from deviate_cb.store.run_directory import FINGERPRINT_FILE
 
 __all__ = ["FingerprintDifference", "compared_field", "fingerprint_differences", "fingerprint_warnings"]
@@ -126,18 +127,31 @@ class FingerprintDifference:
         return f"{self.field} = {' | '.join(parts)}"
 
 
-def fingerprint_differences(runs: Iterable[RunLike]) -> list[FingerprintDifference]:
+def fingerprint_differences(
+    runs: Iterable[RunLike], *, unreadable: Optional[list[str]] = None
+) -> list[FingerprintDifference]:
     """The compared fields whose values differ between replicas of the same (experiment, variant) group.
 
     Args:
         runs: Run directories (``.../experiment=<e>/variant=<v>/replica=<k>``), or records with ``path``
             (and ``experiment``, ``variant``, ``replica``), e.g. :class:`deviate_cb.report.runs.RunRecord`.
-            Runs without a readable ``fingerprint.json`` are skipped.
+            Runs without a ``fingerprint.json`` are skipped; so are runs whose file cannot be read, each with a
+            line appended to ``unreadable``.
+        unreadable: Where to append one line per ``fingerprint.json`` that exists but cannot be read.
     """
     groups: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     for run in runs:
         key, replica, path = _identify(run)
-        flat = _read_flat(os.path.join(path, FINGERPRINT_FILE))
+        file = os.path.join(path, FINGERPRINT_FILE)
+        try:
+            flat = _read_flat(file)
+        except (OSError, ValueError) as exc:
+            if unreadable is not None:
+                unreadable.append(
+                    f"{file}: not a readable fingerprint ({reason(exc, file)}); the run is left out of "
+                    "the fingerprint comparison."
+                )
+            continue
         if flat is not None:
             groups.setdefault(key, []).append((replica, flat))
     differences = []
@@ -162,11 +176,13 @@ def fingerprint_warnings(runs: Iterable[RunLike], *, max_fields: int = 8) -> lis
     Args:
         runs: As for :func:`fingerprint_differences`.
         max_fields: Fields spelled out per line; the rest are counted.
+
+    A ``fingerprint.json`` that exists but cannot be read gives a line of its own, before the others.
     """
+    lines: list[str] = []  # first the files that cannot be read
     by_group: dict[tuple[str, str], list[FingerprintDifference]] = {}
-    for difference in fingerprint_differences(runs):
+    for difference in fingerprint_differences(runs, unreadable=lines):
         by_group.setdefault((difference.experiment, difference.variant), []).append(difference)
-    lines = []
     for (experiment, variant), differences in by_group.items():
         shown = "; ".join(d.describe() for d in differences[:max_fields])
         more = len(differences) - max_fields
@@ -194,13 +210,20 @@ def _partitions(path: Path) -> dict[str, str]:
 
 
 def _read_flat(path: str) -> Any:
+    """The flattened fingerprint at ``path``; ``None`` when there is no file.
+
+    Raises:
+        OSError, ValueError: The file cannot be read, is not JSON (``UnicodeDecodeError`` is a ``ValueError``),
+            or does not hold a JSON object.
+    """
     try:
         with open(path, encoding="utf-8") as handle:
-            fingerprint = json.loads(handle.read())
-    except (OSError, ValueError):
+            text = handle.read()
+    except FileNotFoundError:
         return None
+    fingerprint = json.loads(text)
     if not isinstance(fingerprint, dict):
-        return None
+        raise ValueError(f"a JSON {type(fingerprint).__name__}, not an object")
     return flatten({k: v for k, v in fingerprint.items() if k != "flat"})
 
 

@@ -23,6 +23,8 @@ The kinds (:data:`KINDS`):
 - ``project_seeds_kept``: the manifest's ``seeding`` says the project seeded itself and its seeds were kept
   (``take_over`` false), in a variant whose seeds differ.
 - ``no_injection``: the manifest's ``injection`` is ``"none"`` (its ``injection_note`` says why).
+- ``recording_failed``: the manifest's ``problems``: what the callback could not record once training had
+  started (:mod:`deviate_cb.capture.guard`), each ``where: error`` text grouped across replicas.
 
 Example:
     >>> import tempfile
@@ -53,6 +55,7 @@ from typing import Any, Optional, Union
 from deviate_cb.errors import DeviateError
 from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord, read_runs, run_directories
+from deviate_cb.report.text import printable
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 from deviate_cb.variants import VARIANTS
@@ -60,6 +63,7 @@ from deviate_cb.variants import VARIANTS
 __all__ = ["KINDS", "Problem", "find_problems", "format_problem", "replica_list", "study_problems"]
 
 KINDS = (
+    "recording_failed",
     "no_injection",
     "seeds_not_in_effect",
     "identical_replicas",
@@ -105,13 +109,16 @@ class Problem:
 
 
 def format_problem(problem: Problem) -> str:
-    """The one line shown to users for ``problem`` (its message, whitespace collapsed).
+    """The one line shown to users for ``problem``: its message, whitespace collapsed, other control characters
+    escaped (:func:`~deviate_cb.report.text.printable`: a manifest's text may hold terminal escapes).
 
     Example:
         >>> format_problem(Problem("mlp", "algo", "no_injection", (0,), "experiment=mlp variant=algo: replica 0:\\n x"))
         'experiment=mlp variant=algo: replica 0: x'
+        >>> print(format_problem(Problem("mlp", "algo", "no_injection", (0,), "replica 0: \\x1b[2J")))
+        replica 0: \\x1b[2J
     """
-    return " ".join(problem.message.split())
+    return printable(" ".join(problem.message.split()))
 
 
 def replica_list(replicas: Iterable[int]) -> str:
@@ -229,6 +236,8 @@ def _manifest_problems(
         calls = _kept_seeding(manifest) if seeded else None
         if calls is not None:
             found.setdefault(("project_seeds_kept", calls), []).append((replica, calls))
+        for text in _recording_problems(manifest):
+            found.setdefault(("recording_failed", re.sub(r"\d+", "#", text)), []).append((replica, text))
     problems = []
     for (kind, _), entries in found.items():
         replicas = tuple(sorted({replica for replica, _ in entries}))
@@ -241,6 +250,8 @@ def _manifest_problems(
             message = f"{head}: the seed was not in effect: {text}"
         elif kind == "determinism_not_in_effect":
             message = f"{head}: a determinism switch was not in effect: {text}"
+        elif kind == "recording_failed":
+            message = f"{head}: the callback could not record everything (the training went on): {text}"
         elif kind == "no_injection":
             message = (
                 f"{head}: {text}" if text.startswith("no DeviateCallback") else f"{head}: nothing was injected: {text}"
@@ -252,6 +263,18 @@ def _manifest_problems(
             )
         problems.append(Problem(experiment, variant, kind, replicas, message))
     return problems
+
+
+def _recording_problems(manifest: Mapping[str, Any]) -> list[str]:
+    """The manifest's ``problems`` (recording errors after training started, :mod:`deviate_cb.capture.guard`)."""
+    listed = manifest.get("problems")
+    if not isinstance(listed, list):
+        return []
+    texts = []
+    for entry in listed:
+        if isinstance(entry, Mapping) and isinstance(entry.get("where"), str):
+            texts.append(_one_line(f"{entry['where']}: {entry.get('error', '')}"))
+    return texts
 
 
 def _determinism_problems(manifest: Mapping[str, Any]) -> list[str]:

@@ -4,7 +4,9 @@ JSON is a list of objects with the keys of :data:`~deviate_cb.report.summary.COL
 ``null``); CSV has the same columns (NaN is an empty cell). The terminal table and Markdown also list the
 runs that were left out of the statistics, and the study's problems
 (:class:`~deviate_cb.report.problems.Problem`): the table under the group each concerns, Markdown in a
-"Problems" section after the statistics.
+"Problems" section after the statistics. The table and Markdown escape the control characters of stored text
+(names, manifest strings: :func:`~deviate_cb.report.text.printable`) and never read it as rich markup; CSV and
+JSON keep it as it is.
 
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
@@ -25,6 +27,7 @@ from typing import IO, Any, Optional
 from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.summary import COLUMNS, Report, ReportRow
+from deviate_cb.report.text import printable
 
 __all__ = [
     "FORMATS",
@@ -131,18 +134,19 @@ def print_table(
 
     if width is None and file is not None and not (hasattr(file, "isatty") and file.isatty()):
         width = 160
-    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    # markup=False: a stored name such as `loss[train]` or `x[/y]` is text, not rich markup
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False, markup=False)
     groups = report.groups or tuple(sorted({(r.experiment, r.variant, 0) for r in report.rows}))
     shown = {(experiment, variant) for experiment, variant, _ in groups}
 
     def print_problems(chosen: Sequence[Problem]) -> None:
         for problem in chosen:  # one line each, never wrapped: the terminal wraps it, grep finds it
-            console.print(Text(f"problem: {format_problem(problem)}", style="bold yellow"), soft_wrap=True)
+            console.print(Text(f"problem: {printable(format_problem(problem))}", style="bold yellow"), soft_wrap=True)
 
     for experiment, variant, n_completed in groups:
         rows = [r for r in report.rows if (r.experiment, r.variant) == (experiment, variant)]
         runs = f"{n_completed} completed run{'s' if n_completed != 1 else ''}, " if report.groups else ""
-        title = f"experiment={experiment}  variant={variant}  ({runs}aggregate={report.aggregate})"
+        title = printable(f"experiment={experiment}  variant={variant}  ({runs}aggregate={report.aggregate})")
         mine = [p for p in problems if (p.experiment, p.variant) == (experiment, variant)]
         if not rows:
             console.print(Text(f"{title}: no metrics from completed runs.", style="bold"))
@@ -171,7 +175,8 @@ def print_table(
         for header in ("experiment", "variant", "replica", "status", "exit code", "error"):
             table.add_column(header, overflow="fold")
         for run in report.excluded:
-            table.add_row(run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
+            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
+            table.add_row(*map(printable, cells))
         console.print(table)
         console.print()
     if report.decomposition:
@@ -180,7 +185,7 @@ def print_table(
         for i, header in enumerate(_DECOMPOSITION_HUMAN):
             table.add_column(header, justify="left" if i < 3 else "right", no_wrap=i < 7)
         for d in report.decomposition:
-            table.add_row(*_decomposition_cells(d))
+            table.add_row(*map(printable, _decomposition_cells(d)))
         console.print(table)
         console.print(_DECOMPOSITION_NOTE.format(level=_level(report.level)), style="dim")
         console.print()
@@ -242,11 +247,11 @@ def render_records(
         return buffer.getvalue()
     cells = human or {c: (lambda r, c=c: _cell(r.get(c))) for c in columns}
     if fmt == "md":
-        lines = [f"# {title}", ""] if title else []
+        lines = [f"# {printable(title)}", ""] if title else []
         lines.append("| " + " | ".join(cells) + " |")
         lines.append("|" + "---|" * len(cells))
         lines += ["| " + " | ".join(_md(f(r)) for f in cells.values()) + " |" for r in records]
-        lines += ["", *notes] if notes else []
+        lines += ["", *map(printable, notes)] if notes else []
         return "\n".join(lines) + "\n"
     from rich import box
     from rich.console import Console
@@ -254,17 +259,17 @@ def render_records(
     from rich.text import Text
 
     width = None if file is not None and hasattr(file, "isatty") and file.isatty() else 200
-    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False, markup=False)
     if title:
-        console.print(Text(title, style="bold"), no_wrap=True, overflow="ignore")
+        console.print(Text(printable(title), style="bold"), no_wrap=True, overflow="ignore")
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i, header in enumerate(cells):
         table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
     for r in records:
-        table.add_row(*(f(r) for f in cells.values()))
+        table.add_row(*(printable(f(r)) for f in cells.values()))
     console.print(table)
     for note in notes:
-        console.print(note, style="dim")
+        console.print(printable(note), style="dim")
     return ""
 
 
@@ -294,7 +299,8 @@ def _human_cells(row: ReportRow) -> tuple[str, ...]:
     ci = "-" if _is_nan(row.std_ci_low) else f"[{_num(row.std_ci_low)}, {_num(row.std_ci_high)}]"
     cv = "-" if _is_nan(row.cv) else f"{row.cv * 100:.3g}%"
     stats = (row.mean, row.std)
-    return (row.metric, str(row.n), *map(_num, stats), ci, cv, _num(row.min), _num(row.max), _num(row.range))
+    metric = printable(row.metric)
+    return (metric, str(row.n), *map(_num, stats), ci, cv, _num(row.min), _num(row.max), _num(row.range))
 
 
 def _level(level: float) -> str:
@@ -314,7 +320,8 @@ def _exit(run: RunRecord) -> str:
 
 
 def _md(cell: Any) -> str:
-    return str(cell).replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell: control characters escaped (so a newline cannot end the row), ``|`` escaped."""
+    return printable(cell).replace("|", "\\|")
 
 
 def _is_nan(x: Any) -> bool:

@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
+from deviate_cb.report.metrics.footers import series_problem
+from deviate_cb.report.text import reason
+from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
 __all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
@@ -163,10 +166,14 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
     except SchemaVersionError:
         raise
     except (UsageError, OSError, UnicodeDecodeError) as exc:
-        reason = str(exc).replace(manifest_path + ": ", "")
-        warnings.append(f"{manifest_path}: unreadable manifest ({reason}); the run is listed as status 'unknown'.")
+        why = reason(exc, manifest_path).rstrip(".")
+        warnings.append(f"{manifest_path}: unreadable manifest ({why}); the run is listed as status 'unknown'.")
         return RunRecord(path, *keys, status="unknown", error="unreadable run.json")
     status = manifest.get("status")
+    summary = manifest.get("metrics_summary")
+    if (copy := valid_summary(summary)) is not None and (problem := series_problem(copy)) is not None:
+        warnings.append(f"{manifest_path}: `metrics_summary` is malformed ({problem}); {METRICS_FILE} is read instead.")
+        summary = None
     return RunRecord(
         path,
         *keys,
@@ -174,7 +181,7 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         exit_code=_exit_code(manifest),
         error=_first_error_line(manifest),
         signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
-        metrics_summary=summary if isinstance(summary := manifest.get("metrics_summary"), dict) else None,
+        metrics_summary=summary if isinstance(summary, dict) else None,
     )
 
 

@@ -198,6 +198,7 @@ def load_per_run(
             warnings.append(f"{run.path}: completed run without {METRICS_FILE}; it has no metrics.")
     # Every file summarised (footers, or the DuckDB scan): per-run values without the long table or pyarrow.compute
     fast = per_run_from_scan(completed, scan, aggregate, directions, metrics, stage, warnings)
+    warnings += scan.problems  # malformed footer summaries (those files were read instead)
     if fast is not None:
         return PerRun(tuple(runs), tuple(completed), tuple(warnings), fast)
     import numpy as np

@@ -35,9 +35,12 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Optional
 
 from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.text import printable, reason
 
 __all__ = ["TIMING_COLUMNS", "TimingGroup", "build_timings", "timing_rows", "write_timings_section"]
 
+# What the step statistics read; a file without them is not a timings file (op rows are read where present).
+_NEEDED = ("kind", "stage", "wall_s", "profiled")
 TIMING_COLUMNS = (
     "experiment",
     "variant",
@@ -107,7 +110,8 @@ def build_timings(
         runs: The runs (those not completed, and those without step times of ``stage``, are left out).
         stage: Whose steps: ``train`` (the callbacks time training steps).
         top: How many ops to keep per group.
-        warnings: Where to append one line per unreadable ``timings.parquet``.
+        warnings: Where to append one line per ``timings.parquet`` that is left out (unreadable, or not a
+            timings file); the other runs are reported.
     """
     from deviate_cb.capture.step_timer import step_statistics
     from deviate_cb.profiling.ops import top_ops
@@ -117,17 +121,23 @@ def build_timings(
     if not timed:
         return []  # without loading pyarrow
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
+    sink = warnings if warnings is not None else []
     per_group: dict[tuple[str, str], dict[str, Any]] = {}
     for run in timed:
+        path = run.path / TIMINGS_FILE
         try:
-            table = read_timings(run.path)
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            if warnings is not None:
-                warnings.append(f"{run.path / TIMINGS_FILE}: unreadable ({' '.join(str(exc).split())[:100]}); skipped.")
+            missing = [c for c in _NEEDED if c not in pq.read_schema(path).names]  # the footer only
+            if missing:
+                sink.append(f"{path}: not a timings file (no column {', '.join(missing)}); skipped.")
+                continue
+            rows = read_timings(run.path).to_pylist()
+            steps = [r for r in rows if r["kind"] == "step" and r["stage"] == stage]
+            summary = step_statistics(steps).get(stage)
+        except (OSError, pa.ArrowException, ValueError, TypeError) as exc:  # damaged, or rows without a wall time
+            sink.append(f"{path}: unreadable ({reason(exc, path).rstrip('.')}); skipped.")
             continue
-        rows = table.to_pylist()
-        summary = step_statistics([r for r in rows if r["kind"] == "step" and r["stage"] == stage]).get(stage)
         if not summary or not summary["steps"]:
             continue
         group = per_group.setdefault((run.experiment, run.variant), {"medians": {}, "steps": [], "ops": [], "n": 0})
@@ -204,7 +214,7 @@ def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str])
     out.write(render_records(timing_rows(groups), TIMING_COLUMNS, fmt, human=_STEP_CELLS, file=out, title=title))
     for g in groups:
         if g.top_ops:
-            heading = (
+            heading = printable(
                 f"Top ops by self time: experiment={g.experiment} variant={g.variant} ({g.profiled_runs} profiled)"
             )
             out.write(f"\n### {heading}\n\n" if fmt == "md" else "\n")

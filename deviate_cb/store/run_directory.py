@@ -59,6 +59,9 @@ MANIFEST_FILE = "run.json"
 METRICS_FILE = "metrics.parquet"
 FINGERPRINT_FILE = "fingerprint.json"
 STAGES = ("train", "val", "test", "final")
+# The longest experiment or variant name (characters, and bytes in UTF-8: folder names are limited to 255 bytes)
+_MAX_PARTITION_LENGTH = 100
+_MAX_PARTITION_BYTES = 200
 STATUSES = ("running", "completed", "failed", "timeout", "killed")
 
 
@@ -75,14 +78,40 @@ def iso_time(timestamp: Optional[float] = None) -> str:
 
 
 def check_partition_value(name: str, value: str) -> str:
-    """Validate a value used as a Hive partition (``experiment``, ``variant``): non-empty, no ``/`` or ``=``.
+    """Validate a value used as a Hive partition (``experiment``, ``variant``): 1 to 100 printable characters (at
+    most 200 bytes in UTF-8, so that ``experiment=<value>`` is a valid folder name), no ``/``, ``\\`` or ``=``, not
+    ``.`` or ``..``.
+
+    Printable is :meth:`str.isprintable`: no newline, tab, terminal escape (``\\x1b``) or other control character,
+    which would end up in folder names and, from there, in every report.
 
     Example:
         >>> check_partition_value("experiment", "resnet")
         'resnet'
+        >>> check_partition_value("experiment", "a\\nb")
+        Traceback (most recent call last):
+        ...
+        deviate_cb.errors.UsageError: `experiment` must be a name of 1 to 100 printable characters ...
     """
-    if not isinstance(value, str) or not value or any(c in value for c in "/\\=") or value in {".", ".."}:
-        raise UsageError(f"`{name}` must be a non-empty name without '/', '\\' or '='. Received: {name}={value!r}.")
+    if (
+        not isinstance(value, str)
+        or not value
+        or any(c in value for c in "/\\=")
+        or value in {".", ".."}
+        or not value.isprintable()
+        or len(value) > _MAX_PARTITION_LENGTH
+        or len(value.encode("utf-8", "surrogatepass")) > _MAX_PARTITION_BYTES
+    ):
+        shown = (
+            repr(value)
+            if not isinstance(value, str) or len(value) <= 60
+            else f"{value[:60]!r}... ({len(value)} characters)"
+        )
+        raise UsageError(
+            f"`{name}` must be a name of 1 to {_MAX_PARTITION_LENGTH} printable characters (at most "
+            f"{_MAX_PARTITION_BYTES} bytes in UTF-8) without '/', '\\' or '=', other than '.' and '..'. "
+            f"Received: {name}={shown}."
+        )
     return value
 
 

@@ -204,7 +204,7 @@ def test_state_dict_round_trip(tmp_path: Path) -> None:
         ({"seed": 1.5}, r"Received: seed=1.5"),
         ({"deterministic": "maybe"}, r"`deterministic` must be True, False or 'warn'. Received: deterministic='maybe'"),
         ({"metrics": "val_acc"}, r"`metrics` must be a list of metric names"),
-        ({"experiment": "a/b"}, r"`experiment` must be a non-empty name"),
+        ({"experiment": "a/b"}, r"`experiment` must be a name of 1 to 100 printable characters"),
     ],
 )
 def test_invalid_arguments(kwargs: dict, message: str) -> None:

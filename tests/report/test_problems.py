@@ -271,6 +271,7 @@ def test_kinds_are_the_documented_ones() -> None:
         "control_differs",
         "project_seeds_kept",
         "no_injection",
+        "recording_failed",
     }
 
 
@@ -440,3 +441,19 @@ def test_a_problem_of_a_group_without_rows_is_still_printed() -> None:
     assert lines[lines.index(f"problem: {empty.message}") - 1].endswith("no metrics from completed runs.")
     assert lines[lines.index(f"problem: {other.message}") - 1] == "Problems"
     assert "problem" not in render(report, "csv") + render(report, "json") + render(report, "md").lower()
+
+
+def test_recording_errors_the_callback_swallowed_are_problems(tmp_path: Path) -> None:
+    from deviate_cb.store.run_directory import RunDirectory, run_path
+
+    for replica in (0, 1):
+        run = RunDirectory(run_path(tmp_path, "e", "algo", replica))
+        run.update_manifest(status="completed", experiment="e", variant="algo", replica=replica, seed=replica)
+    RunDirectory(run_path(tmp_path, "e", "algo", 1)).update_manifest(
+        problems=[
+            {"where": "on_train_epoch_end: metrics flush", "error": "OSError: [Errno 28] No space left", "count": 3}
+        ]
+    )
+    found = [p for p in study_problems(tmp_path) if p.kind == "recording_failed"]
+    assert len(found) == 1 and found[0].replicas == (1,)
+    assert "could not record everything" in found[0].message and "No space left" in found[0].message

@@ -103,6 +103,7 @@ def read_last_values(
     # all have the store's column types. What is left (a corrupt file, other types) is checked file by file.
     if scan is None or scan.reduce != "last" or not scan.covers(present):
         scan = SeriesScan(present, engine="footers" if duckdb is None else "duckdb")
+        warnings += scan.problems  # a caller's scan: its caller warns about them
     _fold(scan.result(), index, best)
     uncovered = set(scan.uncovered)
     for path in present:

@@ -89,6 +89,7 @@ class SeriesScan:
         self.files = [path for path in map(os.fspath, files) if path in self._known_files or os.path.isfile(path)]
         self._found: Found = {}
         self._uncovered = list(self.files)
+        self._problems: list[str] = []
         if engine == "duckdb":
             import_duckdb(required=True)  # fail here, not in the thread, when DuckDB is required but missing
         self._thread: Optional[threading.Thread] = None
@@ -99,9 +100,18 @@ class SeriesScan:
             self._thread.start()
 
     def _run(self, engine: str) -> None:
+        try:
+            self._scan(engine)
+        except Exception as exc:  # never a traceback from the thread: every file is then left to the reader
+            self._problems.append(
+                f"the metrics scan failed ({' '.join(str(exc).split())[:200]}); files are read one by one."
+            )
+
+    def _scan(self, engine: str) -> None:
         from deviate_cb.report.metrics.footers import footer_values
 
-        found, rest = footer_values([f for f in self.files if f not in self._known_files], self.reduce)
+        todo = [f for f in self.files if f not in self._known_files]
+        found, rest = footer_values(todo, self.reduce, self._problems)
         found.update(self._known)
         # DuckDB (0.25 s to import) only when some file has no footer summary.
         duckdb = import_duckdb(required=False) if rest and engine != "footers" else None
@@ -120,6 +130,13 @@ class SeriesScan:
         """What the footers and the query found (waiting for them), for every file not :attr:`uncovered`."""
         self._wait()
         return self._found
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per file whose footer summary is malformed (such a file is :attr:`uncovered`), and one if the
+        scan itself failed (every file is then uncovered); waiting for the scan."""
+        self._wait()
+        return list(self._problems)
 
     @property
     def uncovered(self) -> list[str]:

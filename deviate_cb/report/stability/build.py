@@ -37,6 +37,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -44,6 +45,7 @@ import numpy as np
 
 from deviate_cb.errors import UsageError
 from deviate_cb.report.runs import RunRecord, find_runs
+from deviate_cb.report.text import reason
 from deviate_cb.stats.stability.groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
 from deviate_cb.stats.stability.predictions import (
     Churn,
@@ -54,7 +56,13 @@ from deviate_cb.stats.stability.predictions import (
 )
 from deviate_cb.stats.stability.sketch import WeightDistance, weight_distance_blocks, weight_distance_from_sketches
 from deviate_cb.store.predictions import PREDICTIONS_FILE, predictions_metadata, read_predictions
-from deviate_cb.store.weights import WEIGHTS_FULL_FILE, WEIGHTS_SKETCH_FILE, iter_full_weights, read_weight_sketches
+from deviate_cb.store.weights import (
+    WEIGHTS_FULL_FILE,
+    WEIGHTS_SKETCH_FILE,
+    WeightSketch,
+    iter_full_weights,
+    read_weight_sketch,
+)
 
 __all__ = ["StabilityGroup", "build_stability"]
 
@@ -97,8 +105,9 @@ def build_stability(
         delta: Failure probability of the sketch's distance interval, per pair of runs.
         warnings: Where to append one line per problem that does not stop the report.
 
-    Raises:
-        UsageError: A predictions or weight file is unreadable, or two runs' weights cannot be compared.
+    A file that cannot be used (unreadable, not the file it should be, or not comparable with the group's other
+    runs: another task, another sketch projection, another parameter layout) is left out with one warning naming
+    it; the group's measures come from its other runs.
     """
     warnings = warnings if warnings is not None else []
     groups: dict[tuple[str, str], list[RunRecord]] = {}
@@ -115,31 +124,73 @@ def build_stability(
         where = f"experiment={experiment} variant={variant}"
         fields: dict[str, Any] = {}
         notes: list[str] = []
-        if with_preds:
+        tables, task = _prediction_tables(with_preds, warnings)
+        if tables:
+            import pyarrow as pa
+
             try:
-                fields.update(_prediction_measures(with_preds, positive, where, notes, warnings))
-            except UsageError:
-                raise
-            except ValueError as exc:  # inconsistent files: one line naming the group, not a traceback
-                raise UsageError(f"{where}: the predictions cannot be compared ({exc})") from exc
-        weight_runs = full if len(full) >= 2 and len(full) >= len(sketched) else sketched
-        if len(weight_runs) >= 2:
-            fields["weights"] = _weight_measure(weight_runs, full=weight_runs is full, delta=delta)
-            fields["n_weight_runs"] = len(weight_runs)
-            if len(weight_runs) < len(members):
-                notes.append(f"weight distance over the {len(weight_runs)} of {len(members)} runs that saved weights")
-        elif weight_runs:
-            notes.append("weight distance needs the weights of at least 2 runs")
-        out.append(StabilityGroup(experiment, variant, **fields, notes=tuple(notes)))
+                fields.update(_prediction_measures(tables, task, positive, where, notes, warnings))
+            except (ValueError, TypeError, KeyError, pa.ArrowException) as exc:  # files that do not fit together
+                warnings.append(
+                    f"{where}: the predictions cannot be compared ({reason(exc)}); prediction measures left out."
+                )
+        fields.update(_weight_fields(members, full, sketched, delta, notes, warnings))
+        if fields or notes:  # nothing when every file of the group was left out (the warnings say why)
+            out.append(StabilityGroup(experiment, variant, **fields, notes=tuple(notes)))
     return out
 
 
+def _left_out(exc: BaseException, path: Path, what: str) -> str:
+    return f"{path}: {reason(exc, path).rstrip('.')}; left out of the {what}."
+
+
+def _prediction_tables(runs: Sequence[RunRecord], warnings: list[str]) -> tuple[list[tuple[RunRecord, Any]], str]:
+    """The readable predictions of ``runs`` that share the group's task (the most common one), and that task; one
+    warning per file left out."""
+    read: list[tuple[RunRecord, Any, str]] = []
+    for run in runs:
+        path = run.path / PREDICTIONS_FILE
+        try:
+            table = read_predictions(run.path)
+        except UsageError as exc:
+            warnings.append(_left_out(exc, path, "stability measures"))
+            continue
+        task = predictions_metadata(table).get("task")
+        if task not in ("classification", "regression"):
+            task = "regression" if table.column("predicted").null_count == table.num_rows else "classification"
+        if task == "classification" and table.column("predicted").null_count:
+            warnings.append(
+                f"{path}: classification rows without a predicted class; left out of the stability measures."
+            )
+            continue
+        read.append((run, table, task))
+    if not read:
+        return [], ""
+    counts: dict[str, int] = {}
+    for _, _, task in read:
+        counts[task] = counts.get(task, 0) + 1
+    task = max(counts, key=lambda t: (counts[t], t == read[0][2]))  # the most common; a tie: the first run's
+    for run, _, other in read:
+        if other != task:
+            warnings.append(
+                f"{run.path / PREDICTIONS_FILE}: {other} predictions in a group of {task} runs; left out of the "
+                "stability measures."
+            )
+    return [(run, table) for run, table, other in read if other == task], task
+
+
 def _prediction_measures(
-    runs: Sequence[RunRecord], positive: Any, where: str, notes: list[str], warnings: list[str]
+    runs_tables: Sequence[tuple[RunRecord, Any]],
+    task: str,
+    positive: Any,
+    where: str,
+    notes: list[str],
+    warnings: list[str],
 ) -> dict[str, Any]:
     import pyarrow.compute as pc
 
-    tables = [read_predictions(r.path) for r in runs]
+    runs = [run for run, _ in runs_tables]
+    tables = [table for _, table in runs_tables]
     names = [set(pc.unique(t.column("snapshot")).to_pylist()) for t in tables]
     common = set.intersection(*names)
     snapshot = "final" if "final" in common else max(common, key=_epoch_of, default=None)
@@ -150,16 +201,11 @@ def _prediction_measures(
         t if n == {snapshot} else t.filter(pc.equal(t.column("snapshot"), snapshot))
         for t, n in zip(tables, names, strict=True)
     ]
-    meta = predictions_metadata(tables[0])
-    task = meta.get("task") or ("regression" if tables[0].column("predicted").null_count else "classification")
     fields: dict[str, Any] = {"n_runs": len(runs), "snapshot": snapshot, "task": task}
     if snapshot != "final":
         notes.append(f"no common 'final' snapshot: using {snapshot}")
     samples = [t.column("sample").to_numpy() for t in tables]
     column = "value" if task == "regression" else "predicted"
-    for run, table in zip(runs, tables, strict=True):
-        if task != "regression" and table.column(column).null_count:
-            raise UsageError(f"{run.path / PREDICTIONS_FILE}: classification rows without a predicted class.")
     values = [t.column(column).to_numpy(zero_copy_only=False) for t in tables]
     try:
         ids, matrix = align_runs(samples, values)
@@ -211,8 +257,128 @@ def _regression_measures(matrix: np.ndarray, targets: np.ndarray) -> dict[str, f
     return out
 
 
-def _weight_measure(runs: Sequence[RunRecord], *, full: bool, delta: float) -> WeightDistance:
-    if full:  # one parameter of every run in memory at a time
-        return weight_distance_blocks(lambda: iter_full_weights([r.path for r in runs]), n_runs=len(runs))
-    sketches = read_weight_sketches(r.path for r in runs)
-    return weight_distance_from_sketches(np.stack([s.sketch for s in sketches]), delta=delta)
+def _weight_fields(
+    members: Sequence[RunRecord],
+    full: Sequence[RunRecord],
+    sketched: Sequence[RunRecord],
+    delta: float,
+    notes: list[str],
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The weight distance of a group, from the full weights where at least as many runs have usable ones, else
+    from the sketches; a file that cannot be read or compared is left out with a warning."""
+    usable_full = _comparable(
+        [(run, layout) for run in full if (layout := _full_layout(run, warnings)) is not None],
+        WEIGHTS_FULL_FILE,
+        lambda layout, first: "parameter layout differs from",
+        "exact weight distance",
+        warnings,
+    )
+    sketches = _comparable(
+        [(run, sketch) for run in sketched if (sketch := _sketch(run, warnings)) is not None],
+        WEIGHTS_SKETCH_FILE,
+        _sketch_difference,
+        "weight distance",
+        warnings,
+    )
+    distance = None
+    if len(usable_full) >= 2 and len(usable_full) >= len(sketches):
+        distance, n_weight_runs = _full_distance([run for run, _ in usable_full], warnings)
+        if n_weight_runs < len(sketches):  # a file failed on the way: more runs have a sketch
+            distance = None
+    if distance is None and len(sketches) >= 2:
+        matrix = np.stack([sketch.sketch for _, sketch in sketches])
+        distance, n_weight_runs = weight_distance_from_sketches(matrix, delta=delta), len(sketches)
+    if distance is None:
+        if full or sketched:
+            notes.append("weight distance needs the weights of at least 2 runs")
+        return {}
+    if n_weight_runs < len(members):
+        notes.append(f"weight distance over the {n_weight_runs} of {len(members)} runs that saved weights")
+    return {"weights": distance, "n_weight_runs": n_weight_runs}
+
+
+def _sketch(run: RunRecord, warnings: list[str]) -> Optional[WeightSketch]:
+    try:
+        return read_weight_sketch(run.path)
+    except UsageError as exc:
+        warnings.append(_left_out(exc, run.path / WEIGHTS_SKETCH_FILE, "weight distance"))
+        return None
+
+
+def _sketch_difference(sketch: WeightSketch, first: WeightSketch) -> str:
+    for name, label in (("method", "method"), ("sketch_seed", "sketch seed"), ("sketch_dim", "sketch dim")):
+        if getattr(sketch, name) != getattr(first, name):
+            return f"{label} {getattr(sketch, name)!r} differs from {getattr(first, name)!r} in"
+    return f"parameter layout ({sketch.num_params} weights, {sketch.layout}) differs from"
+
+
+def _full_layout(run: RunRecord, warnings: list[str]) -> Optional[tuple[tuple[str, int], ...]]:
+    """The parameter names and sizes ``weights.npz`` lists (its two small index arrays only), or ``None``."""
+    path = run.path / WEIGHTS_FULL_FILE
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = [str(n) for n in data["__names__"].tolist()]  # the keys write_weights stores the index under
+            sizes = [int(n) for n in data["__sizes__"].tolist()]
+            missing = [n for n in names if n not in data.files]
+    except Exception as exc:  # zipfile, ValueError (pickled object), KeyError (no index), OSError
+        warnings.append(
+            f"{path}: not a readable full weights file ({reason(exc, path)}); left out of the exact weight distance."
+        )
+        return None
+    if missing or len(sizes) != len(names):
+        listed = ", ".join(missing) or "sizes"
+        warnings.append(f"{path}: weight(s) {listed} listed but not stored; left out of the exact weight distance.")
+        return None
+    return tuple(zip(names, sizes, strict=True))
+
+
+def _comparable(
+    items: list[tuple[RunRecord, Any]], file: str, difference: Any, what: str, warnings: list[str]
+) -> list[tuple[RunRecord, Any]]:
+    """The items whose key (a sketch's projection and layout, a full file's layout) is the group's most common
+    one (a tie: the first run's); a warning for each other run."""
+    if not items:
+        return []
+
+    def key(value: Any) -> Any:
+        if isinstance(value, WeightSketch):
+            return (value.method, value.sketch_seed, value.sketch_dim, value.layout, value.num_params)
+        return value
+
+    counts: dict[Any, int] = {}
+    for _, value in items:
+        counts[key(value)] = counts.get(key(value), 0) + 1
+    first_key = key(items[0][1])
+    chosen = max(counts, key=lambda k: (counts[k], k == first_key))
+    reference = next((run, value) for run, value in items if key(value) == chosen)
+    kept = []
+    for run, value in items:
+        if key(value) == chosen:
+            kept.append((run, value))
+            continue
+        warnings.append(
+            f"{run.path / file}: {difference(value, reference[1])} {reference[0].path / file}; the runs are not "
+            f"comparable, so it is left out of the {what}."
+        )
+    return kept
+
+
+def _full_distance(runs: list[RunRecord], warnings: list[str]) -> tuple[Optional[WeightDistance], int]:
+    """The exact distance over the runs' full weights (one parameter of every run in memory at a time).
+
+    A file that fails while its parameters are read (a damaged entry) is left out with a warning and the
+    distance is computed again without it.
+    """
+    while len(runs) >= 2:
+        try:
+            distance = weight_distance_blocks(partial(iter_full_weights, [r.path for r in runs]), n_runs=len(runs))
+            return distance, len(runs)
+        except UsageError as exc:
+            bad = next((r for r in runs if str(exc).startswith(f"{r.path / WEIGHTS_FULL_FILE}:")), None)
+            if bad is None:  # not one file's fault
+                warnings.append(f"the full weights cannot be compared ({reason(exc)}); using the sketches.")
+                return None, 0
+            warnings.append(_left_out(exc, bad.path / WEIGHTS_FULL_FILE, "exact weight distance"))
+            runs = [r for r in runs if r is not bad]
+    return None, 0

@@ -24,6 +24,8 @@ import math
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from deviate_cb.report.text import printable
+
 if TYPE_CHECKING:
     from deviate_cb.report.stability.build import StabilityGroup
     from deviate_cb.stats.stability.groups import PerClassAccuracy
@@ -36,7 +38,7 @@ def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], to
     from deviate_cb.report.render import render_records
 
     for g in groups:
-        title = f"Stability: experiment={g.experiment} variant={g.variant}"
+        title = printable(f"Stability: experiment={g.experiment} variant={g.variant}")
         if fmt == "md":
             out.write(f"\n## {title}\n\n{_headline(g)}\n\n")
         summary = _summary(g)
@@ -47,7 +49,7 @@ def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], to
             width = max(len(r["measure"]) for r in summary) if summary else 0
             out.write("".join(f"  {r['measure']:<{width}}  {r['value']}\n" for r in summary))
         for name, sg in g.subgroups.items():
-            sub_title = (
+            sub_title = printable(
                 f"Sub-groups by {name} (FPR, FNR: positive class {sg.positive}; ratio: std / overall-accuracy std)"
             )
             out.write(f"\n### {sub_title}\n\n" if fmt == "md" else "\n")
@@ -76,7 +78,7 @@ def _headline(g: StabilityGroup) -> str:
         parts.append(f"{g.n_runs} runs with predictions (snapshot {g.snapshot}, {g.n_samples} samples, {g.task})")
     if g.n_weight_runs:
         parts.append(f"{g.n_weight_runs} runs with weights")
-    return "; ".join(parts + list(g.notes)) + "."
+    return printable("; ".join(parts + list(g.notes)) + ".")
 
 
 def _per_class_text(p: PerClassAccuracy) -> str:
@@ -131,7 +133,9 @@ def _summary(g: StabilityGroup) -> list[dict[str, Any]]:
     if g.weights is not None:
         w = g.weights
         value = f"mean {_f(w.mean)}, std {_f(w.std)} (min {_f(w.min)}, max {_f(w.max)})"
-        if w.method == "sketch":
+        if w.method == "sketch" and not w.epsilon < 1.0:  # too few dimensions for a Johnson-Lindenstrauss bound
+            value += f"; sketch estimate (k={w.sketch_dim}): too small a sketch to bound its error"
+        elif w.method == "sketch":
             value += (
                 f"; sketch estimate (k={w.sketch_dim}): each pair's exact distance lies in "
                 f"x{_f(1 / math.sqrt(1 + w.epsilon))}..x{_f(1 / math.sqrt(1 - w.epsilon))} of its estimate "

@@ -1,0 +1,102 @@
+"""Stored text made safe to print: control characters escaped, and one-line reasons for warnings.
+
+What a report, ``deviate status`` or ``deviate compare`` prints comes partly from the study itself: directory
+names (``experiment=``, ``variant=``), metric names, manifest strings (``exception``, ``error``, ``reason``,
+``trainer_error``, ``injection_note``, ``host``), fingerprint values, sub-group names. Any of them may hold a
+newline, a terminal escape sequence (``\\x1b[2J`` clears the screen) or bytes that are not UTF-8.
+:func:`printable` escapes every character that is not printable the way :func:`repr` does (``\\n``, ``\\x1b``,
+``\\u2028``), so one cell stays one cell and one warning one line; the terminal table, Markdown and warnings
+use it. CSV and JSON keep the data as it is (both formats escape what they need themselves).
+
+Example:
+    >>> printable("loss\\n\\x1b[2J")
+    'loss\\\\n\\\\x1b[2J'
+    >>> print(printable("résumé: ok"))
+    résumé: ok
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from deviate_cb.errors import UsageError
+
+__all__ = ["printable", "printable_errors", "reason"]
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: Any) -> str:
+    r"""``str(text)`` with every non-printable character escaped as :func:`repr` writes it.
+
+    Printable characters (letters of any script, digits, punctuation, the space) are kept; newlines, tabs,
+    control characters (``\x1b``), Unicode separators and format characters (``\u2028``, ``\u202e``) and the
+    surrogates that stand for undecodable bytes in file names become ``\n``, ``\t``, ``\x1b``, ``\u2028``,
+    ``\udcff``. Applying it twice gives what applying it once gives.
+
+    Example:
+        >>> printable("a\tb\u202ec\udcff")
+        'a\\tb\\u202ec\\udcff'
+        >>> printable(printable("x\ny")) == printable("x\ny")
+        True
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def reason(exc: BaseException, path: Any = None, limit: int = 200) -> str:
+    """What ``exc`` says, on one line, without the file's path (the warning names it already), cut to ``limit``.
+
+    Example:
+        >>> reason(OSError("Could not open Parquet input source '/r/t.parquet': Parquet magic bytes not found"),
+        ...        "/r/t.parquet")
+        'Could not open Parquet input source: Parquet magic bytes not found'
+        >>> reason(ValueError("/r/w.npz: not a readable .npz file (bad zip)."), "/r/w.npz")
+        'not a readable .npz file (bad zip).'
+        >>> reason(IsADirectoryError(21, "Is a directory", "/r/run.json"), "/r/run.json")
+        'Is a directory'
+    """
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror and exc.filename else str(exc)
+    if path is not None:
+        name = os.fspath(path)
+        text = text[len(name) + 2 :] if text.startswith(f"{name}: ") else text
+        text = text.replace(f" '{name}'", "").replace(f" {name}", "").replace(name, "the file")
+    text = printable(" ".join(text.split())) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@contextmanager
+def printable_errors() -> Iterator[None]:
+    r"""Re-raise a :class:`~deviate_cb.errors.UsageError` raised inside with its message :func:`printable` (the same
+    class), for the commands whose errors quote stored names (a run directory's path, a partition value).
+
+    Example:
+        >>> with printable_errors():
+        ...     raise UsageError("no runs in /r/experiment=\x1b[2J")
+        Traceback (most recent call last):
+        ...
+        deviate_cb.errors.UsageError: no runs in /r/experiment=\x1b[2J
+    """
+    try:
+        yield
+    except UsageError as exc:
+        text = printable(str(exc))
+        if text == str(exc):
+            raise
+        try:
+            clean = type(exc)(text)
+        except TypeError:  # a subclass built from other arguments
+            clean = UsageError(text)
+        raise clean.with_traceback(exc.__traceback__) from exc.__cause__
