@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-__all__ = ["ENV_PREFIX", "Deterministic", "RunContext", "parse_deterministic"]
+__all__ = ["ENV_PREFIX", "RANK_VARIABLES", "Deterministic", "RunContext", "is_rank_zero", "parse_deterministic"]
 
 ENV_PREFIX = "DEVIATE_"
 Deterministic = Union[bool, Literal["warn"]]
+
+# Set by torchrun, Lightning and Keras launchers for every process but the first (unset or 0 there).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK")
 
 _ENV_RUN_DIR = "DEVIATE_RUN_DIR"
 _ENV_EXPERIMENT = "DEVIATE_EXPERIMENT"
@@ -143,6 +146,17 @@ class RunContext:
             True
         """
         return cls.from_env()
+
+
+def is_rank_zero(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this process is global rank zero (``RANK``, ``LOCAL_RANK``, ``NODE_RANK`` unset or 0).
+
+    Example:
+        >>> is_rank_zero({}), is_rank_zero({"LOCAL_RANK": "1"})
+        (True, False)
+    """
+    environ = os.environ if environ is None else environ
+    return all(environ.get(name, "0") in ("0", "") for name in RANK_VARIABLES)
 
 
 def _string_list(text: Optional[str]) -> tuple[str, ...]:

@@ -42,7 +42,7 @@ from deviate_cb.capture.stability.settings import (
     parse_weights,
 )
 from deviate_cb.capture.step_timer import synchronizer
-from deviate_cb.context import Deterministic
+from deviate_cb.context import Deterministic, is_rank_zero
 from deviate_cb.errors import UsageError
 from deviate_cb.profiling.window import ProfileWindow
 
@@ -392,7 +392,7 @@ def _is_arrays(data: Any) -> bool:
 
 def _is_chief() -> bool:
     """Only one process of a multi-process run records: rank/task zero (torch, TF, JAX conventions)."""
-    if any(os.environ.get(name, "0") not in ("0", "") for name in ("RANK", "LOCAL_RANK", "NODE_RANK")):
+    if not is_rank_zero():
         return False
     jax = sys.modules.get("jax")
     if jax is not None and keras.backend.backend() == "jax":

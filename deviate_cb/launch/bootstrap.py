@@ -40,7 +40,7 @@ from typing import Any, Optional
 
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.capture.seed_takeover import install_seed_takeover
-from deviate_cb.context import RunContext
+from deviate_cb.context import RunContext, is_rank_zero
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import install_backend_guard
 from deviate_cb.launch.project_outputs import install_hydra_outputs
@@ -52,7 +52,6 @@ __all__ = [
     "bootstrap_from_environment",
     "bootstrap_replica",
     "complete_plain_run",
-    "is_rank_zero",
     "is_recording_process",
     "terminating_signal",
 ]
@@ -128,17 +127,6 @@ def bootstrap_replica(ctx: RunContext) -> bool:
         _record_process(run)
         atexit.register(_complete_at_exit, run, ctx, os.getpid())
     return True
-
-
-def is_rank_zero(environ: Optional[Mapping[str, str]] = None) -> bool:
-    """Whether this process is global rank zero (``RANK``, ``LOCAL_RANK``, ``NODE_RANK`` unset or 0).
-
-    Example:
-        >>> is_rank_zero({}), is_rank_zero({"LOCAL_RANK": "1"})
-        (True, False)
-    """
-    environ = os.environ if environ is None else environ
-    return all(environ.get(name, "0") in ("0", "") for name in ("RANK", "LOCAL_RANK", "NODE_RANK"))
 
 
 def is_recording_process(environ: Optional[Mapping[str, str]] = None, argv: Optional[Sequence[str]] = None) -> bool:

@@ -62,13 +62,55 @@ def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
     return True
 
 
-def live_processes(
-    manifest: Mapping[str, Any], host: Optional[str] = None, written_at: Optional[float] = None
-) -> list[int]:
-    """The replica's recorded processes (``pid`` and ``bootstrap[].pid``) still alive on this host.
+def live_processes(run_dir: Path, host: Optional[str] = None) -> list[int]:
+    """The processes ``run_dir``'s manifest records (``pid``, ``bootstrap[].pid``) still alive on this host.
 
-    ``written_at`` (the manifest's modification time): a process that started after it is a reused id.
+    A process that started after the manifest was last written is a reused id, not the replica's.
     """
+    recorded = _recorded(RunDirectory(run_dir))
+    return [] if recorded is None else _alive_processes(*recorded, host)
+
+
+def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
+    """Record a ``running`` replica whose launcher and processes are gone as ``killed``; return the reason.
+
+    ``None`` when there is nothing to settle (not running, another host or backend, or still alive).
+    """
+    run = RunDirectory(run_dir)
+    recorded = _recorded(run)
+    if recorded is None:
+        return None
+    manifest, written_at = recorded
+    if manifest.get("status") != "running" or not _local_here(manifest, host):
+        return None
+    launcher = manifest.get("launcher_pid")
+    started = _epoch(manifest.get("started_at"))
+    if not isinstance(launcher, int) or process_alive(launcher, not_after=started):
+        return None
+    if _alive_processes(manifest, written_at, host):
+        return None
+    reason = LOST_REASON.format(pid=launcher)
+    try:
+        run.update_manifest(status="killed", reason=reason, error=reason, ended_at=iso_time())
+    except OSError:
+        return None
+    return reason
+
+
+def _recorded(run: RunDirectory) -> Optional[tuple[dict[str, Any], Optional[float]]]:
+    """The manifest and when it was last written; ``None`` when it cannot be read (the readers say so)."""
+    try:
+        manifest = run.read_manifest()
+    except Exception:  # unreadable or newer
+        return None
+    try:
+        written_at: Optional[float] = run.manifest_path.stat().st_mtime
+    except OSError:
+        written_at = None
+    return manifest, written_at
+
+
+def _alive_processes(manifest: Mapping[str, Any], written_at: Optional[float], host: Optional[str]) -> list[int]:
     if not _local_here(manifest, host):
         return []
     pids = [manifest.get("pid")]
@@ -80,36 +122,6 @@ def live_processes(
         if isinstance(pid, int) and pid not in seen and pid != os.getpid():
             seen.append(pid)
     return [pid for pid in seen if process_alive(pid, not_after=written_at)]
-
-
-def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
-    """Record a ``running`` replica whose launcher and processes are gone as ``killed``; return the reason.
-
-    ``None`` when there is nothing to settle (not running, another host or backend, or still alive).
-    """
-    run = RunDirectory(run_dir)
-    try:
-        manifest = run.read_manifest()
-    except Exception:  # unreadable or newer: the readers say so themselves
-        return None
-    if manifest.get("status") != "running" or not _local_here(manifest, host):
-        return None
-    launcher = manifest.get("launcher_pid")
-    started = _epoch(manifest.get("started_at"))
-    if not isinstance(launcher, int) or process_alive(launcher, not_after=started):
-        return None
-    try:
-        written_at: Optional[float] = run.manifest_path.stat().st_mtime
-    except OSError:
-        written_at = None
-    if live_processes(manifest, host, written_at):
-        return None
-    reason = LOST_REASON.format(pid=launcher)
-    try:
-        run.update_manifest(status="killed", reason=reason, error=reason, ended_at=iso_time())
-    except OSError:
-        return None
-    return reason
 
 
 def stop_processes(pids: list[int], grace_s: float = 5.0) -> list[int]:

@@ -322,13 +322,7 @@ class _Replication:
 
     def _stop_earlier_attempt(self, plan: ReplicaPlan) -> None:
         """Stop what a killed launcher's attempt left running here, so it cannot write into the new attempt."""
-        run = RunDirectory(plan.run_dir)
-        try:
-            manifest = run.read_manifest()
-            written_at: Optional[float] = run.manifest_path.stat().st_mtime
-        except Exception:  # unreadable: nothing recorded to stop
-            return
-        pids = live_processes(manifest, written_at=written_at)
+        pids = live_processes(plan.run_dir)
         if pids:
             listed = ", ".join(str(pid) for pid in pids)
             self.progress.message(
@@ -340,7 +334,10 @@ class _Replication:
     def _command_fields(self, run: RunDirectory, job: Job, outcome: Outcome) -> dict[str, Any]:
         """Final metrics matched in the output (``--metric-regex``); whether a command ran any bootstrapped Python."""
         fields: dict[str, Any] = {}
-        if self.patterns and outcome.returncode is not None:
+        if outcome.returncode is None or not (self.patterns or self.command is not None):  # it never ran
+            return fields
+        manifest = run.read_manifest()
+        if self.patterns:
             found = metrics_from_logs([job.stdout_path, job.stderr_path], self.patterns)
             names = set(record_final_metrics(found, run.path)) if found else set()
             wanted = {name for pattern in self.patterns for name in pattern.groupindex}
@@ -353,11 +350,11 @@ class _Replication:
                     f"{', '.join(missing)} in stdout.log or stderr.log"
                 )
             if names:
-                previous = run.read_manifest().get("final_metrics")
+                previous = manifest.get("final_metrics")
                 listed = list(previous) if isinstance(previous, list) else []
                 fields["final_metrics"] = listed + sorted(names - set(listed))
-        if self.command is not None and outcome.returncode is not None:
-            if not run.read_manifest().get("bootstrap"):
+        if self.command is not None:
+            if not manifest.get("bootstrap"):
                 note = _no_injection_note(self.command)
                 fields.update(injection="none", injection_note=note)
                 if not self.injection_warned:  # the same for every replica: the study's summary lists them all

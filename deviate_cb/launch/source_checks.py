@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["check_python_source", "defines_name", "find_module_file"]
+__all__ = ["check_python_source", "defined_functions", "defines_name", "find_module_file"]
 
 
 def check_python_source(path: Path) -> str:
@@ -53,9 +53,8 @@ def defines_name(path: Path, name: str) -> Optional[bool]:
     Top level includes ``if``/``try``/``with`` blocks; a star import or a module ``__getattr__`` makes any name
     possible (``None``), and so does source that does not parse.
     """
-    try:
-        tree = ast.parse(path.read_bytes(), str(path))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parse(path)
+    if tree is None:
         return None
     bound: set[str] = set()
     for node in _top_level(tree.body):
@@ -75,6 +74,20 @@ def defines_name(path: Path, name: str) -> Optional[bool]:
     if "__getattr__" in bound:
         return None
     return name in bound
+
+
+def defined_functions(path: Path) -> list[str]:
+    """The functions the file at ``path`` defines at top level, in order (none when it does not parse)."""
+    tree = _parse(path)
+    body = [] if tree is None else tree.body
+    return [node.name for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _parse(path: Path) -> Optional[ast.Module]:
+    try:
+        return ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 def _top_level(body: list[ast.stmt]) -> list[ast.AST]:

@@ -30,7 +30,7 @@ from typing import Any
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.bootstrap import SignalExit, terminating_signal
-from deviate_cb.launch.source_checks import check_python_source, defines_name, find_module_file
+from deviate_cb.launch.source_checks import check_python_source, defined_functions, defines_name, find_module_file
 
 __all__ = ["CONTEXT_PARAMETERS", "TrainerSpec", "TrainerSpecError", "bind_trainer", "call_trainer"]
 
@@ -122,7 +122,7 @@ class TrainerSpec:
             raise _error(f"names {where}, which {problem}", self.text)
         name = self.function.split(".")[0]
         if defines_name(path, name) is False:
-            defined = sorted(n for n in _public_functions(path) if not n.startswith("_"))
+            defined = sorted(n for n in defined_functions(path) if not n.startswith("_"))
             hint = f"; functions defined there: {', '.join(defined[:8])}" if defined else ""
             raise _error(f"names {self.function!r}, which {where} does not define{hint}", self.text)
 
@@ -269,17 +269,6 @@ def _callable_without_arguments(fn: Callable[..., Any]) -> bool:
     return all(
         p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty for p in outer.parameters.values()
     )
-
-
-def _public_functions(path: Path) -> list[str]:
-    """Names of the functions a file defines at top level (for the hint of a refusal)."""
-    import ast
-
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
-        return []
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _is_context_annotation(annotation: Any) -> bool:

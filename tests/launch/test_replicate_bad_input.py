@@ -33,7 +33,11 @@ CASES = [
     ("parallel-zero", ["--trainer", ECHO, "-n", "2", "--parallel", "0"], "`--parallel` must be a positive integer"),
     ("timeout-zero", ["--trainer", ECHO, "-n", "2", "--timeout", "0"], "`--timeout` must be a positive number"),
     ("bad-gpus", ["--trainer", ECHO, "-n", "2", "--gpus", "0,x"], "`--gpus` must be distinct GPU ids"),
-    ("bad-experiment", ["--trainer", ECHO, "-n", "2", "--experiment", "a/b"], "`--experiment` must be a name of 1 to 100 printable"),
+    (
+        "bad-experiment",
+        ["--trainer", ECHO, "-n", "2", "--experiment", "a/b"],
+        "`--experiment` must be a name of 1 to 100 printable",
+    ),
     # a newline or an escape sequence would live on in folder names and every report; 300 characters: the OS refuses
     ("experiment-newline", ["--trainer", ECHO, "-n", "1", "--experiment", "a\nb"], "`--experiment` must be"),
     ("experiment-escape", ["--trainer", ECHO, "-n", "1", "--experiment", "a\x1b[2Jb"], "`--experiment` must be"),
