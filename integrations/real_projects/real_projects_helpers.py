@@ -9,7 +9,6 @@ directory.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shlex
 import subprocess
@@ -20,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "keras"))  # keras_helpers, shared with that suite
+from keras_helpers import Replicated as KerasSuiteRun
 
 __all__ = [
     "PROJECTS",
@@ -72,16 +74,13 @@ def file_tree(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 @dataclass
-class Replicated:
-    """A finished ``deviate-replicate ... -- COMMAND`` call, and the project folder before and after it."""
+class Replicated(KerasSuiteRun):
+    """A finished ``deviate-replicate ... -- COMMAND`` call, and the project folder before and after it.
+
+    Reading the replicas (``run_dir``, ``manifest``, ``rows``, ``logged``, ``final``) is the Keras suite's.
+    """
 
     argv: list[str]
-    returncode: int
-    stdout: str
-    stderr: str
-    out: Path
-    experiment: str
-    variant: str
     project: Path
     project_before: dict[str, tuple[int, int]] = field(repr=False)
     project_after: dict[str, tuple[int, int]] = field(repr=False)
@@ -90,12 +89,6 @@ class Replicated:
     def output(self) -> str:
         return f"$ {shlex.join(self.argv)}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
 
-    def run_dir(self, replica: int) -> Path:
-        return self.out / f"experiment={self.experiment}" / f"variant={self.variant}" / f"replica={replica}"
-
-    def manifest(self, replica: int) -> dict[str, Any]:
-        return json.loads((self.run_dir(replica) / "run.json").read_text())
-
     def seeding(self, replica: int) -> dict[str, Any]:
         record = self.manifest(replica)
         assert "seeding" in record, f"run.json of replica {replica} has no 'seeding': {sorted(record)}"
@@ -103,20 +96,6 @@ class Replicated:
 
     def log(self, replica: int, name: str = "stdout.log") -> str:
         return (self.run_dir(replica) / name).read_text(errors="replace")
-
-    def rows(self, replica: int) -> list[dict[str, Any]]:
-        import pyarrow.parquet as pq
-
-        path = self.run_dir(replica) / "metrics.parquet"
-        return pq.read_table(path).to_pylist() if path.exists() else []
-
-    def logged(self, replica: int) -> list[tuple[Any, ...]]:
-        """What training recorded (``final`` rows left out): stage, scope, name, step, epoch, value, in order."""
-        keys = ("stage", "scope", "name", "step", "epoch", "value")
-        return [tuple(row[key] for key in keys) for row in self.rows(replica) if row["stage"] != "final"]
-
-    def final(self, replica: int) -> dict[str, float]:
-        return {row["name"]: row["value"] for row in self.rows(replica) if row["stage"] == "final"}
 
 
 def replicate(
@@ -145,7 +124,18 @@ def replicate(
         argv, cwd=folder, env=child_env(env), capture_output=True, text=True, timeout=timeout, check=False
     )
     after = file_tree(folder)
-    return Replicated(argv, proc.returncode, proc.stdout, proc.stderr, out, project, variant, folder, before, after)
+    return Replicated(
+        proc.returncode,
+        proc.stdout,
+        proc.stderr,
+        out,
+        project,
+        variant,
+        argv=argv,
+        project=folder,
+        project_before=before,
+        project_after=after,
+    )
 
 
 def seed_call(seeding: Mapping[str, Any], call: str | tuple[str, ...], asked: int) -> dict[str, Any]:
