@@ -125,9 +125,9 @@ class MetricRecorder:
         self._count = 0
 
     def flush(self, metrics_file: MetricsFile) -> int:
-        """Append the buffer to ``metrics_file`` and empty it; return the number of rows written."""
+        """Append the buffer to ``metrics_file`` as one part and empty it; return the number of rows written."""
         if not self._count:
             return 0
-        written = metrics_file.append(self.compute())
+        written = metrics_file.append_part(self.compute())
         self.reset()
         return written

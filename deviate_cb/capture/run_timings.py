@@ -4,8 +4,8 @@ Framework-free glue between the adapters and :mod:`deviate_cb.capture.step_timer
 :mod:`deviate_cb.profiling.drivers`: the adapter says when a training step starts (:meth:`RunTimings.step_started`)
 and, where the framework tells it, when it ends (:meth:`RunTimings.step_ended`; otherwise the next start or the epoch
 end closes the step). Steps that the profiler recorded (or warmed up for) are flagged ``profiled`` so that statistics
-leave them out. The session writes what is new at each flush; a profiling window still open at the end of the run is
-closed and kept.
+leave them out. The session appends what is new at each flush as one part of ``timings.parquet`` and compacts the
+parts when the run ends; a profiling window still open at the end of the run is closed and kept.
 
 Example:
     >>> import tempfile
@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 from deviate_cb.capture.step_timer import StepTimer
 from deviate_cb.profiling.drivers import profile_window
 from deviate_cb.profiling.window import ProfileWindow
-from deviate_cb.store.timings import write_timings
+from deviate_cb.store.timings import append_timings_part, compact_timings
 
 __all__ = ["PROFILERS", "RunTimings"]
 
@@ -69,7 +69,8 @@ class RunTimings:
                     stacklevel=3,
                 )
         self._open: Optional[tuple[str, int, int, bool]] = None
-        self._written = 0  # step rows already in timings.parquet
+        self._written = 0  # step rows already written
+        self._ops_written = 0  # op rows (of all finished windows) already written
         self._window_started = False
 
     def step_started(self, stage: str, epoch: int, step: int) -> None:
@@ -94,14 +95,19 @@ class RunTimings:
             self.window.step()
 
     def flush(self, run_dir: Union[str, os.PathLike[str]]) -> int:
-        """Write the step rows recorded since the last flush and the finished windows' op rows; return the
-        number of new step rows."""
+        """Append the step rows recorded since the last flush and the op rows of windows finished since, as one
+        part of ``timings.parquet``; return the number of new step rows. Costs what it adds, not what is stored."""
         rows = self.timer.rows()[self._written :]
-        ops = self.window.rows() if self.window is not None else []
+        ops = (self.window.rows() if self.window is not None else [])[self._ops_written :]  # windows finished since
         if rows or ops:
-            write_timings(run_dir, rows, ops)
+            append_timings_part(run_dir, rows, ops)
         self._written += len(rows)
+        self._ops_written += len(ops)
         return len(rows)
+
+    def compact(self, run_dir: Union[str, os.PathLike[str]]) -> int:
+        """Merge the parts written so far into ``timings.parquet`` (the run ended); return how many parts."""
+        return compact_timings(run_dir)
 
     def close(self, run_dir: Union[str, os.PathLike[str], None]) -> None:
         """End the open step, close an open profiling window, and write everything left."""
@@ -110,3 +116,4 @@ class RunTimings:
             self.window.stop()
         if run_dir is not None:
             self.flush(run_dir)
+            self.compact(run_dir)

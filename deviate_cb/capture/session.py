@@ -195,11 +195,12 @@ class RunSession:
         return flushed + len(self.recorder)
 
     def flush(self, *, hook: str = "flush") -> int:
-        """Write buffered values to ``metrics.parquet`` and new step times to ``timings.parquet``; return the
-        number of metric rows written.
+        """Append buffered values and new step times as one part each of ``metrics.parquet`` and
+        ``timings.parquet`` (:mod:`deviate_cb.store.parts`; :meth:`close` compacts them); return the number of
+        metric rows written.
 
-        Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"``, ``"<hook>: metrics
-        flush"`` and ``"<hook>: metrics summary"``: a failing one is recorded as a problem (values that could not
+        Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"`` and ``"<hook>:
+        metrics flush"``: a failing one is recorded as a problem (values that could not
         be written stay buffered for the next flush) and the others still run.
         """
         if not self.enabled:  # non-zero ranks record nothing
@@ -213,11 +214,22 @@ class RunSession:
         written = 0
         with guarded(self, f"{hook}: metrics flush"):
             written = self.recorder.flush(self._metrics_file)
-        if written:
-            with guarded(self, f"{hook}: metrics summary"):
-                self._copy_summary()
         self.problems.write(self.run)  # counts of repeated problems
         return written
+
+    def compact(self, *, hook: str = "compact") -> None:
+        """Merge the parts that the flushes appended into ``metrics.parquet`` and ``timings.parquet`` (once per
+        run end: a flush costs only what it adds), and copy the metrics summary into ``run.json``. Each file's
+        compaction is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: ... compaction"``; parts left by a
+        failed one stay readable and are compacted by whoever settles the replica."""
+        if not self.enabled or self.run is None or self._metrics_file is None:
+            return
+        if self.timings is not None:
+            with guarded(self, f"{hook}: timings compaction"):
+                self.timings.compact(self.run.path)
+        with guarded(self, f"{hook}: metrics compaction"):
+            if self._metrics_file.compact():
+                self._copy_summary()
 
     def _copy_summary(self) -> None:
         """Copy the metrics file's series summary into ``run.json`` (key ``metrics_summary``) with the file's
@@ -231,14 +243,16 @@ class RunSession:
         self.run.update_manifest(metrics_summary=copy)
 
     def close(self, *, error: Optional[BaseException] = None, hook: str = "close") -> dict[str, Any]:
-        """Flush, and record the end of the run (status only when standalone); return the manifest (``{}`` when
-        it cannot be read). Once under way, each step is guarded as ``"<hook>: <step>"`` (see :meth:`flush`)."""
+        """Flush, compact (:meth:`compact`), and record the end of the run (status only when standalone); return
+        the manifest (``{}`` when it cannot be read). Once under way, each step is guarded as ``"<hook>: <step>"``
+        (see :meth:`flush`)."""
         if self.timings is not None and self.enabled:
             with guarded(self, f"{hook}: timings"):
                 self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
         self.flush(hook=hook)
         if self.run is None:
             return {}
+        self.compact(hook=hook)
         if not self._fingerprinted:  # the run ended before its adapter recorded one
             with guarded(self, f"{hook}: fingerprint"):
                 self.write_fingerprint()

@@ -4,9 +4,10 @@ A launcher that is killed outright (``SIGKILL``, a crashed login node) cannot re
 manifests still say ``running``. Whoever looks next (``deviate status``, ``deviate report``, a rerun) settles
 them with :func:`settle_replica`: a replica of the ``local`` backend started on this host whose launcher is gone
 and none of whose recorded processes (``pid``, the ``bootstrap`` list) is alive is recorded ``killed`` with the
-reason, so it is rerun and never counted as running. A process id that was reused since (a process started after
-the replica) does not count as alive. Replicas on a cluster (Slurm, Ray) are left to their backend, which asks
-the scheduler; replicas of another host cannot be checked from here and are left alone.
+reason, so it is rerun and never counted as running, and the parts it flushed are compacted into its files. A
+process id that was reused since (a process started after the replica) does not count as alive. Replicas on a
+cluster (Slurm, Ray) are left to their backend, which asks the scheduler; replicas of another host cannot be
+checked from here and are left alone.
 
 :func:`live_processes` gives the processes of an earlier attempt that are still running (after a launcher
 was killed, an orphaned replica may still write): a rerun stops them before it starts a new attempt.
@@ -33,6 +34,7 @@ from deviate_cb.store.run_directory import RunDirectory, iso_time
 
 __all__ = [
     "LOST_REASON",
+    "compact_what_it_left",
     "die_with_parent",
     "live_processes",
     "process_alive",
@@ -94,7 +96,18 @@ def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
         run.update_manifest(status="killed", reason=reason, error=reason, ended_at=iso_time())
     except OSError:
         return None
+    compact_what_it_left(run)
     return reason
+
+
+def compact_what_it_left(run: RunDirectory) -> int:
+    """Compact the parts a replica whose processes have ended left behind (it died before its own end of run
+    compacted them: :meth:`~deviate_cb.store.run_directory.RunDirectory.compact_parts`); return the metric rows
+    merged. Never raises: parts that cannot be compacted now (a full disk) stay, and are read as they are."""
+    try:
+        return run.compact_parts()
+    except Exception:
+        return 0
 
 
 def _recorded(run: RunDirectory) -> Optional[tuple[dict[str, Any], Optional[float]]]:

@@ -101,7 +101,7 @@ def check_marker(path: str) -> tuple[bool, str]:
 def run_task(spec: TaskSpec) -> dict[str, Any]:
     """Run one replica here; record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
-    from deviate_cb.launch.liveness import die_with_parent
+    from deviate_cb.launch.liveness import compact_what_it_left, die_with_parent
     from deviate_cb.launch.records import end_fields, signal_name
     from deviate_cb.store.run_directory import RunDirectory, iso_time
 
@@ -149,5 +149,6 @@ def run_task(spec: TaskSpec) -> dict[str, Any]:
     outcome = Outcome(returncode=rc, signal=name, timed_out=timed_out, started_at=started, ended_at=time.time())
     end = end_fields(outcome, stderr_path)
     end["pid"] = popen.pid
+    compact_what_it_left(run)
     run.update_manifest(**end)
     return {"returncode": rc, "signal": name, "timed_out": timed_out, "started_at": started, "pid": popen.pid}

@@ -1,9 +1,9 @@
 """``metrics.parquet``: the Arrow schema of a run's recorded values and the file that holds them.
 
-Long format, one row per recorded value (see :func:`metrics_schema`). Parquet cannot be appended to in place,
-so :class:`MetricsFile` rewrites the whole table atomically on each flush, with the per-series summary of
-:mod:`deviate_cb.store.footer_summary` in the footer. pyarrow and NumPy are imported only when a file is read or
-written, so importing this module stays light.
+Long format, one row per recorded value (see :func:`metrics_schema`). While a run is live, each flush adds
+one part (:mod:`deviate_cb.store.parts`) and the end of the run compacts them into ``metrics.parquet``, with the
+per-series summary of :mod:`deviate_cb.store.footer_summary` in the footer (:class:`MetricsFile`). pyarrow and
+NumPy are imported only when a file is read or written, so importing this module stays light.
 
 Example:
     >>> metrics_schema().names
@@ -12,12 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.store.atomic import atomic_write
 from deviate_cb.store.footer_summary import SERIES_KEY, with_summary
+from deviate_cb.store.parts import Part, list_parts, parts_dir, remove_parts, write_part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,50 +53,62 @@ def metrics_schema() -> pa.Schema:
 
 
 class MetricsFile:
-    """``metrics.parquet`` of one run, appended to by rewriting it atomically.
+    """``metrics.parquet`` of one run: appended to in parts while the run is live, compacted when it ends.
 
-    Parquet files cannot be appended to in place, and a file whose footer was never written is unreadable;
-    rewriting the whole (small: one row per logged value) table on each flush keeps the file valid at every
-    moment, so a process killed at any point loses only what it had not flushed yet.
+    :meth:`append_part` writes only the new rows, as one part (:mod:`deviate_cb.store.parts`): its cost does
+    not grow with the rows recorded before. :meth:`compact` merges the parts into ``metrics.parquet``, with the
+    per-series summary of :mod:`deviate_cb.store.footer_summary` in its footer, which is what reports read;
+    the run's session compacts when the run ends, and whoever settles a replica that died compacts what it left.
+    :meth:`append` is both at once (for one-off writes). Every file is written atomically, so a process killed
+    at any moment loses only what it had not flushed, and :meth:`read` always sees every row flushed so far.
+
+    Args:
+        path: The ``metrics.parquet`` path.
+        attempt: The run's attempt (``run.json`` ``attempt``): parts of other attempts are never read as this
+            run's rows.
 
     Example:
         >>> import tempfile
         >>> f = MetricsFile(Path(tempfile.mkdtemp()) / "metrics.parquet")
-        >>> f.append({"step": [0, 1], "epoch": [0, 0], "stage": ["train"] * 2, "scope": ["step"] * 2,
-        ...           "name": ["loss"] * 2, "value": [1.0, float("nan")], "wall_time": [0.0, 1.0]})
+        >>> f.append_part({"step": [0, 1], "epoch": [0, 0], "stage": ["train"] * 2, "scope": ["step"] * 2,
+        ...                "name": ["loss"] * 2, "value": [1.0, float("nan")], "wall_time": [0.0, 1.0]})
         2
-        >>> f.read().column("finite").to_pylist()
-        [True, False]
+        >>> f.path.exists(), f.read().column("finite").to_pylist()
+        (False, [True, False])
+        >>> f.compact(), f.path.exists(), f.read().num_rows
+        (2, True, 2)
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, attempt: int = 1) -> None:
         self.path = Path(path)
-        self._table: Optional[pa.Table] = None
-        self.summary: Optional[bytes] = None  # the series summary of the last write (JSON)
+        self.attempt = attempt
+        self._next_seq: Optional[int] = None
+        self._warned = False
+        self.summary: Optional[bytes] = None  # the series summary of the last compaction (JSON)
 
     def read(self) -> pa.Table:
-        """All rows written so far (an empty table if the file does not exist)."""
-        if self._table is None:
-            import pyarrow.parquet as pq
+        """All rows flushed so far: ``metrics.parquet`` and the parts not yet compacted into it (an empty table
+        when there is neither)."""
+        import pyarrow as pa
 
-            schema = metrics_schema()
-            if self.path.is_file():
-                self._table = pq.read_table(self.path, schema=schema)
-            else:
-                self._table = schema.empty_table()
-        return self._table
+        compacted = self._read_compacted()
+        pending, _ = self._parts(compacted)
+        return pa.concat_tables([compacted, *self._read_parts(pending)])
 
     @property
     def next_seq(self) -> int:
-        table = self.read()
-        if table.num_rows == 0:
-            return 0
-        import pyarrow.compute as pc
+        """The ``seq`` the next appended row gets (read from the files once, then counted)."""
+        if self._next_seq is None:
+            import pyarrow.compute as pc
 
-        return int(pc.max(table.column("seq")).as_py()) + 1
+            table = self.read()
+            largest = pc.max(table.column("seq")).as_py() if table.num_rows else None
+            self._next_seq = 0 if largest is None else int(largest) + 1
+        return self._next_seq
 
-    def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
-        """Append rows given as columns (``seq`` and ``finite`` are filled in when absent); return the row count."""
+    def append_part(self, columns: Mapping[str, Sequence[Any]]) -> int:
+        """Write rows given as columns as one new part (``seq`` and ``finite`` are filled in when absent); return
+        the row count. Costs time in proportion to these rows only."""
         import numpy as np
         import pyarrow as pa
 
@@ -105,15 +119,37 @@ class MetricsFile:
         data: dict[str, Any] = dict(columns)
         data["value"] = values
         if "seq" not in data:
-            first = self.next_seq  # a max over the table so far: computed once per append
+            first = self.next_seq
             data["seq"] = np.arange(first, first + n, dtype=np.int64)
         data.setdefault("finite", np.isfinite(values))
         schema = metrics_schema()
         new = pa.table({field.name: pa.array(data[field.name], type=field.type) for field in schema}, schema=schema)
-        table = pa.concat_tables([self.read(), new])
-        self._write(table)
-        self._table = table
+        seq = new.column("seq").to_numpy()
+        write_part(self.path, new, attempt=self.attempt, first=int(seq.min()))
+        self._next_seq = max(self._next_seq or 0, int(seq.max()) + 1)
         return n
+
+    def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
+        """:meth:`append_part` then :meth:`compact`: ``metrics.parquet`` holds the rows when this returns."""
+        n = self.append_part(columns)
+        if n:
+            self.compact()
+        return n
+
+    def compact(self) -> int:
+        """Merge this attempt's parts into ``metrics.parquet`` (atomically), then delete them; return the number
+        of rows merged. Parts already merged (a compaction interrupted before it deleted them) are deleted
+        without being merged twice; parts of other attempts are left alone, with a warning."""
+        import pyarrow as pa
+
+        compacted = self._read_compacted()
+        pending, merged = self._parts(compacted)
+        new = self._read_parts(pending)
+        rows = sum(t.num_rows for t in new)
+        if rows or (pending and not self.path.is_file()):
+            self._write(pa.concat_tables([compacted, *new]))
+        remove_parts(self.path, pending + merged)
+        return rows
 
     def truncate(self, next_seq: int) -> int:
         """Drop the rows recorded at or after ``next_seq`` (a resumed run re-records them); return how many.
@@ -129,13 +165,52 @@ class MetricsFile:
         """
         import pyarrow.compute as pc
 
-        table = self.read()
+        self.compact()
+        table = self._read_compacted()
         kept = table.filter(pc.less(table.column("seq"), next_seq))
         dropped = table.num_rows - kept.num_rows
         if dropped:
             self._write(kept)
-            self._table = kept
+        self._next_seq = None
         return dropped
+
+    def _read_compacted(self) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        schema = metrics_schema()
+        if self.path.is_file():
+            return pq.read_table(self.path, schema=schema)
+        return schema.empty_table()
+
+    def _parts(self, compacted: pa.Table) -> tuple[list[Part], list[Part]]:
+        """This attempt's parts not yet in ``compacted``, and those already in it; warn about other attempts'."""
+        import pyarrow.compute as pc
+
+        largest = pc.max(compacted.column("seq")).as_py() if compacted.num_rows else None
+        done = -1 if largest is None else int(largest)
+        parts = list_parts(self.path)
+        foreign = sorted({p.attempt for p in parts if p.attempt != self.attempt})
+        if foreign and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"deviate-cb: {parts_dir(self.path)} holds metric parts of attempt(s) {foreign}, not of this "
+                f"run's attempt {self.attempt}; they are left out.",
+                stacklevel=3,
+            )
+        mine = [p for p in parts if p.attempt == self.attempt]
+        return [p for p in mine if p.first > done], [p for p in mine if p.first <= done]
+
+    def _read_parts(self, parts: list[Part]) -> list[pa.Table]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        tables = []
+        for part in parts:
+            try:
+                tables.append(pq.read_table(part.path, schema=metrics_schema()))
+            except (OSError, pa.ArrowException) as exc:
+                warnings.warn(f"deviate-cb: {part.path}: unreadable metrics part ({exc}); left out.", stacklevel=3)
+        return tables
 
     def _write(self, table: pa.Table) -> None:
         import pyarrow.parquet as pq

@@ -38,6 +38,7 @@ from typing import Any, Optional, Union
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.metrics import MetricsFile
+from deviate_cb.store.parts import recorded_attempt
 
 __all__ = [
     "FINGERPRINT_FILE",
@@ -198,7 +199,22 @@ class RunDirectory:
         atomic_write_bytes(self.fingerprint_path, _dumps(fingerprint))
 
     def metrics(self) -> MetricsFile:
-        return MetricsFile(self.metrics_path)
+        """The run's :class:`~deviate_cb.store.metrics.MetricsFile`, for the attempt its manifest records."""
+        return MetricsFile(self.metrics_path, attempt=self.attempt())
+
+    def compact_parts(self) -> int:
+        """Merge the parts a run left (:mod:`deviate_cb.store.parts`: a replica that died before its end) into
+        ``metrics.parquet`` and ``timings.parquet``; return the number of metric rows merged. Only for a run
+        whose processes are gone: a live run compacts itself when it ends."""
+        from deviate_cb.store.timings import compact_timings
+
+        attempt = self.attempt()
+        compact_timings(self.path, attempt=attempt)
+        return MetricsFile(self.metrics_path, attempt=attempt).compact()
+
+    def attempt(self) -> int:
+        """The manifest's ``attempt`` (1 when there is none, or no readable manifest)."""
+        return recorded_attempt(self.path)
 
 
 def read_manifest_file(path: str) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The adapters time every training step (:class:`deviate_cb.capture.step_timer.StepTimer`) and, optionally,
 profile a short window of steps (:mod:`deviate_cb.profiling.drivers`); both end up in this one file of the run
-directory, written atomically (temporary file, fsync, rename) like ``metrics.parquet``.
+directory, written atomically (temporary file, fsync, rename) like ``metrics.parquet``, and like it appended to in
+parts while the run is live.
 
 Schema of ``timings.parquet`` (one table, long format; a column that does not apply to a row's ``kind`` is null):
 
@@ -26,7 +27,9 @@ source         string   op rows: the profiler: ``torch`` or ``tensorflow``
 
 Writing merges with what the file already holds: a step row replaces the row with the same
 ``(stage, epoch, step)`` and an op row replaces the rows of its ``window``, so a resumed run that records its
-steps again (or an adapter that rewrites the file at each epoch end) never duplicates rows.
+steps again never duplicates rows. A live run appends each flush's new rows as one part
+(:func:`append_timings_part`, :mod:`deviate_cb.store.parts`), merged with the same rule into the file when the
+run ends (:func:`compact_timings`) or when it is read (:func:`read_timings`).
 
 Example:
     >>> import tempfile
@@ -45,14 +48,23 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
-from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.atomic import atomic_write
+from deviate_cb.store.parts import list_parts, recorded_attempt, remove_parts, write_part
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["STEP_KEY", "TIMINGS_FILE", "read_timings", "timings_schema", "write_timings"]
+__all__ = [
+    "STEP_KEY",
+    "TIMINGS_FILE",
+    "append_timings_part",
+    "compact_timings",
+    "read_timings",
+    "timings_schema",
+    "write_timings",
+]
 
 TIMINGS_FILE = "timings.parquet"
 STEP_KEY = ("stage", "epoch", "step")
@@ -89,47 +101,120 @@ def write_timings(
     """Merge step and op rows into ``<run_dir>/timings.parquet`` atomically; return the file's path.
 
     A step row replaces the stored row with the same ``(stage, epoch, step)``; op rows replace the stored op
-    rows of the windows they belong to. Call it as often as convenient (each epoch end, at the end of the run)
-    with all rows so far or only the new ones.
+    rows of the windows they belong to. This rewrites the whole file: a live run appends its rows with
+    :func:`append_timings_part` instead and compacts once at its end (:func:`compact_timings`).
+    """
+    path = Path(run_dir) / TIMINGS_FILE
+    append_timings_part(run_dir, step_rows, op_rows)
+    if not compact_timings(run_dir) and not path.is_file():  # no rows at all: an empty file says "timed nothing"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda handle: _write_parquet(timings_schema().empty_table(), handle))
+    return path
+
+
+def append_timings_part(
+    run_dir: str | os.PathLike[str],
+    step_rows: Iterable[Mapping[str, Any]],
+    op_rows: Iterable[Mapping[str, Any]],
+    *,
+    attempt: Optional[int] = None,
+) -> Optional[Path]:
+    """Write step and op rows as one new part of ``timings.parquet`` (:mod:`deviate_cb.store.parts`); return
+    its path (``None`` when there are no rows). Costs time in proportion to these rows only; a later part's rows
+    replace earlier ones as :func:`write_timings` says, when the parts are compacted or read.
+
+    Args:
+        run_dir: The run directory.
+        step_rows: Step rows (keys ``stage``, ``epoch``, ``step``, ``wall_s``, ``profiled``).
+        op_rows: Op rows (keys ``op``, ``device_type``, ``calls``, ``self_time_us``, ``total_time_us``,
+            ``window``, ``source``).
+        attempt: The run's attempt (default: the manifest's, 1 without one).
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    path = Path(run_dir) / TIMINGS_FILE
-    schema = timings_schema()
     steps = [dict(row) for row in step_rows]
     ops = [dict(row) for row in op_rows]
     for row in steps:
         _check_columns(row, _STEP_COLUMNS, "step")
     for row in ops:
         _check_columns(row, _OP_COLUMNS, "op")
-    new_keys = {tuple(row[k] for k in STEP_KEY) for row in steps}
-    new_windows = {row["window"] for row in ops}
-    kept = []
-    if path.is_file():
-        for row in read_timings(run_dir).to_pylist():
-            if row["kind"] == "step" and tuple(row[k] for k in STEP_KEY) in new_keys:
-                continue
-            if row["kind"] == "op" and row["window"] in new_windows:
-                continue
-            kept.append(row)
-    rows = kept + [{"kind": "step", **row} for row in steps] + [{"kind": "op", **row} for row in ops]
-    table = pa.Table.from_pylist(rows, schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buffer = pa.BufferOutputStream()
-    pq.write_table(table, buffer)
-    atomic_write_bytes(path, buffer.getvalue().to_pybytes())
-    return path
+    if not steps and not ops:
+        return None
+    rows = [{"kind": "step", **row} for row in steps] + [{"kind": "op", **row} for row in ops]
+    table = pa.Table.from_pylist(rows, schema=timings_schema())
+    path = Path(run_dir) / TIMINGS_FILE
+    attempt = _attempt(run_dir, attempt)
+    written = [p.first for p in list_parts(path) if p.attempt == attempt]
+    return write_part(path, table, attempt=attempt, first=max(written, default=-1) + 1)
 
 
-def read_timings(run_dir: str | os.PathLike[str]) -> pa.Table:
-    """``timings.parquet`` of a run directory (an empty table with the schema when there is none)."""
+def compact_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] = None) -> int:
+    """Merge the attempt's parts into ``timings.parquet`` (atomically), then delete them; return how many parts.
+
+    Merging the same part twice gives the same file (later rows replace earlier ones by key), so a compaction
+    interrupted between writing the file and deleting the parts is simply done again.
+    """
+    path = Path(run_dir) / TIMINGS_FILE
+    attempt = _attempt(run_dir, attempt)
+    parts = [p for p in list_parts(path) if p.attempt == attempt]
+    if not parts:
+        return 0
+    table = read_timings(run_dir, attempt=attempt)
+    atomic_write(path, lambda handle: _write_parquet(table, handle))
+    remove_parts(path, parts)
+    return len(parts)
+
+
+def read_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] = None) -> pa.Table:
+    """``timings.parquet`` of a run directory merged with the attempt's parts not yet compacted (an empty table
+    with the schema when there is neither)."""
     import pyarrow.parquet as pq
 
     path = Path(run_dir) / TIMINGS_FILE
-    if not path.is_file():
-        return timings_schema().empty_table()
-    return pq.read_table(path, schema=timings_schema())
+    schema = timings_schema()
+    tables = [pq.read_table(path, schema=schema)] if path.is_file() else []
+    parts = list_parts(path)
+    if parts:
+        attempt = _attempt(run_dir, attempt)
+        tables += [pq.read_table(p.path, schema=schema) for p in parts if p.attempt == attempt]
+    if len(tables) == 1:
+        return tables[0]
+    return _merge(tables) if tables else schema.empty_table()
+
+
+def _merge(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate ``tables`` in order; a later step row replaces an earlier one with the same key, and the
+    op rows of a window come from the last table that has that window."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = pa.concat_tables(tables)
+    source = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
+    row = np.arange(table.num_rows)
+    is_step = pc.fill_null(pc.equal(table.column("kind"), "step"), False).to_numpy(zero_copy_only=False)
+    steps = table.filter(pa.array(is_step)).append_column("_row", pa.array(row[is_step]))
+    latest = steps.group_by(list(STEP_KEY), use_threads=False).aggregate([("_row", "max")])
+    keep = [latest.column("_row_max").to_numpy()]
+    windows = table.column("window").fill_null(-1).to_numpy()[~is_step]
+    op_source = source[~is_step]
+    if windows.size:
+        last = {}
+        for window, src in zip(windows.tolist(), op_source.tolist(), strict=True):
+            last[window] = src  # sources only grow: the last seen is the latest
+        newest = np.array([last[w] for w in windows.tolist()])
+        keep.append(row[~is_step][op_source == newest])
+    return table.take(pa.array(np.sort(np.concatenate(keep))))
+
+
+def _write_parquet(table: pa.Table, handle: Any) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, handle)
+
+
+def _attempt(run_dir: str | os.PathLike[str], attempt: Optional[int]) -> int:
+    return attempt if attempt is not None else recorded_attempt(run_dir)
 
 
 def _check_columns(row: Mapping[str, Any], columns: tuple[str, ...], kind: str) -> None:

@@ -124,7 +124,7 @@ def fail_from_second_call(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str
 @pytest.mark.parametrize(
     ("owner", "name", "error", "where"),
     [
-        (store_metrics.MetricsFile, "append", disk_full(), "on_train_epoch_end: metrics flush"),
+        (store_metrics.MetricsFile, "append_part", disk_full(), "on_train_epoch_end: metrics flush"),
         (store_predictions, "write_predictions", disk_full(), "on_train_epoch_end: predictions snapshot"),
         (store_predictions, "write_predictions", ValueError("a bug"), "on_train_epoch_end: predictions snapshot"),
     ],
@@ -160,8 +160,9 @@ def test_lightning_disk_full_for_every_file_only_warns(tmp_path: Path, monkeypat
     """Even run.json cannot be written: the problems are only warned about, once per kind."""
     full = {"now": False}
     for module_name, function in [
+        ("parts", "atomic_write"),
         ("metrics", "atomic_write"),
-        ("timings", "atomic_write_bytes"),
+        ("timings", "atomic_write"),
         ("run_directory", "atomic_write_bytes"),
         ("predictions", "atomic_write_bytes"),
     ]:
@@ -226,7 +227,7 @@ for name, make in [
 
 # errors injected once training started: a full disk for metrics (from the 2nd write), a bug in predictions
 calls = []
-append = store_metrics.MetricsFile.append
+append = store_metrics.MetricsFile.append_part
 def failing_append(self, columns):
     calls.append("metrics")
     if calls.count("metrics") >= 2:
@@ -235,7 +236,7 @@ def failing_append(self, columns):
 def failing_predictions(*args, **kwargs):
     calls.append("predictions")
     raise ValueError("a bug in the predictions writer")
-store_metrics.MetricsFile.append = failing_append
+store_metrics.MetricsFile.append_part = failing_append
 store_predictions.write_predictions = failing_predictions
 
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])

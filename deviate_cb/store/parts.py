@@ -1,0 +1,118 @@
+"""Append-only parts: what a run adds at each flush, one small Parquet file each, until the run compacts them.
+
+Parquet cannot be appended to in place, so rewriting ``metrics.parquet`` or ``timings.parquet`` whole at each
+flush costs time in proportion to everything recorded so far. Instead, while a run is live, each flush writes
+only its new rows as one *part* next to the table's file, and the end of the run *compacts* the parts into the
+one file that reports read; a flush then costs what it adds, from the first epoch to the last.
+
+Layout: the parts of ``<run_dir>/metrics.parquet`` are ``<run_dir>/metrics.parts/a<attempt>-<first>.parquet``,
+where ``attempt`` is the run's attempt (``run.json`` ``attempt``; 1 for a run outside the launcher) and
+``first`` is the part's first sequence number (12 digits; metrics: the first ``seq``; timings: a flush
+counter), so the names sort in the order they were written. Each part is written atomically
+(:func:`~deviate_cb.store.atomic.atomic_write`): a process killed at any moment leaves whole parts only, and
+loses at most the rows it had not flushed yet. A part of another attempt (an earlier launcher's orphan) is
+never read as this run's.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> table_path = Path(tempfile.mkdtemp()) / "metrics.parquet"
+    >>> _ = write_part(table_path, pa.table({"seq": [0, 1]}), attempt=1, first=0)
+    >>> _ = write_part(table_path, pa.table({"seq": [2]}), attempt=1, first=2)
+    >>> [(p.attempt, p.first, p.path.name) for p in list_parts(table_path)]
+    [(1, 0, 'a1-000000000000.parquet'), (1, 2, 'a1-000000000002.parquet')]
+    >>> remove_parts(table_path, list_parts(table_path)); parts_dir(table_path).exists()
+    False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from deviate_cb.store.atomic import atomic_write
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["PARTS_SUFFIX", "Part", "list_parts", "parts_dir", "recorded_attempt", "remove_parts", "write_part"]
+
+PARTS_SUFFIX = ".parts"
+_PART_NAME = re.compile(r"a([1-9][0-9]{0,8})-([0-9]{12})\.parquet")
+
+
+class Part(NamedTuple):
+    """One part file: its path, the attempt that wrote it and its first sequence number."""
+
+    path: Path
+    attempt: int
+    first: int
+
+
+def parts_dir(table_path: Path) -> Path:
+    """The folder of ``table_path``'s parts: ``metrics.parquet`` → ``metrics.parts``."""
+    table_path = Path(table_path)
+    return table_path.with_name(table_path.name.removesuffix(".parquet") + PARTS_SUFFIX)
+
+
+def write_part(table_path: Path, table: pa.Table, *, attempt: int, first: int) -> Path:
+    """Write ``table`` as the part of ``table_path`` that starts at ``first``, atomically; return its path."""
+    import pyarrow.parquet as pq
+
+    if not 0 <= first < 10**12 or not 0 < attempt < 10**9:
+        raise ValueError(f"a part needs 0 <= first < 10**12 and 0 < attempt < 10**9. Received: {first=}, {attempt=}.")
+    folder = parts_dir(table_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"a{attempt}-{first:012d}.parquet"
+    atomic_write(path, lambda handle: pq.write_table(table, handle))
+    return path
+
+
+def list_parts(table_path: Path) -> list[Part]:
+    """The parts of ``table_path`` in the order they were written (by attempt, then first sequence number).
+
+    Files that are not parts (temporary files of a write in progress, anything else) are left out.
+    """
+    folder = parts_dir(table_path)
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    parts = []
+    for name in names:
+        match = _PART_NAME.fullmatch(name)
+        if match:
+            parts.append(Part(folder / name, int(match.group(1)), int(match.group(2))))
+    return sorted(parts, key=lambda part: (part.attempt, part.first))
+
+
+def remove_parts(table_path: Path, parts: Iterable[Part]) -> None:
+    """Delete ``parts`` (already gone is fine), and their folder once it is empty."""
+    for part in parts:
+        Path(part.path).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty (a part of another attempt, a write in progress) or gone
+        parts_dir(table_path).rmdir()
+
+
+def recorded_attempt(run_dir: str | os.PathLike[str]) -> int:
+    """The ``attempt`` that ``<run_dir>/run.json`` records: 1 when there is none, or no readable manifest.
+
+    Example:
+        >>> import tempfile
+        >>> run_dir = Path(tempfile.mkdtemp())
+        >>> recorded_attempt(run_dir)
+        1
+        >>> _ = (run_dir / "run.json").write_text('{"attempt": 3}')
+        >>> recorded_attempt(run_dir)
+        3
+    """
+    try:
+        with open(Path(run_dir) / "run.json", encoding="utf-8") as handle:
+            attempt = json.load(handle).get("attempt")
+    except (OSError, ValueError, AttributeError):
+        return 1
+    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and 0 < attempt < 10**9 else 1
