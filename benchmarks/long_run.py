@@ -42,6 +42,8 @@ from torch.utils.data import DataLoader, TensorDataset
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from callback_overhead import MLP
 
+from deviate_cb.capture.run_timings import RunTimings
+from deviate_cb.capture.session import RunSession
 from deviate_cb.lightning import DeviateCallback
 
 
@@ -114,12 +116,50 @@ def fit(loader: DataLoader, epochs: int, out: Path | None) -> dict[str, Any]:
     return result
 
 
+def store_flushes(out: Path, steps_per_epoch: int, epochs: int) -> tuple[list[float], float]:
+    """The run store alone, as the issue measured it: ``steps_per_epoch`` steps per epoch (2 metrics and one
+    step time each), one ``RunSession.flush`` per epoch; returns each flush's wall time and the close's."""
+    session = RunSession(out_dir=out, experiment="store-only", seed=0)
+    session.open()
+    session.timings = RunTimings()
+    flushes = []
+    step = 0
+    for epoch in range(epochs):
+        for _ in range(steps_per_epoch):
+            session.timings.step_started("train", epoch, step)
+            session.timings.step_ended()
+            session.recorder.update_many(
+                step=step, epoch=epoch, stage="train", scope="step", items=[("loss", 0.5), ("acc", 0.25)], wall_time=0.0
+            )
+            step += 1
+        start = time.perf_counter()
+        session.flush()
+        flushes.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    session.close()
+    return flushes, time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000, help="training steps in all (default 100000)")
     parser.add_argument("--epochs", type=int, default=100, help="epochs the steps are split into (default 100)")
     parser.add_argument("--rounds", type=int, default=1, help="pairs of fits, without then with (default 1)")
+    parser.add_argument("--store-steps", type=int, default=5000, help="store only: steps per epoch (default 5000)")
+    parser.add_argument("--store-epochs", type=int, default=60, help="store only: epochs (default 60)")
+    parser.add_argument("--store-only", action="store_true", help="measure the run store only (no training)")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store_flushes(Path(tmp), 10, 2)  # first-time imports
+        flushes, close = store_flushes(Path(tmp), args.store_steps, args.store_epochs)
+    middle = flushes[len(flushes) // 2]
+    print(
+        f"store only, {args.store_steps} steps per epoch: flush at epoch 1 {flushes[0] * 1e3:.1f} ms, at epoch "
+        f"{len(flushes) // 2 + 1} {middle * 1e3:.1f} ms, at epoch {len(flushes)} {flushes[-1] * 1e3:.1f} ms "
+        f"(last/first {flushes[-1] / flushes[0]:.2f}x), all flushes {sum(flushes):.2f} s, close {close * 1e3:.0f} ms"
+    )
+    if args.store_only:
+        return
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     per_epoch = args.steps // args.epochs

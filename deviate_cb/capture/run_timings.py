@@ -97,7 +97,7 @@ class RunTimings:
     def flush(self, run_dir: Union[str, os.PathLike[str]]) -> int:
         """Append the step rows recorded since the last flush and the op rows of windows finished since, as one
         part of ``timings.parquet``; return the number of new step rows. Costs what it adds, not what is stored."""
-        rows = self.timer.rows()[self._written :]
+        rows = self.timer.rows(self._written)
         ops = (self.window.rows() if self.window is not None else [])[self._ops_written :]  # windows finished since
         if rows or ops:
             append_timings_part(run_dir, rows, ops)

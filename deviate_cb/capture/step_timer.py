@@ -99,11 +99,13 @@ class StepTimer:
         """Per stage: ``steps`` (unprofiled), ``profiled``, and the mean/median/std/min/max/total of their times."""
         return step_statistics(self.rows())
 
-    def rows(self) -> list[dict[str, Any]]:
-        """The recorded steps as step rows of ``timings.parquet`` (dicts with the step columns)."""
+    def rows(self, start: int = 0) -> list[dict[str, Any]]:
+        """The recorded steps from the ``start``-th on as step rows of ``timings.parquet`` (dicts with the step
+        columns): what is new since an earlier call costs only what is new."""
+        columns = (self._stage, self._epoch, self._step, self._wall, self._profiled)
         return [
             {"stage": s, "epoch": e, "step": k, "wall_s": w, "profiled": p}
-            for s, e, k, w, p in zip(self._stage, self._epoch, self._step, self._wall, self._profiled, strict=True)
+            for s, e, k, w, p in zip(*(column[start:] for column in columns), strict=True)
         ]
 
 
