@@ -176,7 +176,7 @@ def read_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] = No
     parts = list_parts(path)
     if parts:
         attempt = _attempt(run_dir, attempt)
-        tables += [pq.read_table(p.path, schema=schema) for p in parts if p.attempt == attempt]
+        tables += [pq.ParquetFile(p.path).read().cast(schema) for p in parts if p.attempt == attempt]
     if len(tables) == 1:
         return tables[0]
     return _merge(tables) if tables else schema.empty_table()
@@ -193,16 +193,22 @@ def _merge(tables: list[pa.Table]) -> pa.Table:
     source = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
     row = np.arange(table.num_rows)
     is_step = pc.fill_null(pc.equal(table.column("kind"), "step"), False).to_numpy(zero_copy_only=False)
-    steps = table.filter(pa.array(is_step)).append_column("_row", pa.array(row[is_step]))
-    latest = steps.group_by(list(STEP_KEY), use_threads=False).aggregate([("_row", "max")])
-    keep = [latest.column("_row_max").to_numpy()]
+    steps = table.filter(pa.array(is_step))
+    stage = pc.dictionary_encode(steps.column("stage")).combine_chunks().indices.fill_null(-1).to_numpy()
+    epoch, step = (steps.column(name).fill_null(-1).to_numpy() for name in ("epoch", "step"))
+    step_row = row[is_step]
+    order = np.lexsort((step_row, step, epoch, stage))  # by key, then by row: the last of a run of equal keys wins
+    key = np.stack([stage[order], epoch[order], step[order]])
+    last = np.ones(order.size, dtype=bool)
+    last[:-1] = np.any(key[:, 1:] != key[:, :-1], axis=0)
+    keep = [step_row[order][last]]
     windows = table.column("window").fill_null(-1).to_numpy()[~is_step]
     op_source = source[~is_step]
     if windows.size:
-        last = {}
+        newest_source: dict[int, int] = {}
         for window, src in zip(windows.tolist(), op_source.tolist(), strict=True):
-            last[window] = src  # sources only grow: the last seen is the latest
-        newest = np.array([last[w] for w in windows.tolist()])
+            newest_source[window] = src  # sources only grow: the last seen is the latest
+        newest = np.array([newest_source[w] for w in windows.tolist()])
         keep.append(row[~is_step][op_source == newest])
     return table.take(pa.array(np.sort(np.concatenate(keep))))
 
