@@ -9,9 +9,10 @@ Example:
     deviate-replicate --trainer mypkg.train:main -n 20 --backend slurm --partition gpu --gpus-per-replica 1 --no-wait
     deviate-replicate --trainer mypkg.train:main -n 20 --backend ray --address head:6379 --num-gpus 1
 
-Exit status: 0 every replica completed, 1 some replica failed (or timed out), 2 usage error or a backend
-whose engine is not installed (one line on stderr), 130 interrupted with Ctrl-C (running replicas terminated
-and recorded ``killed``; 143 for SIGTERM).
+Exit status: 0 every replica completed, 1 some replica failed (or timed out), or the study stopped because the
+run directory could not be written (the disk is full, an I/O error: one line on stderr naming the file; rerun
+the same command to resume), 2 usage error or a backend whose engine is not installed (one line on stderr),
+130 interrupted with Ctrl-C (running replicas terminated and recorded ``killed``; 143 for SIGTERM).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ DeviateCallback when they have none; the project's own seed_everything(42)-style
 replicas differ as the variant says (--keep-project-seeds leaves them alone).
 Re-running the same command skips completed replicas (and, on Slurm, replicas still queued or running under
 an earlier job); --force reruns them. The run directory must be on storage every node sees (slurm, ray).
-exit status: 0 all completed (or submitted with --no-wait), 1 some failed, 2 usage error, 130 interrupted."""
+exit status: 0 all completed (or submitted with --no-wait), 1 some failed or the study stopped because the
+run directory could not be written (disk full: free space, rerun to resume), 2 usage error, 130 interrupted."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,6 +190,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if result.stopped:  # the run directory could not be written (disk full): the study stopped early
+        print(f"{PROG}: error: {' '.join(result.stopped.split())}", file=sys.stderr)
     return result.exit_status
 
 

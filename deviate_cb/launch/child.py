@@ -10,6 +10,9 @@ Exit status: the function's (0 when it returns or calls ``sys.exit(0)``, as clic
 traceback when it raises; 143 when stopped by SIGTERM), or :data:`EXIT_TRAINER_SPEC` when the ``--trainer`` spec
 cannot be used (parsed, imported, its arguments bound) and the replica was not being stopped; then one line goes
 to stderr and the manifest's ``trainer_error`` holds it, so the launcher can stop and report a usage error.
+A run directory that cannot be written (the disk is full, an I/O error) when the replica starts, or when the
+function's return value is recorded, exits 1 with one line on stderr naming the file; the launcher records the
+rest. Other records (an exception's text, ``trainer_error``) are best effort: a warning line when they fail.
 
 Example:
     >>> import os, subprocess, sys
@@ -35,6 +38,7 @@ from deviate_cb.launch.bootstrap import (
 )
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import KerasBackendNotInstalled
+from deviate_cb.launch.records import StoreWriteError, writing
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
 from deviate_cb.store.run_directory import RunDirectory
 
@@ -74,7 +78,12 @@ def run_replica(ctx: RunContext) -> int:
     run = RunDirectory(ctx.run_dir)
     writer = is_recording_process()  # DDP re-launches this module for the other ranks: only rank zero records
     if writer:
-        run.update_manifest(pid=os.getpid(), python=sys.executable)
+        try:
+            with writing(run.manifest_path):
+                run.update_manifest(pid=os.getpid(), python=sys.executable)
+        except StoreWriteError as exc:  # nothing could be recorded: fail before the training, in one line
+            print(f"{_PROG}: error: {exc}", file=sys.stderr)
+            return 1
     try:
         call = _load_trainer(ctx)
     except TrainerSpecError as exc:
@@ -83,7 +92,7 @@ def run_replica(ctx: RunContext) -> int:
             raise SignalExit(signum) from None
         message = str(exc)
         if writer:
-            run.update_manifest(trainer_error=message)
+            _record(run, trainer_error=message)
         print(f"{_PROG}: error: {message}", file=sys.stderr)
         return EXIT_TRAINER_SPEC
     except BaseException as exc:
@@ -97,14 +106,19 @@ def run_replica(ctx: RunContext) -> int:
         result = None
     except KerasBackendNotInstalled as exc:  # imported by the function: one line, not a traceback
         if writer:
-            run.update_manifest(exception=f"{type(exc).__name__}: {exc}")
+            _record(run, exception=f"{type(exc).__name__}: {exc}")
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 1
     except BaseException as exc:
         _record_exception(run, writer, exc)
         raise
     if writer:
-        names = record_final_metrics(result, ctx.run_dir)
+        try:
+            with writing(run.metrics_path):
+                names = record_final_metrics(result, ctx.run_dir)
+        except StoreWriteError as exc:  # the training's result is lost: the replica failed, in one line
+            print(f"{_PROG}: error: the trainer's return value could not be recorded: {exc}", file=sys.stderr)
+            return 1
         complete_plain_run(run, ctx, names)
     return 0
 
@@ -121,7 +135,23 @@ def _load_trainer(ctx: RunContext) -> Callable[[], Any]:
 def _record_exception(run: RunDirectory, writer: bool, exc: BaseException) -> None:
     """The exception as one line in the manifest (its traceback goes to stderr.log); not for ``SystemExit``."""
     if writer and not isinstance(exc, SystemExit):
-        run.update_manifest(exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
+        _record(run, exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
+
+
+def _record(run: RunDirectory, **fields: Any) -> None:
+    """Add ``fields`` to the manifest, or say in one warning line that the run directory cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDirectory(tempfile.mkdtemp())
+        >>> _record(run, exception="ValueError: x"); run.read_manifest()["exception"]
+        'ValueError: x'
+    """
+    try:
+        with writing(run.manifest_path):
+            run.update_manifest(**fields)
+    except StoreWriteError as exc:  # the error being recorded matters more: it goes on, and stderr has it
+        print(f"{_PROG}: warning: could not record {', '.join(fields)} in run.json: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

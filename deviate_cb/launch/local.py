@@ -8,6 +8,7 @@ group when it exits are killed too. With GPUs known, slot ``i`` sees only ``gpus
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import re
@@ -17,12 +18,13 @@ import sys
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from pathlib import Path
+from typing import IO, Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
 from deviate_cb.launch.liveness import die_with_parent
-from deviate_cb.launch.records import signal_name
+from deviate_cb.launch.records import StoreWriteError, signal_name, writing
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 
@@ -225,7 +227,8 @@ class LocalBackend(Backend):
     def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
         env = {**os.environ, **job.env, **placement.env()}
         try:
-            with open(job.stdout_path, "wb") as out, open(job.stderr_path, "wb") as err:
+            with contextlib.ExitStack() as logs:
+                out, err = _open_log(logs, job.stdout_path), _open_log(logs, job.stderr_path)
                 popen = subprocess.Popen(
                     list(job.argv),
                     env=env,
@@ -237,7 +240,7 @@ class LocalBackend(Backend):
                     close_fds=True,
                     preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
                 )
-        except OSError as exc:
+        except (OSError, StoreWriteError) as exc:  # a log that cannot be created names the file and the cause
             now = time.time()
             outcome = Outcome(returncode=None, started_at=now, ended_at=now, launch_error=f"cannot start: {exc}")
             listener.finished(job, placement, outcome)
@@ -261,6 +264,19 @@ class LocalBackend(Backend):
                 proc.reap()
         for proc in running:
             listener.finished(proc.job, proc.placement, proc.outcome())
+
+
+def _open_log(stack: contextlib.ExitStack, path: Path) -> IO[bytes]:
+    """Open a replica's log for writing, closed with ``stack``; :class:`StoreWriteError` names it when it cannot be.
+
+    Example:
+        >>> import tempfile
+        >>> with contextlib.ExitStack() as stack:
+        ...     _open_log(stack, Path(tempfile.mkdtemp()) / "stdout.log").writable()
+        True
+    """
+    with writing(path):
+        return stack.enter_context(open(path, "wb"))
 
 
 register_backend("local", LocalBackend)

@@ -7,24 +7,180 @@ and as run, whether the project's seeds are kept, argv, start time, host, launch
 After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
 duration and, for runs that did not complete, ``reason`` (what ended it) and ``error``: the tail of the replica's
 stderr, after the ``reason`` when a signal, the launcher or the cluster ended it (the tail is then not the cause).
+
+When the run directory cannot be written (the disk is full, a quota is exceeded, an I/O error), the write raises
+:class:`StoreWriteError` (:func:`writing`): one line naming the file and the cause, on which the launcher stops
+the study. The end of a replica is then recorded by :func:`rewrite_manifest_in_place`, which needs no free space.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
 import os
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
-from deviate_cb.store.run_directory import iso_time
+from deviate_cb.store.run_directory import MANIFEST_FILE, SCHEMA_VERSION, RunDirectory, iso_time
 
-__all__ = ["ERROR_TAIL_LINES", "end_fields", "signal_name", "start_fields", "status_of", "tail_lines"]
+__all__ = [
+    "ERROR_TAIL_LINES",
+    "StoreWriteError",
+    "end_fields",
+    "rewrite_manifest_in_place",
+    "signal_name",
+    "start_fields",
+    "status_of",
+    "tail_lines",
+    "writing",
+]
 
 ERROR_TAIL_LINES = 20
+_DISK_FULL = {errno.ENOSPC: "the disk is full", getattr(errno, "EDQUOT", errno.ENOSPC): "the disk quota is exceeded"}
+# What a failed replica's manifest keeps when even its compact form does not fit where the old one was.
+_ESSENTIAL = (
+    "attempt",
+    "backend",
+    "base_seed",
+    "deterministic",
+    "duration_s",
+    "ended_at",
+    "error",
+    "exit_code",
+    "experiment",
+    "host",
+    "launcher_pid",
+    "mode",
+    "pid",
+    "reason",
+    "replica",
+    "schema_version",
+    "seed",
+    "signal",
+    "started_at",
+    "status",
+    "trainer",
+    "variant",
+)
+
+
+class StoreWriteError(Exception):
+    """The launcher (or a replica) could not write a file of the run directory: disk full, quota, I/O error.
+
+    Its text is one line naming the file and the cause; ``disk_full`` tells a full disk (or quota) from other
+    errors, and :attr:`remedy` says what to do before a rerun resumes the study.
+
+    Example:
+        >>> error = StoreWriteError(Path("runs/run.json"), OSError(errno.ENOSPC, "No space left on device"))
+        >>> str(error), error.disk_full
+        ("the disk is full: cannot write 'runs/run.json' (No space left on device)", True)
+        >>> str(StoreWriteError(Path("runs/run.json"), OSError(errno.EIO, "Input/output error")))
+        "cannot write 'runs/run.json': Input/output error (EIO)"
+    """
+
+    def __init__(self, path: Union[str, os.PathLike[str]], error: OSError) -> None:
+        self.path = Path(path)
+        self.error = error
+        self.disk_full = error.errno in _DISK_FULL
+        cause = " ".join(str(error.strerror or error).split())
+        if self.disk_full:
+            text = f"{_DISK_FULL[error.errno]}: cannot write {str(self.path)!r} ({cause})"
+        else:
+            code = errno.errorcode.get(error.errno, "") if isinstance(error.errno, int) else ""
+            text = f"cannot write {str(self.path)!r}: {cause}" + (f" ({code})" if code else "")
+        super().__init__(text)
+
+    @property
+    def remedy(self) -> str:
+        """What to do before rerunning (``free space on that file system``...)."""
+        if self.error.errno == getattr(errno, "EDQUOT", None):
+            return "free space or raise the quota"
+        return "free space on that file system" if self.disk_full else "fix the file system"
+
+
+@contextlib.contextmanager
+def writing(path: Union[str, os.PathLike[str]]) -> Iterator[None]:
+    """Turn an ``OSError`` raised inside into :class:`StoreWriteError` naming ``path`` (the file being written).
+
+    The errors of a write name a temporary file or nothing; the message names the file the user knows.
+
+    Example:
+        >>> try:
+        ...     with writing("runs/run.json"):
+        ...         raise OSError(errno.ENOSPC, "No space left on device")
+        ... except StoreWriteError as exc:
+        ...     print(exc)
+        the disk is full: cannot write 'runs/run.json' (No space left on device)
+    """
+    try:
+        yield
+    except StoreWriteError:
+        raise
+    except OSError as exc:
+        raise StoreWriteError(path, exc) from exc
+
+
+def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
+    """Merge ``fields`` into ``run_dir``'s ``run.json`` without new space: the last resort when the disk is full.
+
+    An atomic write needs room for a second copy of the file; when even that is gone, the manifest is rewritten
+    in place, as compact JSON, within the space the file already holds (its size, or its allocated blocks), and
+    cut to length. Should the compact manifest not fit, only the fields that say who the replica was and how it
+    ended are kept. Returns ``False`` when there is no manifest, or it cannot be written even so (then it is
+    unchanged, or at worst unreadable, which a rerun also reruns).
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDirectory(Path(tempfile.mkdtemp()))
+        >>> _ = run.update_manifest(status="running", seed=3)
+        >>> rewrite_manifest_in_place(run.path, {"status": "failed", "error": "the disk is full"})
+        True
+        >>> manifest = run.read_manifest(); manifest["status"], manifest["seed"]
+        ('failed', 3)
+    """
+    path = Path(run_dir) / MANIFEST_FILE
+    try:
+        manifest = RunDirectory(run_dir).read_manifest()
+    except Exception:  # unreadable: what the launcher knows now is all there is
+        manifest = {}
+    for key, value in fields.items():
+        if isinstance(value, Mapping) and isinstance(manifest.get(key), dict):
+            manifest[key] = {**manifest[key], **value}
+        else:
+            manifest[key] = value
+    manifest["schema_version"] = SCHEMA_VERSION
+    short = {key: manifest[key] for key in _ESSENTIAL if key in manifest}
+    tight = {**short, "error": short.get("reason", short.get("error", ""))}
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))  # no O_CREAT, no O_TRUNC: no new space
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        room = max(info.st_size, getattr(info, "st_blocks", 0) * 512)
+        for candidate in (manifest, short, tight):
+            data = (json.dumps(candidate, sort_keys=True, separators=(",", ":"), default=str) + "\n").encode()
+            if len(data) <= room:
+                break
+        else:
+            return False
+        written = 0
+        while written < len(data):
+            os.lseek(fd, written, os.SEEK_SET)
+            written += os.write(fd, data[written:])
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def status_of(outcome: Outcome) -> str:
@@ -123,8 +279,12 @@ def start_fields(
     return fields
 
 
-def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
-    """The manifest fields written after a replica ended."""
+def end_fields(outcome: Outcome, stderr_path: Path, *, stopped: Optional[str] = None) -> dict[str, Any]:
+    """The manifest fields written after a replica ended.
+
+    ``stopped`` is why the launcher stopped the study (the run directory could not be written), for the
+    ``reason`` of the replicas it terminated or never started.
+    """
     status = status_of(outcome)
     fields: dict[str, Any] = {
         "status": status,
@@ -137,7 +297,7 @@ def end_fields(outcome: Outcome, stderr_path: Path) -> dict[str, Any]:
         fields["pid"] = outcome.pid
     fields.update(outcome.fields)
     if status != "completed":
-        reason = _reason(outcome, status)
+        reason = _reason(outcome, status, stopped)
         fields["error"] = _error(outcome, reason, tail_lines(stderr_path))
         fields["reason"] = reason
     return fields
@@ -163,7 +323,7 @@ def _error(outcome: Outcome, reason: str, tail: str) -> str:
     return tail
 
 
-def _reason(outcome: Outcome, status: str) -> str:
+def _reason(outcome: Outcome, status: str, stopped: Optional[str] = None) -> str:
     if outcome.launch_error:
         return outcome.launch_error
     ended = f"killed by {outcome.signal}" if outcome.signal else f"exited with code {outcome.returncode}"
@@ -174,6 +334,8 @@ def _reason(outcome: Outcome, status: str) -> str:
             return ended
     if status == "timeout":
         return f"timed out after {outcome.duration_s or 0:.1f} s; {ended}"
+    if stopped and (outcome.interrupted or outcome.cancelled):
+        return f"terminated because the study stopped: {stopped}; {ended}"
     if outcome.interrupted:
         return f"deviate-replicate was interrupted; {ended}"
     if outcome.cancelled:

@@ -4,10 +4,14 @@ This is ``deviate-replicate`` as a function. Usage errors (bad arguments, a ``--
 imported or called, an unusable ``--out``, a manifest from a newer deviate-cb) raise
 :class:`~deviate_cb.errors.UsageError` and leave no new directories behind; failed replicas never stop the
 others; ``KeyboardInterrupt`` terminates the running replicas, records them ``killed`` and is re-raised.
+A run directory the launcher cannot write (the disk is full, a quota, an I/O error) stops the study: no further
+replica starts, running ones are terminated, each one's end is recorded (in place if need be), and the result's
+``stopped`` says why in one line; a rerun of the same command resumes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -25,14 +29,22 @@ from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import check_keras_backend
-from deviate_cb.launch.liveness import live_processes, stop_processes
+from deviate_cb.launch.liveness import compact_what_it_left, live_processes, stop_processes
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_from_logs
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt, plan_replicas
 from deviate_cb.launch.progress import Progress, make_progress
-from deviate_cb.launch.records import end_fields, start_fields, status_of
+from deviate_cb.launch.records import (
+    StoreWriteError,
+    end_fields,
+    rewrite_manifest_in_place,
+    start_fields,
+    status_of,
+    tail_lines,
+    writing,
+)
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 from deviate_cb.variants import VARIANTS
@@ -68,6 +80,9 @@ class ReplicaResult:
 class ReplicationResult:
     """What :func:`replicate` did.
 
+    ``stopped`` is set when the study stopped because the run directory could not be written (the disk is
+    full, an I/O error): one line naming the file and the cause, what became of the replicas and what to do.
+
     Example:
         >>> r = ReplicationResult("runs", "mlp", "algo", [ReplicaResult(0, 0, Path("r0"), "completed")], 1.0)
         >>> r.exit_status, r.summary()
@@ -80,15 +95,17 @@ class ReplicationResult:
     replicas: list[ReplicaResult]
     elapsed_s: float
     interrupted: bool = False
+    stopped: str = ""
 
     def count(self, status: str) -> int:
         return sum(r.status == status for r in self.replicas)
 
     @property
     def exit_status(self) -> int:
-        """0 when every replica completed (now or before) or is queued/running on a cluster, 1 otherwise."""
+        """0 when every replica completed (now or before) or is queued/running on a cluster, 1 otherwise (some
+        replica did not complete, or the study stopped because the run directory could not be written)."""
         fine = ("completed", "skipped", "submitted", "still running")
-        return 0 if all(r.status in fine for r in self.replicas) else 1
+        return 0 if not self.stopped and all(r.status in fine for r in self.replicas) else 1
 
     def summary(self) -> str:
         text = f"{self.count('completed')} completed, {self.count('failed')} failed, {self.count('skipped')} skipped"
@@ -154,6 +171,10 @@ def replicate(
         argv: The command line recorded in every manifest (default ``sys.argv``).
         stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
         kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
+
+    Returns:
+        What became of each replica; ``stopped`` says why the study stopped early when the run directory could
+        not be written (disk full, I/O error: exit status 1 on the command line, with that line on stderr).
 
     Raises:
         UsageError: Exit status 2 on the command line; nothing was run, or (a ``--trainer`` that fails in
@@ -232,12 +253,23 @@ def replicate(
     except KeyboardInterrupt:
         interrupted = True
         raise
+    except StoreWriteError as exc:  # from the listener's prepare: recorded there; the backend stopped the others
+        replication.stop(exc)
     finally:
+        replication.settle_unfinished()
         progress.close()
         if replication.spec_error is None:
             outdir.close(remove_created=True)  # only what is still empty: nothing ran there
         results = [replication.result_of(plan) for plan in plans]
-        result = ReplicationResult(str(out), experiment, variant, results, time.monotonic() - started, interrupted)
+        result = ReplicationResult(
+            str(out),
+            experiment,
+            variant,
+            results,
+            time.monotonic() - started,
+            interrupted,
+            stopped=replication.stop_line(results),
+        )
         if replication.spec_error is None:
             progress.message(result.summary())
             if not interrupted:
@@ -272,53 +304,149 @@ class _Replication:
         self.statuses: dict[int, tuple[str, Optional[int], Optional[str], Optional[float]]] = {}
         self.spec_error: Optional[str] = None
         self.live: dict[int, str] = {}
+        self.store_error: Optional[StoreWriteError] = None  # the first write that failed: the study stops
+        self.unrecorded: list[int] = []  # replicas whose manifest could not be updated even in place
+        self.unfinished: dict[int, tuple[Job, Placement]] = {}  # prepared, not yet finished
 
     def message(self, text: str) -> None:
         """A line from the backend (a submitted job id, a warning)."""
         self.progress.message(text)
 
     def prepare(self, job: Job, placement: Placement) -> None:
+        """Clear an earlier attempt and record the start; :class:`StoreWriteError` (the study stops) when the
+        run directory cannot be written: the replica is then failed and never started."""
         plan: ReplicaPlan = job.payload
-        if plan.run_dir.is_dir():
-            self._stop_earlier_attempt(plan)
-            clear_previous_attempt(plan.run_dir)
-        else:
-            plan.run_dir.mkdir(parents=True)
-            self.created_run_dirs.append(plan.run_dir)
-        RunDirectory(plan.run_dir).update_manifest(
-            **start_fields(
-                plan,
-                placement,
-                base_seed=self.base_seed,
-                argv=self.argv,
-                backend=self.launcher.name,
-                timeout_s=job.timeout_s,
-                keras_backend=self.keras_backend,
-                command=None if self.command is None else self.command.given,
-                command_run=None if self.command is None else job.argv,
-            )
-        )
+        created = False
+        moved: Optional[Path] = None
+        earlier = plan.run_dir.is_dir()
+        try:
+            if earlier:
+                self._stop_earlier_attempt(plan)
+            with writing(plan.run_dir):
+                if earlier:
+                    moved = clear_previous_attempt(plan.run_dir)
+                else:
+                    plan.run_dir.mkdir(parents=True)
+                    created = True
+                    self.created_run_dirs.append(plan.run_dir)
+            run = RunDirectory(plan.run_dir)
+            with writing(run.manifest_path):
+                run.update_manifest(
+                    **start_fields(
+                        plan,
+                        placement,
+                        base_seed=self.base_seed,
+                        argv=self.argv,
+                        backend=self.launcher.name,
+                        timeout_s=job.timeout_s,
+                        keras_backend=self.keras_backend,
+                        command=None if self.command is None else self.command.given,
+                        command_run=None if self.command is None else job.argv,
+                    )
+                )
+        except StoreWriteError as exc:
+            self.stop(exc)
+            if created:  # nothing of this replica is there: leave no empty folder behind
+                with contextlib.suppress(OSError):
+                    plan.run_dir.rmdir()
+            elif moved is not None:  # this attempt never started: the earlier one's record stays the replica's
+                _put_back(moved, plan.run_dir)
+            self.statuses[plan.replica] = ("failed", None, None, None)
+            note = "not started: the disk is full" if exc.disk_full else "not started"
+            self.progress.finished(plan.replica, "failed", exit_code=None, duration_s=None, note=note)
+            raise
+        self.unfinished[plan.replica] = (job, placement)
 
     def started(self, job: Job, placement: Placement, pid: Optional[int]) -> None:
         self.progress.started(job.payload.replica, placement.describe())
 
     def finished(self, job: Job, placement: Placement, outcome: Outcome) -> None:
+        """Record the end; never raises for a run directory that cannot be written (that stops the study)."""
         plan: ReplicaPlan = job.payload
+        self.unfinished.pop(plan.replica, None)
         run = RunDirectory(plan.run_dir)
-        fields = end_fields(outcome, job.stderr_path)
-        fields.update(self._command_fields(run, job, outcome))
-        if self.spec_error is None and _ended_on_spec_error(outcome):
-            trainer_error = run.read_manifest().get("trainer_error")
-            if isinstance(trainer_error, str) and trainer_error:
-                self.spec_error = trainer_error
-                self.launcher.cancel()
-        run.update_manifest(**fields)
+        stopped = None if self.store_error is None else str(self.store_error)
+        fields = end_fields(outcome, job.stderr_path, stopped=stopped)
         status = status_of(outcome)
-        self.statuses[plan.replica] = (status, outcome.returncode, outcome.signal, outcome.duration_s)
         note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
+        compact_what_it_left(run)  # a replica that died before its end left its last flushes as parts
+        try:
+            with writing(run.manifest_path):
+                fields.update(self._command_fields(run, job, outcome))
+                if self.spec_error is None and _ended_on_spec_error(outcome):
+                    trainer_error = run.read_manifest().get("trainer_error")
+                    if isinstance(trainer_error, str) and trainer_error:
+                        self.spec_error = trainer_error
+                        self.launcher.cancel()
+                run.update_manifest(**fields)
+        except StoreWriteError as exc:
+            status = self._record_unwritable_end(plan, job, outcome, fields, exc)
+            note = "the disk is full" if exc.disk_full else "its end could not be written"
+        self.statuses[plan.replica] = (status, outcome.returncode, outcome.signal, outcome.duration_s)
         self.progress.finished(
             plan.replica, status, exit_code=outcome.returncode, duration_s=outcome.duration_s, note=note
         )
+
+    def settle_unfinished(self) -> None:
+        """After a stop, record the replicas prepared but never started or finished (a backend that prepares
+        every job before it submits any) as failed: not started."""
+        if self.store_error is None:
+            return
+        for job, placement in list(self.unfinished.values()):
+            now = time.time()
+            outcome = Outcome(None, started_at=now, ended_at=now, launch_error=f"not started: {self.store_error}")
+            self.finished(job, placement, outcome)
+
+    def stop_line(self, results: Sequence[ReplicaResult]) -> str:
+        """Why the study stopped, what became of its replicas and what to do, in one line ("" when it did not)."""
+        if self.store_error is None:
+            return ""
+        counts: dict[str, int] = {}
+        for result in results:
+            if result.status not in ("completed", "skipped"):
+                counts[result.status] = counts.get(result.status, 0) + 1
+        fates = ", ".join(f"{n} {status}" for status, n in counts.items())
+        line = f"{self.store_error}; the study stopped ({fates})"
+        if self.unrecorded:
+            which = ", ".join(str(r) for r in self.unrecorded)
+            many = len(self.unrecorded) > 1
+            line += (
+                f"; the manifest{'s' * many} of replica{'s' * many} {which} could not be updated and still "
+                f"say{'s' * (not many)} running (`deviate status` records {'them' if many else 'it'} killed)"
+            )
+        return f"{line}. To resume, {self.store_error.remedy} and rerun the same command."
+
+    def stop(self, error: StoreWriteError) -> None:
+        """Stop the study on the first write that failed: start no further replica, terminate the running ones."""
+        if self.store_error is None:
+            self.store_error = error
+            self.launcher.cancel()
+
+    def _record_unwritable_end(
+        self, plan: ReplicaPlan, job: Job, outcome: Outcome, fields: dict[str, Any], error: StoreWriteError
+    ) -> str:
+        """Record, in place, the end of a replica whose end could not be written: failed when it had completed
+        (what it recorded may be incomplete), with the error that stopped the study; return its status."""
+        stopped_by_another = self.store_error is not None and (
+            outcome.cancelled or outcome.interrupted or outcome.returncode is None
+        )
+        self.stop(error)
+        status = status_of(outcome)
+        status = "failed" if status == "completed" else status
+        fields["status"] = status
+        if not stopped_by_another:  # else its reason already says that (and why) the study stopped
+            if outcome.launch_error:
+                ended = outcome.launch_error
+            elif outcome.signal:
+                ended = f"the replica was killed by {outcome.signal}"
+            else:
+                ended = f"the replica exited with code {outcome.returncode}"
+            reason = f"{error}; {ended}"
+            tail = tail_lines(job.stderr_path)
+            fields.update(reason=reason, error=f"{reason}; last stderr lines:\n{tail}" if tail else reason)
+        if not rewrite_manifest_in_place(plan.run_dir, fields):
+            self.unrecorded.append(plan.replica)
+        return status
 
     def _stop_earlier_attempt(self, plan: ReplicaPlan) -> None:
         """Stop what a killed launcher's attempt left running here, so it cannot write into the new attempt."""
@@ -339,7 +467,8 @@ class _Replication:
         manifest = run.read_manifest()
         if self.patterns:
             found = metrics_from_logs([job.stdout_path, job.stderr_path], self.patterns)
-            names = set(record_final_metrics(found, run.path)) if found else set()
+            with writing(run.metrics_path):
+                names = set(record_final_metrics(found, run.path)) if found else set()
             wanted = {name for pattern in self.patterns for name in pattern.groupindex}
             fields["output_metrics"] = sorted(found)
             missing = sorted(wanted - set(found))
@@ -374,6 +503,23 @@ class _Replication:
             return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status)
         status, code, signal, duration = self.statuses[plan.replica]
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
+
+
+def _put_back(folder: Path, run_dir: Path) -> None:
+    """Move what :func:`clear_previous_attempt` moved into ``folder`` back into ``run_dir`` (renames: no space).
+
+    Example:
+        >>> import tempfile
+        >>> run_dir = Path(tempfile.mkdtemp()); _ = (run_dir / "run.json").write_text("{}")
+        >>> _put_back(clear_previous_attempt(run_dir), run_dir); sorted(p.name for p in run_dir.iterdir())
+        ['run.json']
+    """
+    with contextlib.suppress(OSError):
+        for entry in list(folder.iterdir()):
+            if not (run_dir / entry.name).exists():
+                os.rename(entry, run_dir / entry.name)
+        folder.rmdir()
+        folder.parent.rmdir()  # .attempts, when this was its only folder
 
 
 def _ended_on_spec_error(outcome: Outcome) -> bool:
