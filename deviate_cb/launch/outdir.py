@@ -12,9 +12,12 @@ names start with ``.`` are ignored by ``pyarrow.dataset``, so the lock never dis
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import socket
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -78,6 +81,7 @@ class OutputDirectory:
         self.variant_dir = run_path(self.root, experiment, variant, 0).parent
         self.created: list[Path] = []  # in creation order (parents first)
         self._lock_fd: Optional[int] = None
+        self._release: Callable[[], None] = lambda: None
 
     def open(self) -> Path:
         """Check the path, create the missing directories, and take the lock. Raises :class:`UsageError`."""
@@ -93,6 +97,12 @@ class OutputDirectory:
             self._lock()
         except OSError as exc:
             self.close(remove_created=True)
+            if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):  # not a permission problem
+                raise UsageError(
+                    f"`--out` must be on a file system with free space, but the disk holding "
+                    f"{str(exc.filename or self.variant_dir)!r} is full ({exc.strerror or exc}); free space and "
+                    f"rerun. Received: --out={self.given}."
+                ) from None
             raise UsageError(
                 f"`--out` must be a directory deviate-replicate can write to, but {exc.filename or self.given!r} is "
                 f"not writable ({exc.strerror or exc}). Received: --out={self.given}."
@@ -127,6 +137,7 @@ class OutputDirectory:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory lock, the file still proves writability
             self._lock_fd = fd
+            self._release = weakref.finalize(self, _release_lock, path, fd, os.getpid())
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -138,9 +149,14 @@ class OutputDirectory:
                 f"{str(self.variant_dir)!r}. Wait for it, or use another --out or --experiment. "
                 f"Received: --out={self.given}."
             ) from None
+        if not _locks_path(fd, path):  # removed as it was opened (its launcher ended): lock the file there now
+            os.close(fd)
+            return self._lock()
+        self._lock_fd = fd  # held: close() releases and removes it, also when the write below fails (disk full)
+        # Released and removed at exit at the latest, when an interrupt (SIGTERM) leaves close() unreached
+        self._release = weakref.finalize(self, _release_lock, path, fd, os.getpid())
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
-        self._lock_fd = fd
 
     def close(self, *, remove_created: bool = False, remove_run_dirs: tuple[Path, ...] = ()) -> None:
         """Release the lock; optionally remove the given run directories and every directory this created.
@@ -149,9 +165,8 @@ class OutputDirectory:
         """
         if self._lock_fd is not None:
             try:
-                (self.variant_dir / LOCK_FILE).unlink(missing_ok=True)
+                self._release()
             finally:
-                os.close(self._lock_fd)
                 self._lock_fd = None
         for run_dir in remove_run_dirs:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -160,3 +175,25 @@ class OutputDirectory:
                 with contextlib.suppress(OSError):  # not empty: someone else's, or kept on purpose
                     path.rmdir()
             self.created = [p for p in self.created if p.exists()]
+
+
+def _locks_path(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is the file at ``path`` now (not one removed meanwhile, perhaps replaced by another)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
+    except OSError:
+        return False
+
+
+def _release_lock(path: Path, fd: int, owner: int) -> None:
+    """Remove the lock file (while still holding it, and only if it is still this lock's), then release it.
+
+    Nothing in a forked child (``owner`` is the process that took the lock): the parent still holds it.
+    """
+    if os.getpid() != owner:
+        return
+    try:
+        if _locks_path(fd, path):
+            path.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
