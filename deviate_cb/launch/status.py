@@ -3,8 +3,9 @@
 The manifests are the truth about replicas that started; the job record a cluster backend leaves in the variant
 directory (``.deviate-jobs.json``) names the job of every replica it submitted, so a replica whose manifest still
 says ``running`` can be told apart: ``queued`` (Slurm ``PENDING``), ``running``, or ``lost`` (its job left the
-queue without recording an end: cancelled, out of memory, node failure; a rerun runs it again). Reading only:
-nothing is written.
+queue without recording an end: cancelled, out of memory, node failure; a rerun runs it again). Nothing is
+written, except that a local replica whose launcher was killed outright and whose processes are gone is
+recorded ``killed`` (:func:`deviate_cb.launch.liveness.settle_replica`), as ``deviate report`` does.
 
 Example:
     >>> import tempfile

@@ -4,6 +4,11 @@ A run is a directory ``.../experiment=<e>/variant=<v>/replica=<k>/`` holding ``r
 has logged something, ``metrics.parquet``). The directory given may be the study root, any folder above
 it, or an ``experiment=`` or ``variant=`` folder inside it: partition keys are always read from the path.
 
+A manifest that still says ``running`` although its launcher was killed outright (``SIGKILL``) and the
+replica's processes are gone is settled as it is read (:func:`deviate_cb.launch.liveness.settle_replica`):
+it is recorded ``killed`` with the reason, on disk too, so ``deviate report``, ``compare`` and ``power`` list
+it with the runs that did not complete instead of as running.
+
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
@@ -143,6 +148,10 @@ def read_runs(
     return sorted((_read_run(path, keys, sink) for path, keys in directories), key=lambda r: r.sort_key)
 
 
+# Where a live run appends its rows (deviate_cb.store.parts); what is left there once it ended is compacted here.
+_PARTS_DIRS = ("metrics.parts", "timings.parts")
+
+
 def _partition_keys(path: str) -> Optional[tuple[str, str, str]]:
     parts = path.rstrip(os.sep).split(os.sep)[-3:]
     if len(parts) != 3:
@@ -163,6 +172,8 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         if not manifest and not os.path.isfile(manifest_path):
             warnings.append(f"{manifest_path}: no manifest; the run is listed as status 'unknown'.")
             return RunRecord(path, *keys, status="unknown", error="no run.json")
+        if manifest.get("status") == "running" and _settle(path, warnings):
+            manifest = read_manifest_file(manifest_path)  # as recorded now: killed, with the reason
     except SchemaVersionError:
         raise
     except (UsageError, OSError, UnicodeDecodeError) as exc:
@@ -170,6 +181,8 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         warnings.append(f"{manifest_path}: unreadable manifest ({why}); the run is listed as status 'unknown'.")
         return RunRecord(path, *keys, status="unknown", error="unreadable run.json")
     status = manifest.get("status")
+    if status != "running" and any(os.path.isdir(path / name) for name in _PARTS_DIRS):
+        _compact_left_parts(path, warnings)
     summary = manifest.get("metrics_summary")
     if (copy := valid_summary(summary)) is not None and (problem := series_problem(copy)) is not None:
         warnings.append(f"{manifest_path}: `metrics_summary` is malformed ({problem}); {METRICS_FILE} is read instead.")
@@ -183,6 +196,49 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
         metrics_summary=summary if isinstance(summary, dict) else None,
     )
+
+
+def _compact_left_parts(path: Path, warnings: list[str]) -> None:
+    """Merge the parts that a run which is no longer running left uncompacted (it died, or its disk was full
+    at its end) into its files, as its settler would; say so when some cannot be merged."""
+    import warnings as python_warnings
+
+    from deviate_cb.launch.liveness import compact_what_it_left
+    from deviate_cb.store.parts import list_parts
+    from deviate_cb.store.run_directory import RunDirectory
+
+    run = RunDirectory(path)
+    with python_warnings.catch_warnings(record=True) as caught:
+        python_warnings.simplefilter("always")
+        compact_what_it_left(run)
+    warnings.extend(str(w.message).removeprefix("deviate-cb: ") for w in caught)
+    attempt = run.attempt()
+    for name in _PARTS_DIRS:
+        table = path / (name.removesuffix(".parts") + ".parquet")
+        left = [p for p in list_parts(table) if p.attempt == attempt]
+        if left:
+            warnings.append(
+                f"{path / name}: {len(left)} part(s) of this run could not be merged into {table.name} (is the "
+                "study read-only or the disk full?); the rows in them are left out."
+            )
+
+
+def _settle(path: Path, warnings: list[str]) -> bool:
+    """Record a ``running`` replica whose launcher and processes are gone as ``killed``; whether it was.
+
+    A replica of another host or a cluster backend, one still alive, or one whose manifest cannot be written
+    (a read-only study) is left as it is. An error while settling leaves it too, with a warning.
+    """
+    from deviate_cb.launch.liveness import settle_replica
+
+    try:
+        return settle_replica(path) is not None
+    except Exception as exc:  # reading goes on: the run is listed as its manifest says
+        warnings.append(
+            f"{os.path.join(path, MANIFEST_FILE)}: says 'running' and could not be checked for a launcher that is "
+            f"gone ({type(exc).__name__}: {reason(exc, os.fspath(path)).rstrip('.')}); it is listed as running."
+        )
+        return False
 
 
 def _exit_code(manifest: dict[str, Any]) -> Optional[int]:

@@ -142,6 +142,8 @@ class MetricsFile:
         without being merged twice; parts of other attempts are left alone, with a warning."""
         import pyarrow as pa
 
+        if not list_parts(self.path):
+            return 0  # the usual case once the run compacted itself: not even the file is read
         compacted = self._read_compacted()
         pending, merged = self._parts(compacted)
         new = self._read_parts(pending)
@@ -179,7 +181,10 @@ class MetricsFile:
 
         schema = metrics_schema()
         if self.path.is_file():
-            return pq.read_table(self.path, schema=schema)
+            table = pq.ParquetFile(self.path).read()  # lighter than read_table, which sets up a dataset
+            if table.schema.remove_metadata() == schema:
+                return table
+            return pq.read_table(self.path, schema=schema)  # another column order or types: let pyarrow map them
         return schema.empty_table()
 
     def _parts(self, compacted: pa.Table) -> tuple[list[Part], list[Part]]:

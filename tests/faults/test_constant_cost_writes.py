@@ -196,3 +196,49 @@ def test_lightning_run_appends_one_part_per_epoch_and_compacts_at_its_end(tmp_pa
     table = pq.read_table(run.metrics_path)
     assert table.column("seq").to_pylist() == list(range(table.num_rows))
     assert read_timings(run.path).num_rows == 4 * 6  # every training step timed once
+
+
+def test_a_report_compacts_what_an_ended_run_left_and_says_what_it_cannot(tmp_path: Path) -> None:
+    from deviate_cb.report.runs import find_runs
+    from deviate_cb.report.summary import build_report
+
+    session = RunSession(out_dir=tmp_path, experiment="left", seed=0)
+    run = session.open()
+    session.recorder.update(step=1, epoch=0, stage="val", scope="epoch", name="acc", value=0.75, wall_time=0.0)
+    session.flush()
+    run.update_manifest(status="completed")  # its own compaction failed (a full disk at its end)
+    assert not run.metrics_path.exists()
+    warnings_seen: list[str] = []
+    [record] = find_runs(tmp_path, warnings_seen)
+    assert warnings_seen == [] and record.completed
+    assert pq.read_table(run.metrics_path).column("value").to_pylist() == [0.75]
+    assert not parts_dir(run.metrics_path).exists()
+    report = build_report(tmp_path)
+    [row] = [r for r in report.rows if r.metric == "acc"]
+    assert row.n == 1 and row.mean == 0.75
+
+    # a part that cannot be merged (here: the study is read-only for it) is named, and its rows left out
+    MetricsFile(run.metrics_path).append_part(
+        {
+            "step": [2],
+            "epoch": [1],
+            "stage": ["val"],
+            "scope": ["epoch"],
+            "name": ["acc"],
+            "value": [0.5],
+            "wall_time": [0.0],
+        }
+    )
+    folder = parts_dir(run.metrics_path)
+    os.chmod(run.path, 0o555)
+    try:
+        if os.access(run.path, os.W_OK):  # root writes anyway: make the merge fail another way
+            os.chmod(run.path, 0o755)
+            run.metrics_path.unlink()
+            run.metrics_path.mkdir()  # a folder where the file belongs: the merge cannot replace it
+        warnings_seen = []
+        find_runs(tmp_path, warnings_seen)
+    finally:
+        os.chmod(run.path, 0o755)
+    assert len(warnings_seen) == 1, warnings_seen
+    assert str(folder) in warnings_seen[0] and "1 part(s) of this run could not be merged" in warnings_seen[0]

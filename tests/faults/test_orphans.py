@@ -1,5 +1,6 @@
 """A launcher killed outright (SIGKILL) leaves no replica behind that could write into a later attempt, and its
-replicas' manifests stop saying ``running`` as soon as anyone looks (``deviate status``, a rerun)."""
+replicas' manifests stop saying ``running`` as soon as anyone looks (``deviate status``, ``deviate report``, a
+rerun)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,34 @@ def test_a_killed_launcher_leaves_no_replica_writing_and_a_rerun_gets_one_attemp
     assert _final_names(run_dir) == ["finished", "started"]  # one attempt's rows, not two
     manifest = _manifest(run_dir)
     assert manifest["status"] == "completed" and manifest["attempt"] == 2
+
+
+def test_report_on_a_study_whose_launcher_was_killed_shows_its_replica_killed(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    trainer = ["--trainer", f"{HERE / 'sleeper_fn.py'}:main", "--experiment", "e"]
+    first = _launch(["-n", "1", *trainer], out, SLEEPER_SECONDS="0")
+    stdout, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stdout + stderr
+    second = _launch(["-n", "2", *trainer], out, SLEEPER_SECONDS="60")  # replica 0 is skipped, 1 sleeps
+    run_dir = out / "experiment=e" / "variant=algo+impl" / "replica=1"
+    _wait_for(lambda: (run_dir / "metrics.parquet").exists() and _manifest(run_dir).get("bootstrap"))
+    pids = [entry["pid"] for entry in _manifest(run_dir)["bootstrap"]]
+    second.send_signal(signal.SIGKILL)
+    second.communicate(timeout=30)
+    assert _manifest(run_dir)["status"] == "running"  # nobody could record the end
+    _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30)  # it died with its launcher
+
+    report = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "report", str(out), "--format", "json"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert report.returncode == 0, report.stderr
+    left_out = [line for line in report.stderr.splitlines() if "replica=1 left out of the statistics" in line]
+    assert len(left_out) == 1 and ": killed" in left_out[0], report.stderr
+    assert f"the launcher (pid {second.pid}) is gone" in left_out[0], left_out
+    assert {row["n"] for row in json.loads(report.stdout)} == {1}  # replica 0 alone
+    manifest = _manifest(run_dir)  # recorded on disk: every later reader, and a rerun, sees it killed
+    assert manifest["status"] == "killed" and "lost before it ended" in manifest["reason"]
+    assert manifest["ended_at"]
