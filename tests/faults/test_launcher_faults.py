@@ -196,6 +196,17 @@ def test_a_trainer_error_raised_by_the_function_itself_is_a_failure(cli, tmp_pat
         assert "raised by the training" in record["exception"]
 
 
+def test_a_syntax_error_in_the_trainer_file_names_that_file_not_deviates_own(cli, tmp_path: Path) -> None:
+    module = tmp_path / "broken_syntax.py"
+    module.write_text("def main(:\n    pass\n")
+    done = cli("--trainer", f"{module}:main", "-n", "2")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "broken_syntax.py" in lines[0] and "syntax error" in lines[0] and "line 1" in lines[0]
+    assert "trainer_spec.py" not in done.stderr and not done.variant_dir("broken_syntax", "algo+impl").exists()
+
+
 # -- item 6: never follow links out of the store ---------------------------------------------------------------
 @pytest.mark.parametrize(
     ("where", "kind", "expected"),
