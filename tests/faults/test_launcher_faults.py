@@ -29,7 +29,7 @@ from deviate_cb.launch.base import Outcome
 from deviate_cb.launch.bootstrap import SignalExit
 from deviate_cb.launch.planner import ATTEMPTS_DIR, clear_previous_attempt
 from deviate_cb.launch.records import end_fields
-from deviate_cb.launch.runner import _ended_on_spec_error
+from deviate_cb.launch.replication import _ended_on_spec_error
 from deviate_cb.launch.trainer_spec import TrainerSpec
 from deviate_cb.report.runs import run_directories
 
