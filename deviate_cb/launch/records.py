@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
-from deviate_cb.store.run_directory import MANIFEST_FILE, SCHEMA_VERSION, RunDirectory, iso_time
+from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_manifest
 
 __all__ = [
     "ERROR_TAIL_LINES",
@@ -149,12 +149,7 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
         manifest = RunDirectory(run_dir).read_manifest()
     except Exception:  # unreadable: what the launcher knows now is all there is
         manifest = {}
-    for key, value in fields.items():
-        if isinstance(value, Mapping) and isinstance(manifest.get(key), dict):
-            manifest[key] = {**manifest[key], **value}
-        else:
-            manifest[key] = value
-    manifest["schema_version"] = SCHEMA_VERSION
+    merge_manifest(manifest, fields)
     short = {key: manifest[key] for key in _ESSENTIAL if key in manifest}
     tight = {**short, "error": short.get("reason", short.get("error", ""))}
     try:

@@ -51,6 +51,7 @@ __all__ = [
     "check_partition_value",
     "claim_replica",
     "iso_time",
+    "merge_manifest",
     "read_manifest_file",
     "run_path",
 ]
@@ -183,13 +184,7 @@ class RunDirectory:
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically."""
-        manifest = self.read_manifest()
-        for key, value in fields.items():
-            if isinstance(value, Mapping) and isinstance(manifest.get(key), dict):
-                manifest[key] = {**manifest[key], **value}
-            else:
-                manifest[key] = value
-        manifest["schema_version"] = SCHEMA_VERSION
+        manifest = merge_manifest(self.read_manifest(), fields)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.manifest_path, _dumps(manifest))
         return manifest
@@ -215,6 +210,23 @@ class RunDirectory:
     def attempt(self) -> int:
         """The manifest's ``attempt`` (1 when there is none, or no readable manifest)."""
         return recorded_attempt(self.path)
+
+
+def merge_manifest(manifest: dict[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge ``fields`` into ``manifest`` in place, as every manifest write does: top-level keys replaced, nested
+    dicts merged one level deep, ``schema_version`` set to this version's; return ``manifest``.
+
+    Example:
+        >>> merge_manifest({"status": "running", "seeding": {"a": 1}}, {"status": "failed", "seeding": {"b": 2}})
+        {'status': 'failed', 'seeding': {'a': 1, 'b': 2}, 'schema_version': 1}
+    """
+    for key, value in fields.items():
+        if isinstance(value, Mapping) and isinstance(manifest.get(key), dict):
+            manifest[key] = {**manifest[key], **value}
+        else:
+            manifest[key] = value
+    manifest["schema_version"] = SCHEMA_VERSION
+    return manifest
 
 
 def read_manifest_file(path: str) -> dict[str, Any]:
