@@ -18,6 +18,7 @@ from typing import Any, Optional
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.launch.outdir import check_store_path
+from deviate_cb.store.parts import attempt_number
 from deviate_cb.store.run_directory import RunDirectory, run_path
 from deviate_cb.variants import get_variant
 
@@ -123,8 +124,7 @@ def plan_replicas(
                 f"to rerun, or another --out/--experiment. Received: --seed={base_seed}."
             )
         run = force or status != "completed"
-        previous = manifest.get("attempt") if manifest else None
-        attempt = 1 if manifest is None else (previous if isinstance(previous, int) and previous > 0 else 1)
+        attempt = 1 if manifest is None else (attempt_number(manifest.get("attempt")) or 1)
         if run and manifest is not None:
             attempt += 1
         plans.append(ReplicaPlan(context=ctx, run=run, previous_status=status, attempt=attempt))
@@ -184,7 +184,7 @@ def _previous_attempt(run_dir: Path) -> Optional[int]:
         attempt = RunDirectory(run_dir).read_manifest().get("attempt")
     except Exception:
         return None
-    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and attempt > 0 else None
+    return attempt_number(attempt)
 
 
 def _status(manifest: Optional[dict[str, Any]]) -> Optional[str]:

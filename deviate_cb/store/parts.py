@@ -32,14 +32,23 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from deviate_cb.store.atomic import atomic_write
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["PARTS_SUFFIX", "Part", "list_parts", "parts_dir", "recorded_attempt", "remove_parts", "write_part"]
+__all__ = [
+    "PARTS_SUFFIX",
+    "Part",
+    "attempt_number",
+    "list_parts",
+    "parts_dir",
+    "recorded_attempt",
+    "remove_parts",
+    "write_part",
+]
 
 PARTS_SUFFIX = ".parts"
 _PART_NAME = re.compile(r"a([1-9][0-9]{0,8})-([0-9]{12})\.parquet")
@@ -63,7 +72,7 @@ def write_part(table_path: Path, table: pa.Table, *, attempt: int, first: int) -
     """Write ``table`` as the part of ``table_path`` that starts at ``first``, atomically; return its path."""
     import pyarrow.parquet as pq
 
-    if not 0 <= first < 10**12 or not 0 < attempt < 10**9:
+    if not 0 <= first < 10**12 or attempt_number(attempt) is None:
         raise ValueError(f"a part needs 0 <= first < 10**12 and 0 < attempt < 10**9. Received: {first=}, {attempt=}.")
     folder = parts_dir(table_path)
     folder.mkdir(parents=True, exist_ok=True)
@@ -115,4 +124,16 @@ def recorded_attempt(run_dir: str | os.PathLike[str]) -> int:
             attempt = json.load(handle).get("attempt")
     except (OSError, ValueError, AttributeError):
         return 1
-    return attempt if isinstance(attempt, int) and not isinstance(attempt, bool) and 0 < attempt < 10**9 else 1
+    return attempt_number(attempt) or 1
+
+
+def attempt_number(value: object) -> Optional[int]:
+    """``value`` when it is an attempt number (an int from 1 to 10**9 - 1, as part names hold), else ``None``.
+
+    Example:
+        >>> attempt_number(2), attempt_number(0), attempt_number(True), attempt_number("2")
+        (2, None, None, None)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**9:
+        return value
+    return None
