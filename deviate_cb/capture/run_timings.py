@@ -94,20 +94,21 @@ class RunTimings:
         if self.window is not None:
             self.window.step()
 
-    def flush(self, run_dir: Union[str, os.PathLike[str]]) -> int:
+    def flush(self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None) -> int:
         """Append the step rows recorded since the last flush and the op rows of windows finished since, as one
-        part of ``timings.parquet``; return the number of new step rows. Costs what it adds, not what is stored."""
+        part of ``timings.parquet`` of the run's ``attempt`` (default: the manifest's); return the number of new
+        step rows. Costs what it adds, not what is stored."""
         rows = self.timer.rows(self._written)
         ops = (self.window.rows() if self.window is not None else [])[self._ops_written :]  # windows finished since
         if rows or ops:
-            append_timings_part(run_dir, rows, ops)
+            append_timings_part(run_dir, rows, ops, attempt=attempt)
         self._written += len(rows)
         self._ops_written += len(ops)
         return len(rows)
 
-    def compact(self, run_dir: Union[str, os.PathLike[str]]) -> int:
+    def compact(self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None) -> int:
         """Merge the parts written so far into ``timings.parquet`` (the run ended); return how many parts."""
-        return compact_timings(run_dir)
+        return compact_timings(run_dir, attempt=attempt)
 
     def close(self, run_dir: Union[str, os.PathLike[str], None]) -> None:
         """End the open step, close an open profiling window, and write everything left."""

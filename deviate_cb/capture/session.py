@@ -210,7 +210,7 @@ class RunSession:
             return 0
         if self.timings is not None:
             with guarded(self, f"{hook}: timings flush"):
-                self.timings.flush(self.run.path)
+                self.timings.flush(self.run.path, attempt=self._metrics_file.attempt)
         written = 0
         with guarded(self, f"{hook}: metrics flush"):
             written = self.recorder.flush(self._metrics_file)
@@ -226,7 +226,7 @@ class RunSession:
             return
         if self.timings is not None:
             with guarded(self, f"{hook}: timings compaction"):
-                self.timings.compact(self.run.path)
+                self.timings.compact(self.run.path, attempt=self._metrics_file.attempt)
         with guarded(self, f"{hook}: metrics compaction"):
             if self._metrics_file.compact():
                 self._copy_summary()

@@ -92,7 +92,7 @@ class MetricsFile:
         import pyarrow as pa
 
         compacted = self._read_compacted()
-        pending, _ = self._parts(compacted)
+        pending, _ = self._split(compacted, list_parts(self.path))
         return pa.concat_tables([compacted, *self._read_parts(pending)])
 
     @property
@@ -142,10 +142,11 @@ class MetricsFile:
         without being merged twice; parts of other attempts are left alone, with a warning."""
         import pyarrow as pa
 
-        if not list_parts(self.path):
+        parts = list_parts(self.path)
+        if not parts:
             return 0  # the usual case once the run compacted itself: not even the file is read
         compacted = self._read_compacted()
-        pending, merged = self._parts(compacted)
+        pending, merged = self._split(compacted, parts)
         new = self._read_parts(pending)
         rows = sum(t.num_rows for t in new)
         if rows or (pending and not self.path.is_file()):
@@ -187,13 +188,12 @@ class MetricsFile:
             return pq.read_table(self.path, schema=schema)  # another column order or types: let pyarrow map them
         return schema.empty_table()
 
-    def _parts(self, compacted: pa.Table) -> tuple[list[Part], list[Part]]:
-        """This attempt's parts not yet in ``compacted``, and those already in it; warn about other attempts'."""
+    def _split(self, compacted: pa.Table, parts: list[Part]) -> tuple[list[Part], list[Part]]:
+        """This attempt's ``parts`` not yet in ``compacted``, and those already in it; warn about other attempts'."""
         import pyarrow.compute as pc
 
         largest = pc.max(compacted.column("seq")).as_py() if compacted.num_rows else None
         done = -1 if largest is None else int(largest)
-        parts = list_parts(self.path)
         foreign = sorted({p.attempt for p in parts if p.attempt != self.attempt})
         if foreign and not self._warned:
             self._warned = True

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.store.atomic import atomic_write
-from deviate_cb.store.parts import list_parts, recorded_attempt, remove_parts, write_part
+from deviate_cb.store.parts import Part, list_parts, recorded_attempt, remove_parts, write_part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -159,7 +159,7 @@ def compact_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] =
     parts = [p for p in list_parts(path) if p.attempt == attempt]
     if not parts:
         return 0
-    table = read_timings(run_dir, attempt=attempt)
+    table = _file_and_parts(path, parts)
     atomic_write(path, lambda handle: _write_parquet(table, handle))
     remove_parts(path, parts)
     return len(parts)
@@ -168,15 +168,21 @@ def compact_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] =
 def read_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] = None) -> pa.Table:
     """``timings.parquet`` of a run directory merged with the attempt's parts not yet compacted (an empty table
     with the schema when there is neither)."""
-    import pyarrow.parquet as pq
-
     path = Path(run_dir) / TIMINGS_FILE
-    schema = timings_schema()
-    tables = [pq.read_table(path, schema=schema)] if path.is_file() else []
     parts = list_parts(path)
     if parts:
         attempt = _attempt(run_dir, attempt)
-        tables += [pq.ParquetFile(p.path).read().cast(schema) for p in parts if p.attempt == attempt]
+        parts = [p for p in parts if p.attempt == attempt]
+    return _file_and_parts(path, parts)
+
+
+def _file_and_parts(path: Path, parts: list[Part]) -> pa.Table:
+    """``path`` (when it exists) merged with ``parts``, in that order (:func:`_merge`)."""
+    import pyarrow.parquet as pq
+
+    schema = timings_schema()
+    tables = [pq.read_table(path, schema=schema)] if path.is_file() else []
+    tables += [pq.ParquetFile(p.path).read().cast(schema) for p in parts]
     if len(tables) == 1:
         return tables[0]
     return _merge(tables) if tables else schema.empty_table()
