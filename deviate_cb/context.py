@@ -30,6 +30,7 @@ _ENV_DETERMINISTIC = "DEVIATE_DETERMINISTIC"
 _ENV_TRAINER = "DEVIATE_TRAINER"
 _ENV_TRAINER_ARGS = "DEVIATE_TRAINER_ARGS"
 _ENV_KEEP_PROJECT_SEEDS = "DEVIATE_KEEP_PROJECT_SEEDS"
+_ENV_HASH_SEED = "DEVIATE_HASH_SEED"
 
 
 def parse_deterministic(value: object, name: str = "deterministic") -> Optional[Deterministic]:
@@ -67,6 +68,10 @@ class RunContext:
         trainer_args: The arguments after ``--`` with ``--trainer``: the function sees them as ``sys.argv[1:]``.
         keep_project_seeds: ``True`` when the project's own global seeding calls keep their seeds
             (``--keep-project-seeds``); by default they are taken over (:mod:`deviate_cb.capture.seed_takeover`).
+        hash_seed: ``PYTHONHASHSEED`` of the replica's interpreter (str/bytes hashing, set iteration order);
+            ``None``: the replica's seed. ``deviate-replicate`` gives every replica of a study its base seed, so a
+            replica forked from a warm-start template (whose hash seed is fixed when it starts) and one started
+            cold hash alike.
 
     Example:
         >>> ctx = RunContext(Path("runs/x"), "exp", "algo", 2, 102, True)
@@ -83,13 +88,24 @@ class RunContext:
     trainer: Optional[str] = None
     trainer_args: tuple[str, ...] = ()
     keep_project_seeds: bool = False
+    hash_seed: Optional[int] = None
+
+    @property
+    def python_hash_seed(self) -> int:
+        """The ``PYTHONHASHSEED`` this replica runs with: :attr:`hash_seed`, or the seed when that is ``None``.
+
+        Example:
+            >>> RunContext(Path("r"), "e", "algo", 3, 13, True, hash_seed=10).python_hash_seed
+            10
+        """
+        return self.seed if self.hash_seed is None else self.hash_seed
 
     def to_env(self) -> dict[str, str]:
         """The environment variables that carry this context into a child process.
 
-        Besides the ``DEVIATE_*`` variables this sets ``PYTHONHASHSEED`` (only effective at interpreter
-        start), Lightning's ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS`` (so DataLoader workers are seeded) and,
-        when deterministic, ``CUBLAS_WORKSPACE_CONFIG`` (read when CUDA starts).
+        Besides the ``DEVIATE_*`` variables this sets ``PYTHONHASHSEED`` (:attr:`python_hash_seed`; only
+        effective at interpreter start), Lightning's ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS`` (so DataLoader
+        workers are seeded) and, when deterministic, ``CUBLAS_WORKSPACE_CONFIG`` (read when CUDA starts).
         """
         env = {
             _ENV_RUN_DIR: str(self.run_dir),
@@ -98,7 +114,7 @@ class RunContext:
             _ENV_REPLICA: str(self.replica),
             _ENV_SEED: str(self.seed),
             _ENV_DETERMINISTIC: str(self.deterministic).lower(),
-            "PYTHONHASHSEED": str(self.seed),
+            "PYTHONHASHSEED": str(self.python_hash_seed),
             "PL_GLOBAL_SEED": str(self.seed),
             "PL_SEED_WORKERS": "1",
         }
@@ -108,6 +124,8 @@ class RunContext:
             env[_ENV_TRAINER_ARGS] = json.dumps(list(self.trainer_args))
         if self.keep_project_seeds:
             env[_ENV_KEEP_PROJECT_SEEDS] = "1"
+        if self.hash_seed is not None:
+            env[_ENV_HASH_SEED] = str(self.hash_seed)
         if self.deterministic:
             env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
         return env
@@ -130,6 +148,7 @@ class RunContext:
                 trainer=environ.get(_ENV_TRAINER),
                 trainer_args=_string_list(environ.get(_ENV_TRAINER_ARGS)),
                 keep_project_seeds=environ.get(_ENV_KEEP_PROJECT_SEEDS, "") in ("1", "true"),
+                hash_seed=int(environ[_ENV_HASH_SEED]) if environ.get(_ENV_HASH_SEED) else None,
             )
         except (KeyError, ValueError) as exc:
             raise RuntimeError(

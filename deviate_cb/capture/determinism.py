@@ -122,9 +122,10 @@ def verify_determinism(
     env = in_effect.get("env", {})
     torch_state = in_effect.get("torch")
     if seed is not None:
-        if env.get("PYTHONHASHSEED") != str(seed):
+        hash_seed = env.get("DEVIATE_HASH_SEED") or str(seed)  # deviate-replicate: the study's base seed
+        if env.get("PYTHONHASHSEED") != hash_seed:
             problems.append(
-                f"PYTHONHASHSEED is {env.get('PYTHONHASHSEED')!r}, not {str(seed)!r}: str/bytes hashing (set "
+                f"PYTHONHASHSEED is {env.get('PYTHONHASHSEED')!r}, not {hash_seed!r}: str/bytes hashing (set "
                 "iteration order) is not seeded; it only takes effect when set before Python starts"
             )
         if torch_state is not None:

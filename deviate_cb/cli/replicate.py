@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         usage="%(prog)s [options] -n N (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
-        description="Run a training function N times as fresh processes under a noise variant, "
+        description="Run a training function N times, each in its own process, under a noise variant, "
         "recording metrics and manifests in a Hive-style run directory.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-project-seeds",
         action="store_true",
         help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every replica as a fresh interpreter (default: fork them from a template that has imported "
+        "the frameworks once; the numbers are the same)",
     )
     parser.add_argument(
         "--metric-regex",
@@ -165,6 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             command=after if ns.trainer is None else None,
             trainer_args=(after or ()) if ns.trainer is not None else (),
             keep_project_seeds=ns.keep_project_seeds,
+            cold=ns.cold,
             metric_regex=ns.metric_regex,
             runs=_number(ns.runs, int),
             variant=ns.variant,

@@ -17,6 +17,7 @@ __all__ = ["determinism_in_effect"]
 
 _RELATED_ENV = (
     "PYTHONHASHSEED",
+    "DEVIATE_HASH_SEED",
     "CUBLAS_WORKSPACE_CONFIG",
     "PL_GLOBAL_SEED",
     "PL_SEED_WORKERS",

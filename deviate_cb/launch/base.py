@@ -37,6 +37,7 @@ __all__ = [
     "backend_class",
     "get_backend",
     "register_backend",
+    "tell",
 ]
 
 ENTRY_POINT_GROUP = "deviate_cb.backends"
@@ -55,6 +56,9 @@ class Job:
         timeout_s: Seconds after which the job is terminated and its outcome marked ``timed_out``.
         cwd: Working directory (``None``: the launcher's).
         payload: Whatever the caller wants back with the job (the replica plan).
+        warm_modules: The modules a warm-start template imports before forking this job
+            (:mod:`deviate_cb.launch.warm`); ``None``: start it cold, as a fresh process. Backends that cannot
+            fork replicas start every job cold.
     """
 
     key: str
@@ -65,6 +69,7 @@ class Job:
     timeout_s: Optional[float] = None
     cwd: Optional[Path] = None
     payload: Any = field(default=None, compare=False)
+    warm_modules: Optional[tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,8 @@ class Listener(Protocol):
 
     ``prepare`` runs before the job starts (write the manifest, clear a previous attempt); an exception there
     is the caller's error and stops the backend. ``finished`` is called exactly once for every job that
-    ``prepare`` was called for; jobs never prepared (after :meth:`Backend.cancel`) get no events.
+    ``prepare`` was called for; jobs never prepared (after :meth:`Backend.cancel`) get no events. A listener may
+    also take ``note(text)``: a one-line note for the user, such as why replicas start cold (:func:`tell`).
     """
 
     def prepare(self, job: Job, placement: Placement) -> None: ...
@@ -154,6 +160,19 @@ class Listener(Protocol):
     def started(self, job: Job, placement: Placement, pid: Optional[int]) -> None: ...
 
     def finished(self, job: Job, placement: Placement, outcome: Outcome) -> None: ...
+
+
+def tell(listener: Listener, text: str) -> None:
+    """Give ``listener`` a one-line note for the user (``listener.note(text)``), if it takes notes.
+
+    Example:
+        >>> class Quiet:
+        ...     pass
+        >>> tell(Quiet(), "warm start off")  # no ``note`` method: nothing happens
+    """
+    note = getattr(listener, "note", None)
+    if callable(note):
+        note(text)
 
 
 class Backend(abc.ABC):

@@ -5,6 +5,8 @@ replica's ``PYTHONPATH``, so a command's interpreter, its console scripts and th
 re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstrap
 (:mod:`deviate_cb.launch.child`). In order:
 
+0. the modules a warm-start template imports (``DEVIATE_PREIMPORT``, :func:`preimport`) are imported, so that
+   a replica started cold and one forked warm are seeded after the same imports;
 1. SIGTERM (timeout, interrupt) becomes ``SystemExit(143)`` (:class:`SignalExit`) in the main process, so
    callbacks flush on the way out, and :func:`terminating_signal` tells later code that the replica is stopping;
 2. ``random``/NumPy/torch/TensorFlow/Keras are seeded with the replica's seed, and the requested determinism
@@ -31,10 +33,12 @@ Example:
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Mapping, MutableMapping, Sequence
 from types import FrameType
 from typing import Any, Optional
 
@@ -53,11 +57,14 @@ __all__ = [
     "bootstrap_replica",
     "complete_plain_run",
     "is_recording_process",
+    "preimport",
     "terminating_signal",
 ]
 
 MAX_PROCESSES_RECORDED = 10
 _PROG = "deviate-replicate"
+_ENV_WARM_START = "DEVIATE_WARM_START"
+_ENV_PREIMPORT = "DEVIATE_PREIMPORT"
 _state: dict[str, Any] = {"context": None, "terminated": None}  # terminated: the signal number, once one came
 
 
@@ -110,6 +117,7 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     _terminate_as_exit()
     run = RunDirectory(ctx.run_dir)
     recording = is_recording_process()
+    preimport()
     seed_everything(ctx.seed)
     apply_determinism(ctx.deterministic)
 
@@ -123,10 +131,58 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     install_keras_injection()
     install_backend_guard()
     install_hydra_outputs(ctx.run_dir)
+    warm = _warm_start()
     if recording:
-        _record_process(run)
+        _record_process(run, warm)
         atexit.register(_complete_at_exit, run, ctx, os.getpid())
     return True
+
+
+def preimport(environ: Optional[MutableMapping[str, str]] = None) -> list[str]:
+    """Import the modules a warm-start template imports (``DEVIATE_PREIMPORT``), before anything is seeded.
+
+    A replica forked from a template has them imported already; a cold replica imports them here, so that in both
+    the seeds are set after the same imports (importing Keras draws from NumPy's and Python's generators, and
+    importing Lightning from Python's) and the project's code starts from the same state. The variable is removed,
+    so processes this one starts are not affected. Stops at the first module that fails to import: the project's
+    own import of it then raises as it would have. Returns the modules imported.
+
+    Example:
+        >>> preimport({"DEVIATE_PREIMPORT": '["json", "no_such_module_x", "csv"]'})
+        ['json']
+    """
+    text = (os.environ if environ is None else environ).pop(_ENV_PREIMPORT, None)
+    try:
+        names = json.loads(text) if text else []
+    except ValueError:
+        names = []
+    imported: list[str] = []
+    for name in names if isinstance(names, list) else []:
+        try:
+            __import__(str(name))
+        except Exception:
+            break
+        imported.append(str(name))
+    return imported
+
+
+def _warm_start() -> Optional[dict[str, Any]]:
+    """How this process was forked from a warm-start template (:mod:`deviate_cb.launch.template`), if it was.
+
+    The variable is removed, so the processes this one starts (DDP ranks, spawned workers) count as fresh.
+    """
+    text = os.environ.pop(_ENV_WARM_START, None)
+    try:
+        facts = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(facts, dict) or not isinstance(facts.get("ready_at"), (int, float)):
+        return None
+    return {
+        "template_pid": facts.get("template_pid"),
+        "template_import_s": facts.get("import_s"),
+        "ready_to_run_s": round(time.time() - facts["ready_at"], 3),
+    }
 
 
 def is_recording_process(environ: Optional[Mapping[str, str]] = None, argv: Optional[Sequence[str]] = None) -> bool:
@@ -162,15 +218,16 @@ def _complete_at_exit(run: RunDirectory, ctx: RunContext, pid: int) -> None:
         complete_plain_run(run, ctx)
 
 
-def _record_process(run: RunDirectory) -> None:
-    """Append this process (pid, interpreter, command line) to the manifest's ``bootstrap`` list."""
+def _record_process(run: RunDirectory, warm: Optional[dict[str, Any]] = None) -> None:
+    """Append this process (pid, interpreter, command line) to the manifest's ``bootstrap`` list; and ``warm``
+    (the template it was forked from, the seconds from the template being ready to this process running)."""
     try:
         listed = run.read_manifest().get("bootstrap")
         processes = list(listed) if isinstance(listed, list) else []
         if len(processes) < MAX_PROCESSES_RECORDED:
             argv = list(getattr(sys, "orig_argv", sys.argv))
             processes.append({"pid": os.getpid(), "python": sys.executable, "argv": argv})
-            run.update_manifest(bootstrap=processes)
+            run.update_manifest(bootstrap=processes, **({"warm": warm} if warm else {}))
     except Exception as exc:
         sys.stderr.write(f"{_PROG}: warning: could not record this process in {run.manifest_path}: {exc}\n")
 

@@ -1,4 +1,10 @@
-"""The ``local`` backend: a pool of ``parallel`` slots, one fresh Python process per replica.
+"""The ``local`` backend: a pool of ``parallel`` slots, one process per replica, forked warm or started fresh.
+
+A job with :attr:`~deviate_cb.launch.base.Job.warm_modules` is forked from a warm-start template that has
+imported those modules (:mod:`deviate_cb.launch.warm`); when that cannot be exact, the backend says why once
+(the listener's note) and starts the job cold, as a fresh Python process, like a job without them. Each
+replica's outcome records ``start_mode`` (``warm`` or ``cold``) and, when a warm start was asked for but not
+possible, ``cold_reason``.
 
 Each replica starts in its own session (``start_new_session=True``), so Ctrl-C in the terminal reaches only
 the launcher, and a timeout or an interrupt can signal the replica's whole process group (DataLoader workers
@@ -19,12 +25,13 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO, Any, Optional, Union
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
 from deviate_cb.launch.liveness import die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
+from deviate_cb.launch.warm import WarmProcess, WarmStarter
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 
@@ -83,14 +90,23 @@ def detect_gpus(environ: Optional[Mapping[str, str]] = None) -> tuple[str, ...]:
 class _Running:
     """A started replica process and what the backend has done to it."""
 
-    def __init__(self, job: Job, placement: Placement, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self,
+        job: Job,
+        placement: Placement,
+        popen: Union[subprocess.Popen[bytes], WarmProcess],
+        start: Optional[dict[str, str]] = None,
+    ) -> None:
         self.job, self.placement, self.popen = job, placement, popen
+        self.start = start or {"start_mode": "warm" if isinstance(popen, WarmProcess) else "cold"}
         self.started_at, self.started_mono = time.time(), time.monotonic()
         self.term_sent: Optional[float] = None
         self.killed = False
         self.timed_out = self.interrupted = self.cancelled = False
 
     def signal_group(self, signum: int) -> None:
+        if isinstance(self.popen, WarmProcess) and self.popen.poll() is not None:
+            return  # its template reaped it: the pid may be another process's by now
         try:
             if hasattr(os, "killpg"):
                 os.killpg(self.popen.pid, signum)
@@ -116,7 +132,12 @@ class _Running:
             self.signal_group(signal.SIGKILL)
 
     def exited(self) -> bool:
-        """Reap the process if it ended; kill what it left in its group first (its pid keeps the group id)."""
+        """Reap the process if it ended; kill what it left in its group first (its pid keeps the group id).
+
+        A warm replica is its template's child: the template does both and reports the exit status.
+        """
+        if isinstance(self.popen, WarmProcess):
+            return self.popen.poll() is not None
         if hasattr(os, "waitid"):
             try:
                 if os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
@@ -128,7 +149,7 @@ class _Running:
 
     def reap(self) -> None:
         """Wait for the process to end, kill what it left in its group, then reap it."""
-        if hasattr(os, "waitid"):
+        if hasattr(os, "waitid") and not isinstance(self.popen, WarmProcess):
             try:
                 os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOWAIT)
                 self.signal_group(signal.SIGKILL)
@@ -147,7 +168,14 @@ class _Running:
             started_at=self.started_at,
             ended_at=time.time(),
             pid=self.popen.pid,
+            fields=self._fields(),
         )
+
+    def _fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = dict(self.start)
+        if isinstance(self.popen, WarmProcess) and self.popen.lost:
+            fields["warm_lost"] = self.popen.lost
+        return fields
 
 
 class LocalBackend(Backend):
@@ -181,6 +209,8 @@ class LocalBackend(Backend):
         self.kill_grace_s = kill_grace_s
         self.poll_interval_s = poll_interval_s
         self._cancelled = False
+        self._warm: Optional[WarmStarter] = None
+        self._told: set[str] = set()
 
     def placement(self, slot: int) -> Placement:
         return Placement(slot=slot, gpu=self.gpus[slot % len(self.gpus)] if self.gpus else None)
@@ -197,6 +227,7 @@ class LocalBackend(Backend):
         pending = deque(jobs)
         free = list(range(self.parallel))
         running: list[_Running] = []
+        self._warm, self._told = WarmStarter(), set()
         try:
             while running or (pending and not self._cancelled):
                 while pending and free and not self._cancelled:
@@ -223,9 +254,17 @@ class LocalBackend(Backend):
         except BaseException:
             self._stop_all(running, listener)
             raise
+        finally:
+            self._warm.close()
 
     def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
         env = {**os.environ, **job.env, **placement.env()}
+        start: Optional[dict[str, str]] = None
+        if job.warm_modules is not None and self._warm is not None:
+            warm = self._start_warm(job, placement, listener, env)
+            if isinstance(warm, _Running) or warm is None:
+                return warm
+            start = {"start_mode": "cold", "cold_reason": warm}
         try:
             with contextlib.ExitStack() as logs:
                 out, err = _open_log(logs, job.stdout_path), _open_log(logs, job.stderr_path)
@@ -245,7 +284,33 @@ class LocalBackend(Backend):
             outcome = Outcome(returncode=None, started_at=now, ended_at=now, launch_error=f"cannot start: {exc}")
             listener.finished(job, placement, outcome)
             return None
-        return _Running(job, placement, popen)
+        return _Running(job, placement, popen, start)
+
+    def _start_warm(
+        self, job: Job, placement: Placement, listener: Listener, env: dict[str, str]
+    ) -> Union[_Running, str, None]:
+        """Fork ``job`` from its template: the running replica; ``None`` when its logs cannot be created (reported
+        finished); or why it must start cold (told to the listener once per reason)."""
+        assert self._warm is not None and job.warm_modules is not None
+        try:
+            with contextlib.ExitStack() as logs:  # created (emptied) here, as for a cold replica; the child appends
+                _open_log(logs, job.stdout_path), _open_log(logs, job.stderr_path)
+        except (OSError, StoreWriteError) as exc:
+            now = time.time()
+            outcome = Outcome(returncode=None, started_at=now, ended_at=now, launch_error=f"cannot start: {exc}")
+            listener.finished(job, placement, outcome)
+            return None
+        cwd = str(job.cwd or Path.cwd())
+        process, reason = self._warm.start(
+            job.warm_modules, job.argv, env, cwd, str(job.stdout_path), str(job.stderr_path)
+        )
+        if process is not None:
+            return _Running(job, placement, process)
+        assert reason is not None
+        if reason not in self._told:
+            self._told.add(reason)
+            tell(listener, f"cold start: {reason}")
+        return reason
 
     def _stop_all(self, running: list[_Running], listener: Listener) -> None:
         """Terminate every running replica (SIGTERM, grace, SIGKILL), wait for all, report them interrupted."""

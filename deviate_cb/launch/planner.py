@@ -114,6 +114,7 @@ def plan_replicas(
             trainer=trainer,
             trainer_args=trainer_args,
             keep_project_seeds=keep_project_seeds,
+            hash_seed=base_seed,  # one PYTHONHASHSEED per study: warm-start templates fix it when they start
         )
         manifest = _read(ctx.run_dir)
         status = _status(manifest)

@@ -248,6 +248,7 @@ def start_fields(
         "replica": ctx.replica,
         "seed": ctx.seed,
         "base_seed": base_seed,
+        "hash_seed": ctx.python_hash_seed,
         "deterministic": ctx.deterministic,
         "mode": "trainer" if command is None else "command",
         "trainer": ctx.trainer,

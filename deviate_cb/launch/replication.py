@@ -190,6 +190,10 @@ class Replication:
     def started(self, job: Job, placement: Placement, pid: Optional[int]) -> None:
         self.progress.started(job.payload.replica, placement.describe())
 
+    def note(self, text: str) -> None:
+        """A one-line note from the backend (why replicas start cold), shown where progress goes."""
+        self.progress.message(f"deviate-replicate: {text}")
+
     def finished(self, job: Job, placement: Placement, outcome: Outcome) -> None:
         """Record the end; never raises for a run directory that cannot be written (that stops the study)."""
         plan: ReplicaPlan = job.payload

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shlex
 import sys
@@ -36,6 +37,7 @@ from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.output_metrics import compile_metric_patterns
 from deviate_cb.launch.planner import ReplicaPlan, plan_replicas
+from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.progress import make_progress
 from deviate_cb.launch.records import (
     StoreWriteError,
@@ -62,6 +64,7 @@ def replicate(
     command: Optional[Sequence[str]] = None,
     trainer_args: Sequence[str] = (),
     keep_project_seeds: bool = False,
+    cold: bool = False,
     metric_regex: Sequence[str] = (),
     runs: int = 1,
     variant: str = "algo+impl",
@@ -89,6 +92,9 @@ def replicate(
         trainer_args: With ``trainer``: the arguments after ``--``, which the function sees as ``sys.argv[1:]``.
         keep_project_seeds: Leave the project's own seeding calls alone (no seeding takeover); the launcher
             warns that seed variance may be suppressed.
+        cold: Start every replica as a fresh interpreter. By default a Python replica is forked from a warm-start
+            template that has imported the project's frameworks once (:mod:`deviate_cb.launch.warm`), with the
+            same numbers; where that cannot be exact, the replica starts cold and a note says why.
         metric_regex: Regular expressions with named groups; their last matches in a replica's output are
             recorded as final metrics (:mod:`deviate_cb.launch.output_metrics`).
         parallel: Replicas at once (default: 1 locally; all of them on a cluster backend, which queues them).
@@ -151,6 +157,7 @@ def replicate(
         outdir.close(remove_created=True)
         raise
     progress = make_progress(stream, live=live)
+    modules = preimports(project_files(target, Path.cwd()), Path.cwd())
     seeds = sorted({p.seed for p in plans})
     what = target.text if isinstance(target, TrainerSpec) else f"`{shlex.join(target.given)}`"
     progress.message(
@@ -158,6 +165,7 @@ def replicate(
         f"(seed{'s' * (len(seeds) > 1)} {seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}) in "
         f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
         + (f"; Keras backend {keras_backend}" if keras_backend else "")
+        + (_start_line(cold, modules) if backend == "local" else "")
     )
     if keep_project_seeds:
         progress.message(f"{WARNING} {KEEP_SEEDS_WARNING}")
@@ -178,7 +186,9 @@ def replicate(
         reason = f"still queued/running: {running[plan.replica]}" if plan.replica in running else "already completed"
         progress.add(plan.replica, plan.seed, skipped="" if plan.run else reason)
         if plan.run:
-            jobs.append(_job(plan, timeout, keras_backend, target if isinstance(target, Command) else None))
+            job = _job(plan, timeout, keras_backend, target if isinstance(target, Command) else None)
+            env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
+            jobs.append(dataclasses.replace(job, env=env, warm_modules=None if cold else modules))
     interrupted = False
     try:
         launcher.run(jobs, replication)
@@ -240,6 +250,19 @@ def _job(
         cwd=Path.cwd(),
         payload=plan,
     )
+
+
+def _start_line(cold: bool, modules: Sequence[str]) -> str:
+    """How replicas start, for the header: ``; cold start`` or the frameworks the warm-start template imports.
+
+    Example:
+        >>> _start_line(False, ("lightning", "deviate_cb.launch.child")), _start_line(True, ())
+        ('; warm start (the template imports lightning)', '; cold start (--cold)')
+    """
+    if cold:
+        return "; cold start (--cold)"
+    frameworks = [name for name in modules if not name.startswith("deviate_cb")]
+    return f"; warm start (the template imports {', '.join(frameworks) or 'deviate-cb only'})"
 
 
 def _target(

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["check_python_source", "defined_functions", "defines_name", "find_module_file"]
+__all__ = ["check_python_source", "defined_functions", "defines_name", "find_module_file", "top_level_imports"]
 
 
 def check_python_source(path: Path) -> str:
@@ -81,6 +81,31 @@ def defined_functions(path: Path) -> list[str]:
     tree = _parse(path)
     body = [] if tree is None else tree.body
     return [node.name for node in body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def top_level_imports(path: Path) -> list[str]:
+    """The modules the file at ``path`` imports at top level (``import a.b``, ``from a.b import c``: ``a.b``), in
+    order and without repeats; relative imports and files that do not parse give none.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "train.py"
+        >>> _ = path.write_text("import torch.nn as nn\\nfrom lightning import Trainer\\nfrom . import x\\n"
+        ...                     "def main():\\n    import keras\\n")
+        >>> top_level_imports(path)
+        ['torch.nn', 'lightning']
+    """
+    tree = _parse(path)
+    found: list[str] = []
+    for node in [] if tree is None else _top_level(tree.body):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found.extend(name for name in names if name not in found)
+    return found
 
 
 def _parse(path: Path) -> Optional[ast.Module]:

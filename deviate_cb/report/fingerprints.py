@@ -71,6 +71,7 @@ _IGNORED = (
     "determinism.torch.cuda_initialized",
     "determinism.keras.global_random_seed",
     "determinism.env.PYTHONHASHSEED",
+    "determinism.env.DEVIATE_HASH_SEED",
     "determinism.env.PL_GLOBAL_SEED",
     "determinism.env.CUDA_VISIBLE_DEVICES",
     "determinism.python_hash_randomization",

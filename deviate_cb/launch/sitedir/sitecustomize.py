@@ -1,4 +1,4 @@
-"""Bootstrap a replica's Python process before its program runs; then run the environment's own sitecustomize.
+"""Run the environment's own sitecustomize; then bootstrap a replica's Python process before its program runs.
 
 Only on ``PYTHONPATH`` inside replicas started by ``deviate-replicate`` (:mod:`deviate_cb.launch.sitedir`), and a
 no-op without ``DEVIATE_RUN_DIR``. An interpreter that cannot import ``deviate_cb`` (another virtual environment)
@@ -49,5 +49,5 @@ def _run_next_sitecustomize() -> None:
 
 
 if __name__ == "sitecustomize":
+    _run_next_sitecustomize()  # first, as in a warm-start template, which runs it before importing the frameworks
     _bootstrap()
-    _run_next_sitecustomize()
