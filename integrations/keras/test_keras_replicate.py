@@ -1,8 +1,10 @@
 """deviate-replicate on real Keras 3 training, on each backend (TensorFlow, torch, JAX), CPU only.
 
-Per backend, two replicate calls (fresh interpreters, two at a time) shared by the tests:
+Per backend, three replicate calls (two at a time) shared by the tests:
 ``control``: trainers/keras_tiny.py, 3 replicas that reach ``fit`` three ways (no callback: one is injected;
-the user's own ``DeviateCallback``; a positional ``callbacks`` list without one), then ``evaluate()``;
+the user's own ``DeviateCallback``; a positional ``callbacks`` list without one), then ``evaluate()``; forked
+from a warm-start template (the default);
+``control --cold``: the same study, each replica a fresh interpreter: its metrics must be bit-identical;
 ``algo+impl``: examples/keras_mlp.py, 2 replicas (seeds 0 and 1).
 """
 
@@ -35,6 +37,13 @@ def control(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Replicate
 
 
 @pytest.fixture(scope="module")
+def control_cold(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Replicated:
+    tmp = tmp_path_factory.mktemp(f"control-cold-{backend}")
+    args = ["-n", "1", "--keras-backend", backend, "--cold"]
+    return replicate(tmp, f"{TRAINERS / 'keras_tiny.py'}:main", args, variant="control")
+
+
+@pytest.fixture(scope="module")
 def noisy(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Replicated:
     tmp = tmp_path_factory.mktemp(f"algo-impl-{backend}")
     args = ["-n", "2", "--parallel", "2", "--keras-backend", backend]
@@ -53,6 +62,16 @@ def test_control_replicas_are_bit_identical(control: Replicated) -> None:
     assert len(first) > 20
     assert control.logged(1) == first
     assert control.logged(2) == first
+
+
+def test_warm_start_gives_the_numbers_of_a_cold_start(control: Replicated, control_cold: Replicated) -> None:
+    assert control_cold.returncode == 0, (control_cold.stdout, control_cold.stderr)
+    assert [control.manifest(k)["start_mode"] for k in range(3)] == ["warm"] * 3, control.stdout
+    assert control_cold.manifest(0)["start_mode"] == "cold"
+    assert "warm start (the template imports keras" in control.stdout
+    assert len({control.manifest(k)["warm"]["template_pid"] for k in range(3)}) == 1  # one template forked all
+    assert control_cold.logged(0) == control.logged(0)
+    assert control.manifest(0)["hash_seed"] == control_cold.manifest(0)["hash_seed"] == 0
 
 
 def test_stages_scopes_and_names(control: Replicated) -> None:
