@@ -214,6 +214,8 @@ class Template:
         with contextlib.suppress(OSError):
             self.channel.close()
         popen = getattr(self, "popen", None)
+        if popen is not None and popen.poll() is None and not hasattr(self, "ready"):
+            popen.terminate()  # still importing (Ctrl-C while it starts): nothing of it is worth waiting for
         if popen is not None and popen.poll() is None:
             try:
                 popen.wait(timeout=grace_s + 2)
