@@ -180,6 +180,7 @@ def install_seed_takeover(
     for module, attrs in _REEXPORTS:
         when_imported(module, _rebinder(attrs))
     when_imported("tensorflow", lambda m: _rebind_tf())
+    _rebind_loaded()
 
 
 def seeding_record() -> Optional[dict[str, Any]]:
@@ -352,6 +353,30 @@ def _rebind(modules: list[Optional[ModuleType]], attrs: tuple[str, ...]) -> None
 def _patcher(attr: str, call: _Call) -> Callable[[ModuleType], None]:
     """The import hook that wraps ``module.attr`` for ``call``."""
     return lambda module: _patch(module, attr, call)
+
+
+def _rebind_loaded() -> None:
+    """Point every re-export already bound in a loaded module at its wrapper.
+
+    A framework imported before the takeover (the warm-start template and :func:`~deviate_cb.launch.bootstrap.
+    preimport` import Lightning first) bound the originals in its own modules: ``lightning.pytorch.cli`` calls the
+    ``seed_everything`` it imported. Rebinding them all gives the calls a project makes through any of them the
+    wrapper, as when the framework is imported after the takeover.
+    """
+    names = {attr for _, attr, _ in _SOURCES}
+    for module in list(sys.modules.values()):
+        # The module's own dict, never getattr: a lazy module's __getattr__ would import (or raise) on a miss.
+        found = tuple(name for name in names if id(_module_dict(module).get(name)) in _wrappers)
+        if found:
+            _rebind([module], found)
+
+
+def _module_dict(module: Any) -> dict[str, Any]:
+    try:
+        found = vars(module)
+    except TypeError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _rebind_tf() -> None:

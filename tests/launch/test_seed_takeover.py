@@ -97,8 +97,8 @@ from deviate_cb.capture.seed_takeover import (
 from deviate_cb.capture.determinism import determinism_record
 
 seed, take_over = int(sys.argv[1]), sys.argv[2] == "1"
-if not take_over:  # also covers a takeover installed after the frameworks were imported (re-exports rebound)
-    import lightning, pytorch_lightning
+if not take_over:  # also covers a takeover installed after the frameworks were imported (re-exports rebound,
+    import lightning, pytorch_lightning, lightning.pytorch.cli  # also those in modules like LightningCLI's)
 notes = []
 install_seed_takeover(seed, take_over=take_over, on_record=lambda record: notes.append(len(record["calls"])))
 out = {}
@@ -112,6 +112,7 @@ import torch
 import lightning as L
 import lightning_fabric
 import pytorch_lightning
+import lightning.pytorch.cli
 from lightning.fabric.utilities.seed import reset_seed
 
 def draws():
@@ -119,7 +120,8 @@ def draws():
 
 wrapped = (L.seed_everything, L.pytorch.seed_everything, L.fabric.seed_everything, pytorch_lightning.seed_everything,
            lightning_fabric.seed_everything, torch.manual_seed, torch.random.manual_seed, torch.cuda.manual_seed,
-           torch.cuda.manual_seed_all, torch.cuda.random.manual_seed_all, np.random.seed, random.seed)
+           torch.cuda.manual_seed_all, torch.cuda.random.manual_seed_all, np.random.seed, random.seed,
+           lightning.pytorch.cli.seed_everything)
 out["marked"] = [getattr(f, MARK, False) for f in wrapped]
 out["returned"] = L.seed_everything(42)
 out["draws42"] = draws()
