@@ -2,7 +2,7 @@
 
 "Equal to what the local backend produces" means: for every replica, the same metric rows (step, epoch, stage,
 name, value; wall-clock times aside) and the same manifest, except for fields that say when, where and by which
-process it ran (:data:`VOLATILE`) and the fields only a cluster backend adds (``slurm_job_id``...).
+process it ran, warm or cold (:data:`VOLATILE`), and the fields only a cluster backend adds (``slurm_job_id``...).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ VOLATILE = frozenset(
         "slot",
         "python",
         "bootstrap",  # pids and interpreter paths of the replica's processes
+        "start_mode",  # warm (forked from a template) or cold: how the process started, never what it computed
+        "warm",  # the template that forked it and its timings
+        "cold_reason",
     }
 )
 COMMAND_PROJECT = REPO / "tests" / "launch" / "projects" / "self_seeding.py"
