@@ -8,6 +8,7 @@ Example:
     deviate-replicate --trainer examples/keras_mlp.py:main -n 3 --variant control --keras-backend jax
     deviate-replicate --trainer mypkg.train:main -n 20 --backend slurm --partition gpu --gpus-per-replica 1 --no-wait
     deviate-replicate --trainer mypkg.train:main -n 20 --backend ray --address head:6379 --num-gpus 1
+    deviate-replicate --trainer mypkg.train:main -n 64 --backend slurm --gpus-per-replica 1 --replicas-per-task 8
 
 Exit status: 0 every replica completed, 1 some replica failed (or timed out), or the study stopped because the
 run directory could not be written (the disk is full, an I/O error: one line on stderr naming the file; rerun
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     slurm = parser.add_argument_group("slurm backend (submitit job array; needs pip install 'deviate-cb[slurm]')")
     ray = parser.add_argument_group("ray backend (needs pip install 'deviate-cb[ray]')")
+    cluster = parser.add_argument_group("slurm and ray backends")
     backend_options = [  # handed to the backend by name; the backend refuses those that are not its own
         slurm.add_argument("--partition", metavar="NAME", help="Slurm partition"),
         slurm.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica (--gpus-per-node of each task)"),
@@ -146,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         ray.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: start a local one)"),
         ray.add_argument("--num-gpus", metavar="X", help="GPUs per replica task (fractions allowed)"),
         ray.add_argument("--num-cpus", metavar="X", help="CPUs per replica task (default 1)"),
+        cluster.add_argument(
+            "--replicas-per-task",
+            metavar="K",
+            help="replicas each cluster task runs one after another, forked warm from one template per task "
+            "(default 1: a task per replica); the resources asked are then a task's",
+        ),
     ]
     parser.set_defaults(backend_option_names=tuple(action.dest for action in backend_options))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

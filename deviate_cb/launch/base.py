@@ -227,6 +227,12 @@ class Backend(abc.ABC):
         """Whether :meth:`run` returned with jobs still queued or running elsewhere (``--no-wait``)."""
         return False
 
+    @property
+    def warm_start(self) -> bool:
+        """Whether this backend forks jobs with :attr:`Job.warm_modules` from a warm-start template (the local
+        backend; a cluster backend when each task runs several replicas). Default: every job starts cold."""
+        return False
+
     def live_jobs(self, run_dirs: Mapping[int, Path]) -> dict[int, str]:
         """Replicas (index -> job description) still queued or running under a job this backend submitted earlier.
 

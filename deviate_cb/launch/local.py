@@ -222,6 +222,10 @@ class LocalBackend(Backend):
     def cancel(self) -> None:
         self._cancelled = True
 
+    @property
+    def warm_start(self) -> bool:
+        return True
+
     def run(self, jobs: Sequence[Job], listener: Listener) -> None:
         self._cancelled = False
         pending = deque(jobs)

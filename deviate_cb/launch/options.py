@@ -20,7 +20,13 @@ from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
 
-__all__ = ["OPTION_FLAGS", "check_options_apply", "parse_backend_options", "parse_slurm_time"]
+__all__ = [
+    "OPTION_FLAGS",
+    "check_options_apply",
+    "check_replicas_per_task",
+    "parse_backend_options",
+    "parse_slurm_time",
+]
 
 # option name (keyword) -> command-line flag
 OPTION_FLAGS = {
@@ -37,6 +43,7 @@ OPTION_FLAGS = {
     "num_gpus": "--num-gpus",
     "num_cpus": "--num-cpus",
     "gpus": "--gpus",
+    "replicas_per_task": "--replicas-per-task",
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")
@@ -148,6 +155,23 @@ def _slurm_opts(values: Any) -> dict[str, str]:
     return result
 
 
+def check_replicas_per_task(value: Any) -> int:
+    """``--replicas-per-task``: an integer >= 1 (the replicas one cluster task runs, one after another).
+
+    Example:
+        >>> check_replicas_per_task("4")
+        4
+        >>> try:
+        ...     check_replicas_per_task(0)
+        ... except UsageError as exc:
+        ...     print(exc)
+        `--replicas-per-task` must be an integer >= 1. Received: --replicas-per-task=0.
+    """
+    if isinstance(value, bool):
+        value = str(value)
+    return _count("--replicas-per-task", 1)(value)
+
+
 def _address(value: Any) -> str:
     text = str(value).strip()
     if not text or any(c.isspace() for c in text):
@@ -175,6 +199,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "address": _address,
     "num_gpus": _amount("--num-gpus", positive=False),
     "num_cpus": _amount("--num-cpus", positive=True),
+    "replicas_per_task": check_replicas_per_task,
 }
 
 
@@ -220,9 +245,20 @@ def parse_backend_options(
     return {name: _PARSERS[name](value) if name in _PARSERS else value for name, value in given.items()}
 
 
-_SLURM = ("partition", "gpus_per_replica", "cpus_per_replica", "mem", "time", "account", "qos", "slurm_opt", "no_wait")
+_SLURM = (
+    "partition",
+    "gpus_per_replica",
+    "cpus_per_replica",
+    "mem",
+    "time",
+    "account",
+    "qos",
+    "slurm_opt",
+    "no_wait",
+    "replicas_per_task",
+)
 _BUILTIN_OPTIONS: dict[str, tuple[str, ...]] = {
     "local": ("gpus",),
     "slurm": _SLURM,
-    "ray": ("address", "num_gpus", "num_cpus"),
+    "ray": ("address", "num_gpus", "num_cpus", "replicas_per_task"),
 }

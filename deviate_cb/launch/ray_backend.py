@@ -2,10 +2,15 @@
 
 ``--address`` connects to a running cluster (``host:port``, ``ray://host:port``, ``auto``); without it a
 private local cluster is started for the study (bound to loopback) and shut down at the end. Every task runs
-:func:`~deviate_cb.launch.remote.run_task`: the same replica bootstrap as the local backend, in a fresh process,
+:func:`~deviate_cb.launch.remote.run_tasks`: the same replica bootstrap as the local backend, in a fresh process,
 writing the manifest on its node, so the run directory must be on storage every node sees. That is checked
 before anything runs: the driver writes a marker file into the variant directory and one zero-CPU task per
 alive node must read it back; otherwise a usage error names the nodes that cannot.
+
+``--replicas-per-task K`` (``replicas_per_task``) puts ``K`` consecutive replicas in each Ray task, for many
+small replicas per node or per GPU: the task runs them one after another, warm (a template imports the
+frameworks once per task and forks each replica; :func:`~deviate_cb.launch.remote.run_tasks`). ``num_cpus`` and
+``num_gpus`` are then a task's, and ``parallel`` replicas at once means ``max(1, parallel // K)`` tasks.
 
 Ray sets ``CUDA_VISIBLE_DEVICES`` of a task from its ``num_gpus``. A worker that dies (``WorkerCrashedError``),
 a lost node, or an exception in the task records the replica as failed with ``ray_error`` in the manifest;
@@ -17,6 +22,8 @@ Example:
     {'num_cpus': 2.0, 'num_gpus': 0.5, 'max_retries': 0, 'retry_exceptions': False}
     >>> backend.describe()
     'Ray tasks on a local Ray cluster (2.0 CPU, 0.5 GPU per replica), 1 at a time'
+    >>> RayBackend(parallel=8, replicas_per_task=4).describe()
+    'Ray tasks on a local Ray cluster (1.0 CPU, 0.0 GPU per task of 4 replicas run one after another), 2 at a time'
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
-from deviate_cb.launch.remote import TaskSpec, check_marker, node_argv, run_task
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
+from deviate_cb.launch.options import check_replicas_per_task
+from deviate_cb.launch.remote import TaskSpec, check_marker, node_argv, run_tasks, task_groups
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["RayBackend"]
@@ -59,10 +67,12 @@ class RayBackend(Backend):
         num_gpus: GPUs per replica (fractions allowed; default 0).
         num_cpus: CPUs per replica (default 1).
         poll_interval_s: How long each wait for finished tasks lasts.
+        replicas_per_task: Replicas each Ray task runs, one after another, started warm (default 1);
+            ``num_gpus``/``num_cpus`` are then per task.
     """
 
     name = "ray"
-    options = ("address", "num_gpus", "num_cpus")
+    options = ("address", "num_gpus", "num_cpus", "replicas_per_task")
 
     def __init__(
         self,
@@ -73,8 +83,10 @@ class RayBackend(Backend):
         num_gpus: Optional[float] = None,
         num_cpus: Optional[float] = None,
         poll_interval_s: float = 0.5,
+        replicas_per_task: int = 1,
     ) -> None:
         super().__init__(parallel=parallel)
+        self.replicas_per_task = check_replicas_per_task(replicas_per_task)
         self.kill_grace_s = kill_grace_s
         self.address = None if address in (None, "local") else address
         self.num_gpus = float(num_gpus or 0.0)
@@ -84,7 +96,19 @@ class RayBackend(Backend):
 
     def describe(self) -> str:
         where = f"Ray cluster {self.address}" if self.address else "a local Ray cluster"
-        return f"Ray tasks on {where} ({self.num_cpus} CPU, {self.num_gpus} GPU per replica), {self.parallel} at a time"
+        k = self.replicas_per_task
+        unit = "replica" if k == 1 else f"task of {k} replicas run one after another"
+        at_once = self.tasks_at_once
+        return f"Ray tasks on {where} ({self.num_cpus} CPU, {self.num_gpus} GPU per {unit}), {at_once} at a time"
+
+    @property
+    def warm_start(self) -> bool:
+        return self.replicas_per_task > 1
+
+    @property
+    def tasks_at_once(self) -> int:
+        """Ray tasks submitted at once: ``parallel`` replicas, ``replicas_per_task`` in each task."""
+        return max(1, self.parallel // self.replicas_per_task)
 
     def task_options(self) -> dict[str, Any]:
         """Keywords of ``ray.remote(...).options`` for a replica task."""
@@ -166,30 +190,23 @@ class RayBackend(Backend):
                 ray.shutdown()
 
     def _run(self, ray: Any, jobs: list[Job], listener: Listener) -> None:
-        task = ray.remote(run_task).options(**self.task_options())
+        task = ray.remote(run_tasks).options(**self.task_options())
         extra_env = {k: os.environ[k] for k in ("PYTHONPATH", *_RAY_INJECTED) if k in os.environ}
         unset = tuple(k for k in _RAY_INJECTED if k not in os.environ)
-        queue = list(enumerate(jobs))
-        running: dict[Any, tuple[Job, Placement]] = {}
+        queue = task_groups(list(enumerate(jobs)), self.replicas_per_task)
+        running: dict[Any, list[tuple[Job, Placement]]] = {}
+        told: set[str] = set()
         try:
             while queue or running:
-                while queue and len(running) < self.parallel and not self._cancelled:
-                    slot, job = queue.pop(0)
-                    placement = Placement(slot=slot, host="Ray task")
-                    listener.prepare(job, placement)
-                    spec = TaskSpec(
-                        str(Path(job.stdout_path).parent),
-                        {**extra_env, **job.env},
-                        job.timeout_s,
-                        self.kill_grace_s,
-                        "ray",
-                        unset,
-                        argv=node_argv(job.argv),
-                        cwd=None if job.cwd is None else str(job.cwd),
-                    )
-                    ref = task.remote(spec)
-                    running[ref] = (job, placement)
-                    listener.started(job, placement, None)
+                while queue and len(running) < self.tasks_at_once and not self._cancelled:
+                    group = [(job, Placement(slot=slot, host="Ray task")) for slot, job in queue.pop(0)]
+                    for job, placement in group:
+                        listener.prepare(job, placement)
+                    specs = [self._spec(job, extra_env, unset) for job, _ in group]
+                    ref = task.remote(specs)
+                    running[ref] = group
+                    for job, placement in group:
+                        listener.started(job, placement, None)
                 if self._cancelled:
                     queue.clear()
                     for ref in running:
@@ -198,17 +215,38 @@ class RayBackend(Backend):
                     break
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=self.poll_interval_s)
                 for ref in ready:
-                    job, placement = running.pop(ref)
-                    listener.finished(job, placement, self._outcome(ray, ref, job))
+                    group = running.pop(ref)
+                    for job, placement in group:
+                        outcome = self._outcome(ray, ref, job, listener, told, shared=len(group) > 1)
+                        listener.finished(job, placement, outcome)
         except BaseException:
             for ref in running:
                 ray.cancel(ref, force=True)
-            for job, placement in running.values():
-                now = time.time()
-                listener.finished(job, placement, Outcome(None, interrupted=True, ended_at=now, started_at=now))
+            for group in running.values():
+                for job, placement in group:
+                    now = time.time()
+                    listener.finished(job, placement, Outcome(None, interrupted=True, ended_at=now, started_at=now))
             raise
 
-    def _outcome(self, ray: Any, ref: Any, job: Job) -> Outcome:
+    def _spec(self, job: Job, extra_env: dict[str, str], unset: tuple[str, ...]) -> TaskSpec:
+        """What the task runs for ``job``: forked warm when the task runs several replicas (and not ``--cold``)."""
+        return TaskSpec(
+            str(Path(job.stdout_path).parent),
+            {**extra_env, **job.env},
+            job.timeout_s,
+            self.kill_grace_s,
+            "ray",
+            unset,
+            argv=node_argv(job.argv),
+            cwd=None if job.cwd is None else str(job.cwd),
+            warm_modules=job.warm_modules if self.warm_start else None,
+        )
+
+    def _outcome(
+        self, ray: Any, ref: Any, job: Job, listener: Listener, told: set[str], *, shared: bool = False
+    ) -> Outcome:
+        """``job``'s outcome from its manifest and the task's fate; in a ``shared`` task (several replicas), a
+        replica that recorded its completion stays completed when the task failed later."""
         error = None
         try:
             ray.get(ref)
@@ -217,13 +255,17 @@ class RayBackend(Backend):
         except ray.exceptions.RayError as exc:
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
+        reason = manifest.get("cold_reason")
+        if isinstance(reason, str) and reason and reason not in told:
+            told.add(reason)
+            tell(listener, f"cold start: {reason}")
         status = manifest.get("status")
         ended = status in _FINAL
         code = manifest.get("exit_code")
         launch_error = None
         if not ended and error is None:
             launch_error = f"the Ray task ended without recording the replica's end in {Path(job.stdout_path).parent}"
-        state = None if error is None else error.split(":")[0]
+        state = None if error is None or (shared and status == "completed") else error.split(":")[0]
         return Outcome(
             returncode=code if ended and isinstance(code, int) else None,
             signal=manifest.get("signal") if ended else None,

@@ -1,24 +1,34 @@
-"""What a Slurm array task or a Ray task runs on its node: the replica bootstrap, as a fresh process.
+"""What a Slurm array task or a Ray task runs on its node: its replicas, one after another.
 
-:func:`run_task` receives a :class:`TaskSpec` (plain data, so submitit and Ray pickle it by value and the
-function by reference), checks that the run directory the launcher prepared is visible here, records where the
-replica runs (host, ``CUDA_VISIBLE_DEVICES`` as the scheduler set it, the Slurm job id), starts
-``python -m deviate_cb.launch.child`` with the replica's environment exactly as the local backend does, applies
-the ``--timeout``, and writes the end of the manifest itself. The manifest and the Parquet files are the
-truth: the small dict it returns is only a convenience for the launcher, which reads the manifest anyway.
+:func:`run_tasks` receives the :class:`TaskSpec` of each replica of the task (plain data, so submitit and Ray
+pickle it by value and the function by reference; one replica per task unless ``--replicas-per-task K``) and
+runs them in order. For each it checks that the run directory the launcher prepared is visible here, records
+where the replica runs (host, ``CUDA_VISIBLE_DEVICES`` as the scheduler set it, the Slurm job id), starts
+``python -m deviate_cb.launch.child`` (or the command) with the replica's environment exactly as the local
+backend does, applies the ``--timeout``, and writes the end of the manifest itself. The manifest and the Parquet
+files are the truth: the small dicts it returns are only a convenience for the launcher, which reads the
+manifests anyway.
 
-The replica dies with its task: it gets ``SIGTERM`` when the task process dies (Linux ``PR_SET_PDEATHSIG``), so
-a crashed Ray worker or a cancelled Slurm task leaves no orphan training behind.
+A task of several replicas starts them warm, as the local backend does (:mod:`deviate_cb.launch.warm`): a
+template imports the frameworks once on the node and forks each replica, so the task pays the imports once;
+where that cannot be exact the replica starts cold, and ``start_mode``/``cold_reason`` in its manifest say so.
+A task of one replica starts it cold (a template would only add a process).
+
+The replica dies with its task: it gets ``SIGTERM`` when the task process dies (Linux ``PR_SET_PDEATHSIG``; a
+template and its forked replicas likewise), so a crashed Ray worker or a cancelled Slurm task leaves no orphan
+training behind.
 
 Example:
     >>> spec = TaskSpec(run_dir="/nonexistent/replica=0", env={}, timeout_s=None)
-    >>> run_task(spec)["error"]
+    >>> run_tasks([spec])[0]["error"]
     'run directory /nonexistent/replica=0 is not visible on this node'
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,9 +36,18 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-__all__ = ["SLURM_ENV_JOB_ID", "TaskSpec", "check_marker", "node_argv", "run_task", "slurm_job_id_here"]
+__all__ = [
+    "SLURM_ENV_JOB_ID",
+    "TaskSpec",
+    "check_marker",
+    "node_argv",
+    "run_task",
+    "run_tasks",
+    "slurm_job_id_here",
+    "task_groups",
+]
 
 SLURM_ENV_JOB_ID = "SLURM_JOB_ID"
 
@@ -49,6 +68,8 @@ class TaskSpec:
             with this node's interpreter); in command mode, the user's command with its placeholders filled.
         cwd: The launcher's working directory, where relative paths in the command point; used when it exists
             on this node.
+        warm_modules: What a warm-start template imports before forking this replica, in a task of several
+            replicas (:attr:`~deviate_cb.launch.base.Job.warm_modules`); ``None``: a fresh process.
     """
 
     run_dir: str
@@ -59,6 +80,7 @@ class TaskSpec:
     unset: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
     cwd: Optional[str] = None
+    warm_modules: Optional[tuple[str, ...]] = None
 
 
 def node_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -98,10 +120,34 @@ def check_marker(path: str) -> tuple[bool, str]:
     return Path(path).is_file(), socket.gethostname()
 
 
-def run_task(spec: TaskSpec) -> dict[str, Any]:
-    """Run one replica here; record its start and end in the manifest; return the outcome as a dict."""
+def task_groups(items: Sequence[Any], per_task: int) -> list[list[Any]]:
+    """``items`` in consecutive groups of ``per_task``, one group per cluster task (the last may be shorter).
+
+    Example:
+        >>> task_groups([0, 1, 2, 3, 4], 2)
+        [[0, 1], [2, 3], [4]]
+    """
+    return [list(items[i : i + per_task]) for i in range(0, len(items), per_task)]
+
+
+def run_tasks(specs: Sequence[TaskSpec]) -> list[dict[str, Any]]:
+    """Run the replicas of one task here, one after another (warm when there are several); record each one's start
+    and end in its manifest; return their outcomes as dicts, in order."""
+    from deviate_cb.launch.warm import WarmStarter
+
+    starter = WarmStarter() if len(specs) > 1 and any(s.warm_modules is not None for s in specs) else None
+    try:
+        return [run_task(spec, starter) for spec in specs]
+    finally:
+        if starter is not None:
+            starter.close()
+
+
+def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
+    """Run one replica here (forked by ``starter``, a :class:`~deviate_cb.launch.warm.WarmStarter`, when given and
+    the spec has ``warm_modules``); record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
-    from deviate_cb.launch.liveness import compact_what_it_left, die_with_parent
+    from deviate_cb.launch.liveness import compact_what_it_left
     from deviate_cb.launch.records import end_fields, signal_name
     from deviate_cb.store.run_directory import RunDirectory, iso_time
 
@@ -122,33 +168,65 @@ def run_task(spec: TaskSpec) -> dict[str, Any]:
     env.update(spec.env)
     stdout_path, stderr_path = run_dir / "stdout.log", run_dir / "stderr.log"
     started = time.time()
+    process, start = _start(spec, env, stdout_path, stderr_path, starter)
     timed_out = False
+    try:
+        process.wait(timeout=spec.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _signal(process, signal.SIGTERM)
+        try:
+            process.wait(timeout=spec.kill_grace_s)
+        except subprocess.TimeoutExpired:
+            _signal(process, signal.SIGKILL)
+            process.wait()
+    rc = process.returncode
+    assert rc is not None
+    name = signal_name(rc)
+    outcome = Outcome(returncode=rc, signal=name, timed_out=timed_out, started_at=started, ended_at=time.time())
+    end = {**end_fields(outcome, stderr_path), **start, "pid": process.pid}
+    lost = getattr(process, "lost", None)  # a forked replica whose template died
+    if lost:
+        end["warm_lost"] = lost
+    compact_what_it_left(run)
+    run.update_manifest(**end)
+    return {"returncode": rc, "signal": name, "timed_out": timed_out, "started_at": started, "pid": process.pid}
+
+
+def _start(
+    spec: TaskSpec, env: dict[str, str], stdout_path: Path, stderr_path: Path, starter: Optional[Any]
+) -> tuple[Union[subprocess.Popen[bytes], Any], dict[str, str]]:
+    """The replica's process, forked by ``starter`` or started fresh, and its ``start_mode`` (``cold_reason``)."""
+    from deviate_cb.launch.liveness import die_with_parent
+
+    argv = list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.child"]
+    cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None
+    start = {"start_mode": "cold"}
+    if starter is not None and spec.warm_modules is not None:
+        process, reason = starter.start(
+            spec.warm_modules, argv, env, cwd or os.getcwd(), str(stdout_path), str(stderr_path)
+        )
+        if process is not None:
+            return process, {"start_mode": "warm"}
+        start["cold_reason"] = str(reason)
     with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
         popen = subprocess.Popen(
-            list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.child"],
+            argv,
             env=env,
-            cwd=spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             close_fds=True,
             preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
-        try:
-            popen.wait(timeout=spec.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            popen.terminate()
-            try:
-                popen.wait(timeout=spec.kill_grace_s)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait()
-    rc = popen.returncode
-    name = signal_name(rc)
-    outcome = Outcome(returncode=rc, signal=name, timed_out=timed_out, started_at=started, ended_at=time.time())
-    end = end_fields(outcome, stderr_path)
-    end["pid"] = popen.pid
-    compact_what_it_left(run)
-    run.update_manifest(**end)
-    return {"returncode": rc, "signal": name, "timed_out": timed_out, "started_at": started, "pid": popen.pid}
+    return popen, start
+
+
+def _signal(process: Any, signum: int) -> None:
+    """Signal a replica: a forked one as its whole group (it leads its own session), a fresh one as a process."""
+    if isinstance(process, subprocess.Popen):
+        process.send_signal(signum)
+    elif process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signum)

@@ -165,7 +165,7 @@ def replicate(
         f"(seed{'s' * (len(seeds) > 1)} {seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}) in "
         f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
         + (f"; Keras backend {keras_backend}" if keras_backend else "")
-        + (_start_line(cold, modules) if backend == "local" else "")
+        + (_start_line(cold, modules) if getattr(launcher, "warm_start", False) else "")
     )
     if keep_project_seeds:
         progress.message(f"{WARNING} {KEEP_SEEDS_WARNING}")

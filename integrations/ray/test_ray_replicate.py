@@ -1,7 +1,8 @@
 """``deviate-replicate --backend ray`` on real local Ray clusters (loopback only).
 
-Lightning on a private cluster the backend starts itself, Keras and the rest on the session's ``ray start``
-cluster (``--address``): results equal the local backend's; a worker that dies is recorded failed; each task
+Lightning on a private cluster the backend starts itself, Keras and the rest on the session's ``ray start`` cluster
+(``--address``): results equal the local backend's, also forked warm several to a task (``--replicas-per-task``),
+where a crash, a segfault or a timeout stays its replica's own; a worker that dies is recorded failed; each task
 gets its own fake GPU through ``--num-gpus``; asking for more GPUs than the cluster has is a usage error.
 """
 
@@ -58,6 +59,32 @@ def test_command_mode_on_ray_runs_in_the_launchers_directory_and_equals_local(tm
         manifest = ray.manifest("c", "control", k)
         assert manifest["mode"] == "command" and manifest["injection"] == "bootstrapped"
         assert manifest["seeding"]["calls"][0]["asked"] == 42
+
+
+def test_replicas_per_task_are_forked_warm_in_their_task_and_equal_local(tmp_path: Path, ray_address: str) -> None:
+    args = ["--trainer", f"{TRAINERS}/lightning_tiny.py:main", "-n", "4", "--variant", "control", "--experiment", "l"]
+    local = replicate([*args, "--parallel", "2"], tmp_path / "local")
+    grouped = ["--backend", "ray", "--address", ray_address, "--replicas-per-task", "2", "--parallel", "4"]
+    ray = replicate([*args, *grouped], tmp_path / "ray")
+    assert local.returncode == 0, local.stderr
+    assert ray.returncode == 0, ray.stdout + ray.stderr
+    assert "task of 2 replicas" in ray.stdout and "2 at a time" in ray.stdout, ray.stdout
+    manifests = [ray.manifest("l", "control", k) for k in range(4)]
+    for k in range(4):
+        assert_same_run_dirs(local.run_dir("l", "control", k), ray.run_dir("l", "control", k), RAY_FIELDS)
+    assert [m["start_mode"] for m in manifests] == ["warm"] * 4, manifests
+    templates = [m["warm"]["template_pid"] for m in manifests]
+    assert templates[0] == templates[1] != templates[2] == templates[3], templates  # one template per task
+
+
+def test_replicas_of_one_task_fail_alone(tmp_path: Path, ray_address: str) -> None:
+    args = ["--trainer", f"{TRAINERS}/warm_cases.py:main", "-n", "5", "--backend", "ray", "--address", ray_address]
+    result = replicate([*args, "--experiment", "i", "--replicas-per-task", "5", "--timeout", "10"], tmp_path / "runs")
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = [result.manifest("i", "algo+impl", k) for k in range(5)]
+    assert [m["status"] for m in found] == ["completed", "failed", "failed", "timeout", "completed"], found
+    assert "replica 1 fails on purpose" in found[1]["exception"] and found[2]["signal"] == "SIGSEGV"
+    assert {m["start_mode"] for m in found} == {"warm"} and len({m["warm"]["template_pid"] for m in found}) == 1
 
 
 def test_dead_worker_is_recorded_failed(tmp_path: Path, ray_address: str) -> None:

@@ -1,8 +1,9 @@
 """``deviate-replicate --backend slurm`` against a real single-node Slurm (slurmdbd, two fake GPUs).
 
-Lightning and Keras replicas on Slurm equal the local backend's; a replica cancelled with ``scancel`` is
-recorded failed within a bounded time; each task gets its own ``CUDA_VISIBLE_DEVICES``; ``--no-wait``,
-``deviate status`` and reruns; a cluster without ``sacct``; a bad partition.
+Lightning and Keras replicas on Slurm equal the local backend's, also forked warm several to a task
+(``--replicas-per-task``), where a crash, a segfault or a timeout stays its replica's own; a replica cancelled with
+``scancel`` is recorded failed within a bounded time; each task gets its own ``CUDA_VISIBLE_DEVICES``;
+``--no-wait``, ``deviate status`` and reruns; a cluster without ``sacct``; a bad partition.
 """
 
 from __future__ import annotations
@@ -60,6 +61,36 @@ def test_command_mode_on_slurm_runs_in_the_launchers_directory_and_equals_local(
         assert_same_run_dirs(local.run_dir("c", "control", k), slurm.run_dir("c", "control", k), SLURM_FIELDS)
         manifest = slurm.manifest("c", "control", k)
         assert manifest["mode"] == "command" and manifest["injection"] == "bootstrapped"
+
+
+def test_replicas_per_task_are_forked_warm_in_their_task_and_equal_local(tmp_path: Path) -> None:
+    args = ["--trainer", f"{TRAINERS}/lightning_tiny.py:main", "-n", "4", "--variant", "control", "--experiment", "l"]
+    local = replicate([*args, "--parallel", "2"], tmp_path / "local")
+    grouped = ["--backend", "slurm", "--replicas-per-task", "2", "--cpus-per-replica", "1"]
+    slurm = replicate([*args, *grouped], tmp_path / "slurm")
+    assert local.returncode == 0, local.stderr
+    assert slurm.returncode == 0, slurm.stdout + slurm.stderr
+    assert "2 replicas per task" in slurm.stdout and "warm start (the template imports" in slurm.stdout, slurm.stdout
+    manifests = [slurm.manifest("l", "control", k) for k in range(4)]
+    for k in range(4):
+        assert_same_run_dirs(local.run_dir("l", "control", k), slurm.run_dir("l", "control", k), SLURM_FIELDS)
+    assert [m["start_mode"] for m in manifests] == ["warm"] * 4, manifests
+    jobs = [m["slurm_job_id"] for m in manifests]
+    assert jobs[0] == jobs[1] != jobs[2] == jobs[3] and jobs[0].endswith("_0") and jobs[2].endswith("_1"), jobs
+    templates = [m["warm"]["template_pid"] for m in manifests]
+    assert templates[0] == templates[1] and templates[2] == templates[3], templates  # one template per task
+    assert all(m["slurm_state"] == "COMPLETED" for m in manifests)
+
+
+def test_replicas_of_one_task_fail_alone(tmp_path: Path) -> None:
+    args = ["--trainer", f"{TRAINERS}/warm_cases.py:main", "-n", "5", "--backend", "slurm", "--experiment", "i"]
+    result = replicate([*args, "--replicas-per-task", "5", "--timeout", "10"], tmp_path / "runs")
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = [result.manifest("i", "algo+impl", k) for k in range(5)]
+    assert [m["status"] for m in found] == ["completed", "failed", "failed", "timeout", "completed"], found
+    assert "replica 1 fails on purpose" in found[1]["exception"] and found[2]["signal"] == "SIGSEGV"
+    assert {m["start_mode"] for m in found} == {"warm"} and len({m["warm"]["template_pid"] for m in found}) == 1
+    assert found[4]["slurm_state"] == "COMPLETED"  # the replicas after a crash, a segfault and a timeout ran
 
 
 def test_scancel_is_recorded_failed_within_bounded_time(tmp_path: Path) -> None:

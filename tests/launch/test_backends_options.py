@@ -39,6 +39,9 @@ CASES = [
     ("zero-num-cpus", ["--backend", "ray", "--num-cpus", "0"], "`--num-cpus` must be a number > 0"),
     ("bad-address", ["--backend", "ray", "--address", "a b"], "`--address` must be a Ray cluster address"),
     ("unknown-backend", ["--backend", "kubernetes"], "must be one of local, ray, slurm"),
+    ("replicas-per-task-on-local", ["--replicas-per-task", "2"], "`--replicas-per-task` applies to other backends"),
+    ("zero-replicas-per-task", ["--backend", "ray", "--replicas-per-task", "0"], "Received: --replicas-per-task=0."),
+    ("bad-replicas-per-task", ["--backend", "slurm", "--replicas-per-task", "2.5"], "must be an integer >= 1"),
 ]
 
 

@@ -1,9 +1,11 @@
 """The Ray backend's checks and the node-side task runner, without Ray: a stub stands in for the ``ray`` module
-where one is needed (the real cluster is integrations/ray's business), and :func:`run_task` runs for real.
+where one is needed (the real cluster is integrations/ray's business), and :func:`run_task` and
+:func:`run_tasks` (a task of several replicas, forked warm) run for real.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -15,8 +17,10 @@ from replicate_helpers import REPO, trainer
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.ray_backend import RayBackend
-from deviate_cb.launch.remote import TaskSpec, run_task
+from deviate_cb.launch.remote import TaskSpec, run_task, run_tasks
+from deviate_cb.launch.trainer_spec import TrainerSpec
 
 
 class StubRay:
@@ -96,3 +100,26 @@ def test_run_task_applies_the_timeout(tmp_path: Path) -> None:
     result = run_task(TaskSpec(str(run_dir), env, 3.0, 2.0, "slurm"))
     manifest = json.loads((run_dir / "run.json").read_text())
     assert result["timed_out"] and manifest["status"] == "timeout", manifest
+
+
+def test_run_tasks_forks_the_replicas_of_a_task_from_one_template(tmp_path: Path) -> None:
+    """``--replicas-per-task``: one template per task; a replica that raises leaves the next one's start warm."""
+    spec = trainer("warm_cases.py:main")
+    modules = preimports(project_files(TrainerSpec.parse(spec), Path.cwd()), Path.cwd())
+    specs = []
+    for replica in (0, 1, 4):
+        run_dir, env = _prepared(tmp_path, spec, replica)
+        env["DEVIATE_PREIMPORT"] = json.dumps(modules)
+        specs.append(TaskSpec(str(run_dir), env, 60.0, 2.0, "ray", warm_modules=modules))
+    results = run_tasks(specs)
+    found = [json.loads((Path(s.run_dir) / "run.json").read_text()) for s in specs]
+    assert [r["returncode"] for r in results] == [0, 1, 0]
+    assert [m["status"] for m in found] == ["completed", "failed", "completed"], found
+    assert [m["start_mode"] for m in found] == ["warm"] * 3
+    assert len({m["warm"]["template_pid"] for m in found}) == 1
+    assert "replica 1 fails on purpose" in (Path(specs[1].run_dir) / "stderr.log").read_text()
+    cold = run_tasks([dataclasses.replace(specs[0], warm_modules=None)])  # one replica, or --cold: a fresh process
+    assert (
+        cold[0]["returncode"] == 0
+        and json.loads((Path(specs[0].run_dir) / "run.json").read_text())["start_mode"] == "cold"
+    )

@@ -63,7 +63,7 @@ def _fake(monkeypatch: pytest.MonkeyPatch, squeue: list[dict[str, str]], sacct: 
 
 def _watch(backend: SlurmBackend, jobs: dict[str, Job]) -> Recorder:
     recorder = Recorder()
-    backend._watch({jid: (job, Placement(slot=i)) for i, (jid, job) in enumerate(jobs.items())}, recorder)
+    backend._watch({jid: [(job, Placement(slot=i))] for i, (jid, job) in enumerate(jobs.items())}, recorder)
     return recorder
 
 
@@ -125,6 +125,26 @@ def test_watch_without_sacct_is_bounded(tmp_path: Path, monkeypatch: pytest.Monk
     assert status_of(lost) == "failed" and lost.fields["slurm_state"] == "UNKNOWN"
     assert "sacct is unavailable" in (lost.launch_error or "")
     assert len([m for m in recorder.messages if "sacct is unavailable" in m]) == 1
+
+
+def test_a_task_of_several_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--replicas-per-task``: replicas show as started when their task starts them; when the task runs out of
+    time in its second replica, the first, which completed, stays completed."""
+    first = _job(tmp_path, 0, "completed", exit_code=0, slurm_job_id="9_0")
+    second = _job(tmp_path, 1)  # never started: its task ran out of time first
+    _fake(monkeypatch, [{"9_0": "RUNNING"}, {}], [{"9_0": "TIMEOUT"}])
+    recorder = Recorder()
+    backend = SlurmBackend(poll_interval_s=0.01, replicas_per_task=2, parallel=4, time=10)
+    backend._watch({"9_0": [(first, Placement(slot=0)), (second, Placement(slot=1))]}, recorder)
+    assert recorder.starts == ["replica=0"]
+    assert status_of(recorder.ends["replica=0"]) == "completed"
+    assert status_of(recorder.ends["replica=1"]) == "timeout"
+    assert recorder.ends["replica=1"].fields == {"slurm_job_id": "9_0", "slurm_state": "TIMEOUT"}
+    params = backend.sbatch_parameters(3, "mlp")
+    assert (params["time"], params["array_parallelism"]) == (20, 2)  # a task's limit; P // K tasks at once
+    assert "2 replicas per task, one after another" in backend.describe() and backend.warm_start
+    with pytest.raises(UsageError, match=r"Received: --replicas-per-task=0\."):
+        SlurmBackend(replicas_per_task=0)
 
 
 def test_no_slurm_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -181,7 +181,9 @@ def test_a_command_with_interpreter_options_starts_cold_and_says_why(tmp_path: P
     assert done.stdout.count(note) == 1, done.stdout
     record = manifest(_variant(tmp_path / "runs", "train", "algo+impl") / "replica=1")
     assert record["start_mode"] == "cold" and record["cold_reason"] == note.split("cold start: ")[1]
-    assert "trained True" in (_variant(tmp_path / "runs", "train", "algo+impl") / "replica=1" / "stdout.log").read_text()
+    assert (
+        "trained True" in (_variant(tmp_path / "runs", "train", "algo+impl") / "replica=1" / "stdout.log").read_text()
+    )
 
 
 def test_a_framework_that_cannot_be_imported_makes_the_study_start_cold(tmp_path: Path) -> None:

@@ -1,10 +1,17 @@
-"""The ``slurm`` backend: one submitit job array per study, each array task one replica.
+"""The ``slurm`` backend: one submitit job array per study, each array task one replica (or ``K``).
 
 Chosen explicitly (``--backend slurm``; ``submitit.SlurmExecutor``, never ``AutoExecutor``'s guess). Every task
 runs :func:`~deviate_cb.launch.remote.run_task`, which starts the same replica bootstrap as the local backend
 with the same seed/variant environment and writes the manifest on the node; the run directory must therefore
 be on a file system the compute nodes share. GPUs are requested per task (``--gpus-per-node``), so Slurm sets
 each task's ``CUDA_VISIBLE_DEVICES``.
+
+``--replicas-per-task K`` (``replicas_per_task``) puts ``K`` consecutive replicas in each array task, for many
+small replicas per node or per GPU: the task runs them one after another, warm (a template imports the
+frameworks once per task and forks each replica; :func:`~deviate_cb.launch.remote.run_tasks`). The resources
+asked (``--gpus-per-replica``, ``--cpus-per-replica``, ``--mem``) are then those of a task, its time limit is
+``K`` times ``--time``, and ``--parallel P`` runs ``max(1, P // K)`` tasks at once. Every replica of a task
+shares its job id.
 
 Fate of a job: ``squeue`` every ``poll_interval_s`` while it is queued or running; once it leaves the queue,
 ``sacct`` says how it ended (``COMPLETED``, ``CANCELLED``, ``OUT_OF_MEMORY``, ``TIMEOUT``, ``NODE_FAIL``...).
@@ -22,6 +29,9 @@ Example:
     >>> params = backend.sbatch_parameters(4, "mlp")
     >>> params["gpus_per_node"], params["time"], params["array_parallelism"], params["additional_parameters"]
     (1, 90, 1, {'constraint': 'a100'})
+    >>> grouped = SlurmBackend(parallel=8, time=10, replicas_per_task=4).sbatch_parameters(2, "mlp")
+    >>> grouped["time"], grouped["array_parallelism"]
+    (40, 2)
 """
 
 from __future__ import annotations
@@ -34,8 +44,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import require
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend
-from deviate_cb.launch.remote import run_task
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
+from deviate_cb.launch.options import check_replicas_per_task
+from deviate_cb.launch.remote import run_tasks, task_groups
 from deviate_cb.launch.slurm.jobs import (
     ACTIVE_STATES,
     SlurmQueryError,
@@ -75,6 +86,7 @@ class SlurmBackend(Backend):
         no_wait: Return right after submission.
         poll_interval_s: How often ``squeue`` is asked.
         sacct_wait_s: How long a job that left the queue may stay unknown to ``sacct``.
+        replicas_per_task: Replicas each array task runs, one after another, started warm (default 1).
     """
 
     name = "slurm"
@@ -88,6 +100,7 @@ class SlurmBackend(Backend):
         "qos",
         "slurm_opt",
         "no_wait",
+        "replicas_per_task",
     )
 
     def __init__(
@@ -106,8 +119,10 @@ class SlurmBackend(Backend):
         no_wait: bool = False,
         poll_interval_s: float = 1.0,
         sacct_wait_s: float = 30.0,
+        replicas_per_task: int = 1,
     ) -> None:
         super().__init__(parallel=parallel)
+        self.replicas_per_task = check_replicas_per_task(replicas_per_task)
         self.kill_grace_s = kill_grace_s
         self.partition, self.account, self.qos, self.mem = partition, account, qos, mem
         self.gpus_per_replica, self.cpus_per_replica = gpus_per_replica, cpus_per_replica
@@ -129,14 +144,27 @@ class SlurmBackend(Backend):
         if self.cpus_per_replica:
             parts.append(f"{self.cpus_per_replica} CPU(s) per replica")
         parts.append(f"time limit {self.time} min")
+        k = self.replicas_per_task
+        if k > 1:
+            parts.append(f"{k} replicas per task, one after another")
+            return f"Slurm job array ({', '.join(parts)}), {self.tasks_at_once} task(s) at a time"
         return f"Slurm job array ({', '.join(parts)}), {self.parallel} at a time"
 
+    @property
+    def warm_start(self) -> bool:
+        return self.replicas_per_task > 1
+
+    @property
+    def tasks_at_once(self) -> int:
+        """Array tasks running at once: ``parallel`` replicas, ``replicas_per_task`` in each task."""
+        return max(1, self.parallel // self.replicas_per_task)
+
     def sbatch_parameters(self, tasks: int, experiment: str) -> dict[str, Any]:
-        """The ``SlurmExecutor.update_parameters`` keywords for an array of ``tasks`` replicas."""
+        """The ``SlurmExecutor.update_parameters`` keywords for an array of ``tasks`` tasks."""
         params: dict[str, Any] = {
             "job_name": f"deviate-{experiment}",
-            "time": self.time,
-            "array_parallelism": min(self.parallel, tasks),
+            "time": self.time * self.replicas_per_task,
+            "array_parallelism": min(self.tasks_at_once, tasks),
             "additional_parameters": dict(self.slurm_opt),
         }
         optional = {
@@ -179,10 +207,11 @@ class SlurmBackend(Backend):
             listener.prepare(job, placements[job.key])
         variant_dir = Path(jobs[0].stdout_path).parent.parent
         folder = submitit_folder(variant_dir)
-        executor = array_executor(folder, self.sbatch_parameters(len(jobs), experiment_name(variant_dir)))
-        specs = task_specs(jobs, self.kill_grace_s)
+        groups = task_groups(list(jobs), self.replicas_per_task)
+        executor = array_executor(folder, self.sbatch_parameters(len(groups), experiment_name(variant_dir)))
+        specs = task_groups(task_specs(jobs, self.kill_grace_s, warm=self.warm_start), self.replicas_per_task)
         try:
-            submitted = executor.map_array(run_task, specs)
+            submitted = executor.map_array(run_tasks, specs)
         except Exception as exc:  # sbatch refused (bad account, QOS, option...): every replica failed to start
             reason = refusal_reason(exc)
             for job in jobs:
@@ -191,7 +220,7 @@ class SlurmBackend(Backend):
                     job, placements[job.key], Outcome(None, started_at=now, ended_at=now, launch_error=reason)
                 )
             return
-        ids = {job.key: sjob.job_id for job, sjob in zip(jobs, submitted, strict=True)}
+        ids = {job.key: sjob.job_id for group, sjob in zip(groups, submitted, strict=True) for job in group}
         write_jobs_file(
             variant_dir,
             "slurm",
@@ -200,17 +229,27 @@ class SlurmBackend(Backend):
         )
         _message(
             listener,
-            f"submitted Slurm job {str(submitted[0].job_id).split('_')[0]} ({len(jobs)} tasks); logs in {folder}",
+            f"submitted Slurm job {str(submitted[0].job_id).split('_')[0]} ({len(groups)} tasks); logs in {folder}",
         )
         if self.no_wait:
             self._detached = True
             return
-        self._watch({ids[j.key]: (j, placements[j.key]) for j in jobs}, listener)
+        pending: dict[str, list[tuple[Job, Placement]]] = {}
+        for job in jobs:
+            pending.setdefault(ids[job.key], []).append((job, placements[job.key]))
+        self._watch(pending, listener)
 
-    def _watch(self, pending: dict[str, tuple[Job, Placement]], listener: Listener) -> None:
+    def _watch(self, pending: dict[str, list[tuple[Job, Placement]]], listener: Listener) -> None:
+        """Follow each array task (``job_id`` -> its replicas, in the order it runs them) until it leaves the queue.
+
+        A replica of a running task is shown started once its task has recorded its start in its manifest (a
+        task of several replicas runs them one after another); every replica of a task is finished when the
+        task has left the queue, with the task's Slurm state.
+        """
         started: set[str] = set()
         left_queue: dict[str, float] = {}
         cancelled: set[str] = set()
+        told: set[str] = set()
         warned = False
         try:
             while pending:
@@ -224,14 +263,15 @@ class SlurmBackend(Backend):
                     _time.sleep(max(self.poll_interval_s, 5.0))
                     continue
                 gone = []
-                for job_id, (job, placement) in pending.items():
+                for job_id, group in pending.items():
                     state = live.get(job_id)
-                    if state in ACTIVE_STATES:
-                        if state != "PENDING" and job_id not in started:
-                            started.add(job_id)
-                            listener.started(job, Placement(placement.slot, host=f"Slurm job {job_id}"), None)
-                    else:
+                    if state not in ACTIVE_STATES:
                         gone.append(job_id)
+                    elif state != "PENDING":
+                        for job, placement in group:
+                            if job.key not in started and (len(group) == 1 or _task_started(job)):
+                                started.add(job.key)
+                                listener.started(job, Placement(placement.slot, host=f"Slurm job {job_id}"), None)
                 if gone:
                     try:
                         final = query_sacct(gone)
@@ -251,26 +291,29 @@ class SlurmBackend(Backend):
                     for job_id in gone:
                         state = final.get(job_id)
                         first = left_queue.setdefault(job_id, now)
-                        job, placement = pending[job_id]
-                        manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
+                        manifests = [_manifest(job) for job, _ in pending[job_id]]
                         unknown = state is None or state in ACTIVE_STATES  # accounting lags, or there is none
-                        ended = manifest.get("status") in ENDED_STATUSES
+                        ended = all(m.get("status") in ENDED_STATUSES for m in manifests)
                         if unknown and now - first < self.sacct_wait_s and not (ended and note):
                             continue
-                        del pending[job_id]
-                        outcome = outcome_from_manifest(
-                            manifest, state, job_id, cancelled=job_id in cancelled, note=note or lost_note(job_id)
-                        )
-                        listener.finished(job, placement, outcome)
+                        group = pending.pop(job_id)
+                        for (job, placement), manifest in zip(group, manifests, strict=True):
+                            _tell_cold_start(listener, manifest, told)
+                            # a replica that completed before a later one of its task ran out of time stays completed
+                            own = "COMPLETED" if len(group) > 1 and _completed(manifest) else state
+                            outcome = outcome_from_manifest(
+                                manifest, own, job_id, cancelled=job_id in cancelled, note=note or lost_note(job_id)
+                            )
+                            listener.finished(job, placement, outcome)
                 if pending:
                     _time.sleep(self.poll_interval_s)
         except BaseException:
             _scancel(sorted(pending))
             self._wait_gone(list(pending))  # the tasks write their own end first; ours must come last
-            for job_id, (job, placement) in pending.items():
-                manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
-                outcome = outcome_from_manifest(manifest, "CANCELLED", job_id)
-                listener.finished(job, placement, dataclasses.replace(outcome, interrupted=True))
+            for job_id, group in pending.items():
+                for job, placement in group:
+                    outcome = outcome_from_manifest(_manifest(job), "CANCELLED", job_id)
+                    listener.finished(job, placement, dataclasses.replace(outcome, interrupted=True))
             raise
 
     def _wait_gone(self, job_ids: list[str]) -> None:
@@ -287,6 +330,27 @@ class SlurmBackend(Backend):
                 _time.sleep(0.2)
         except KeyboardInterrupt:
             return
+
+
+def _manifest(job: Job) -> dict[str, Any]:
+    return RunDirectory(Path(job.stdout_path).parent).read_manifest()
+
+
+def _task_started(job: Job) -> bool:
+    """Whether the task on the node has started this replica (it records ``slurm_job_id`` first)."""
+    return "slurm_job_id" in _manifest(job)
+
+
+def _completed(manifest: Mapping[str, Any]) -> bool:
+    return manifest.get("status") == "completed" and manifest.get("exit_code") == 0
+
+
+def _tell_cold_start(listener: Listener, manifest: Mapping[str, Any], told: set[str]) -> None:
+    """Say once per reason why a replica that was to be forked warm on its node started cold."""
+    reason = manifest.get("cold_reason")
+    if isinstance(reason, str) and reason and reason not in told:
+        told.add(reason)
+        tell(listener, f"cold start: {reason}")
 
 
 def _scancel(job_ids: Sequence[str]) -> None:

@@ -72,8 +72,9 @@ def array_executor(folder: Path, parameters: Mapping[str, Any]) -> Any:
     return executor
 
 
-def task_specs(jobs: Sequence[Job], kill_grace_s: float) -> list[TaskSpec]:
-    """One array task per job: its run directory (where its logs go), environment and timeout."""
+def task_specs(jobs: Sequence[Job], kill_grace_s: float, *, warm: bool = False) -> list[TaskSpec]:
+    """One spec per job: its run directory (where its logs go), environment and timeout; with ``warm``, the
+    modules its task's template imports (a task of several replicas)."""
     return [
         TaskSpec(
             str(Path(j.stdout_path).parent),
@@ -83,6 +84,7 @@ def task_specs(jobs: Sequence[Job], kill_grace_s: float) -> list[TaskSpec]:
             "slurm",
             argv=node_argv(j.argv),
             cwd=None if j.cwd is None else str(j.cwd),
+            warm_modules=j.warm_modules if warm else None,
         )
         for j in jobs
     ]
