@@ -22,6 +22,8 @@ from deviate_cb.errors import UsageError
 
 __all__ = [
     "OPTION_FLAGS",
+    "RAY_OPTIONS",
+    "SLURM_OPTIONS",
     "check_options_apply",
     "check_replicas_per_task",
     "parse_backend_options",
@@ -245,7 +247,7 @@ def parse_backend_options(
     return {name: _PARSERS[name](value) if name in _PARSERS else value for name, value in given.items()}
 
 
-_SLURM = (
+SLURM_OPTIONS = (
     "partition",
     "gpus_per_replica",
     "cpus_per_replica",
@@ -257,8 +259,9 @@ _SLURM = (
     "no_wait",
     "replicas_per_task",
 )
+RAY_OPTIONS = ("address", "num_gpus", "num_cpus", "replicas_per_task")
 _BUILTIN_OPTIONS: dict[str, tuple[str, ...]] = {
     "local": ("gpus",),
-    "slurm": _SLURM,
-    "ray": ("address", "num_gpus", "num_cpus", "replicas_per_task"),
+    "slurm": SLURM_OPTIONS,
+    "ray": RAY_OPTIONS,
 }

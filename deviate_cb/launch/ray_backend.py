@@ -38,8 +38,8 @@ from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
-from deviate_cb.launch.options import check_replicas_per_task
-from deviate_cb.launch.remote import TaskSpec, check_marker, node_argv, run_tasks, task_groups
+from deviate_cb.launch.options import RAY_OPTIONS, check_replicas_per_task
+from deviate_cb.launch.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["RayBackend"]
@@ -59,7 +59,7 @@ def _unix(text: Any) -> Optional[float]:
         return None
 
 
-class RayBackend(Backend):
+class RayBackend(GroupedTasks, Backend):
     """Run replicas as Ray tasks, at most ``parallel`` submitted at once (Ray queues them by resources).
 
     Args:
@@ -72,7 +72,7 @@ class RayBackend(Backend):
     """
 
     name = "ray"
-    options = ("address", "num_gpus", "num_cpus", "replicas_per_task")
+    options = RAY_OPTIONS
 
     def __init__(
         self,
@@ -100,15 +100,6 @@ class RayBackend(Backend):
         unit = "replica" if k == 1 else f"task of {k} replicas run one after another"
         at_once = self.tasks_at_once
         return f"Ray tasks on {where} ({self.num_cpus} CPU, {self.num_gpus} GPU per {unit}), {at_once} at a time"
-
-    @property
-    def warm_start(self) -> bool:
-        return self.replicas_per_task > 1
-
-    @property
-    def tasks_at_once(self) -> int:
-        """Ray tasks submitted at once: ``parallel`` replicas, ``replicas_per_task`` in each task."""
-        return max(1, self.parallel // self.replicas_per_task)
 
     def task_options(self) -> dict[str, Any]:
         """Keywords of ``ray.remote(...).options`` for a replica task."""

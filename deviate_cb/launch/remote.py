@@ -40,6 +40,7 @@ from typing import Any, Optional, Union
 
 __all__ = [
     "SLURM_ENV_JOB_ID",
+    "GroupedTasks",
     "TaskSpec",
     "check_marker",
     "node_argv",
@@ -128,6 +129,31 @@ def task_groups(items: Sequence[Any], per_task: int) -> list[list[Any]]:
         [[0, 1], [2, 3], [4]]
     """
     return [list(items[i : i + per_task]) for i in range(0, len(items), per_task)]
+
+
+class GroupedTasks:
+    """``--replicas-per-task`` for a cluster backend (mixed in before :class:`~deviate_cb.launch.base.Backend`):
+    ``replicas_per_task`` replicas per task, forked warm when there are several, ``parallel`` replicas at once.
+
+    Example:
+        >>> class Tasks(GroupedTasks):
+        ...     parallel, replicas_per_task = 8, 3
+        >>> Tasks().tasks_at_once, Tasks().warm_start
+        (2, True)
+    """
+
+    parallel: int
+    replicas_per_task: int
+
+    @property
+    def warm_start(self) -> bool:
+        """A task of several replicas forks them from one template; a task of one starts it cold."""
+        return self.replicas_per_task > 1
+
+    @property
+    def tasks_at_once(self) -> int:
+        """Tasks running at once: ``parallel`` replicas, ``replicas_per_task`` in each task (at least one)."""
+        return max(1, self.parallel // self.replicas_per_task)
 
 
 def run_tasks(specs: Sequence[TaskSpec]) -> list[dict[str, Any]]:

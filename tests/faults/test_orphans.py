@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+
+from replicate_helpers import alive, manifest_or_empty, wait_for
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SLEEPER = HERE / "sleeper.py"
@@ -40,30 +44,6 @@ def _launch(args: list[str], out: Path, **env: str) -> subprocess.Popen[str]:
     )
 
 
-def _manifest(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _final_names(run_dir: Path) -> list[str]:
     import pyarrow.parquet as pq
 
@@ -80,14 +60,14 @@ def test_a_killed_launcher_leaves_no_replica_writing_and_a_rerun_gets_one_attemp
     args = ["-n", "1", "--experiment", "e", *target]
     run_dir = out / "experiment=e" / "variant=algo+impl" / "replica=0"
     first = _launch(args, out, SLEEPER_SECONDS="60")
-    _wait_for(lambda: (run_dir / "metrics.parquet").exists() and _manifest(run_dir).get("bootstrap"))
-    pids = [entry["pid"] for entry in _manifest(run_dir)["bootstrap"]]
+    wait_for(lambda: (run_dir / "metrics.parquet").exists() and manifest_or_empty(run_dir).get("bootstrap"))
+    pids = [entry["pid"] for entry in manifest_or_empty(run_dir)["bootstrap"]]
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
-    assert _manifest(run_dir)["status"] == "running"  # nobody could record the end
+    assert manifest_or_empty(run_dir)["status"] == "running"  # nobody could record the end
 
     if mode == "trainer":  # the replica is the launcher's child: it dies with it (SIGTERM, its callbacks flush)
-        _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30)
+        wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30)
     status = subprocess.run(
         [sys.executable, "-m", "deviate_cb.cli.main", "status", str(out)], env=_env(), capture_output=True, text=True
     )
@@ -100,10 +80,10 @@ def test_a_killed_launcher_leaves_no_replica_writing_and_a_rerun_gets_one_attemp
     assert rerun.returncode == 0, stdout + stderr
     if mode == "command":
         assert "still running from an earlier attempt" in stdout, stdout
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids)
     time.sleep(1.0)  # an orphan would have written by now
     assert _final_names(run_dir) == ["finished", "started"]  # one attempt's rows, not two
-    manifest = _manifest(run_dir)
+    manifest = manifest_or_empty(run_dir)
     assert manifest["status"] == "completed" and manifest["attempt"] == 2
 
 
@@ -115,12 +95,12 @@ def test_report_on_a_study_whose_launcher_was_killed_shows_its_replica_killed(tm
     assert first.returncode == 0, stdout + stderr
     second = _launch(["-n", "2", *trainer], out, SLEEPER_SECONDS="60")  # replica 0 is skipped, 1 sleeps
     run_dir = out / "experiment=e" / "variant=algo+impl" / "replica=1"
-    _wait_for(lambda: (run_dir / "metrics.parquet").exists() and _manifest(run_dir).get("bootstrap"))
-    pids = [entry["pid"] for entry in _manifest(run_dir)["bootstrap"]]
+    wait_for(lambda: (run_dir / "metrics.parquet").exists() and manifest_or_empty(run_dir).get("bootstrap"))
+    pids = [entry["pid"] for entry in manifest_or_empty(run_dir)["bootstrap"]]
     second.send_signal(signal.SIGKILL)
     second.communicate(timeout=30)
-    assert _manifest(run_dir)["status"] == "running"  # nobody could record the end
-    _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=30)  # it died with its launcher
+    assert manifest_or_empty(run_dir)["status"] == "running"  # nobody could record the end
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=30)  # it died with its launcher
 
     report = subprocess.run(
         [sys.executable, "-m", "deviate_cb.cli.main", "report", str(out), "--format", "json"],
@@ -133,6 +113,6 @@ def test_report_on_a_study_whose_launcher_was_killed_shows_its_replica_killed(tm
     assert len(left_out) == 1 and ": killed" in left_out[0], report.stderr
     assert f"the launcher (pid {second.pid}) is gone" in left_out[0], left_out
     assert {row["n"] for row in json.loads(report.stdout)} == {1}  # replica 0 alone
-    manifest = _manifest(run_dir)  # recorded on disk: every later reader, and a rerun, sees it killed
+    manifest = manifest_or_empty(run_dir)  # recorded on disk: every later reader, and a rerun, sees it killed
     assert manifest["status"] == "killed" and "lost before it ended" in manifest["reason"]
     assert manifest["ended_at"]

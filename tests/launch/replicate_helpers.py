@@ -7,7 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -68,6 +69,33 @@ def _default_sigint() -> None:
 
 def manifest(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "run.json").read_text())
+
+
+def manifest_or_empty(run_dir: Path) -> dict[str, Any]:
+    """The manifest, or ``{}`` while it is missing or being replaced."""
+    try:
+        return manifest(run_dir)
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0) -> None:
+    """Poll ``predicate`` every 0.1 s until it is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting")
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def metrics(run_dir: Path) -> list[dict[str, Any]]:

@@ -8,12 +8,23 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from replicate_helpers import REPO, TRAINERS, child_env, final_metrics, manifest, metrics, start_cli, trainer
+from replicate_helpers import (
+    REPO,
+    TRAINERS,
+    alive,
+    child_env,
+    final_metrics,
+    manifest,
+    manifest_or_empty,
+    metrics,
+    start_cli,
+    trainer,
+    wait_for,
+)
 
 from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.trainer_spec import TrainerSpec
@@ -40,30 +51,6 @@ def _variant(out: Path, experiment: str, variant: str) -> Path:
 def _rows(run_dir: Path) -> list[tuple[Any, ...]]:
     rows = [(r["stage"], r["scope"], r["name"], r["step"], r["epoch"], r["value"]) for r in metrics(run_dir)]
     return sorted(rows, key=repr)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting")
-
-
-def _manifest_or_empty(run_dir: Path) -> dict[str, Any]:
-    try:
-        return manifest(run_dir)
-    except (OSError, ValueError):
-        return {}
 
 
 @pytest.mark.parametrize("variant", ["control", "algo"])
@@ -134,7 +121,7 @@ def test_a_template_that_dies_takes_its_replicas_and_is_restarted(tmp_path: Path
     )
     runs = _variant(out, "warm_cases", "algo+impl")
     try:
-        _wait_for(lambda: all("warm" in _manifest_or_empty(runs / f"replica={k}") for k in (0, 1)))
+        wait_for(lambda: all("warm" in manifest_or_empty(runs / f"replica={k}") for k in (0, 1)))
         template = manifest(runs / "replica=0")["warm"]["template_pid"]
         os.kill(template, signal.SIGKILL)
         stdout, stderr = launcher.communicate(timeout=120)
@@ -160,13 +147,13 @@ def test_a_killed_launcher_takes_the_template_and_every_warm_replica(tmp_path: P
     )
     runs = _variant(out, "warm_cases", "algo+impl")
     try:
-        _wait_for(lambda: all("warm" in _manifest_or_empty(runs / f"replica={k}") for k in (0, 1)))
+        wait_for(lambda: all("warm" in manifest_or_empty(runs / f"replica={k}") for k in (0, 1)))
         records = [manifest(runs / f"replica={k}") for k in (0, 1)]
         pids = [r["bootstrap"][0]["pid"] for r in records] + [records[0]["warm"]["template_pid"]]
-        assert all(_alive(pid) for pid in pids)
+        assert all(alive(pid) for pid in pids)
         launcher.send_signal(signal.SIGKILL)
         launcher.communicate(timeout=30)
-        _wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=20)
+        wait_for(lambda: not any(alive(pid) for pid in pids), timeout=20)
     finally:
         if launcher.poll() is None:
             launcher.kill()

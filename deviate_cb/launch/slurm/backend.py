@@ -45,8 +45,8 @@ from typing import Any, Optional
 
 from deviate_cb.errors import require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
-from deviate_cb.launch.options import check_replicas_per_task
-from deviate_cb.launch.remote import run_tasks, task_groups
+from deviate_cb.launch.options import SLURM_OPTIONS, check_replicas_per_task
+from deviate_cb.launch.remote import GroupedTasks, run_tasks, task_groups
 from deviate_cb.launch.slurm.jobs import (
     ACTIVE_STATES,
     SlurmQueryError,
@@ -72,7 +72,7 @@ __all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]
 DEFAULT_TIME_MIN = 60  # submitit always sends --time; without --time, a 1-hour limit per replica
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(GroupedTasks, Backend):
     """Submit replicas as one Slurm job array through submitit and follow them to the end.
 
     Args:
@@ -90,18 +90,7 @@ class SlurmBackend(Backend):
     """
 
     name = "slurm"
-    options = (
-        "partition",
-        "gpus_per_replica",
-        "cpus_per_replica",
-        "mem",
-        "time",
-        "account",
-        "qos",
-        "slurm_opt",
-        "no_wait",
-        "replicas_per_task",
-    )
+    options = SLURM_OPTIONS
 
     def __init__(
         self,
@@ -149,15 +138,6 @@ class SlurmBackend(Backend):
             parts.append(f"{k} replicas per task, one after another")
             return f"Slurm job array ({', '.join(parts)}), {self.tasks_at_once} task(s) at a time"
         return f"Slurm job array ({', '.join(parts)}), {self.parallel} at a time"
-
-    @property
-    def warm_start(self) -> bool:
-        return self.replicas_per_task > 1
-
-    @property
-    def tasks_at_once(self) -> int:
-        """Array tasks running at once: ``parallel`` replicas, ``replicas_per_task`` in each task."""
-        return max(1, self.parallel // self.replicas_per_task)
 
     def sbatch_parameters(self, tasks: int, experiment: str) -> dict[str, Any]:
         """The ``SlurmExecutor.update_parameters`` keywords for an array of ``tasks`` tasks."""
