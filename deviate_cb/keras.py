@@ -21,6 +21,8 @@ from typing import Any, Optional, Union
 import keras
 import numpy as np
 
+from deviate_cb.capture.audit.keras_audit import KerasAudit
+from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
@@ -96,6 +98,11 @@ class DeviateCallback(keras.callbacks.Callback):
             step's wall time in ``timings.parquet`` anyway (from one step's start to the next, so it includes
             the callbacks; steps in a profiling window are flagged and left out of step statistics).
             Default: off.
+        audit: Record a bit-exact digest of the first ``audit`` training steps (``True``: 20) to ``audit.parquet``
+            for ``deviate audit``. On the torch backend: the batch, every layer's output, the loss, every
+            gradient and every variable after the step (digests on the device); on TensorFlow and JAX, whose
+            compiled train step a callback cannot look into: the reported loss and every variable after each step.
+            Batch-end callbacks then run on the training thread. Default: off.
 
     What can be checked is checked when the callback is created (e.g. ``Predictions(data=(x, y))`` with ``x``
     and ``y`` of different lengths). Once the run has started, the callback never raises into training: an
@@ -118,8 +125,12 @@ class DeviateCallback(keras.callbacks.Callback):
         predictions: Union[bool, Predictions, None] = None,
         weights: Union[bool, Weights, None] = None,
         profile: Union[bool, dict, ProfileWindow, None] = None,
+        audit: Union[bool, int, None] = None,
     ) -> None:
         super().__init__()
+        self._audit_steps = audit_steps(audit)
+        self._audit: Optional[KerasAudit] = None
+        self._audited = False
         self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
@@ -136,7 +147,9 @@ class DeviateCallback(keras.callbacks.Callback):
             out_dir, experiment=experiment, seed=seed, deterministic=deterministic, metrics=metrics, framework="keras"
         )
         self._session.apply_requested()
-        self.async_safe = True  # Keras may call on_train_batch_end from its dispatch threads
+        # Keras may call on_train_batch_end from its dispatch threads; not while auditing, which reads the
+        # variables after each step and must not race the next one
+        self.async_safe = not self._audit_steps
         self._lock = threading.Lock()
         self._batches: list[tuple[int, int, float, Mapping[str, Any]]] = []  # (step, epoch, time, logs)
         self._steps_done = 0  # global steps before the current epoch
@@ -191,6 +204,11 @@ class DeviateCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._in_fit = True
         self._start("on_train_begin")
+        if self._audit_steps and not self._audited and self._session.enabled and self._model is not None:
+            self._audited = True
+            with guarded(self._session, "on_train_begin: audit"):
+                self._audit = KerasAudit(self._audit_steps, keras.backend.backend())
+                self._audit.start(self._model)
 
     def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch
@@ -207,6 +225,29 @@ class DeviateCallback(keras.callbacks.Callback):
         if logs and self._session.enabled:  # may run on a Keras dispatch thread: only append here
             with guarded(self._session, "on_train_batch_end: metrics"):
                 self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
+        audit = self._audit
+        if audit is not None:  # on the training thread: async_safe is off while auditing
+            with guarded(self._session, "on_train_batch_end: audit"):
+                audit.batch_end(self._steps_done + batch, logs)
+            if audit.done:
+                self._end_audit("on_train_batch_end")
+
+    def _end_audit(self, hook: str) -> None:
+        """Restore the model, remove the audit's hooks and write what it recorded."""
+        audit, self._audit = self._audit, None
+        if audit is None:
+            return
+        with guarded(self._session, f"{hook}: audit"):
+            audit.stop()
+        if self._session.enabled and self._session.run is not None:
+            with guarded(self._session, f"{hook}: audit record"):
+                write_audit_record(
+                    self._session.run,
+                    audit.log,
+                    framework="keras",
+                    covered=audit.covered,
+                    not_covered=audit.not_covered,
+                )
 
     def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         hook, session = "on_epoch_end", self._session
@@ -252,6 +293,7 @@ class DeviateCallback(keras.callbacks.Callback):
     def on_train_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         hook, session = "on_train_end", self._session
         self._in_fit = False
+        self._end_audit(hook)
         if session.enabled and session.run is not None and self._model is not None:
             if self._predictions is not None:
                 with guarded(session, f"{hook}: predictions snapshot"):

@@ -18,6 +18,8 @@ import lightning.pytorch as pl
 import torch
 from typing_extensions import override
 
+from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
+from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.capture.run_timings import RunTimings
@@ -79,6 +81,11 @@ class DeviateCallback(pl.Callback):
             :class:`~deviate_cb.profiling.window.ProfileWindow`. Every run records each training batch's wall time in
             ``timings.parquet`` anyway (device synchronised on CUDA; steps in a profiling window are flagged and
             left out of step statistics). Default: off.
+        audit: Record a bit-exact digest of every tensor of the first ``audit`` training steps (``True``: 20) to
+            ``audit.parquet``: the input batch, every module's forward output, every parameter's gradient (in the
+            order backward produces them), the loss, and every parameter after the optimizer step. Digests are
+            computed on the device and moved to the host once per step; the hooks are removed after the last
+            audited step. ``deviate audit`` sets it for every replica and compares them. Default: off.
 
     Only global rank zero records predictions and weights. Strategies that shard parameters (FSDP, DeepSpeed
     stage 3) are not supported for ``weights`` (refused at ``setup``); under multi-device
@@ -109,8 +116,12 @@ class DeviateCallback(pl.Callback):
         predictions: Union[bool, Predictions, None] = None,
         weights: Union[bool, Weights, None] = None,
         profile: Union[bool, dict, ProfileWindow, None] = None,
+        audit: Union[bool, int, None] = None,
     ) -> None:
         super().__init__()
+        self._audit_steps = audit_steps(audit)
+        self._audit: Optional[TorchAudit] = None
+        self._audited = False  # the audit ran (one per callback: a second fit is not audited again)
         self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
@@ -142,6 +153,10 @@ class DeviateCallback(pl.Callback):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._session.enabled = trainer.is_global_zero
+        if stage == "fit" and self._audit_steps and trainer.is_global_zero and not self._audited:
+            self._audited = True
+            self._audit = TorchAudit(self._audit_steps)
+            self._audit.attach(named_modules(pl_module), named_parameters(pl_module))
         if stage == "fit" and self._session.timings is None:
             sync = synchronizer(trainer.strategy.root_device)  # a CUDA sync when the model is on a GPU
             self._session.timings = RunTimings(self._profile, framework="torch", synchronize=sync)
@@ -217,12 +232,14 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._end_audit("on_exception")
         if trainer.is_global_zero:
             with guarded(self._session, "on_exception: end of run"):
                 self._session.close(error=exception, hook="on_exception")
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._end_audit("teardown")
         if trainer.is_global_zero:
             with guarded(self._session, "teardown: metrics filter check"):
                 self._warn_if_nothing_kept()
@@ -250,6 +267,15 @@ class DeviateCallback(pl.Callback):
             with guarded(self._session, "on_train_batch_start: step timing"):
                 step = trainer.fit_loop.epoch_loop.total_batch_idx  # counts every batch, also under accumulation
                 timings.step_started("train", trainer.current_epoch, step)
+        if self._audit is not None and self._audit.attached:
+            with guarded(self._session, "on_train_batch_start: audit"):
+                self._audit.begin_step(trainer.fit_loop.epoch_loop.total_batch_idx, batch)
+
+    @override
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
+        if self._audit is not None and self._audit.attached:
+            with guarded(self._session, "on_before_backward: audit"):
+                self._audit.record_loss(loss)
 
     @override
     def on_train_batch_end(
@@ -259,6 +285,11 @@ class DeviateCallback(pl.Callback):
         if session.timings is not None:
             with guarded(session, "on_train_batch_end: step timing"):
                 session.timings.step_ended()
+        if self._audit is not None and self._audit.attached:
+            with guarded(session, "on_train_batch_end: audit"):
+                self._audit.end_step()
+            if self._audit.done:
+                self._end_audit("on_train_batch_end")
         if session.enabled:  # the hot path: a few microseconds, no device sync
             with guarded(session, "on_train_batch_end: metrics"):
                 epoch_loop = trainer.fit_loop.epoch_loop
@@ -302,6 +333,17 @@ class DeviateCallback(pl.Callback):
             with guarded(self._session, f"{hook}: weights record"):
                 named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))
                 write_weight_record(self._session.run.path, weight_arrays(named), self._weights)
+
+    def _end_audit(self, hook: str) -> None:
+        """Remove the audit's hooks and write what it recorded (also after fewer steps than asked: fit ended)."""
+        audit, self._audit = self._audit, None
+        if audit is None:
+            return
+        audit.detach()
+        if self._session.enabled and self._session.run is not None:
+            with guarded(self._session, f"{hook}: audit record"):
+                covered = ("input", "forward", "loss", "gradient", "parameter")
+                write_audit_record(self._session.run, audit.log, framework="lightning", covered=covered)
 
     def _take_late_train_epoch_values(self, trainer: pl.Trainer, hook: str) -> None:
         """Epoch values the module logged in its own ``on_train_epoch_end``, after this callback's hook."""

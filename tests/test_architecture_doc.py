@@ -20,6 +20,7 @@ from deviate_cb.fingerprint.collect import GPU_FIELDS, REQUIRED_FIELDS
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import plan_replicas
 from deviate_cb.launch.records import end_fields, start_fields
+from deviate_cb.store.audit import audit_schema
 from deviate_cb.store.metrics import metrics_schema
 from deviate_cb.store.predictions import predictions_schema
 from deviate_cb.store.run_directory import SCHEMA_VERSION
@@ -99,6 +100,7 @@ def test_every_dotted_name_in_the_document_exists(doc: str) -> None:
         ("`timings.parquet`", timings_schema),
         ("`predictions.parquet`", predictions_schema),
         ("`bench.parquet`", bench_schema),
+        ("`audit.parquet`", audit_schema),
     ],
 )
 def test_every_column_of_every_file_is_documented(doc: str, heading: str, schema) -> None:

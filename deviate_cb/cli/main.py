@@ -1,7 +1,7 @@
-"""The ``deviate`` command: ``report``, ``compare``, ``power``, ``status``, ``fingerprint`` and ``bench``.
+"""The ``deviate`` command: ``report``, ``compare``, ``power``, ``status``, ``audit``, ``fingerprint`` and ``bench``.
 
 Each subcommand lives in its own module (``report_command``, ``compare_command``, ``status_command``,
-``fingerprint_command``, ``bench_command``) as a pair of functions:
+``audit_command``, ``fingerprint_command``, ``bench_command``) as a pair of functions:
 ``add_<name>(subparsers)`` declares its arguments and sets its handler, and
 ``_run_<name>(args, out, err)`` does the work and returns the exit status. Exit status 0 is success and 2 a
 usage error, reported as one line on stderr (``deviate: error: ...``), never a traceback; warnings go to
@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from typing import NoReturn, Optional
 
 from deviate_cb.cli._common import PROG, say
+from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.cli.bench_command import add_bench
 from deviate_cb.cli.compare_command import add_compare, add_power
 from deviate_cb.cli.fingerprint_command import add_fingerprint
 from deviate_cb.cli.report_command import add_report
 from deviate_cb.cli.status_command import add_status
-from deviate_cb.errors import UsageError
+from deviate_cb.errors import MissingDependencyError, UsageError
 
 __all__ = ["build_parser", "main"]
 
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare(commands)
     add_power(commands)
     add_status(commands)
+    add_audit(commands)
     add_fingerprint(commands)
     add_bench(commands)
     return parser
@@ -56,10 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``deviate`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
     out, err = sys.stdout, sys.stderr
+    words = list(sys.argv[1:] if argv is None else argv)
+    after = None
+    if words[:1] == ["audit"] and "--" in words:  # the training's own words: never parsed as ours
+        words, after = words[: words.index("--")], words[words.index("--") + 1 :]
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(words)
+        if after is not None:
+            args.after = after
+        args.argv = list(sys.argv[1:] if argv is None else argv)
         return int(args.handler(args, out, err))
-    except UsageError as exc:
+    except (UsageError, MissingDependencyError) as exc:
         say(err, "error", str(exc))
         return 2
     except SystemExit as exc:  # --help and --version

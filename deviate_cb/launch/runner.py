@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO, Union
 
+from deviate_cb.capture.audit.settings import AUDIT_ENV
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Job, backend_class
 from deviate_cb.launch.command import Command
@@ -82,6 +83,7 @@ def replicate(
     stream: Optional[TextIO] = None,
     live: Optional[bool] = None,
     kill_grace_s: float = 5.0,
+    audit: Optional[int] = None,
 ) -> ReplicationResult:
     """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) or of ``command``.
 
@@ -109,6 +111,8 @@ def replicate(
         argv: The command line recorded in every manifest (default ``sys.argv``).
         stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
         kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
+        audit: Training steps every replica's callback audits (``DEVIATE_AUDIT``, :mod:`deviate_cb.capture.audit`;
+            what ``deviate audit`` runs); ``None``: no audit.
 
     Returns:
         What became of each replica; ``stopped`` says why the study stopped early when the run directory could
@@ -188,6 +192,8 @@ def replicate(
         if plan.run:
             job = _job(plan, timeout, keras_backend, target if isinstance(target, Command) else None)
             env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
+            if audit:
+                env[AUDIT_ENV] = str(audit)
             jobs.append(dataclasses.replace(job, env=env, warm_modules=None if cold else modules))
     interrupted = False
     try:

@@ -1,0 +1,81 @@
+"""What ``audit=`` asks of a callback, and writing what the audit recorded into the run directory.
+
+``DeviateCallback(audit=K)`` records the first ``K`` training steps (``True``: :data:`~.log.DEFAULT_STEPS`);
+``deviate audit --steps K`` asks every replica for it through ``DEVIATE_AUDIT``, which wins over the argument (the
+command, not the project, decides what is audited; a disagreeing argument is named in a warning).
+:func:`write_audit_record` writes ``audit.parquet`` and the manifest's ``audit`` object at the end.
+
+Example:
+    >>> audit_steps(True, environ={}), audit_steps(5, environ={}), audit_steps(None, environ={"DEVIATE_AUDIT": "7"})
+    (20, 5, 7)
+    >>> audit_steps(False, environ={}) is None
+    True
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
+
+from deviate_cb.capture.audit.log import DEFAULT_STEPS, AuditLog
+from deviate_cb.errors import UsageError
+from deviate_cb.store.audit import write_audit
+from deviate_cb.store.run_directory import RunDirectory
+
+__all__ = ["AUDIT_ENV", "audit_steps", "write_audit_record"]
+
+AUDIT_ENV = "DEVIATE_AUDIT"
+
+
+def _steps(value: Any, name: str) -> Optional[int]:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return DEFAULT_STEPS
+    if isinstance(value, numbers.Integral) and int(value) >= 0:
+        return int(value) or None
+    raise UsageError(f"`{name}` must be True, False or a number of training steps >= 1. Received: {name}={value!r}.")
+
+
+def audit_steps(value: Union[bool, int, None], environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """Training steps to audit: ``DEVIATE_AUDIT`` when set (``deviate audit``), else ``value``; ``None``: off.
+
+    Raises:
+        UsageError: ``value`` is not ``True``, ``False``, ``None`` or a non-negative integer.
+    """
+    environ = os.environ if environ is None else environ
+    asked = _steps(value, "audit")
+    text = environ.get(AUDIT_ENV, "").strip()
+    if not text:
+        return asked
+    try:
+        steps = _steps(int(text), AUDIT_ENV)
+    except ValueError:
+        raise UsageError(f"`{AUDIT_ENV}` must be a number of training steps. Received: {AUDIT_ENV}={text}.") from None
+    if value is not None and asked != steps:
+        warnings.warn(
+            f"DeviateCallback(audit={value!r}) is overridden by `deviate audit`: {steps} step(s) are audited.",
+            stacklevel=3,
+        )
+    return steps
+
+
+def write_audit_record(
+    run: RunDirectory, log: AuditLog, *, framework: str, covered: Sequence[str], not_covered: str = ""
+) -> None:
+    """Write ``audit.parquet`` and the manifest's ``audit``: steps asked and recorded, what was covered."""
+    metadata = {"steps": str(log.steps), "recorded_steps": str(log.recorded_steps), "framework": framework}
+    write_audit(run.path, log.rows, metadata)
+    record: dict[str, Any] = {
+        "steps": log.steps,
+        "recorded_steps": log.recorded_steps,
+        "rows": len(log.rows),
+        "framework": framework,
+        "covered": list(covered),
+    }
+    if not_covered:
+        record["not_covered"] = not_covered
+    run.update_manifest(audit=record)

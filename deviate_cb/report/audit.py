@@ -1,0 +1,280 @@
+"""Where identical runs stop being identical: the first difference between the audit records of replicas.
+
+:func:`compare_audits` takes the rows of ``audit.parquet`` (:mod:`deviate_cb.store.audit`) of two or more replicas
+that should train bit for bit alike (``control``), pairs the rows by ``(step, kind, name, occurrence)`` and walks
+the first replica's rows in execution order (``step``, then ``seq``). A row whose digest, dtype or shape differs
+in another replica, or that another replica lacks, is a divergence; the first one is where the runs stopped being
+identical, and the ones right after it show how the difference spread. The size of a difference is exact when
+both rows kept their values (tensors of at most ``values_max`` elements): largest absolute and relative
+difference and how many elements differ in their bits; otherwise a lower bound from the rows' sums and largest
+absolute values, and ``exact`` is false.
+
+Example:
+    >>> def row(step, seq, kind, name, digest, values):
+    ...     return {"step": step, "seq": seq, "kind": kind, "name": name, "module": name, "occurrence": 0,
+    ...             "dtype": "float32", "shape": [len(values)], "numel": len(values), "digest": digest,
+    ...             "sum": sum(values), "abs_max": max(map(abs, values)), "values": values}
+    >>> a = [row(0, 0, "forward", "fc", "a", [1.0, 2.0]), row(0, 1, "loss", "loss", "l", [0.5])]
+    >>> b = [row(0, 0, "forward", "fc", "b", [1.0, 2.5]), row(0, 1, "loss", "loss", "m", [0.7])]
+    >>> result = compare_audits({0: a, 1: b})
+    >>> result.diverged, result.first.kind, result.first.name, result.first.max_abs_diff, result.first.differing
+    (True, 'forward', 'fc', 0.5, 1)
+    >>> [d.kind for d in result.next]
+    ['loss']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["AuditResult", "Divergence", "compare_audits"]
+
+_KEY = ("step", "kind", "name", "occurrence")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One place where a replica's record differs from the reference replica's.
+
+    Attributes:
+        step: Training step (0-based).
+        kind: ``input``, ``forward``, ``loss``, ``gradient`` or ``parameter``.
+        name: The batch path, module, parameter or ``loss``.
+        module: The module that produced it or owns it (``None`` for the batch and the loss).
+        occurrence: Earlier rows of the same ``(kind, name)`` in the step.
+        replicas: The reference replica and the replicas that differ from it there.
+        max_abs_diff: Largest absolute difference (a lower bound when not :attr:`exact`; ``None``: not numeric).
+        max_rel_diff: Largest difference relative to the larger magnitude (``None`` when not exact).
+        differing: Elements whose bits differ (``None`` when not exact).
+        numel: Elements of the tensor.
+        exact: Whether the sizes come from the values themselves.
+        note: What else differs (``shape 16x8 vs 16x4``, ``missing in replica 1``).
+    """
+
+    step: int
+    kind: str
+    name: str
+    module: Optional[str]
+    occurrence: int
+    replicas: tuple[int, ...]
+    max_abs_diff: Optional[float]
+    max_rel_diff: Optional[float]
+    differing: Optional[int]
+    numel: int
+    exact: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "kind": self.kind,
+            "name": self.name,
+            "module": None if self.kind in ("input", "loss") else self.module,
+            "occurrence": self.occurrence,
+            "replicas": list(self.replicas),
+            "max_abs_diff": _finite_or_none(self.max_abs_diff),
+            "max_rel_diff": _finite_or_none(self.max_rel_diff),
+            "differing": self.differing,
+            "numel": self.numel,
+            "exact": self.exact,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The comparison of replicas' audit records.
+
+    Attributes:
+        diverged: Whether any row differs.
+        replicas: The replicas compared (the first is the reference).
+        steps_compared: Training steps every replica recorded.
+        first: The first divergence in execution order (``None`` when the replicas agree).
+        next: The divergences right after it.
+        notes: What limited the comparison (a replica that recorded fewer steps).
+    """
+
+    diverged: bool
+    replicas: tuple[int, ...]
+    steps_compared: int
+    first: Optional[Divergence] = None
+    next: tuple[Divergence, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of ``deviate audit --format json``."""
+        first = self.first.to_dict() if self.first is not None else {}
+        return {
+            "diverged": self.diverged,
+            "step": first.get("step"),
+            "module": first.get("module"),
+            "kind": first.get("kind"),
+            "name": first.get("name"),
+            "max_abs_diff": first.get("max_abs_diff"),
+            "max_rel_diff": first.get("max_rel_diff"),
+            "differing": first.get("differing"),
+            "numel": first.get("numel"),
+            "exact": first.get("exact"),
+            "note": first.get("note"),
+            "replicas": list(self.first.replicas) if self.first is not None else list(self.replicas),
+            "steps_compared": self.steps_compared,
+            "next": [d.to_dict() for d in self.next],
+            "notes": list(self.notes),
+        }
+
+
+def compare_audits(records: Mapping[int, Sequence[Mapping[str, Any]]], *, next_count: int = 5) -> AuditResult:
+    """Compare the audit rows of each replica (replica index -> rows); see the module docstring.
+
+    Raises:
+        ValueError: Fewer than two replicas, or a replica without any row.
+    """
+    if len(records) < 2:
+        raise ValueError(f"comparing needs the audit records of at least two replicas, got {len(records)}")
+    empty = [replica for replica, rows in records.items() if not rows]
+    if empty:
+        raise ValueError(f"replica {empty[0]} recorded no audited step")
+    order = sorted(records)
+    reference = order[0]
+    steps = [{row["step"] for row in records[replica]} for replica in order]
+    common = set.intersection(*steps)
+    notes = []
+    for replica, recorded in zip(order, steps, strict=True):
+        if recorded != common:
+            notes.append(f"replica {replica} recorded {len(recorded)} step(s); {len(common)} are compared")
+    indexed = {replica: {_key(row): row for row in records[replica] if row["step"] in common} for replica in order}
+    found: list[Divergence] = []
+    ref_rows = sorted(indexed[reference].values(), key=lambda row: (row["step"], row["seq"]))
+    for index, row in enumerate(ref_rows):
+        found.extend(_differences(row, indexed, reference, order))
+        last_of_step = index + 1 == len(ref_rows) or ref_rows[index + 1]["step"] != row["step"]
+        if last_of_step:
+            found.extend(_extra_rows(row["step"], indexed, reference, order))
+        if len(found) > next_count:
+            break
+    if not found:
+        return AuditResult(False, tuple(order), len(common), notes=tuple(notes))
+    return AuditResult(True, tuple(order), len(common), found[0], tuple(found[1 : 1 + next_count]), tuple(notes))
+
+
+def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(row[name] for name in _KEY)
+
+
+def _differences(
+    row: Mapping[str, Any],
+    indexed: Mapping[int, Mapping[tuple[Any, ...], Mapping[str, Any]]],
+    reference: int,
+    order: Sequence[int],
+) -> list[Divergence]:
+    key = _key(row)
+    differ: list[int] = []
+    missing: list[int] = []
+    notes: list[str] = []
+    sizes: list[tuple[Optional[float], Optional[float], Optional[int], bool]] = []
+    for replica in order[1:]:
+        other = indexed[replica].get(key)
+        if other is None:
+            missing.append(replica)
+            continue
+        if (other["digest"], other["dtype"], list(other["shape"])) == (row["digest"], row["dtype"], list(row["shape"])):
+            continue
+        differ.append(replica)
+        if (other["dtype"], list(other["shape"])) != (row["dtype"], list(row["shape"])):
+            notes.append(
+                f"replica {replica}: {other['dtype']} {_shape(other['shape'])} vs {row['dtype']} {_shape(row['shape'])}"
+            )
+        sizes.append(_size(row, other))
+    if missing:
+        notes.append(f"missing in replica{'s' * (len(missing) > 1)} {', '.join(map(str, missing))}")
+    if not differ and not missing:
+        return []
+    exact = bool(sizes) and all(size[3] for size in sizes)
+    return [
+        Divergence(
+            step=int(row["step"]),
+            kind=str(row["kind"]),
+            name=str(row["name"]),
+            module=row.get("module"),
+            occurrence=int(row["occurrence"]),
+            replicas=(reference, *sorted(differ + missing)),
+            max_abs_diff=_largest(size[0] for size in sizes),
+            max_rel_diff=_largest(size[1] for size in sizes) if exact else None,
+            differing=sum(int(size[2] or 0) for size in sizes) if exact else None,
+            numel=int(row["numel"]),
+            exact=exact,
+            note="; ".join(notes),
+        )
+    ]
+
+
+def _extra_rows(
+    step: int,
+    indexed: Mapping[int, Mapping[tuple[Any, ...], Mapping[str, Any]]],
+    reference: int,
+    order: Sequence[int],
+) -> list[Divergence]:
+    """Rows of ``step`` that another replica has and the reference lacks."""
+    found = []
+    for replica in order[1:]:
+        extra = [row for key, row in indexed[replica].items() if key[0] == step and key not in indexed[reference]]
+        for row in sorted(extra, key=lambda r: r["seq"]):
+            found.append(
+                Divergence(
+                    int(row["step"]),
+                    str(row["kind"]),
+                    str(row["name"]),
+                    row.get("module"),
+                    int(row["occurrence"]),
+                    (reference, replica),
+                    None,
+                    None,
+                    None,
+                    int(row["numel"]),
+                    False,
+                    f"only in replica {replica}",
+                )
+            )
+    return found
+
+
+def _size(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Optional[float], Optional[float], Optional[int], bool]:
+    """``(max abs diff, max rel diff, differing elements, exact)`` between two rows of the same key."""
+    va, vb = a.get("values"), b.get("values")
+    if va is not None and vb is not None and len(va) == len(vb):
+        x, y = np.asarray(va, dtype=np.float64), np.asarray(vb, dtype=np.float64)
+        differ = x.view(np.int64) != y.view(np.int64)
+        if not differ.any():
+            return 0.0, 0.0, 0, True
+        with np.errstate(invalid="ignore", over="ignore"):
+            gap = np.abs(x[differ] - y[differ])
+            scale = np.maximum(np.abs(x[differ]), np.abs(y[differ]))
+            rel = np.where(scale > 0, gap / np.where(scale > 0, scale, 1.0), 0.0)
+        return _nanmax(gap), _nanmax(rel), int(differ.sum()), True
+    bounds = [abs(float(a["abs_max"]) - float(b["abs_max"]))]
+    if a.get("numel"):
+        bounds.append(abs(float(a["sum"]) - float(b["sum"])) / float(a["numel"]))
+    return _largest(bounds), None, None, False
+
+
+def _nanmax(values: np.ndarray) -> float:
+    finite = values[~np.isnan(values)]
+    return float(finite.max()) if finite.size else math.nan
+
+
+def _largest(values: Any) -> Optional[float]:
+    numbers = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    return max(numbers) if numbers else None
+
+
+def _finite_or_none(value: Optional[float]) -> Optional[float]:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "x".join(str(s) for s in shape) or "scalar"

@@ -1,0 +1,132 @@
+"""``audit.parquet``: digests of every tensor of the first training steps of a run (``deviate audit``).
+
+Written once, atomically, by the adapters when the audited steps are over (or when training ends or fails
+earlier, with the steps recorded so far); :func:`read_audit` reads it back sorted by ``(step, seq)``. Two runs
+that trained bit for bit alike have equal rows; the first
+row whose ``digest`` differs is where they stopped being identical (:mod:`deviate_cb.report.audit`).
+
+Schema of ``audit.parquet`` (one row per digested tensor):
+
+==========  ============  ==================================================================================
+column      type          meaning
+==========  ============  ==================================================================================
+step        int64         training step (batch) from 0, counted from the start of ``fit``
+seq         int64         execution order within the step
+kind        string        ``input``, ``forward``, ``loss``, ``gradient`` or ``parameter``
+name        string        the batch path (``batch[0]``), module (forward) or parameter name, or ``loss``
+module      string        the module that produced it (forward) or owns the parameter; null for input/loss
+occurrence  int64         earlier rows of the same ``(kind, name)`` in the step (a module called twice)
+dtype       string        element type (``float32``, ``int64``...)
+shape       list<int64>   the tensor's shape
+numel       int64         number of elements
+digest      string        32 hex characters: two 64-bit sums over the raw bytes
+                          (:mod:`deviate_cb.capture.audit.digest`)
+sum         float64       sum of the elements as float64 (to show the size of a difference)
+abs_max     float64       largest absolute element
+values      list<double>  every element as float64, for tensors of at most ``values_max`` elements; else null
+==========  ============  ==================================================================================
+
+Example:
+    >>> import tempfile
+    >>> row = {"step": 0, "seq": 0, "kind": "loss", "name": "loss", "module": None, "occurrence": 0,
+    ...        "dtype": "float32", "shape": [], "numel": 1, "digest": "0" * 32, "sum": 0.5, "abs_max": 0.5,
+    ...        "values": [0.5]}
+    >>> run_dir = tempfile.mkdtemp()
+    >>> write_audit(run_dir, [row]).name, read_audit(run_dir)[0]["kind"]
+    ('audit.parquet', 'loss')
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from deviate_cb.store.atomic import atomic_write
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["AUDIT_COLUMNS", "AUDIT_FILE", "audit_schema", "read_audit", "write_audit"]
+
+AUDIT_FILE = "audit.parquet"
+AUDIT_COLUMNS = (
+    "step",
+    "seq",
+    "kind",
+    "name",
+    "module",
+    "occurrence",
+    "dtype",
+    "shape",
+    "numel",
+    "digest",
+    "sum",
+    "abs_max",
+    "values",
+)
+
+
+def audit_schema() -> pa.Schema:
+    """The Arrow schema of ``audit.parquet`` (see the module docstring)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("step", pa.int64()),
+            ("seq", pa.int64()),
+            ("kind", pa.string()),
+            ("name", pa.string()),
+            ("module", pa.string()),
+            ("occurrence", pa.int64()),
+            ("dtype", pa.string()),
+            ("shape", pa.list_(pa.int64())),
+            ("numel", pa.int64()),
+            ("digest", pa.string()),
+            ("sum", pa.float64()),
+            ("abs_max", pa.float64()),
+            ("values", pa.list_(pa.float64())),
+        ]
+    )
+
+
+def write_audit(
+    run_dir: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]], metadata: Optional[Mapping[str, str]] = None
+) -> Path:
+    """Write ``rows`` to ``<run_dir>/audit.parquet`` atomically (replacing it); return the file's path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    listed = [{column: row.get(column) for column in AUDIT_COLUMNS} for row in rows]
+    schema = audit_schema()
+    if metadata:
+        schema = schema.with_metadata({str(k): str(v) for k, v in metadata.items()})
+    table = pa.Table.from_pylist(listed, schema=schema)
+    path = Path(run_dir) / AUDIT_FILE
+    atomic_write(path, lambda handle: pq.write_table(table, handle))
+    return path
+
+
+def read_audit(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of ``<run_dir>/audit.parquet`` sorted by ``(step, seq)``.
+
+    Raises:
+        FileNotFoundError: The run recorded no audit.
+        ValueError: The file is not a readable audit (corrupt, or columns missing).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(run_dir) / AUDIT_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())})") from None
+    missing = [column for column in AUDIT_COLUMNS if column not in table.column_names]
+    if missing:
+        raise ValueError(f"{path} lacks the column(s) {', '.join(missing)}")
+    rows = table.select(list(AUDIT_COLUMNS)).to_pylist()
+    return sorted(rows, key=lambda row: (row["step"], row["seq"]))
