@@ -44,9 +44,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -346,8 +348,9 @@ def _metric_problems(
         keep = max(("summary", "values"), key=kinds.count)
         prints = {replica: fingerprint for replica, fingerprint in prints.items() if fingerprint[0] == keep}
     everyone = tuple(replica for replica, _, _ in manifests)
+    hint = "" if seeded else audit_hint(manifests)
     if len(prints) < 2:
-        return _row_problems(experiment, variant, everyone, rows, seeded)
+        return _row_problems(experiment, variant, everyone, rows, seeded, hint)
     if seeded:
         classes: dict[_Fingerprint, list[int]] = {}
         for replica, fingerprint in prints.items():
@@ -366,11 +369,12 @@ def _metric_problems(
     if not differing:
         return []
     replicas = tuple(sorted(prints))
-    return [Problem(experiment, variant, "control_differs", replicas, _control_message(where, replicas, differing))]
+    message = _control_message(where, replicas, differing) + hint
+    return [Problem(experiment, variant, "control_differs", replicas, message)]
 
 
 def _row_problems(
-    experiment: str, variant: str, replicas: tuple[int, ...], rows: Sequence[Any], seeded: bool
+    experiment: str, variant: str, replicas: tuple[int, ...], rows: Sequence[Any], seeded: bool, hint: str = ""
 ) -> list[Problem]:
     """From the report's rows, for a group whose runs could not be compared one by one."""
     spread: list[tuple[str, float]] = []
@@ -386,8 +390,45 @@ def _row_problems(
         return [Problem(experiment, variant, "identical_replicas", replicas, message)]
     differing = sorted(metric for metric, std in spread if std != 0.0 and not math.isnan(std))
     if not seeded and differing:
-        return [Problem(experiment, variant, "control_differs", replicas, _control_message(where, replicas, differing))]
+        message = _control_message(where, replicas, differing) + hint
+        return [Problem(experiment, variant, "control_differs", replicas, message)]
     return []
+
+
+def audit_hint(manifests: Sequence[tuple[int, RunRecord, Mapping[str, Any]]]) -> str:
+    """What to add to a ``control_differs`` line: where the replicas' audit records first differ, when they have
+    them (``audit.parquet``), else the ``deviate audit`` command that finds it.
+
+    Example:
+        >>> run = RunRecord(Path("/nonexistent/replica=0"), "e", "control", "0", "completed")
+        >>> audit_hint([(0, run, {"trainer": "train.py:main"})])
+        '; find where with `deviate audit --trainer train.py:main`'
+    """
+    from deviate_cb.report.audit import compare_audits
+    from deviate_cb.store.audit import AUDIT_FILE, read_audit
+
+    records = {}
+    for replica, run, _ in manifests:
+        if (run.path / AUDIT_FILE).is_file():
+            with contextlib.suppress(OSError, ValueError):
+                records[replica] = read_audit(run.path)
+    records = {replica: rows for replica, rows in records.items() if rows}
+    if len(records) >= 2:
+        first = compare_audits(records).first
+        if first is not None:
+            return (
+                f"; their audit records first differ at training step {first.step}: {first.kind} "
+                f"`{first.name}` (replicas {', '.join(map(str, first.replicas))})"
+            )
+    manifest = manifests[0][2] if manifests else {}
+    trainer, command = manifest.get("trainer"), manifest.get("command")
+    if isinstance(trainer, str) and trainer:
+        suggestion = f"deviate audit --trainer {shlex.quote(trainer)}"
+    elif isinstance(command, list) and command and all(isinstance(word, str) for word in command):
+        suggestion = f"deviate audit -- {shlex.join(command)}"
+    else:
+        suggestion = "deviate audit"
+    return f"; find where with `{suggestion}`"
 
 
 def _control_message(where: str, replicas: tuple[int, ...], metrics: Sequence[str]) -> str:

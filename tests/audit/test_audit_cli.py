@@ -1,8 +1,9 @@
 """``deviate audit`` for real: replicas trained through the launcher, their records compared.
 
-Each case trains a tiny model whose only nondeterminism (fresh operating-system entropy, which no seed reaches)
-sits in one known place; the audit must name that step, that place and that kind. Exit status 0 when the
-replicas agree, 1 when they diverge, 2 for usage errors, 3 when nothing could be audited.
+Each case trains a tiny Lightning model whose only nondeterminism (fresh operating-system entropy, which no seed
+reaches) sits in one known place; the audit must name that step, that place and that kind. Exit status 0 when the
+replicas agree, 1 when they diverge, 2 for usage errors, 3 when nothing could be audited. Keras, on each backend, is
+audited in ``integrations/keras/test_keras_audit.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"
 LIGHTNING = TRAINERS / "lightning_cases.py"
-KERAS = TRAINERS / "keras_cases.py"
 sys.path.insert(0, str(REPO / "tests" / "launch"))
 
 from replicate_helpers import child_env  # noqa: E402
@@ -80,21 +80,6 @@ def test_an_optimizer_that_perturbs_parameters_is_found_as_a_parameter(tmp_path:
     code, found, _ = audit_json(f"{LIGHTNING}:perturbing_optimizer", tmp_path, "--steps", "2")
     assert code == 1
     assert (found["step"], found["kind"], found["module"], found["name"]) == (0, "parameter", "net.0", "net.0.weight")
-
-
-def test_keras_on_torch_finds_the_nondeterministic_layer(tmp_path: Path) -> None:
-    code, found, _ = audit_json(f"{KERAS}:noisy_layer", tmp_path, "--keras-backend", "torch", "--steps", "3")
-    assert code == 1
-    assert (found["step"], found["kind"], found["module"]) == (0, "forward", "net/jitter"), found
-    assert found["not_covered"] is None
-
-
-def test_keras_on_tensorflow_audits_loss_and_variables_and_says_what_it_cannot_see(tmp_path: Path) -> None:
-    code, found, _ = audit_json(f"{KERAS}:deterministic", tmp_path, "--keras-backend", "tensorflow", "--steps", "3")
-    assert code == 0 and found["steps_compared"] == 3
-    assert "compiled train step" in found["not_covered"]
-    code, found, _ = audit_json(f"{KERAS}:noisy_layer", tmp_path, "--keras-backend", "tensorflow", "--steps", "3")
-    assert code == 1 and (found["step"], found["kind"]) == (0, "loss")  # the first thing TensorFlow shows
 
 
 @pytest.mark.parametrize(

@@ -142,8 +142,27 @@ def test_control_replicas_that_differ_name_the_metrics(tmp_path: Path) -> None:
     assert (problem.kind, problem.replicas) == ("control_differs", (0, 1, 2))
     assert problem.message == (
         "experiment=mlp variant=control: replicas 0, 1, 2: control replicas differ (metrics val/loss, val_acc): "
-        "something nondeterministic is not controlled"
+        "something nondeterministic is not controlled; find where with `deviate audit`"
     )
+
+
+def test_control_replicas_with_audit_records_say_where_they_first_differ(tmp_path: Path) -> None:
+    from deviate_cb.store.audit import write_audit
+
+    for k in range(2):
+        path = _run(tmp_path, "control", k, _rows(0.8 + k / 10, 0.5), trainer="train.py:main")
+        row = {"step": 0, "seq": 0, "kind": "forward", "name": "net.2", "module": "net.2", "occurrence": 0,
+               "dtype": "float32", "shape": [1], "numel": 1, "digest": f"{k:032x}", "sum": k, "abs_max": k,
+               "values": [float(k)]}  # fmt: skip
+        write_audit(path, [row])
+    (problem,) = find_problems(find_runs(tmp_path))
+    assert problem.message.endswith(
+        "something nondeterministic is not controlled; their audit records first differ at training step 0: "
+        "forward `net.2` (replicas 0, 1)"
+    )
+    (path / "audit.parquet").unlink()
+    (problem,) = find_problems(find_runs(tmp_path))
+    assert problem.message.endswith("find where with `deviate audit --trainer train.py:main`")
 
 
 def test_determinism_problems_are_grouped_across_replicas(tmp_path: Path) -> None:

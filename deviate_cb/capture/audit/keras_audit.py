@@ -105,6 +105,9 @@ class KerasAudit:
             return
         import keras
 
+        sync = getattr(self._model, "jax_state_sync", None)
+        if callable(sync):  # JAX keeps the training state apart from the variables; bring them up to date
+            sync()
         self._log.begin_step(step)
         rows = []
         loss = (logs or {}).get("loss")

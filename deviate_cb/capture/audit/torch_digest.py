@@ -77,23 +77,26 @@ def torch_words(tensor: torch.Tensor) -> torch.Tensor:
     return flat.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
 
 
-def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
+def _real(tensor: torch.Tensor) -> torch.Tensor:
+    """The elements as one flat real tensor (a complex number is two; bools become 0/1), in their own dtype."""
     flat = tensor.detach().reshape(-1)
     if flat.is_complex():
-        flat = torch.view_as_real(flat).reshape(-1)
-    return flat.to(torch.float64)
+        return torch.view_as_real(flat).reshape(-1)
+    return flat.to(torch.uint8) if flat.dtype == torch.bool else flat
 
 
 def pack(tensor: torch.Tensor, values_max: int) -> torch.Tensor:
     """One int64 row: digest, bits of the sum and of the abs-max, and the values' bits when ``numel <= values_max``."""
     words = torch_words(tensor)
     digest = (words.unsqueeze(0) * _weights_for(words.numel(), words.device)).sum(dim=1)
-    values = _as_float64(tensor)
-    if values.numel():
-        summary = torch.stack([values.sum(), values.abs().max()])
+    real = _real(tensor)
+    if real.numel():
+        low, high = torch.aminmax(real)  # in the tensor's own dtype: no float64 copy of a large tensor
+        largest = torch.maximum(low.abs(), high.abs()).to(torch.float64)
+        summary = torch.stack([real.sum(dtype=torch.float64), largest])
     else:
-        summary = torch.zeros(2, dtype=torch.float64, device=values.device)
+        summary = torch.zeros(2, dtype=torch.float64, device=real.device)
     parts = [digest, summary.view(torch.int64)]
     if tensor.numel() <= values_max:
-        parts.append(values.view(torch.int64))
+        parts.append(real.to(torch.float64).view(torch.int64))
     return torch.cat(parts)
