@@ -17,6 +17,15 @@ of audited/plain and after/plain, with their range, and the digests and bytes on
 
 Goal (issue 16): the cost per audited step is stated; the steps after the audit at most 1.03x of plain.
 
+Measured 2026-11-24 on the shared 2-core VM (CPU, 2 threads), 15 rounds of 10 steps:
+
+    plain step: median 10.00 ms
+    audited step: 2.779x of plain [1.869, 3.049]; 24 digests per step, 21.2 KiB moved to the host once per step
+    after the audit: 1.023x of plain [0.691, 1.462]
+
+The audited step's cost is the digests of the activations (a 32x32x32x32 float32 output is 1M words: about 2 ms
+for the two 64-bit sums and the summaries on this CPU), paid for the K audited steps only.
+
     python benchmarks/audit_overhead.py [--rounds 10] [--steps 10] [--device auto|cpu|cuda]
 """
 
