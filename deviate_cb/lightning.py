@@ -18,8 +18,8 @@ import lightning.pytorch as pl
 import torch
 from typing_extensions import override
 
-from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
 from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
+from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.capture.run_timings import RunTimings

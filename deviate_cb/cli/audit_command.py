@@ -21,7 +21,7 @@ Example:
     >>> args.handler(args, io.StringIO(), io.StringIO())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    deviate_cb.errors.UsageError: `-n` must be an integer >= 2: ... Received: -n=1.
+    deviate_cb.errors.UsageError: `-n` must be an integer >= 2. Received: -n=1.
 """
 
 from __future__ import annotations
@@ -73,21 +73,13 @@ def add_audit(commands: Any) -> None:
     parser.set_defaults(handler=_run_audit, after=None)
 
 
-def _integer(text: str, flag: str, minimum: int, what: str) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise UsageError(f"`{flag}` must be an integer >= {minimum}: {what}. Received: {flag}={text}.")
-    return value
-
-
 def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    runs = _integer(args.runs, "-n", 2, "an audit compares replicas")
-    steps = _integer(args.steps, "--steps", 1, "the training steps to record")
-    parallel = _integer(args.parallel, "--parallel", 1, "replicas at once")
-    shown = _integer(args.next, "--next", 0, "divergences listed after the first")
+    from deviate_cb.launch.options import integer_option
+
+    runs = integer_option("-n", 2)(args.runs)
+    steps = integer_option("--steps", 1)(args.steps)
+    parallel = integer_option("--parallel", 1)(args.parallel)
+    shown = integer_option("--next", 0)(args.next)
     if args.variant not in _VARIANTS:
         raise UsageError(
             f"`--variant` must be control or impl: the replicas must share their seed to be comparable step by "
@@ -111,7 +103,7 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         trainer_args=(args.after or ()) if args.trainer is not None else (),
         runs=runs,
         variant=args.variant,
-        seed=_integer(args.seed, "--seed", 0, "a seed"),
+        seed=integer_option("--seed", 0)(args.seed),
         out=args.out,
         experiment=args.experiment,
         parallel=parallel,

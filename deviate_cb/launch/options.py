@@ -26,6 +26,7 @@ __all__ = [
     "SLURM_OPTIONS",
     "check_options_apply",
     "check_replicas_per_task",
+    "integer_option",
     "parse_backend_options",
     "parse_slurm_time",
 ]
@@ -103,7 +104,14 @@ def _name(flag: str) -> Callable[[Any], str]:
     return check
 
 
-def _count(flag: str, minimum: int) -> Callable[[Any], int]:
+def integer_option(flag: str, minimum: int) -> Callable[[Any], int]:
+    """A checker of an integer option: the value as an int, or a one-line :class:`UsageError`.
+
+    Example:
+        >>> integer_option("--steps", 1)("20")
+        20
+    """
+
     def check(value: Any) -> int:
         try:
             number = int(str(value).strip())
@@ -171,7 +179,7 @@ def check_replicas_per_task(value: Any) -> int:
     """
     if isinstance(value, bool):
         value = str(value)
-    return _count("--replicas-per-task", 1)(value)
+    return integer_option("--replicas-per-task", 1)(value)
 
 
 def _address(value: Any) -> str:
@@ -190,8 +198,8 @@ def _flag(value: Any) -> bool:
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "partition": _name("--partition"),
-    "gpus_per_replica": _count("--gpus-per-replica", 0),
-    "cpus_per_replica": _count("--cpus-per-replica", 1),
+    "gpus_per_replica": integer_option("--gpus-per-replica", 0),
+    "cpus_per_replica": integer_option("--cpus-per-replica", 1),
     "mem": _mem,
     "time": parse_slurm_time,
     "account": _name("--account"),

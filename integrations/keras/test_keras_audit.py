@@ -15,20 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from keras_helpers import TRAINERS, selected_backends, skip_reason
+from keras_helpers import TRAINERS
 
 pytestmark = pytest.mark.slow
 
 CASES = TRAINERS / "audit_cases.py"
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", params=selected_backends())
-def backend(request: pytest.FixtureRequest) -> str:
-    reason = skip_reason(request.param)
-    if reason:
-        pytest.skip(reason)
-    return request.param
 
 
 def _audit(case: str, backend: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:

@@ -13,20 +13,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from keras_helpers import EXAMPLES, TRAINERS, Replicated, replicate, selected_backends, skip_reason
+from keras_helpers import EXAMPLES, TRAINERS, Replicated, replicate
 
 pytestmark = pytest.mark.slow
 
 EPOCHS, STEPS_PER_EPOCH = 3, 4  # keras_tiny.py: 64 samples, batch 16
 NAMES = {"loss", "accuracy"}
-
-
-@pytest.fixture(scope="module", params=selected_backends())
-def backend(request: pytest.FixtureRequest) -> str:
-    reason = skip_reason(request.param)
-    if reason:
-        pytest.skip(reason)
-    return request.param
 
 
 @pytest.fixture(scope="module")

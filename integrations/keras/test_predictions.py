@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from keras_helpers import Replicated, replicate, selected_backends, skip_reason
+from keras_helpers import Replicated, replicate
 
 from deviate_cb.stats.stability.predictions import prediction_churn
 from deviate_cb.store.predictions import read_predictions
@@ -44,14 +44,6 @@ def main(ctx):
     return {"n_weights": len(model.weights)}
 """
 SNAPSHOTS = ["epoch=0", "epoch=1", "final"]
-
-
-@pytest.fixture(scope="module", params=selected_backends())
-def backend(request: pytest.FixtureRequest) -> str:
-    reason = skip_reason(request.param)
-    if reason:
-        pytest.skip(reason)
-    return request.param
 
 
 def _run(backend: str, variant: str, tmp_path_factory: pytest.TempPathFactory) -> Replicated:
