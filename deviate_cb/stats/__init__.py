@@ -1,9 +1,11 @@
 """Statistics of training variance: how noisy is it, and is A really better than B?
 
 - per run: :func:`aggregate` (last, best, mean, at a step or epoch);
-- across runs: :func:`describe` (spread with confidence intervals, robust extras);
+- across runs: :func:`describe` (spread with confidence intervals, robust extras), :func:`iqm` (the
+  interquartile mean with rliable's stratified bootstrap interval);
 - two groups: :func:`compare` (Welch/Student t, Mann-Whitney U, Cohen's d, Hedges' g, P(A>B), the mean
   difference, a variance test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
+- k groups: :func:`multi_aso` (Almost Stochastic Order of every ordered pair, Bonferroni-corrected, a ranking);
 - planning: :func:`runs_needed`, :func:`achieved_power`, :func:`noether_runs`, :func:`power_report`;
 - noise sources: :func:`decompose` (the share of spread due to implementation noise);
 - model stability (issue 5): :func:`prediction_churn`, :func:`sample_instability`, :func:`per_class_accuracy`,
@@ -33,6 +35,8 @@ from deviate_cb.stats.describe import STD_CI_METHODS, Description, describe
 from deviate_cb.stats.directions import DIRECTIONS, infer_direction, resolve_direction
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 from deviate_cb.stats.intervals import ConfidenceInterval, mean_confidence_interval, std_confidence_interval
+from deviate_cb.stats.iqm import iqm
+from deviate_cb.stats.multi_aso import MultiASO, multi_aso
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
 from deviate_cb.stats.stability.groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
 from deviate_cb.stats.stability.predictions import (
@@ -64,6 +68,7 @@ __all__ = [
     "Comparison",
     "ConfidenceInterval",
     "Description",
+    "MultiASO",
     "PerClassAccuracy",
     "PowerReport",
     "SampleInstability",
@@ -82,11 +87,13 @@ __all__ = [
     "describe",
     "hedges_g",
     "infer_direction",
+    "iqm",
     "jl_epsilon",
     "majority_vote",
     "mann_whitney_u",
     "mean_confidence_interval",
     "mean_difference",
+    "multi_aso",
     "noether_runs",
     "parse_aggregate",
     "per_class_accuracy",

@@ -9,7 +9,10 @@ t interval (:func:`~deviate_cb.stats.intervals.mean_confidence_interval`).
 
 Robust extras: the median, the interquartile range ``np.percentile(x, 75) - np.percentile(x, 25)`` (NumPy's
 default linear interpolation, as ``scipy.stats.iqr``) and the interquartile mean (IQM: the mean of the middle
-50% of the sorted values, as in rliable, Agarwal et al. 2021; equal to ``scipy.stats.trim_mean(x, 0.25)``).
+50% of the sorted values, as in rliable, Agarwal et al. 2021; equal to ``scipy.stats.trim_mean(x, 0.25)``),
+whose interval :meth:`Description.iqm_confidence_interval` is the percentile bootstrap of
+:func:`~deviate_cb.stats.iqm.iqm` (the runs of one metric are one stratum; for runs over several tasks, call
+:func:`~deviate_cb.stats.iqm.iqm` with ``strata``).
 
 SciPy is imported only when an interval is computed (in :mod:`deviate_cb.stats.intervals`), so importing this
 module stays cheap.
@@ -23,6 +26,9 @@ Example:
     True
     >>> low, high = d.mean_confidence_interval(0.95)
     >>> bool(low < d.mean < high)
+    True
+    >>> low, high = describe([0.84, 0.85, 0.86, 0.81, 0.90], rng=0).iqm_confidence_interval(0.95)
+    >>> bool(low <= 0.85 <= high)
     True
 """
 
@@ -43,6 +49,8 @@ from deviate_cb.stats.intervals import (
     mean_confidence_interval,
     std_confidence_interval,
 )
+from deviate_cb.stats.iqm import iqm as iqm_result
+from deviate_cb.stats.iqm import iqm_point
 
 __all__ = ["STD_CI_METHODS", "Description", "describe"]
 
@@ -64,12 +72,14 @@ class Description:
         n_nonfinite: Number of NaN/Inf values that were left out.
         median: The median.
         iqr: Interquartile range, ``np.percentile(x, 75) - np.percentile(x, 25)`` (linear interpolation).
-        iqm: Interquartile mean, ``scipy.stats.trim_mean(x, 0.25)`` (rliable's IQM).
+        iqm: Interquartile mean, ``scipy.stats.trim_mean(x, 0.25)`` (rliable's IQM); its interval:
+            :meth:`iqm_confidence_interval`.
         ddof: Delta degrees of freedom of :attr:`std` (0 or 1).
         level: Confidence level of the default intervals (used by :meth:`to_dict`).
         std_ci: How the std's interval is computed: ``"chi2"`` or ``"bootstrap"``.
-        n_resamples: Bootstrap resamples (``std_ci="bootstrap"`` only).
-        seed: The seed the bootstrap uses, so that every call gives the same interval; ``None`` for chi2.
+        n_resamples: Bootstrap resamples of the IQM's interval and, with ``std_ci="bootstrap"``, of the std's.
+        seed: The seed those bootstraps use, so that every call gives the same interval.
+        values: The finite values (for the bootstrap intervals).
     """
 
     n: int
@@ -123,8 +133,27 @@ class Description:
             sample_std = self.std * math.sqrt(self.n / (self.n - 1))
         return mean_confidence_interval(self.mean, sample_std, self.n, level)
 
+    def iqm_confidence_interval(self, level: Optional[float] = None) -> ConfidenceInterval:
+        """Percentile bootstrap interval of the IQM at ``level`` (default: :attr:`level`), from :attr:`seed`.
+
+        :func:`~deviate_cb.stats.iqm.iqm` of :attr:`values` with one stratum and :attr:`n_resamples`, so repeated
+        calls give the same interval. NaN without values.
+
+        Example:
+            >>> d = describe([0.80, 0.84, 0.83, 0.86, 0.82, 0.85, 0.60, 0.84], rng=0)
+            >>> d.iqm_confidence_interval(0.9) == d.iqm_confidence_interval(0.9)
+            True
+        """
+        level = self.level if level is None else level
+        check_ci_level(level)
+        if not self.values:
+            return ConfidenceInterval(math.nan, math.nan)
+        result = iqm_result(self.values, level=level, n_resamples=self.n_resamples, rng=self.seed)
+        low, high = result.confidence_interval(level)
+        return ConfidenceInterval(low, high)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field and both intervals at :attr:`level` (NaN becomes ``None``).
+        """A JSON-ready dict of every field and the three intervals at :attr:`level` (NaN becomes ``None``).
 
         Example:
             >>> out = describe([1.0, 2.0, 3.0]).to_dict()
@@ -133,6 +162,7 @@ class Description:
         """
         std_low, std_high = self.confidence_interval()
         mean_low, mean_high = self.mean_confidence_interval()
+        iqm_low, iqm_high = self.iqm_confidence_interval()
         out: dict[str, Any] = {
             "n": self.n,
             "mean": self.mean,
@@ -152,10 +182,11 @@ class Description:
             "std_ci_high": float(std_high),
             "mean_ci_low": float(mean_low),
             "mean_ci_high": float(mean_high),
+            "iqm_ci_low": float(iqm_low),
+            "iqm_ci_high": float(iqm_high),
+            "n_resamples": self.n_resamples,
+            "seed": self.seed,
         }
-        if self.std_ci == "bootstrap":
-            out["n_resamples"] = self.n_resamples
-            out["seed"] = self.seed
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 
 
@@ -177,8 +208,8 @@ def describe(
         level: Confidence level in (0, 1) of the default intervals (:meth:`Description.to_dict`).
         std_ci: The std's interval: ``"chi2"`` (default, assumes normal values) or ``"bootstrap"``
             (``scipy.stats.bootstrap``, BCa).
-        n_resamples: Bootstrap resamples (``std_ci="bootstrap"`` only).
-        rng: Seed of the bootstrap: an int, a ``numpy.random.Generator`` (one seed is drawn from it) or
+        n_resamples: Bootstrap resamples of the IQM's interval and, with ``std_ci="bootstrap"``, of the std's.
+        rng: Seed of the bootstraps: an int, a ``numpy.random.Generator`` (one seed is drawn from it) or
             ``None`` (fresh entropy). The seed is stored, so every interval of the result is reproducible.
             The global random state is never used.
 
@@ -198,7 +229,7 @@ def describe(
         True
     """
     array = _validate_describe(values, ddof, level, std_ci, n_resamples, rng)
-    seed = seed_of(rng) if std_ci == "bootstrap" else None
+    seed = seed_of(rng)
     settings: dict[str, Any] = {
         "ddof": ddof,
         "level": float(level),
@@ -221,10 +252,6 @@ def describe(
     low, high = float(np.min(finite)), float(np.max(finite))
     median = float(np.median(finite))
     q75, q25 = np.percentile(finite, [75.0, 25.0])
-    # IQM as scipy.stats.trim_mean(x, 0.25): drop int(0.25 n) values at each end of the sorted values.
-    cut = int(0.25 * n)
-    middle = np.sort(shifted)[cut : n - cut]
-    iqm = float(finite[0] + np.mean(middle))
     return Description(
         n,
         mean,
@@ -236,9 +263,9 @@ def describe(
         n_nonfinite,
         median,
         float(q75 - q25),
-        iqm,
+        iqm_point(finite),  # as scipy.stats.trim_mean(x, 0.25)
         **settings,
-        values=tuple(finite.tolist()) if std_ci == "bootstrap" else None,
+        values=tuple(finite.tolist()),
     )
 
 

@@ -78,3 +78,31 @@ def test_power_usage_errors(capsys, store: Path, args, message) -> None:
     code, out, err = run_cli(capsys, "power", str(store), *args)
     assert (code, out) == (2, "")
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_power_on_identical_runs_says_so_without_internal_names(capsys, tmp_path: Path, make_run) -> None:
+    for k in range(3):
+        make_run(tmp_path, "mlp", "control", k, [("val", "val_acc", 0.8)])
+    code, out, _ = run_cli(capsys, "power", str(tmp_path), "--effect", "0.01", "--format", "json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert (row["n"], row["std"], row["runs_needed"], row["achieved_power"]) == (3, 0.0, None, None)
+    assert row["summary"].startswith(
+        "experiment=mlp variant=control val_acc: the 3 runs are identical on this metric (std 0): with no spread"
+    )
+    assert "std_a" not in row["summary"] and "std_b" not in row["summary"]
+    code, out, _ = run_cli(capsys, "power", str(tmp_path), "--effect", "0.01")
+    assert code == 0 and "the 3 runs are identical on this metric (std 0)" in " ".join(out.split())
+
+
+def test_power_with_an_effect_too_small_names_the_option(capsys, tmp_path: Path, make_run) -> None:
+    for k, value in enumerate((0.80, 0.81, 0.82)):
+        make_run(tmp_path, "mlp", "algo", k, [("val", "val_acc", value)])
+    code, out, _ = run_cli(capsys, "power", str(tmp_path), "--effect", "1e-9", "--format", "json")
+    assert code == 0
+    (row,) = json.loads(out)
+    assert row["runs_needed"] is None and row["std"] == pytest.approx(0.01)
+    assert row["summary"] == (
+        "experiment=mlp variant=algo val_acc: a difference of 1e-09 (--effect) is too small to detect with fewer "
+        "than 10^9 runs per group at the measured spread (std 0.01)."
+    )

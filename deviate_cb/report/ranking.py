@@ -1,0 +1,201 @@
+"""``deviate compare DIR --by KEY``: Almost Stochastic Order between the k groups one key splits the runs into.
+
+:func:`split_by` groups the runs by the value of one key (a partition key of the run store, such as
+``experiment`` or ``variant``, or a text column of a ``--table``). :func:`rank_metrics` runs
+:func:`deviate_cb.stats.multi_aso` per metric on the groups holding at least two finite runs of it (each ordered
+pair at ``alpha / (k (k - 1))``); a loss-like metric (``min``, from ``--direction`` or the name) is negated
+first, since ASO takes larger as better, and a metric of unknown direction is taken as larger-is-better.
+:func:`pair_rows` gives one flat record per metric and ordered pair (csv and json); :func:`write_rankings` one
+matrix per metric, its rows in ranking order (table and md).
+
+Example:
+    >>> from deviate_cb.report.selection import RunValues
+    >>> runs = [RunValues({"variant": v}, {"acc": x}) for v, base in (("a", 0.80), ("b", 0.90), ("c", 0.85))
+    ...         for x in (base, base + 0.01, base + 0.02, base + 0.01)]
+    >>> (ranked,) = rank_metrics(split_by(runs, "variant"), seed=0)
+    >>> ranked.result.ranking, ranked.direction
+    (('b', 'c', 'a'), 'max')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.report.selection import RunValues
+from deviate_cb.stats._results import json_value
+from deviate_cb.stats.multi_aso import MultiASO
+
+__all__ = ["RANKING_COLUMNS", "MetricRanking", "pair_rows", "rank_metrics", "split_by", "write_rankings"]
+
+RANKING_COLUMNS = (
+    "metric", "status", "reason", "direction", "a", "b", "rank_a", "rank_b", "n_a", "n_b", "mean_a", "mean_b",
+    "eps_min", "violation_ratio", "a_dominates_b", "wins_a", "alpha", "pair_alpha", "n_comparisons", "threshold",
+    "left_out",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MetricRanking:
+    """The k-group ASO of one metric.
+
+    Attributes:
+        metric: The metric's name.
+        direction: ``"max"``, ``"min"`` (values negated for ASO) or ``"max?"`` (unknown; larger taken as better).
+        result: The :class:`~deviate_cb.stats.multi_aso.MultiASO`, on the groups in ``result.groups``; ``None``
+            when fewer than two groups hold two finite runs.
+        n: Finite runs per group (every group).
+        means: Mean per group in the metric's units (groups with a finite run).
+        left_out: Groups with fewer than two finite runs, left out of the comparison.
+        reason: Why the metric was not compared (empty when it was).
+    """
+
+    metric: str
+    direction: str
+    result: Optional[MultiASO]
+    n: Mapping[str, int] = field(default_factory=dict)
+    means: Mapping[str, float] = field(default_factory=dict)
+    left_out: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def split_by(runs: Sequence[RunValues], key: str, option: str = "--by") -> list[tuple[str, list[RunValues]]]:
+    """The runs grouped by their value of ``key``, groups sorted by value.
+
+    Raises:
+        UsageError: A key no run has, or one that gives fewer than two groups.
+    """
+    known = sorted({k for r in runs for k in r.keys})
+    if key not in known:
+        raise UsageError(
+            f"`{option}` must be a partition key of the runs ({', '.join(known) or 'none found'}). "
+            f"Received: {option}={key}."
+        )
+    groups: dict[str, list[RunValues]] = {}
+    for run in runs:
+        if key in run.keys:
+            groups.setdefault(run.keys[key], []).append(run)
+    if len(groups) < 2:
+        found = ", ".join(f"{key}={value}" for value in groups)
+        raise UsageError(
+            f"`{option}` must split the runs into at least 2 groups to rank. Received: {option}={key}, which "
+            f"gives {len(groups)} group ({found})."
+        )
+    return sorted(groups.items())
+
+
+def rank_metrics(
+    groups: Sequence[tuple[str, Sequence[RunValues]]],
+    *,
+    alpha: float = 0.05,
+    threshold: float = 0.2,
+    seed: int = 0,
+    directions: Optional[Mapping[str, str]] = None,
+    n_resamples: int = 1000,
+) -> list[MetricRanking]:
+    """One :class:`MetricRanking` per metric of any group, sorted by name (seed ``seed`` for each metric)."""
+    from deviate_cb.stats import multi_aso, resolve_direction
+
+    out = []
+    for metric in sorted({m for _, runs in groups for r in runs for m in r.values}):
+        values = {name: [float(r.values[metric]) for r in runs if metric in r.values] for name, runs in groups}
+        finite = {name: [x for x in xs if math.isfinite(x)] for name, xs in values.items()}
+        n = {name: len(xs) for name, xs in finite.items()}
+        means = {name: sum(xs) / len(xs) for name, xs in finite.items() if xs}
+        known = resolve_direction(metric, directions)
+        direction = known or "max?"
+        kept = {name: xs for name, xs in finite.items() if len(xs) >= 2}
+        left_out = tuple(name for name in finite if len(finite[name]) < 2)
+        if len(kept) < 2:
+            reason = f"fewer than 2 groups with 2 finite runs ({len(kept)} of {len(finite)})"
+            out.append(MetricRanking(metric, direction, None, n, means, left_out, reason))
+            continue
+        sign = -1.0 if known == "min" else 1.0
+        result = multi_aso(
+            {name: [sign * x for x in xs] for name, xs in kept.items()},
+            alpha=alpha,
+            threshold=threshold,
+            n_resamples=n_resamples,
+            rng=seed,
+        )
+        out.append(MetricRanking(metric, direction, result, n, means, left_out))
+    return out
+
+
+def pair_rows(rankings: Sequence[MetricRanking]) -> list[dict[str, Any]]:
+    """One flat record per metric and ordered pair ``(a, b)`` (keys :data:`RANKING_COLUMNS`); a metric not
+    compared gets one record with ``status "skipped"`` and the ``reason``."""
+    rows: list[dict[str, Any]] = []
+    for ranked in rankings:
+        base: dict[str, Any] = dict.fromkeys(RANKING_COLUMNS)
+        base.update(metric=ranked.metric, direction=ranked.direction, left_out=" ".join(ranked.left_out))
+        r = ranked.result
+        if r is None:
+            rows.append({**base, "status": "skipped", "reason": ranked.reason})
+            continue
+        rank = {name: i + 1 for i, name in enumerate(r.ranking)}
+        base.update(status="compared", reason="", alpha=r.alpha, pair_alpha=r.pair_alpha)
+        base.update(n_comparisons=r.n_comparisons, threshold=r.threshold)
+        for i, a in enumerate(r.groups):
+            for j, b in enumerate(r.groups):
+                if i == j:
+                    continue
+                row = {**base, "a": a, "b": b, "rank_a": rank[a], "rank_b": rank[b], "wins_a": r.wins[i]}
+                row.update(n_a=ranked.n[a], n_b=ranked.n[b], mean_a=ranked.means[a], mean_b=ranked.means[b])
+                row.update(eps_min=float(r.eps_min[i, j]), violation_ratio=float(r.violation_ratio[i, j]))
+                row["a_dominates_b"] = bool(r.dominant[i, j])
+                rows.append({k: json_value(v) for k, v in row.items()})
+    return rows
+
+
+def write_rankings(rankings: Sequence[MetricRanking], fmt: str, out: IO[str], *, title: str) -> None:
+    """Per metric, the ``eps_min`` matrix (rows in ranking order) and the ranking, as ``table`` or ``md``."""
+    from deviate_cb.report.render import _cell, render_records
+    from deviate_cb.report.text import printable
+
+    md = fmt == "md"
+    out.write(f"# {printable(title)}\n\n" if md else f"{printable(title)}\n\n")
+    for ranked in rankings:
+        r = ranked.result
+        if r is None:
+            line = printable(f"{ranked.metric}: not compared: {ranked.reason}.")
+            out.write(f"## {line}\n\n" if md else f"{line}\n\n")
+            continue
+        order = [r.groups.index(name) for name in r.ranking]
+        records = []
+        for rank, i in enumerate(order, start=1):
+            name = r.groups[i]
+            record: dict[str, Any] = {"rank": rank, "group": name, "n": ranked.n[name], "mean": ranked.means[name]}
+            record.update(dominates=r.wins[i], **{f"vs {r.groups[j]}": float(r.eps_min[i, j]) for j in order})
+            records.append(record)
+        columns = ("rank", "group", "n", "mean", "dominates", *(f"vs {r.groups[j]}" for j in order))
+        human = {c: (lambda row, c=c: _cell(json_value(row[c]))) for c in columns}
+        heading = f"{ranked.metric} ({_direction_text(ranked.direction)}): " + " > ".join(r.ranking)
+        if md:
+            out.write(f"## {printable(heading)}\n\n")
+        notes = _notes(ranked, r)
+        text = render_records(records, columns, fmt, title="" if md else heading, human=human, notes=notes, file=out)
+        out.write(text + "\n")
+    out.flush()
+
+
+def _direction_text(direction: str) -> str:
+    return {"max": "larger is better", "min": "smaller is better"}.get(direction, "larger taken as better")
+
+
+def _notes(ranked: MetricRanking, r: MultiASO) -> tuple[str, ...]:
+    notes = [
+        f"eps_min of the row's group over the column's at confidence 1 - {r.alpha:g}/{r.n_comparisons} "
+        f"(Bonferroni over the {r.n_comparisons} ordered pairs); below {r.threshold:g} the row almost "
+        "stochastically dominates the column; dominates: how many it does; ties ranked by the mean."
+    ]
+    if ranked.direction == "min":
+        notes.append("Smaller is better for this metric: ASO ran on the negated values.")
+    elif ranked.direction == "max?":
+        notes.append(f"Direction of {ranked.metric} unknown: larger taken as better (--direction NAME=min flips it).")
+    if ranked.left_out:
+        notes.append(f"Left out (fewer than 2 finite runs): {', '.join(ranked.left_out)}.")
+    return tuple(notes)

@@ -1,0 +1,206 @@
+"""Almost Stochastic Order for k groups: ``epsilon_min`` of every ordered pair, Bonferroni-corrected, and a ranking.
+
+Comparing k groups (variants, models, settings) takes ``m = k (k - 1)`` ordered comparisons: A over B and B over A
+are separate questions. :func:`multi_aso` runs :func:`~deviate_cb.stats.aso.almost_stochastic_order` on each
+ordered pair ``(i, j)`` at the Bonferroni level ``alpha / m``, so ``eps_min[i, j]`` is an upper confidence bound
+of the violation ratio at confidence ``1 - alpha / m``, and all ``m`` bounds hold together with probability at
+least ``1 - alpha``. (Counting only the ``k (k - 1) / 2`` unordered pairs, as some implementations do, corrects
+half as much as the ordered comparisons it reports need.) Written from the definitions of Dror et al. (2019) and
+Ulmer et al. (2022); see :mod:`deviate_cb.stats.aso`.
+
+Group ``i`` almost stochastically dominates group ``j`` when ``eps_min[i, j] < threshold`` (0.2 by default, as
+in :func:`~deviate_cb.stats.aso.almost_stochastic_order`). The ranking orders the groups by how many others
+each dominates, most first; ties go to the larger mean, then to the name. Larger scores are better; for a
+loss, pass ``-loss``.
+
+Pair ``(i, j)`` uses the seed ``seeds[i, j]`` of ``np.random.default_rng(seed).integers(2**63, size=(k, k))``,
+``seed`` being ``settings["seed"]``, so any entry can be recomputed alone with
+``almost_stochastic_order(a_i, a_j, alpha / m, rng=int(seeds[i, j]))``.
+
+Example:
+    >>> groups = {"a": [0.80, 0.81, 0.82, 0.81], "b": [0.85, 0.86, 0.87, 0.86], "c": [0.90, 0.91, 0.92, 0.91]}
+    >>> r = multi_aso(groups, rng=0)
+    >>> r.ranking, r.n_comparisons, round(r.pair_alpha, 5)
+    (('c', 'b', 'a'), 6, 0.00833)
+    >>> r.eps_min[2, 0].item(), r.eps_min[0, 2].item()
+    (0.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from deviate_cb.stats._checks import check_rng, positive_int, seed_of
+from deviate_cb.stats._groups import _group
+from deviate_cb.stats.aso import almost_stochastic_order
+
+__all__ = ["MultiASO", "multi_aso"]
+
+RngLike = Union[int, np.random.Generator, None]
+Groups = Union[Mapping[Any, Iterable[float]], Sequence[Iterable[float]]]
+
+
+@dataclass(frozen=True)
+class MultiASO:
+    """Almost Stochastic Order between every ordered pair of k groups.
+
+    Attributes:
+        groups: The group names, in the order of the matrices' rows and columns.
+        eps_min: ``k x k`` read-only matrix: ``eps_min[i, j]`` is ``epsilon_min`` of group ``i`` over group ``j``
+            at confidence ``1 - pair_alpha``; NaN on the diagonal.
+        violation_ratio: ``k x k`` matrix of the point estimates ``eps_W`` (NaN on the diagonal).
+        wins: Per group, how many others it almost stochastically dominates (``eps_min < threshold``).
+        means: Per group, the mean of its finite values.
+        ranking: The group names, most wins first; ties by the larger mean, then by name.
+        alpha: The family-wise significance level.
+        pair_alpha: ``alpha / n_comparisons``, the level of each ``epsilon_min``.
+        n_comparisons: ``k (k - 1)``, the ordered pairs.
+        threshold: Dominance threshold of ``epsilon_min``.
+        settings: ``n`` and ``n_nonfinite`` per group (dicts by name), ``n_resamples``, ``grid_size``, ``seed``.
+    """
+
+    groups: tuple[str, ...]
+    eps_min: np.ndarray = field(repr=False)
+    violation_ratio: np.ndarray = field(repr=False)
+    wins: tuple[int, ...]
+    means: tuple[float, ...]
+    ranking: tuple[str, ...]
+    alpha: float
+    pair_alpha: float
+    n_comparisons: int
+    threshold: float
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def statistic(self) -> np.ndarray:
+        """The ``eps_min`` matrix (SciPy's name for what a test computes)."""
+        return self.eps_min
+
+    @property
+    def dominant(self) -> np.ndarray:
+        """``k x k`` booleans: ``dominant[i, j]`` when group ``i`` almost stochastically dominates group ``j``."""
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isnan(self.eps_min), False, self.eps_min < self.threshold)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the matrices as ``{row: {column: value}}`` (NaN becomes ``None``) and the rest.
+
+        Example:
+            >>> d = multi_aso({"a": [1.0, 2.0, 3.0], "b": [11.0, 12.0, 13.0]}, rng=0).to_dict()
+            >>> d["eps_min"]["b"], d["ranking"]
+            ({'a': 0.0, 'b': None}, ['b', 'a'])
+        """
+
+        def matrix(values: np.ndarray) -> dict[str, dict[str, Any]]:
+            return {
+                row: {col: (None if math.isnan(v) else float(v)) for col, v in zip(self.groups, line, strict=True)}
+                for row, line in zip(self.groups, values.tolist(), strict=True)
+            }
+
+        return {
+            "groups": list(self.groups),
+            "eps_min": matrix(self.eps_min),
+            "violation_ratio": matrix(self.violation_ratio),
+            "wins": dict(zip(self.groups, self.wins, strict=True)),
+            "means": dict(zip(self.groups, self.means, strict=True)),
+            "ranking": list(self.ranking),
+            "alpha": self.alpha,
+            "pair_alpha": self.pair_alpha,
+            "n_comparisons": self.n_comparisons,
+            "threshold": self.threshold,
+            **{f"setting_{k}": v for k, v in self.settings.items()},
+        }
+
+
+def multi_aso(
+    groups: Groups,
+    alpha: float = 0.05,
+    threshold: float = 0.2,
+    n_resamples: int = 1000,
+    rng: RngLike = None,
+    *,
+    grid_size: int = 1000,
+) -> MultiASO:
+    """Almost Stochastic Order of every ordered pair of k groups at the Bonferroni level ``alpha / (k (k - 1))``.
+
+    Args:
+        groups: ``{name: values}`` (one value per run; larger is better; at least two finite values each, non-
+            finite ones left out), or a sequence of value lists, named ``"0"``, ``"1"``, ... At least 2 groups.
+        alpha: Family-wise significance level; each ``epsilon_min`` is taken at ``alpha / (k (k - 1))``.
+        threshold: Group ``i`` almost stochastically dominates ``j`` when ``eps_min[i, j] < threshold``.
+        n_resamples: Bootstrap resamples of each pair.
+        rng: An int seed, a ``numpy.random.Generator`` (one seed is drawn from it) or ``None`` (fresh entropy);
+            recorded in ``settings["seed"]``. The global random state is never used.
+        grid_size: Points of the midpoint grid on (0, 1) for the quantile functions.
+
+    Returns:
+        A frozen :class:`MultiASO`.
+
+    Example:
+        >>> r = multi_aso([[1.0, 2.0, 3.0, 4.0], [11.0, 12.0, 13.0, 14.0]], rng=0)
+        >>> r.groups, r.ranking, r.wins, r.dominant.tolist()
+        (('0', '1'), ('1', '0'), (0, 1), [[False, False], [True, False]])
+    """
+    names, samples, n_bad, alpha, threshold = _validate_multi_aso(groups, alpha, threshold, n_resamples, grid_size, rng)
+    seed = seed_of(rng)
+    k = len(names)
+    m = k * (k - 1)
+    pair_alpha = alpha / m
+    seeds = np.random.default_rng(seed).integers(2**63, size=(k, k))
+    eps_min = np.full((k, k), math.nan)
+    eps_w = np.full((k, k), math.nan)
+    for i in range(k):
+        for j in range(k):
+            if i != j:
+                r = almost_stochastic_order(
+                    samples[i], samples[j], pair_alpha, threshold, n_resamples, int(seeds[i, j]), grid_size=grid_size
+                )
+                eps_min[i, j], eps_w[i, j] = r.statistic, r.settings["violation_ratio"]
+    eps_min.setflags(write=False)
+    eps_w.setflags(write=False)
+    with np.errstate(invalid="ignore"):
+        wins = tuple(int(np.sum(row < threshold)) for row in eps_min)  # NaN (the diagonal) never counts
+    means = tuple(float(np.mean(x)) for x in samples)
+    ranking = tuple(names[i] for i in sorted(range(k), key=lambda i: (-wins[i], -means[i], names[i])))
+    settings = {
+        "n": {name: int(x.size) for name, x in zip(names, samples, strict=True)},
+        "n_nonfinite": dict(zip(names, n_bad, strict=True)),
+        "n_resamples": n_resamples,
+        "grid_size": grid_size,
+        "seed": seed,
+    }
+    return MultiASO(names, eps_min, eps_w, wins, means, ranking, alpha, pair_alpha, m, threshold, settings)
+
+
+def _validate_multi_aso(
+    groups: Groups, alpha: object, threshold: object, n_resamples: object, grid_size: object, rng: object
+) -> tuple[tuple[str, ...], list[np.ndarray], tuple[int, ...], float, float]:
+    if isinstance(groups, Mapping):
+        items = [(str(name), values) for name, values in groups.items()]
+    elif isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence):
+        raise TypeError(
+            "`groups` must be a mapping of names to values or a sequence of value lists. "
+            f"Received: groups of type {type(groups).__name__}."
+        )
+    else:
+        items = [(str(i), values) for i, values in enumerate(groups)]
+    if len(items) < 2:
+        raise ValueError(f"`groups` must hold at least 2 groups. Received: {len(items)}.")
+    names = tuple(name for name, _ in items)
+    if len(set(names)) != len(names):
+        raise ValueError(f"`groups` must have distinct names. Received: {list(names)}.")
+    for name, value in (("alpha", alpha), ("threshold", threshold)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < 1.0:
+            raise ValueError(f"`{name}` must be a number in (0, 1). Received: {name}={value!r}.")
+    positive_int(n_resamples, "n_resamples")
+    positive_int(grid_size, "grid_size")
+    check_rng(rng)
+    checked = [_group(values, f"groups[{name!r}]") for name, values in items]
+    samples = [x for x, _ in checked]
+    return names, samples, tuple(bad for _, bad in checked), float(alpha), float(threshold)  # type: ignore[arg-type]

@@ -1,0 +1,93 @@
+"""The exact power of Welch's t-test on normal data, by numerical integration over the sample variances.
+
+With group sizes ``n_a``, ``n_b`` and true standard deviations ``s_a``, ``s_b``, Welch's test rejects when
+``|D| > c(df^) se^``, where ``D`` is the difference of the sample means, ``se^ = sqrt(S_a^2/n_a + S_b^2/n_b)``
+the estimated standard error, ``df^`` the Welch-Satterthwaite degrees of freedom of the *sample* variances and
+``c(df) = t_{1-alpha/2, df}``. For normal data ``D ~ N(effect, sigma^2)`` with ``sigma^2 = s_a^2/n_a + s_b^2/n_b``,
+independent of the sample variances ``S_a^2 ~ s_a^2 chi2_{n_a-1} / (n_a-1)`` and ``S_b^2`` likewise, so given them
+the rejection probability is a normal probability, and the power is its expectation over the two chi-squares::
+
+    power = E[ Phi((effect - c(df^) se^) / sigma) + Phi((-effect - c(df^) se^) / sigma) ]    (two-sided)
+    power = E[ Phi((effect - t_{1-alpha, df^} se^) / sigma) ]                                (one-sided)
+
+The expectation is a two-dimensional integral, computed with the trapezoidal rule in ``log(chi2_k / k)`` of
+each group (the rule converges geometrically there: the integrand is smooth and decays double-exponentially
+on the right and like ``(chi2_k / k)^{k/2}`` on the left), the grid spanning where the density is above
+``e^-36`` of its peak with a step of ``0.4 min(1, sqrt(2/k))``: 44 to 195 points per group, about a millisecond
+a call (6 ms at ``n = 2``, where the grid is largest). It agrees to ``2e-6`` with the one-sample noncentral t
+where one group has no spread (Welch's test is then the one-sample t-test), and with simulations of Welch's
+test within their Monte Carlo error (``tests/stats/test_welch_power.py``).
+
+The usual shortcut, the noncentral t with the Welch-Satterthwaite degrees of freedom of the *true* variances
+and noncentrality ``effect / sigma``, reads low at unequal group sizes: by 5.7 points at ``n = (3, 20)`` with
+equal spreads and a true power of 41.3%, by 16 points at ``n = (2, 20)``, and is within a point at balanced
+sizes.
+
+Example:
+    >>> round(welch_power(3, 20, 1.0, 1.0, 1.5, 0.05, "two-sided"), 4)
+    0.4132
+    >>> round(welch_power(17, 17, 1.0, 1.0, 1.0, 0.05, "two-sided"), 3)
+    0.806
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+__all__ = ["welch_power"]
+
+_TAIL = 36.0  # the grid spans where the density of log(chi2_k / k) is above e^-_TAIL of its peak
+_STEP = 0.4  # the grid step, times min(1, sqrt(2 / k)) (the density's width near its peak)
+
+
+def welch_power(n_a: int, n_b: int, std_a: float, std_b: float, effect: float, alpha: float, alternative: str) -> float:
+    """The probability that Welch's t-test at ``alpha`` rejects when the true difference of means is ``effect``.
+
+    The arguments are taken as checked (by :func:`~deviate_cb.stats.power.achieved_power`): ``n_a, n_b >= 2``,
+    standard deviations ``>= 0`` and not both 0, ``effect > 0``, ``alpha`` in (0, 1), ``alternative`` one of
+    ``"two-sided"``, ``"greater"``, ``"less"`` (the one-sided tests have the same power, taken in the tested
+    direction).
+
+    Example:
+        >>> round(welch_power(10, 10, 1.0, 1.0, 1.0, 0.05, "greater"), 4)
+        0.6903
+    """
+    from scipy.special import ndtr, stdtrit
+
+    var_a, var_b = std_a**2 / n_a, std_b**2 / n_b
+    sigma2 = var_a + var_b
+    d = effect / math.sqrt(sigma2)  # everything below is in units of sigma
+    k_a, k_b = n_a - 1, n_b - 1
+    y_a, w_a = _chi2_nodes(k_a) if var_a > 0 else (np.ones(1), np.ones(1))
+    y_b, w_b = _chi2_nodes(k_b) if var_b > 0 else (np.ones(1), np.ones(1))
+    part_a = (var_a / sigma2) * y_a[:, None]  # S_a^2 / n_a / sigma^2 at each node
+    part_b = (var_b / sigma2) * y_b[None, :]
+    se2 = part_a + part_b
+    df = se2**2 / (part_a**2 / k_a + part_b**2 / k_b)
+    se = np.sqrt(se2)
+    if alternative == "two-sided":
+        crit = stdtrit(df, 1.0 - alpha / 2.0)
+        conditional = ndtr(d - crit * se) + ndtr(-d - crit * se)
+    else:
+        conditional = ndtr(d - stdtrit(df, 1.0 - alpha) * se)
+    return float(min(1.0, max(0.0, w_a @ conditional @ w_b)))
+
+
+@functools.lru_cache(maxsize=512)
+def _chi2_nodes(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``y`` and weights (summing to 1) of ``E[g(Y)]`` for ``Y = chi2_k / k``: the trapezoidal rule in
+    ``s = log(y)``, where ``Y``'s density is proportional to ``exp((k/2) (s - e^s))``."""
+    c = 2.0 * _TAIL / k  # the grid ends where s - e^s + 1 = -c
+    low = -c - 1.0 if c > 1.0 else -math.sqrt(2.0 * c)
+    high = math.log(c + 2.0) if c > 1.0 else math.sqrt(2.0 * c)
+    for _ in range(50):  # Newton's method, from starting points on the safe side of each root
+        low -= (low - math.expm1(low) + c) / -math.expm1(low)
+        high -= (math.expm1(high) - high - c) / math.expm1(high)
+    step = _STEP * min(1.0, math.sqrt(2.0 / k))
+    s = np.linspace(low, high, math.ceil((high - low) / step) + 1)
+    log_density = 0.5 * k * (s - np.exp(s))
+    weights = np.exp(log_density - log_density.max())
+    return np.exp(s), weights / weights.sum()
