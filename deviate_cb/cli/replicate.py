@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any, NoReturn, Optional
 
 from deviate_cb.errors import MissingDependencyError, UsageError
+from deviate_cb.report.text import printable_message
 
 __all__ = ["build_parser", "main"]
 
@@ -195,8 +196,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             backend_options={name: getattr(ns, name) for name in ns.backend_option_names},
             argv=[PROG, *args],
         )
-    except (UsageError, MissingDependencyError) as exc:
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+    except (UsageError, MissingDependencyError) as exc:  # may quote a replica's trainer_error: printable
+        print(f"{PROG}: error: {printable_message(' '.join(str(exc).split()))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, _Terminated) else signal.SIGINT
@@ -206,7 +207,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if result.stopped:  # the run directory could not be written (disk full): the study stopped early
-        print(f"{PROG}: error: {' '.join(result.stopped.split())}", file=sys.stderr)
+        print(f"{PROG}: error: {printable_message(' '.join(result.stopped.split()))}", file=sys.stderr)
     return result.exit_status
 
 

@@ -300,7 +300,7 @@ def backend_class(name: str) -> Callable[..., Backend]:
         entry = _entry_points().get(name)
         if entry is None:
             known = ", ".join(available_backends())
-            raise UsageError(f"`backend` must be one of {known}. Received: --backend={name}.")
+            raise UsageError(f"`--backend` must be one of {known}. Received: --backend={name}.")
         try:
             factory = entry.load()
         except Exception as exc:

@@ -1,5 +1,9 @@
 """Progress of a replication: a live table on a terminal, one plain line per state change otherwise (CI logs).
 
+Every line is printed as one printable line (:func:`deviate_cb.report.text.printable_message`): a note or a
+warning may quote what a replica or the project wrote (an import error in the warm-start template, a trainer's
+exception), whose colours are dropped and whose control characters are escaped.
+
 Example:
     >>> import io
     >>> progress = make_progress(io.StringIO(), live=False)
@@ -15,6 +19,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Optional, TextIO
+
+from deviate_cb.report.text import printable_message
 
 __all__ = ["LiveProgress", "PlainProgress", "Progress", "make_progress"]
 
@@ -112,7 +118,7 @@ class PlainProgress(Progress):
         self._write(text)
 
     def _write(self, text: str) -> None:
-        self.stream.write(text + "\n")
+        self.stream.write(printable_message(text) + "\n")
         self.stream.flush()
 
 
@@ -128,7 +134,7 @@ class LiveProgress(Progress):
         self._started = False
 
     def message(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(printable_message(text), markup=False, highlight=False, soft_wrap=True)
 
     def _changed(self, row: _Row) -> None:
         if not self._started:

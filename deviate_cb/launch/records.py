@@ -3,10 +3,12 @@
 Before: ``status="running"`` and who/what/where (experiment, variant, replica, seed, base seed, requested
 determinism, ``mode`` (``trainer`` or ``command``) with the trainer and its arguments or the command as given
 and as run, whether the project's seeds are kept, argv, start time, host, launcher pid, deviate-cb version,
-``CUDA_VISIBLE_DEVICES``, the requested Keras backend).
+``CUDA_VISIBLE_DEVICES``, the requested Keras backend), and the machine it starts on: its CPU count and load
+average (:func:`machine_fields`; a Slurm or Ray task records its node's again).
 After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
-duration and, for runs that did not complete, ``reason`` (what ended it) and ``error``: the tail of the replica's
-stderr, after the ``reason`` when a signal, the launcher or the cluster ended it (the tail is then not the cause).
+duration, the machine's load average when the replica ran here, and, for runs that did not complete, ``reason``
+(what ended it) and ``error``: the tail of the replica's stderr, after the ``reason`` when a signal, the launcher or
+the cluster ended it (the tail is then not the cause).
 
 When the run directory cannot be written (the disk is full, a quota is exceeded, an I/O error), the write raises
 :class:`StoreWriteError` (:func:`writing`): one line naming the file and the cause, on which the launcher stops
@@ -33,6 +35,8 @@ __all__ = [
     "ERROR_TAIL_LINES",
     "StoreWriteError",
     "end_fields",
+    "load_average",
+    "machine_fields",
     "rewrite_manifest_in_place",
     "signal_name",
     "start_fields",
@@ -220,6 +224,46 @@ def tail_lines(path: Path, lines: int = ERROR_TAIL_LINES, max_bytes: int = 64 * 
     return "\n".join(shown[-lines:])
 
 
+def load_average() -> Optional[list[float]]:
+    """This machine's load average over 1, 5 and 15 minutes (runnable processes, as ``uptime`` shows it), rounded
+    to hundredths; ``None`` where the system has none (Windows).
+
+    Example:
+        >>> values = load_average()
+        >>> values is None or (len(values) == 3 and min(values) >= 0)
+        True
+    """
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def machine_fields(when: str) -> dict[str, Any]:
+    """The manifest's record of the machine a replica runs on, when it starts (``when="start"``) or ends (``"end"``).
+
+    ``start``: ``cpu_count`` (the machine's CPUs), ``cpus_usable`` (those this process may run on: its affinity,
+    a Slurm allocation, ``taskset``) and ``load_avg_start``; ``end``: ``load_avg_end``. A value the system cannot
+    tell is left out. The report compares them with the replicas that ran at once (:mod:`deviate_cb.report.contention`).
+
+    Example:
+        >>> sorted(machine_fields("start")) in (["cpu_count", "cpus_usable", "load_avg_start"], ["cpu_count"], [])
+        True
+    """
+    if when not in ("start", "end"):
+        raise ValueError(f"`when` must be 'start' or 'end'. Received: when={when!r}.")
+    fields: dict[str, Any] = {}
+    if when == "start":
+        if os.cpu_count():
+            fields["cpu_count"] = os.cpu_count()
+        if hasattr(os, "sched_getaffinity"):
+            fields["cpus_usable"] = len(os.sched_getaffinity(0))
+    load = load_average()
+    if load is not None:
+        fields[f"load_avg_{when}"] = load
+    return fields
+
+
 def start_fields(
     plan: ReplicaPlan,
     placement: Placement,
@@ -265,6 +309,7 @@ def start_fields(
         "attempt": plan.attempt,
         "timeout_s": timeout_s,
     }
+    fields.update(machine_fields("start"))
     if keras_backend is not None:
         fields["keras_backend"] = keras_backend
     if ctx.trainer_args:
@@ -275,11 +320,15 @@ def start_fields(
     return fields
 
 
-def end_fields(outcome: Outcome, stderr_path: Path, *, stopped: Optional[str] = None) -> dict[str, Any]:
+def end_fields(
+    outcome: Outcome, stderr_path: Path, *, stopped: Optional[str] = None, here: bool = True
+) -> dict[str, Any]:
     """The manifest fields written after a replica ended.
 
     ``stopped`` is why the launcher stopped the study (the run directory could not be written), for the
-    ``reason`` of the replicas it terminated or never started.
+    ``reason`` of the replicas it terminated or never started. ``here``: the replica ran on this machine, whose
+    load average is then recorded as ``load_avg_end`` (the launcher of a replica that ran on a Slurm or Ray node
+    leaves the node's own record alone).
     """
     status = status_of(outcome)
     fields: dict[str, Any] = {
@@ -291,6 +340,8 @@ def end_fields(outcome: Outcome, stderr_path: Path, *, stopped: Optional[str] = 
     }
     if outcome.pid is not None:
         fields["pid"] = outcome.pid
+    if here:
+        fields.update(machine_fields("end"))
     fields.update(outcome.fields)
     if status != "completed":
         reason = _reason(outcome, status, stopped)

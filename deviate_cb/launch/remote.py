@@ -3,7 +3,8 @@
 :func:`run_tasks` receives the :class:`TaskSpec` of each replica of the task (plain data, so submitit and Ray
 pickle it by value and the function by reference; one replica per task unless ``--replicas-per-task K``) and
 runs them in order. For each it checks that the run directory the launcher prepared is visible here, records
-where the replica runs (host, ``CUDA_VISIBLE_DEVICES`` as the scheduler set it, the Slurm job id), starts
+where the replica runs (host, ``CUDA_VISIBLE_DEVICES`` as the scheduler set it, the Slurm job id, the node's CPU
+count and load average at the start and the end), starts
 ``python -m deviate_cb.launch.child`` (or the command) with the replica's environment exactly as the local
 backend does, applies the ``--timeout``, and writes the end of the manifest itself. The manifest and the Parquet
 files are the truth: the small dicts it returns are only a convenience for the launcher, which reads the
@@ -174,7 +175,7 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     the spec has ``warm_modules``); record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
     from deviate_cb.launch.liveness import compact_what_it_left
-    from deviate_cb.launch.records import end_fields, signal_name
+    from deviate_cb.launch.records import end_fields, machine_fields, signal_name
     from deviate_cb.store.run_directory import RunDirectory, iso_time
 
     run_dir = Path(spec.run_dir)
@@ -185,6 +186,7 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
         "host": socket.gethostname(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "started_at": iso_time(),
+        **machine_fields("start"),  # the node's CPUs and load, not the launcher's
     }
     job_id = slurm_job_id_here()
     if job_id and spec.backend == "slurm":

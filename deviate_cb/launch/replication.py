@@ -18,12 +18,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Outcome, Placement
 from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
@@ -200,7 +202,7 @@ class Replication:
         self.unfinished.pop(plan.replica, None)
         run = RunDirectory(plan.run_dir)
         stopped = None if self.store_error is None else str(self.store_error)
-        fields = end_fields(outcome, job.stderr_path, stopped=stopped)
+        fields = end_fields(outcome, job.stderr_path, stopped=stopped, here=_ran_here(run))
         status = status_of(outcome)
         note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
         compact_what_it_left(run)  # a replica that died before its end left its last flushes as parts
@@ -337,6 +339,23 @@ class Replication:
             return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status)
         status, code, signal, duration = self.statuses[plan.replica]
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
+
+
+def _ran_here(run: RunDirectory) -> bool:
+    """Whether the replica ran on this machine (its manifest names this host): the launcher then records the
+    machine's load at its end; a Slurm or Ray node has recorded its own.
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDirectory(Path(tempfile.mkdtemp()))
+        >>> _ = run.update_manifest(host="node-17.cluster")
+        >>> _ran_here(run)
+        False
+    """
+    try:
+        return run.read_manifest().get("host") == socket.gethostname()
+    except (OSError, ValueError, UsageError):  # unreadable: nothing is known of where it ran
+        return False
 
 
 def _put_back(folder: Path, run_dir: Path) -> None:

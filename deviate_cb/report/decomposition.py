@@ -124,6 +124,8 @@ def _row(
         result = decompose(x, y, level=level, rng=seed)
         low, high = result.confidence_interval()
         note = str(result.settings.get("note", ""))
+        if std_y == 0.0:  # the statistics name their argument (`algo_impl`); here the variant has a name
+            note = f"{wide} has no spread (all runs equal), so the share is undefined"
         return DecompositionRow(*head, std_x, std_y, float(result.statistic), low, high, level, note)
     except ValueError as exc:  # e.g. a degenerate bootstrap
         return DecompositionRow(

@@ -57,7 +57,7 @@ from typing import Any, Optional, Union
 from deviate_cb.errors import DeviateError
 from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord, read_runs, run_directories
-from deviate_cb.report.text import printable
+from deviate_cb.report.text import printable, strip_styles
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 from deviate_cb.variants import VARIANTS
@@ -315,7 +315,8 @@ def _kept_seeding(manifest: Mapping[str, Any]) -> Optional[str]:
 
 
 def _one_line(text: str) -> str:
-    line = " ".join(text.split())
+    """A recorded text on one line, its colours dropped (a stored message), cut to :data:`_MAX_TEXT`."""
+    line = " ".join(strip_styles(text).split())
     return line if len(line) <= _MAX_TEXT else line[: _MAX_TEXT - 3] + "..."
 
 

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.report.metrics.footers import series_problem
-from deviate_cb.report.text import reason
+from deviate_cb.report.text import reason, strip_styles
 from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
@@ -257,7 +257,7 @@ def _first_error_line(manifest: dict[str, Any]) -> Optional[str]:
         if not isinstance(value, str) or not value.strip():
             continue
         lines = [line.strip() for line in value.splitlines() if line.strip()]
-        # A Python traceback says what happened on its last line, not its first.
-        line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+        # A Python traceback says what happened on its last line, not its first (a coloured one too).
+        line = lines[-1] if strip_styles(lines[0]).startswith("Traceback (most recent call last)") else lines[0]
         return line if len(line) <= 160 else line[:157] + "..."
     return None

@@ -6,27 +6,35 @@ names (``experiment=``, ``variant=``), metric names, manifest strings (``excepti
 newline, a terminal escape sequence (``\\x1b[2J`` clears the screen) or bytes that are not UTF-8.
 :func:`printable` escapes every character that is not printable the way :func:`repr` does (``\\n``, ``\\x1b``,
 ``\\u2028``), so one cell stays one cell and one warning one line; the terminal table, Markdown and warnings
-use it. CSV and JSON keep the data as it is (both formats escape what they need themselves).
+use it. A stored *message* (an exception, a stderr line, a reason) is often coloured by the program that
+wrote it (a coloured log line, a rich or Python 3.13 traceback): :func:`printable_message` drops those colour and
+hyperlink sequences, which only style the text, before escaping the rest, so the message reads as written. CSV and
+JSON keep the data as it is (both formats escape what they need themselves).
 
 Example:
     >>> printable("loss\\n\\x1b[2J")
     'loss\\\\n\\\\x1b[2J'
     >>> print(printable("résumé: ok"))
     résumé: ok
+    >>> print(printable_message("\\x1b[31mValueError\\x1b[0m: bad lr\\x07"))
+    ValueError: bad lr\\x07
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from deviate_cb.errors import UsageError
 
-__all__ = ["printable", "printable_errors", "reason"]
+__all__ = ["printable", "printable_errors", "printable_message", "reason", "strip_styles"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Styling only: SGR (colours, bold: ESC [ ... m) and OSC 8 hyperlinks (ESC ] 8 ; params ; uri, ended by ST or BEL).
+_STYLES = re.compile(r"\x1b\[[0-9;:]*m|\x1b\]8;[^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 def printable(text: Any) -> str:
@@ -47,6 +55,32 @@ def printable(text: Any) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def strip_styles(text: str) -> str:
+    r"""``text`` without terminal colour sequences (SGR: ``\x1b[31m``, ``\x1b[0m``) and hyperlink markers (OSC 8).
+
+    They style a message and carry none of its words; every other escape sequence (``\x1b[2J`` clears the screen)
+    is left for :func:`printable` to show.
+
+    Example:
+        >>> strip_styles("\x1b[1;31mError\x1b[0m: see \x1b]8;;https://x.org\x1b\\docs\x1b]8;;\x1b\\ \x1b[2J")
+        'Error: see docs \x1b[2J'
+    """
+    return _STYLES.sub("", text) if "\x1b" in text else text
+
+
+def printable_message(text: Any) -> str:
+    r"""A stored message (an exception, a stderr line, a reason) as printable text: its colours and hyperlinks
+    dropped (:func:`strip_styles`), every other non-printable character escaped (:func:`printable`).
+
+    Names (experiments, metrics, hosts) go through :func:`printable` alone, which shows every character they hold.
+
+    Example:
+        >>> printable_message("\x1b[31mRuntimeError\x1b[0m: boom\x1b[2J\n")
+        'RuntimeError: boom\\x1b[2J\\n'
+    """
+    return printable(strip_styles(str(text)))
 
 
 def _escape(char: str) -> str:

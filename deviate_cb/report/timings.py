@@ -7,6 +7,9 @@ median step time of each run (steps inside a profiling window left out), their m
 slowest run's excess over the fastest, and, where runs were profiled (``DeviateCallback(profile=...)``), the
 ops with the most self time per run, under their portable names (:func:`deviate_cb.profiling.ops.canonical_op`:
 TensorFlow's ``_MklMatMul`` is ranked as ``MatMul``), with the names as recorded beside them where they differ.
+Under the table, a caveat per group whose spread may come from the machine rather than the model: more replicas
+at once than cores, or a busy machine (:mod:`deviate_cb.report.contention`, from the manifests' start and end
+times, CPU counts and load averages).
 
 Example:
     >>> import tempfile
@@ -34,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Optional
 
+from deviate_cb.report.contention import contention_caveats
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.text import printable, reason
 
@@ -64,6 +68,8 @@ class TimingGroup:
         top_ops: The ops with the most self time, mean per profiled run: dicts with ``op`` (the portable name,
             :func:`~deviate_cb.profiling.ops.canonical_op`), ``raw_ops`` (the names as recorded, sorted),
             ``device_type``, ``calls``, ``self_ms`` (per run), ``share`` (of the self time of all ops of that device).
+        caveats: One line per reason the spread may be the machine's rather than the model's (replicas that ran
+            at once on fewer cores, a busy machine: :func:`~deviate_cb.report.contention.contention_caveats`).
     """
 
     experiment: str
@@ -72,6 +78,7 @@ class TimingGroup:
     steps_per_run: float
     top_ops: list[dict[str, Any]] = field(default_factory=list)
     profiled_runs: int = 0
+    caveats: tuple[str, ...] = ()
 
     @property
     def n_runs(self) -> int:
@@ -124,6 +131,7 @@ def build_timings(
     import pyarrow.parquet as pq
 
     sink = warnings if warnings is not None else []
+    manifests = _manifests(runs)  # where and when every run ran, beside the timed ones
     per_group: dict[tuple[str, str], dict[str, Any]] = {}
     for run in timed:
         path = run.path / TIMINGS_FILE
@@ -140,8 +148,11 @@ def build_timings(
             continue
         if not summary or not summary["steps"]:
             continue
-        group = per_group.setdefault((run.experiment, run.variant), {"medians": {}, "steps": [], "ops": [], "n": 0})
+        group = per_group.setdefault(
+            (run.experiment, run.variant), {"medians": {}, "steps": [], "ops": [], "n": 0, "paths": {}}
+        )
         group["medians"][run.replica] = summary["median_s"]
+        group["paths"][run.replica] = run.path
         group["steps"].append(summary["steps"])
         ops = [r for r in rows if r["kind"] == "op"]
         group["ops"] += ops
@@ -169,8 +180,26 @@ def build_timings(
             }
             for t in ranked
         ]
-        groups.append(TimingGroup(experiment, variant, g["medians"], statistics.fmean(g["steps"]), ops_per_run, g["n"]))
+        timed_here = {replica: manifests.get(path, {}) for replica, path in g["paths"].items()}
+        others = [m for path, m in manifests.items() if path not in g["paths"].values()]
+        caveats = tuple(contention_caveats(experiment, variant, timed_here, others))
+        steps_per_run = statistics.fmean(g["steps"])
+        groups.append(TimingGroup(experiment, variant, g["medians"], steps_per_run, ops_per_run, g["n"], caveats))
     return groups
+
+
+def _manifests(runs: Sequence[RunRecord]) -> dict[Any, dict[str, Any]]:
+    """Each run's manifest by run directory; one that cannot be read (the report warned already) is left out."""
+    from deviate_cb.errors import UsageError
+    from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+
+    found = {}
+    for run in runs:
+        try:
+            found[run.path] = read_manifest_file(os.path.join(run.path, MANIFEST_FILE))
+        except (OSError, ValueError, UsageError):  # unreadable, or from a newer deviate-cb: no caveat from it
+            continue
+    return found
 
 
 def _share(part: float, whole: float) -> float:
@@ -211,7 +240,9 @@ def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str])
         return
     title = "Step time across replicas (each run's median training step; profiled steps left out)"
     out.write(f"\n## {title}\n\n" if fmt == "md" else "\n")
-    out.write(render_records(timing_rows(groups), TIMING_COLUMNS, fmt, human=_STEP_CELLS, file=out, title=title))
+    rows = timing_rows(groups)
+    out.write(render_records(rows, TIMING_COLUMNS, fmt, human=_STEP_CELLS, file=out, title=title, keep=2))
+    _write_caveats([line for g in groups for line in g.caveats], fmt, out)
     for g in groups:
         if g.top_ops:
             heading = printable(
@@ -223,6 +254,22 @@ def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str])
             if any(t["raw_ops"] != [t["op"]] for t in g.top_ops):  # recorded under other names (oneDNN, fusion)
                 columns, human = (*columns, "raw_ops"), {**_OP_CELLS, **_RAW_OPS_CELL}
             out.write(render_records(g.top_ops, columns, fmt, human=human, file=out, title=heading))
+
+
+def _write_caveats(lines: Sequence[str], fmt: str, out: IO[str]) -> None:
+    """The caveats under the step-time table: one unwrapped line each (``caveat: ...``), a list in Markdown."""
+    if not lines:
+        return
+    if fmt == "md":
+        out.write("\n" + "".join(f"- **caveat**: {printable(line)}\n" for line in lines))
+        return
+    from rich.text import Text
+
+    from deviate_cb.report.terminal import make_console
+
+    console = make_console(out)
+    for line in lines:  # never wrapped: the terminal wraps it, grep finds it
+        console.print(Text(f"caveat: {printable(line)}", style="yellow"), soft_wrap=True)
 
 
 def _fmt(value: float) -> str:

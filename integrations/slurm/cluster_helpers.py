@@ -37,6 +37,10 @@ VOLATILE = frozenset(
         "start_mode",  # warm (forked from a template) or cold: how the process started, never what it computed
         "warm",  # the template that forked it and its timings
         "cold_reason",
+        "cpu_count",  # the machine it ran on (a node's, a Slurm allocation's) and how loaded it was
+        "cpus_usable",
+        "load_avg_start",
+        "load_avg_end",
     }
 )
 COMMAND_PROJECT = REPO / "tests" / "launch" / "projects" / "self_seeding.py"

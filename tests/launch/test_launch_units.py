@@ -311,7 +311,7 @@ def test_gpu_ids() -> None:
         {"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}, {"CUDA_VISIBLE_DEVICES": "0"}
     ]  # fmt: skip
     assert LocalBackend(parallel=2).placement(1) == Placement(slot=1)
-    with pytest.raises(UsageError, match="`backend` must be one of"):
+    with pytest.raises(UsageError, match="`--backend` must be one of"):
         get_backend("nope")
 
 

@@ -1,0 +1,134 @@
+"""Terminal tables that fit: the width to write for, and rich tables split by columns where they are too wide.
+
+The width is ``COLUMNS`` when it is set, else the terminal's when the output is one, else :data:`DEFAULT_WIDTH`
+(a file or a pipe: wide tables stay whole). A table is printed as it is when it fits (columns that may wrap
+counted at :data:`FOLD_WIDTH` at most, since rich folds them); otherwise its columns are split into several
+tables of consecutive columns, each repeating the first (the metric, the op), so every line fits and no number
+is cut. A column too wide even alone is folded.
+
+Example:
+    >>> import io
+    >>> from rich.table import Table
+    >>> table = Table(box=None, pad_edge=False)
+    >>> for header in ("metric", "mean A", "mean B", "diff [CI]"):
+    ...     table.add_column(header, no_wrap=True)
+    >>> table.add_row("val/acc", "0.8312", "0.8103", "0.02088 [0.01012, 0.03164]")
+    >>> out = io.StringIO()
+    >>> print_fitted(make_console(out, width=40), table)
+    >>> for line in out.getvalue().splitlines():
+    ...     print(line.rstrip())
+    metric   mean A  mean B
+    val/acc  0.8312  0.8103
+    <BLANKLINE>
+    metric   diff [CI]
+    val/acc  0.02088 [0.01012, 0.03164]
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = ["DEFAULT_WIDTH", "FOLD_WIDTH", "make_console", "print_fitted", "terminal_width"]
+
+DEFAULT_WIDTH = 160  # neither COLUMNS nor a terminal: a file or a pipe
+FOLD_WIDTH = 24  # a column that may wrap is never squeezed below this (or its own width)
+_MIN_WIDTH = 20
+_UNBOUNDED = 100_000
+
+
+def terminal_width(file: Optional[IO[str]] = None) -> int:
+    """The width to write ``file`` (default stdout) for: ``COLUMNS``, else the terminal's, else :data:`DEFAULT_WIDTH`.
+
+    Example:
+        >>> import io
+        >>> terminal_width(io.StringIO()) == int(os.environ.get("COLUMNS") or DEFAULT_WIDTH)  # no terminal
+        True
+    """
+    import sys
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return max(_MIN_WIDTH, int(columns))
+    file = sys.stdout if file is None else file
+    try:
+        if file.isatty():
+            return max(_MIN_WIDTH, os.get_terminal_size(file.fileno()).columns)
+    except (AttributeError, OSError, ValueError):  # no descriptor (a StringIO), a closed one, not a terminal
+        pass
+    return DEFAULT_WIDTH
+
+
+def make_console(file: Optional[IO[str]] = None, *, width: Optional[int] = None) -> Console:
+    """A rich console on ``file`` that reads no markup and highlights nothing (stored text is text), ``width`` wide
+    (default :func:`terminal_width`)."""
+    from rich.console import Console
+
+    width = terminal_width(file) if width is None else width
+    return Console(file=file, width=width, highlight=False, soft_wrap=False, markup=False)
+
+
+def print_fitted(console: Console, table: Table, *, keep: int = 1) -> None:
+    """Print ``table`` within ``console.width``: whole when it fits, else as several tables of consecutive columns,
+    each starting with the first ``keep`` columns, one blank line apart."""
+    width = console.width
+    if len(table.columns) <= keep or _needed(console, table) <= width:
+        console.print(table)
+        return
+    head = list(range(keep))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for index in range(keep, len(table.columns)):
+        if current and _needed(console, _columns(table, [*head, *current, index])) > width:
+            chunks.append(current)
+            current = []
+        current.append(index)
+    chunks.append(current)
+    for n, chunk in enumerate(chunks):
+        part = _columns(table, [*head, *chunk])
+        if _needed(console, part) > width:  # too wide even alone: fold every column rather than cut a value
+            part = _columns(table, [*head, *chunk], fold=True)
+        if n:
+            console.print()
+        console.print(part)
+
+
+def _needed(console: Console, table: Table) -> int:
+    """The width ``table`` needs: its natural width, with each column that may wrap counted at most
+    :data:`FOLD_WIDTH` wide."""
+    from rich.measure import Measurement
+
+    probe = _columns(table, range(len(table.columns)), cap=FOLD_WIDTH)
+    return Measurement.get(console, console.options.update_width(_UNBOUNDED), probe).maximum
+
+
+def _columns(table: Table, indices: Sequence[int], *, cap: Optional[int] = None, fold: bool = False) -> Table:
+    """A copy of ``table`` with the columns at ``indices`` only; ``cap`` bounds the width of columns that may wrap,
+    ``fold`` lets every column wrap (folding words longer than the column)."""
+    part = copy.copy(table)
+    part.columns, part.rows = [], []
+    for i in indices:
+        column = table.columns[i]
+        wraps = fold or not column.no_wrap
+        options: dict[str, Any] = {
+            "header_style": column.header_style,
+            "style": column.style,
+            "justify": column.justify,
+            "vertical": column.vertical,
+            "overflow": "fold" if fold else column.overflow,
+            "width": column.width,
+            "min_width": column.min_width,
+            "max_width": cap if cap is not None and wraps and column.max_width is None else column.max_width,
+            "no_wrap": not wraps,
+        }
+        part.add_column(column.header, **options)
+    cells = [list(table.columns[i].cells) for i in indices]
+    for row in zip(*cells, strict=True):
+        part.add_row(*row)
+    return part
