@@ -1,8 +1,10 @@
 # Set-up commands, all working on a fresh machine:
 #   make demo       create .venv, install, replicate the bundled Lightning example and print the report
-#   make test       create .venv, install, run tests/ and the Keras end-to-end suite (TensorFlow and torch)
+#   make test       create .venv, install (as root also Debian's Chromium, for the browser test of the HTML
+#                   report), run tests/ and the Keras end-to-end suite (TensorFlow and torch)
 #                   and integrations/real_projects (small Hydra, LightningCLI, Keras and plain scripts
 #                   replicated through command mode, `deviate-replicate -- python train.py ...`)
+#   make screenshot render the demo study's HTML report and save docs/report.png (the README's picture)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend
 #   make test-integrations   install the slurm/ray extras (and, as root, Debian's Slurm + MariaDB packages when
 #                   missing), then run integrations/slurm (a real single-node Slurm with slurmdbd, started
@@ -14,6 +16,7 @@ STAMP := $(VENV)/.installed-stamp
 JAX_STAMP := $(VENV)/.installed-jax-stamp
 CLUSTER_STAMP := $(VENV)/.installed-cluster-stamp
 SLURM_DEBS := munge slurmctld slurmd slurm-client slurmdbd mariadb-server
+BROWSER_DEBS := chromium
 # torch is pinned here only (constraints.txt), never in the package: GPU users bring their own build.
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -c constraints.txt
 # TensorFlow for the Keras tests: the CPU-only wheel on Linux (plain `tensorflow`, what the package's
@@ -28,14 +31,14 @@ JAX_PACKAGE ?= jax==0.10.2
 DEMO_OUT ?= demo_runs
 LINT_PATHS := deviate_cb tests examples benchmarks integrations
 
-.PHONY: demo test test-jax test-slurm test-ray test-integrations slurm-packages lint venv clean
+.PHONY: demo test test-jax test-slurm test-ray test-integrations slurm-packages browser-packages screenshot lint venv clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) "torch==2.13.0"
-	$(PIP_INSTALL) -e ".[lightning,keras,dev]" "duckdb>=1.0" "$(TF_PACKAGE)"
+	$(PIP_INSTALL) -e ".[lightning,keras,report,dev]" "$(TF_PACKAGE)"
 	touch $(STAMP)
 
 $(JAX_STAMP): $(STAMP)
@@ -54,6 +57,15 @@ slurm-packages:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# Debian's Chromium for the browser test of the HTML report, only when missing (apt-get as root; elsewhere the
+# test says it was skipped and why)
+browser-packages:
+	@missing=$$(for p in $(BROWSER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+		echo "installing:" $$missing; apt-get update -q >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/deviate-replicate --trainer examples/lightning_mlp.py:main -n 4 --variant algo+impl \
 		--parallel 2 --out $(DEMO_OUT) --experiment mlp
@@ -61,8 +73,13 @@ demo: $(STAMP)
 		--parallel 2 --out $(DEMO_OUT) --experiment mlp
 	$(BIN)/deviate report $(DEMO_OUT)
 
-test: $(STAMP)
+test: $(STAMP) browser-packages
 	DEVIATE_KERAS_BACKENDS=tensorflow,torch $(BIN)/python -m pytest tests integrations/keras integrations/real_projects
+
+screenshot: $(STAMP) browser-packages
+	test -d $(DEMO_OUT) || $(MAKE) demo
+	$(BIN)/deviate report $(DEMO_OUT) --format html -o $(DEMO_OUT)/report.html
+	$(BIN)/python tests/report/browser.py $(DEMO_OUT)/report.html docs/report.png
 
 test-jax: $(JAX_STAMP)
 	DEVIATE_KERAS_BACKENDS=jax $(BIN)/python -m pytest integrations/keras

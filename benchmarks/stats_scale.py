@@ -12,6 +12,8 @@ interpreter start and imports included; warm page cache: one untimed read first)
   session keeps in each ``run.json`` (checked against the metrics file's size and mtime), then ``describe``;
 * ``cli``: the command itself, ``deviate report DIR --format csv`` (argument parsing, the step-time and
   stability look-ups and the output included), its CSV parsed back for the check;
+* ``html``: ``deviate report DIR --format html -o FILE``: the self-contained page with every plot (training curves
+  folded run by run, distributions, step times); its size is printed (needs matplotlib, the ``report`` extra);
 * ``report-footers``: ``report`` when the manifests hold no copy: the summaries from each file's Parquet footer
   (:mod:`deviate_cb.store.footer_summary`);
 * ``report-scan``: the same on files without summaries (another writer, an older deviate-cb): a streamed
@@ -169,6 +171,19 @@ def m_cli(root: Path) -> dict:
     return {r["metric"]: [int(r["n"]), *(float(r[k]) for k in ("mean", "std", "min", "max"))] for r in rows}
 
 
+def m_html(root: Path) -> None:
+    """``deviate report DIR --format html -o FILE`` (issue 17): the whole page, curves and plots included; prints
+    the page's size. Returns no statistics (the page holds the same rows as ``cli``)."""
+    from deviate_cb.cli.main import main
+
+    page = Path(tempfile.mkdtemp()) / "report.html"
+    status = main(["report", str(root), "--format", "html", "-o", str(page), "--aggregate", AGGREGATE])
+    if status != 0:
+        raise SystemExit(f"deviate report --format html exited {status}")
+    print(f"html page: {page.stat().st_size / 1e6:.2f} MB ({page})", flush=True)
+    return None
+
+
 def m_report_footers(root: Path) -> dict:
     """``report`` when the manifests hold no copy of the summaries: one footer read per run."""
     from deviate_cb.report import summary
@@ -274,6 +289,7 @@ METHODS = {
     "floor": m_floor,
     "report": m_report,
     "cli": m_cli,
+    "html": m_html,
     "report-footers": m_report_footers,
     "report-scan": m_report_scan,
     "scan-pa": lambda root: m_report_scan(root, duckdb=False),
@@ -282,7 +298,7 @@ METHODS = {
     "pyarrow": m_pyarrow,
     "numpy": m_numpy,
 }
-OPTIONAL = {"duckdb": "duckdb", "polars": "polars"}
+OPTIONAL = {"duckdb": "duckdb", "polars": "polars", "html": "matplotlib"}
 
 
 def child(method: str, root: Path, out: Path) -> None:

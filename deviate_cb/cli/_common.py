@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from typing import IO
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Optional
 
-__all__ = ["PROG", "add_per_run_arguments", "direction_argument", "per_run_options", "say"]
+__all__ = [
+    "PROG",
+    "add_output_arguments",
+    "add_per_run_arguments",
+    "direction_argument",
+    "output_to",
+    "per_run_options",
+    "say",
+]
 
 PROG = "deviate"
 
@@ -24,8 +37,11 @@ def direction_argument(text: str) -> tuple[str, str]:
 
 
 def say(stream: IO[str], kind: str, message: str) -> None:
-    """Write ``deviate: <kind>: <message>`` as one line."""
-    stream.write(f"{PROG}: {kind}: {' '.join(message.split())}\n")
+    """Write ``deviate: <kind>: <message>`` as one printable line (a message quoting what a run wrote keeps no
+    colour or control character: :func:`~deviate_cb.report.text.printable_message`)."""
+    from deviate_cb.report.text import printable_message
+
+    stream.write(f"{PROG}: {kind}: {printable_message(' '.join(message.split()))}\n")
     stream.flush()
 
 
@@ -72,3 +88,57 @@ def per_run_options(args: argparse.Namespace) -> None:
             )
     if args.aggregate is None:
         args.aggregate = "last"
+
+
+@contextlib.contextmanager
+def output_to(path: Optional[str], default: IO[str]) -> Iterator[IO[str]]:
+    """Where a command writes its result: ``default`` (standard output), or with ``-o FILE`` a buffer written to
+    FILE (atomically) when the command succeeds; a FILE that cannot be written is a one-line usage error.
+
+    Example:
+        >>> import tempfile
+        >>> target = Path(tempfile.mkdtemp()) / "report.txt"
+        >>> with output_to(str(target), io.StringIO()) as out:
+        ...     _ = out.write("hello")
+        >>> target.read_text()
+        'hello'
+    """
+    if path is None:
+        yield default
+        return
+    from deviate_cb.errors import UsageError
+    from deviate_cb.store.atomic import atomic_write_bytes
+
+    target = Path(path)
+    if target.is_dir() or not target.parent.is_dir():
+        why = "is a directory" if target.is_dir() else "is in a folder that does not exist"
+        raise UsageError(f"`-o` must be a file that can be written, but {path} {why}. Received: -o {path}.")
+    buffer = io.StringIO()
+    yield buffer
+    try:
+        atomic_write_bytes(target, buffer.getvalue().encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(
+            f"`-o` must be a file that can be written: {os.strerror(exc.errno or 0) or exc}. Received: -o {path}."
+        ) from None
+
+
+def add_output_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """``--format`` (the report formats and ``html``) and ``-o FILE``, as ``report`` and ``compare`` take them."""
+    from deviate_cb.report.render import FORMATS
+
+    p.add_argument(
+        "--format",
+        choices=(*FORMATS, "html"),
+        default="table",
+        help="output format (default: table); html: one self-contained page with plots (needs the report extra)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help=f"write the {what} to FILE instead of standard output")
+
+
+def check_html(args: argparse.Namespace) -> None:
+    """With ``--format html``, matplotlib must be there: one line naming the extra, before anything is read."""
+    if args.format == "html":
+        from deviate_cb.report.html.figures import matplotlib_or_error
+
+        matplotlib_or_error()

@@ -6,7 +6,14 @@ import argparse
 from collections.abc import Sequence
 from typing import IO, Any
 
-from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
+from deviate_cb.cli._common import (
+    add_output_arguments,
+    add_per_run_arguments,
+    check_html,
+    output_to,
+    per_run_options,
+    say,
+)
 from deviate_cb.errors import UsageError
 from deviate_cb.report.text import printable, printable_errors
 
@@ -79,7 +86,6 @@ def _check_alpha(alpha: float) -> None:
 
 
 def add_compare(commands: argparse._SubParsersAction) -> None:
-    from deviate_cb.report.render import FORMATS
 
     p = commands.add_parser(
         "compare",
@@ -90,11 +96,19 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         "Order's epsilon_min of A over B, and a verdict. Groups: `DIR --a KEY=VALUE --b KEY=VALUE` (any partition "
         "key; several --a terms are ANDed), `DIR_A DIR_B`, `--table A.csv --table B.csv`, or `--table ALL.csv "
         "--group-by COLUMN --a VALUE --b VALUE`. Metrics in one group only, or with fewer than 2 runs in a group, "
-        "are listed with the reason.",
+        "are listed with the reason. `DIR --by KEY` ranks the k groups of one key's values instead (k >= 2): per "
+        "metric, Almost Stochastic Order's epsilon_min of every ordered pair at alpha / (k (k - 1)) (Bonferroni), "
+        "and the groups ordered by how many others each almost dominates.",
     )
     _add_sources(p, "one study directory (with --a/--b) or two (A then B)")
     p.add_argument("--a", action="append", default=[], metavar="KEY=VALUE", help="runs of group A (repeatable, ANDed)")
     p.add_argument("--b", action="append", default=[], metavar="KEY=VALUE", help="runs of group B (repeatable, ANDed)")
+    p.add_argument(
+        "--by",
+        metavar="KEY",
+        help="instead of --a/--b: one group per value of this partition key (experiment, variant, ...; with "
+        "--table, a text column), ranked per metric by Almost Stochastic Order",
+    )
     p.add_argument(
         "--correction",
         choices=("holm", "bh", "bonferroni", "none"),
@@ -103,13 +117,14 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstraps (default 0: reproducible)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    add_output_arguments(p, "result")
     p.set_defaults(handler=_run_compare)
 
 
 def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    with printable_errors():  # errors may quote stored names (partition values, a run directory's path)
-        return _compare(args, out, err)
+    check_html(args)  # before any reading: the missing extra is one line
+    with printable_errors(), output_to(args.output, out) as target:  # errors may quote stored names
+        return _compare(args, target, err)
 
 
 def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -121,9 +136,13 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     per_run_options(args)
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
+    if args.seed < 0:  # a bootstrap's seed
+        raise UsageError(f"`--seed` must be a non-negative integer. Received: --seed={args.seed}.")
     sources = [*args.dirs, *args.table]
     if args.dirs and args.table:
         raise UsageError(f"give DIR or `--table`, not both. Received: DIR={args.dirs[0]!r}, --table={args.table[0]!r}.")
+    if args.by is not None:
+        return _compare_by(args, sources, out, err)
     if len(sources) not in (1, 2):
         what = "DIR" if args.dirs else "--table"
         raise UsageError(f"`compare` takes one or two sources ({what}). Received: {len(sources)}.")
@@ -161,9 +180,59 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         "MW p: Mann-Whitney U (two-sided); var p: Brown-Forsythe; ASO eps: epsilon_min of A over B "
         "(< 0.2: A almost dominates).",
     )
-    text = render_records(rows, COMPARE_COLUMNS, args.format, title=title, human=COMPARE_HUMAN, notes=notes, file=out)
+    if args.format == "html":
+        from deviate_cb.report.html.compare_page import compare_page
+
+        out.write(
+            compare_page(
+                rows, group_a, group_b, label_a=label_a, label_b=label_b, title=title, notes=notes, human=COMPARE_HUMAN
+            )
+        )
+        out.flush()
+        return 0
+    text = render_records(  # the verdicts under the table, one line each: a last column of a wide table wraps
+        rows, COMPARE_COLUMNS, args.format, title=title, human=COMPARE_HUMAN, notes=notes, file=out, below=("verdict",)
+    )
     out.write(text + ("\n" if args.format == "json" else ""))
     out.flush()
+    return 0
+
+
+def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err: IO[str]) -> int:
+    """``compare DIR --by KEY``: the k groups of one key's values, ranked per metric by multi-group ASO."""
+    from deviate_cb.report.ranking import RANKING_COLUMNS, pair_rows, rank_metrics, split_by, write_rankings
+    from deviate_cb.report.render import render_records
+
+    if args.a or args.b:
+        raise UsageError(f"give `--by` or `--a`/`--b`, not both. Received: --by={args.by}, {_received(args)}")
+    if len(sources) != 1:
+        raise UsageError(f"`--by` takes one source (DIR or --table). Received: {len(sources)}.")
+    if args.format not in ("table", "md", "csv", "json"):
+        raise UsageError(f"`--by` writes table, md, csv or json. Received: --by={args.by} with --format {args.format}.")
+    warnings: list[str] = []
+    runs = _load(args, sources[0], warnings)
+    groups = split_by(runs, args.by)
+    experiments = sorted({r.keys["experiment"] for r in runs if "experiment" in r.keys})
+    if args.by != "experiment" and len(experiments) > 1:
+        warnings.append(
+            f"the groups pool the runs of {len(experiments)} experiments ({', '.join(experiments)}); give "
+            "DIR/experiment=<name> to rank within one."
+        )
+    for line in warnings:
+        say(err, "warning", printable(line))
+    _warn_problems(args, [(sources[0], runs)], err)
+    rankings = rank_metrics(groups, alpha=args.alpha, seed=args.seed, directions=dict(args.direction))
+    if args.format in ("csv", "json"):
+        for ranked in rankings:
+            if ranked.result is None:
+                say(err, "warning", printable(f"metric `{ranked.metric}` not compared: {ranked.reason}."))
+        out.write(render_records(pair_rows(rankings), RANKING_COLUMNS, args.format))
+        out.write("\n" if args.format == "json" else "")
+        out.flush()
+        return 0
+    how = "" if args.table else f"  aggregate={args.aggregate}"
+    names = ", ".join(f"{name} ({len(group)} run{'s' if len(group) != 1 else ''})" for name, group in groups)
+    write_rankings(rankings, args.format, out, title=f"Almost Stochastic Order by {args.by}: {names}{how}")
     return 0
 
 

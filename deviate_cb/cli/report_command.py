@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from deviate_cb.cli._common import add_per_run_arguments, per_run_options, say
+from deviate_cb.cli._common import (
+    add_output_arguments,
+    add_per_run_arguments,
+    check_html,
+    output_to,
+    per_run_options,
+    say,
+)
 from deviate_cb.errors import UsageError
 from deviate_cb.report.text import printable, printable_errors
 
@@ -13,7 +20,6 @@ __all__ = ["add_report"]
 
 
 def add_report(commands: argparse._SubParsersAction) -> None:
-    from deviate_cb.report.render import FORMATS
     from deviate_cb.store.run_directory import STAGES
 
     p = commands.add_parser(
@@ -65,11 +71,18 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         metavar="CLASS",
         help="positive class of the sub-group false-positive/negative rates (default 1; one-vs-rest if multi-class)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the decomposition bootstrap (default 0)")
+    p.add_argument(
+        "--iqm",
+        action="store_true",
+        help="add the interquartile mean across each group's runs (mean of the middle 50%%, as rliable) with its "
+        "percentile bootstrap CI at --level (seed --seed): a column of table and md, iqm, iqm_ci_low and "
+        "iqm_ci_high in csv and json",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the decomposition and IQM bootstraps (default 0)")
     add_per_run_arguments(p)
     p.add_argument("--stage", choices=STAGES, default=None, help="only metrics of this stage")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the std interval (default 0.95)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    add_output_arguments(p, "report")
     p.set_defaults(handler=_run_report)
 
 
@@ -78,8 +91,9 @@ _SECTIONS = {"--decomposition": "variance decomposition", "--stability": "stabil
 
 
 def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    with printable_errors():  # errors may quote stored names (a run directory's path)
-        return _report(args, out, err)
+    check_html(args)  # before any reading: the missing extra is one line, not a traceback after minutes
+    with printable_errors(), output_to(getattr(args, "output", None), out) as target:  # errors may quote stored names
+        return _report(args, target, err)
 
 
 def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -88,8 +102,10 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
+    if args.seed < 0:  # a bootstrap's seed
+        raise UsageError(f"`--seed` must be a non-negative integer. Received: --seed={args.seed}.")
     per_run_options(args)
-    decompose = args.decomposition or args.format in ("table", "md")
+    decompose = args.decomposition or args.format in ("table", "md", "html")
     chosen = [f"--{name}" for name in ("decomposition", "stability", "timings") if getattr(args, name)]
     if len(chosen) > 1:
         raise UsageError(f"give one of `--decomposition`, `--stability`, `--timings`. Received: {' '.join(chosen)}.")
@@ -97,10 +113,15 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError("`--timings` needs DIR: it reads the runs' timings.parquet files.")
     if args.stability and args.dir is None:
         raise UsageError("`--stability` needs DIR: it reads the runs' predictions and weights files.")
-    if chosen and args.format in ("table", "md"):  # it would change nothing: refused rather than ignored
+    if chosen and args.format in ("table", "md", "html"):  # it would change nothing: refused rather than ignored
         raise UsageError(
-            f"`{chosen[0]}` applies to --format csv or json; the table and Markdown reports already end with the "
+            f"`{chosen[0]}` applies to --format csv or json; the table, Markdown and HTML reports already hold the "
             f"{_SECTIONS[chosen[0]]}. Received: {chosen[0]} with --format {args.format}."
+        )
+    if args.iqm and chosen:  # those write other rows than the per-group ones the IQM is added to
+        raise UsageError(
+            f"`--iqm` adds columns to the per-group rows, which `{chosen[0]}` replaces. Received: --iqm with "
+            f"{chosen[0]}."
         )
     if args.table is not None:
         if args.dir is not None:
@@ -116,6 +137,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             metrics=args.metric or None,
             decompose=decompose,
             seed=args.seed,
+            iqm=args.iqm,
         )
     elif args.dir is None:
         raise UsageError("the following arguments are required: DIR. See `deviate report --help`.")
@@ -131,6 +153,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             level=args.level,
             decompose=decompose,
             seed=args.seed,
+            iqm=args.iqm,
         )
     for line in report.warnings:
         say(err, "warning", printable(line))
@@ -139,12 +162,14 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             say(err, "warning", printable(excluded_line(run)))
     stability = (
         _stability(args, report, err)
-        if args.dir is not None and (args.stability or args.format in ("table", "md"))
+        if args.dir is not None and (args.stability or args.format in ("table", "md", "html"))
         else []
     )
-    timing_groups = _timings(args, report, err) if args.timings or args.format in ("table", "md") else []
+    timing_groups = _timings(args, report, err) if args.timings or args.format in ("table", "md", "html") else []
     problems = _problems(args, report, err)  # last before the output: an error above prints nothing else
-    if args.format == "table":
+    if args.format == "html":
+        out.write(_html(args, report, problems, stability, timing_groups, err))
+    elif args.format == "table":
         print_table(report, out, problems=problems)
         if timing_groups:
             from deviate_cb.report.timings import write_timings_section
@@ -193,6 +218,31 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             write_stability(stability, "md", out)
     out.flush()
     return 0
+
+
+def _html(
+    args: argparse.Namespace, report: Any, problems: list[Any], stability: list[Any], timings: list[Any], err: IO[str]
+) -> str:
+    """The report as one self-contained HTML page (:mod:`deviate_cb.report.html.page`)."""
+    from deviate_cb.report.html.curves import read_curves
+    from deviate_cb.report.html.page import report_page
+    from deviate_cb.report.problems import format_problem
+
+    warnings: list[str] = []
+    curves = {}
+    if args.dir is not None:
+        wanted = {(row.experiment, row.variant, row.metric) for row in report.rows}
+        curves = read_curves(report.completed, warnings, wanted=wanted)
+    for line in warnings:
+        say(err, "warning", printable(line))
+    return report_page(
+        report,
+        source=args.dir if args.dir is not None else args.table,
+        problems=[format_problem(problem) for problem in problems],
+        curves=curves,
+        stability=stability,
+        timings=timings,
+    )
 
 
 def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:

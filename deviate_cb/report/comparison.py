@@ -19,6 +19,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+import numpy as np
+
 from deviate_cb.report.render import _cell
 from deviate_cb.report.selection import RunValues
 from deviate_cb.stats._results import json_value
@@ -131,16 +133,36 @@ def power_rows(
                 rows.append(row)
                 continue
             mean = sum(x) / len(x)
+            if len(set(x)) == 1:  # std 0: the Python API's message would name its own arguments (std_a, std_b)
+                row.update(mean=mean, std=0.0, summary=_no_spread(label, metric, len(x)))
+                rows.append({k: json_value(v) for k, v in row.items()})
+                continue
             try:
                 r = power_report(x, effect=effect, alpha=alpha, power=power)
-            except ValueError as exc:
-                row.update(mean=mean, summary=f"{label} {metric}: {' '.join(str(exc).split())}")
-                rows.append(row)
+            except ValueError:  # the only one left: no number of runs up to 10^9 detects --effect
+                std = float(np.std(x, ddof=1))
+                row.update(mean=mean, std=std, summary=_too_small(label, metric, effect, std))
+                rows.append({k: json_value(v) for k, v in row.items()})
                 continue
             row.update(mean=mean, std=r.std_a, runs_needed=r.n_needed, achieved_power=r.achieved_power)
             row["summary"] = f"{label} {metric}: {r.summary()}"
             rows.append({k: json_value(v) for k, v in row.items()})
     return rows
+
+
+def _no_spread(label: str, metric: str, n: int) -> str:
+    return (
+        f"{label} {metric}: the {n} runs are identical on this metric (std 0): with no spread there is nothing to "
+        "plan (any difference shows in every run, and Welch's t-test needs a spread), so neither the runs needed "
+        "nor the power is given."
+    )
+
+
+def _too_small(label: str, metric: str, effect: float, std: float) -> str:
+    return (
+        f"{label} {metric}: a difference of {effect:g} (--effect) is too small to detect with fewer than 10^9 "
+        f"runs per group at the measured spread (std {std:.2g})."
+    )
 
 
 # Cells of the terminal table and Markdown (csv and json write every column of COMPARE_COLUMNS).
@@ -172,4 +194,8 @@ COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
-POWER_HUMAN = {k: _c(k) for k in ("group", "metric", "n", "mean", "std", "runs_needed", "achieved_power")}
+POWER_HUMAN = {  # headers in words (csv and json keep the keys of POWER_COLUMNS)
+    **{k: _c(k) for k in ("group", "metric", "n", "mean", "std")},
+    "runs needed": _c("runs_needed"),
+    "power now": _c("achieved_power"),
+}

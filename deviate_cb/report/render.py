@@ -1,7 +1,8 @@
 """Write a :class:`~deviate_cb.report.summary.Report` as a terminal table, Markdown, CSV or JSON.
 
-JSON is a list of objects with the keys of :data:`~deviate_cb.report.summary.COLUMNS` (NaN becomes
-``null``); CSV has the same columns (NaN is an empty cell). The terminal table and Markdown also list the
+JSON is a list of objects with the keys of :data:`~deviate_cb.report.summary.COLUMNS`, then
+:data:`~deviate_cb.report.summary.IQM_COLUMNS` when the rows hold the IQM (NaN becomes ``null``); CSV has the
+same columns (NaN is an empty cell). The terminal table and Markdown also list the
 runs that were left out of the statistics, and the study's problems
 (:class:`~deviate_cb.report.problems.Problem`): the table under the group each concerns, Markdown in a
 "Problems" section after the statistics. The table and Markdown escape the control characters of stored text
@@ -26,8 +27,9 @@ from typing import IO, Any, Optional
 
 from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
-from deviate_cb.report.summary import COLUMNS, Report, ReportRow
-from deviate_cb.report.text import printable
+from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow
+from deviate_cb.report.terminal import make_console, print_fitted
+from deviate_cb.report.text import printable, printable_message
 
 __all__ = [
     "FORMATS",
@@ -76,7 +78,7 @@ def to_csv(report: Report) -> str:
     """CSV with a header row of :data:`COLUMNS`; NaN is an empty cell, floats keep full precision."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    writer.writerow(COLUMNS + (IQM_COLUMNS if _with_iqm(report) else ()))
     for row in report.rows:
         writer.writerow(["" if _is_nan(v) else v for v in row.as_dict().values()])
     return buffer.getvalue()
@@ -89,10 +91,11 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = ()) -> str:
         "# deviate report",
         "",
         f"Per-run aggregate: `{report.aggregate}`. std: sample standard deviation (ddof=1); "
-        f"std CI: {level} chi-square interval; cv: std / |mean|. Metrics sorted by cv within each group.",
+        f"std CI: {level} chi-square interval; cv: std / |mean|. Metrics sorted by cv within each group."
+        + _iqm_note(report),
         "",
-        "| " + " | ".join(("experiment", "variant", *_HUMAN)) + " |",
-        "|" + "---|" * (len(_HUMAN) + 2),
+        "| " + " | ".join(("experiment", "variant", *_headers(report))) + " |",
+        "|" + "---|" * (len(_headers(report)) + 2),
     ]
     for row in report.rows:
         lines.append("| " + " | ".join(_md(c) for c in (row.experiment, row.variant, *_human_cells(row))) + " |")
@@ -107,8 +110,9 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = ()) -> str:
             "| experiment | variant | replica | status | exit code | error |",
         ]
         lines.append("|---|---|---|---|---|---|")
-        for run in report.excluded:
-            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
+        for run in report.excluded:  # the error: a message, its colours dropped
+            error = printable_message(run.error or "")
+            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), error)
             lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
     if report.decomposition:
         lines += ["", "## Variance decomposition", "", _DECOMPOSITION_NOTE.format(level=level), ""]
@@ -125,17 +129,17 @@ def print_table(
     """Print the report with rich: one table per (experiment, variant) group, then the runs left out.
 
     Each of ``problems`` is printed under its group's table as one unwrapped line ``problem: ...``; a problem of
-    a group the report does not show is printed in a "Problems" section after the tables.
+    a group the report does not show is printed in a "Problems" section after the tables. Every table fits
+    ``width`` (default: ``COLUMNS``, else the terminal's, else 160): one too wide is printed as several tables of
+    consecutive columns, each starting with the metric (:func:`~deviate_cb.report.terminal.print_fitted`).
     """
     from rich import box
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    if width is None and file is not None and not (hasattr(file, "isatty") and file.isatty()):
-        width = 160
-    # markup=False: a stored name such as `loss[train]` or `x[/y]` is text, not rich markup
-    console = Console(file=file, width=width, highlight=False, soft_wrap=False, markup=False)
+    # No markup: a stored name such as `loss[train]` or `x[/y]` is text. The width: `width`, else COLUMNS or the
+    # terminal's, else 160; a table wider than that is split by columns (report.terminal.print_fitted).
+    console = make_console(file, width=width)
     groups = report.groups or tuple(sorted({(r.experiment, r.variant, 0) for r in report.rows}))
     shown = {(experiment, variant) for experiment, variant, _ in groups}
 
@@ -155,13 +159,13 @@ def print_table(
                 console.print()
             continue
         nonfinite = any(r.n_nonfinite for r in rows)
-        console.print(Text(title, style="bold"), no_wrap=True, overflow="ignore")
+        console.print(Text(title, style="bold"))  # wrapped where the terminal is narrow, never cut
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for i, header in enumerate((*_HUMAN, *(("non-finite",) if nonfinite else ()))):
+        for i, header in enumerate((*_headers(report), *(("non-finite",) if nonfinite else ()))):
             table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
         for row in rows:
             table.add_row(*_human_cells(row), *((str(row.n_nonfinite),) if nonfinite else ()))
-        console.print(table)
+        print_fitted(console, table)
         print_problems(mine)
         console.print()
     others = [p for p in problems if (p.experiment, p.variant) not in shown]
@@ -174,10 +178,11 @@ def print_table(
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for header in ("experiment", "variant", "replica", "status", "exit code", "error"):
             table.add_column(header, overflow="fold")
-        for run in report.excluded:
-            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), run.error or "")
+        for run in report.excluded:  # the error: a message, its colours dropped
+            error = printable_message(run.error or "")
+            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), error)
             table.add_row(*map(printable, cells))
-        console.print(table)
+        print_fitted(console, table, keep=3)  # each part names the run
         console.print()
     if report.decomposition:
         console.print(Text("Variance decomposition", style="bold"))
@@ -186,12 +191,12 @@ def print_table(
             table.add_column(header, justify="left" if i < 3 else "right", no_wrap=i < 7)
         for d in report.decomposition:
             table.add_row(*map(printable, _decomposition_cells(d)))
-        console.print(table)
+        print_fitted(console, table, keep=2)
         console.print(_DECOMPOSITION_NOTE.format(level=_level(report.level)), style="dim")
         console.print()
     console.print(
         f"std: sample standard deviation (ddof=1); std CI: {_level(report.level)} chi-square interval; "
-        "cv: std / |mean|.",
+        "cv: std / |mean|." + _iqm_note(report),
         style="dim",
     )
 
@@ -225,11 +230,17 @@ def render_records(
     human: Optional[dict[str, Any]] = None,
     notes: tuple[str, ...] = (),
     file: Optional[IO[str]] = None,
+    below: tuple[str, ...] = (),
+    keep: int = 1,
 ) -> str:
     r"""Flat records as ``json`` (a list of objects), ``csv`` (``columns``), ``md`` or ``table``.
 
     ``human`` maps a header to a function of the record giving the cell, for ``md`` and ``table``; ``table``
-    is printed to ``file`` (rich) and returns ``""``.
+    is printed to ``file`` (rich) and returns ``""``. It fits the terminal's width (split by columns, each part
+    starting with the first ``keep`` columns, where it is too wide: :func:`~deviate_cb.report.terminal.print_fitted`);
+    columns of short cells never wrap, the first column and columns of long text fold. The headers in ``below``
+    (a sentence per record, such as a verdict) are printed under the table instead, one line per record after
+    its first cell, where they are read whole.
 
     Example:
         >>> render_records([{"metric": "acc", "p": float("nan")}], ("metric", "p"), "csv")
@@ -254,23 +265,34 @@ def render_records(
         lines += ["", *map(printable, notes)] if notes else []
         return "\n".join(lines) + "\n"
     from rich import box
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    width = None if file is not None and hasattr(file, "isatty") and file.isatty() else 200
-    console = Console(file=file, width=width, highlight=False, soft_wrap=False, markup=False)
+    console = make_console(file)
     if title:
-        console.print(Text(printable(title), style="bold"), no_wrap=True, overflow="ignore")
+        console.print(Text(printable(title), style="bold"))
+    shown = {header: f for header, f in cells.items() if header not in below}
+    texts = [[printable(f(r)) for f in shown.values()] for r in records]
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for i, header in enumerate(cells):
-        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
-    for r in records:
-        table.add_row(*(printable(f(r)) for f in cells.values()))
-    console.print(table)
+    for i, header in enumerate(shown):
+        long = i == 0 or any(len(row[i]) > _LONG_CELL for row in texts)  # the name, or long text: may fold
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold", no_wrap=not long)
+    for row in texts:
+        table.add_row(*row)
+    print_fitted(console, table, keep=keep)
+    labels = [row[0] if row else "" for row in texts]
+    width = max(map(len, labels), default=0)
+    for header in (h for h in below if h in cells):
+        console.print()
+        console.print(Text(header, style="bold"))
+        for label, r in zip(labels, records, strict=True):  # one line each, never wrapped: grep finds it
+            console.print(Text(f"  {label:<{width}}  {printable(cells[header](r))}"), soft_wrap=True)
     for note in notes:
         console.print(printable(note), style="dim")
     return ""
+
+
+_LONG_CELL = 40  # a column holding a longer cell (a list of names, a sentence) may wrap
 
 
 def _cell(x: Any) -> str:
@@ -290,7 +312,7 @@ def excluded_line(run: RunRecord) -> str:
         'experiment=mlp variant=algo replica=3 left out of the statistics: failed (exit code 1): RuntimeError: boom'
     """
     detail = f" (exit code {_exit(run)})" if run.exit_code is not None else f" ({run.signal})" if run.signal else ""
-    error = f": {run.error}" if run.error else ""
+    error = f": {printable_message(run.error)}" if run.error else ""
     where = f"experiment={run.experiment} variant={run.variant} replica={run.replica}"
     return f"{where} left out of the statistics: {run.status}{detail}{error}"
 
@@ -300,7 +322,25 @@ def _human_cells(row: ReportRow) -> tuple[str, ...]:
     cv = "-" if _is_nan(row.cv) else f"{row.cv * 100:.3g}%"
     stats = (row.mean, row.std)
     metric = printable(row.metric)
-    return (metric, str(row.n), *map(_num, stats), ci, cv, _num(row.min), _num(row.max), _num(row.range))
+    low, high = (math.nan if x is None else x for x in (row.iqm_ci_low, row.iqm_ci_high))
+    iqm = () if row.iqm is None else (f"{_num(row.iqm)} [{_num(low)}, {_num(high)}]",)
+    return (metric, str(row.n), *map(_num, stats), ci, cv, _num(row.min), _num(row.max), _num(row.range), *iqm)
+
+
+def _with_iqm(report: Report) -> bool:
+    """Whether the rows hold the IQM (``deviate report --iqm``)."""
+    return any(row.iqm is not None for row in report.rows)
+
+
+def _headers(report: Report) -> tuple[str, ...]:
+    return (*_HUMAN, "IQM [CI]") if _with_iqm(report) else _HUMAN
+
+
+def _iqm_note(report: Report) -> str:
+    if not _with_iqm(report):
+        return ""
+    level = _level(report.level)
+    return f" IQM: interquartile mean across the runs (mean of the middle 50%), {level} percentile bootstrap CI."
 
 
 def _level(level: float) -> str:

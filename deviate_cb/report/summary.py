@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -44,7 +44,7 @@ from deviate_cb.report.runs import RUN_LAYOUT, RunRecord, partition_base, read_r
 from deviate_cb.stats import AGGREGATES, DIRECTIONS, aggregate_table, describe
 from deviate_cb.store.run_directory import METRICS_FILE, STAGES
 
-__all__ = ["COLUMNS", "Report", "ReportRow", "build_report", "describe_series", "load_per_run"]
+__all__ = ["COLUMNS", "IQM_COLUMNS", "Report", "ReportRow", "build_report", "describe_series", "load_per_run"]
 
 COLUMNS = (
     "experiment",
@@ -62,11 +62,16 @@ COLUMNS = (
     "std_ci_high",
     "n_nonfinite",
 )
+IQM_COLUMNS = ("iqm", "iqm_ci_low", "iqm_ci_high")  # after COLUMNS with `deviate report --iqm`
 
 
 @dataclass(frozen=True)
 class ReportRow:
-    """The spread of one metric across the completed runs of one (experiment, variant) group."""
+    """The spread of one metric across the completed runs of one (experiment, variant) group.
+
+    ``iqm``, ``iqm_ci_low`` and ``iqm_ci_high`` (the interquartile mean across the runs and its percentile
+    bootstrap interval) are ``None`` unless the report was asked for them (``iqm=True``).
+    """
 
     experiment: str
     variant: str
@@ -82,10 +87,18 @@ class ReportRow:
     std_ci_low: float
     std_ci_high: float
     n_nonfinite: int = 0
+    iqm: Optional[float] = None
+    iqm_ci_low: Optional[float] = None
+    iqm_ci_high: Optional[float] = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The row as a dict with the keys of :data:`COLUMNS`, in that order."""
-        return asdict(self)
+        """The row as a dict with the keys of :data:`COLUMNS`, in that order, then :data:`IQM_COLUMNS` when the
+        row holds the IQM."""
+        out = asdict(self)
+        if self.iqm is None:
+            for key in IQM_COLUMNS:
+                del out[key]
+        return out
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,8 @@ class Report:
         decomposition: :class:`~deviate_cb.report.decomposition.DecompositionRow` per experiment, pair and
             metric, when asked for.
         completed: The runs the statistics came from.
+        values: ``(experiment, variant, metric) -> per-run values`` (the completed runs' aggregates the rows
+            describe, in run order), for plots.
     """
 
     rows: tuple[ReportRow, ...]
@@ -114,6 +129,7 @@ class Report:
     groups: tuple[tuple[str, str, int], ...] = ()
     decomposition: tuple[Any, ...] = ()
     completed: tuple[RunRecord, ...] = ()
+    values: Mapping[tuple[str, str, str], tuple[float, ...]] = field(default_factory=dict)
 
 
 def build_report(
@@ -126,6 +142,7 @@ def build_report(
     level: float = 0.95,
     decompose: bool = False,
     seed: int = 0,
+    iqm: bool = False,
 ) -> Report:
     """Read a study directory and compute its variance report.
 
@@ -137,7 +154,8 @@ def build_report(
         stage: Keep only this stage (``train``, ``val``, ``test`` or ``final``).
         level: Confidence level of the std interval, in (0, 1).
         decompose: Also compute the variance decomposition (``impl`` vs ``algo+impl``, ``control`` vs ``algo``).
-        seed: Seed of the decomposition's bootstrap.
+        seed: Seed of the decomposition's and the IQM's bootstraps.
+        iqm: Also give each row the interquartile mean across the runs with its percentile bootstrap interval.
 
     Raises:
         UsageError: A bad argument, a directory without runs, or a filter that matches nothing.
@@ -147,7 +165,7 @@ def build_report(
     loaded = load_per_run(directory, aggregate=aggregate, directions=directions, metrics=metrics, stage=stage)
     runs, completed, warnings = loaded.runs, loaded.completed, list(loaded.warnings)
     series = loaded.series()
-    rows = describe_series(series, aggregate, level)
+    rows = describe_series(series, aggregate, level, iqm=iqm, seed=seed)
     groups = sorted({(r.experiment, r.variant) for r in runs})
     counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
     excluded = tuple(r for r in runs if not r.completed)
@@ -159,8 +177,18 @@ def build_report(
         from deviate_cb.report.decomposition import decompose_series
 
         decomposition = tuple(decompose_series(series, level=level, seed=seed))
+    values = {key: tuple(found) for key, found in series.items()}
     return Report(
-        tuple(rows), excluded, tuple(warnings), aggregate, level, len(runs), counts, decomposition, tuple(completed)
+        tuple(rows),
+        excluded,
+        tuple(warnings),
+        aggregate,
+        level,
+        len(runs),
+        counts,
+        decomposition,
+        tuple(completed),
+        values,
     )
 
 
@@ -261,14 +289,26 @@ def _filter_metrics(table: Any, patterns: Sequence[str], display: Mapping[tuple[
     return table.filter(pc.is_in(table.column("metric"), value_set=pa.array(sorted(keep), type=pa.string())))
 
 
-def describe_series(series: Mapping[tuple[str, str, str], Sequence[float]], how: str, level: float) -> list[ReportRow]:
-    """One :class:`ReportRow` per ``(experiment, variant, metric) -> values``, sorted as in the report."""
+def describe_series(
+    series: Mapping[tuple[str, str, str], Sequence[float]],
+    how: str,
+    level: float,
+    *,
+    iqm: bool = False,
+    seed: int = 0,
+) -> list[ReportRow]:
+    """One :class:`ReportRow` per ``(experiment, variant, metric) -> values``, sorted as in the report; with
+    ``iqm``, the IQM across the runs and its percentile bootstrap interval (seed ``seed``, one stratum)."""
     rows = []
     for (experiment, variant, metric), values in series.items():
-        d = describe(values)
+        d = describe(values, rng=seed)
         low, high = d.confidence_interval(level)
         stats = (d.n, d.mean, d.std, d.cv, d.min, d.max, d.range, float(low), float(high), d.n_nonfinite)
-        rows.append(ReportRow(experiment, variant, metric, how, *stats))
+        row = ReportRow(experiment, variant, metric, how, *stats)
+        if iqm:
+            iqm_low, iqm_high = d.iqm_confidence_interval(level)
+            row = replace(row, iqm=d.iqm, iqm_ci_low=float(iqm_low), iqm_ci_high=float(iqm_high))
+        rows.append(row)
     return sorted(rows, key=lambda r: (r.experiment, r.variant, math.isnan(r.cv), -_num(r.cv), r.metric))
 
 

@@ -129,8 +129,11 @@ def table_report(
     metrics: Optional[Sequence[str]] = None,
     decompose: bool = False,
     seed: int = 0,
+    iqm: bool = False,
 ) -> Any:
-    """The variance report of a run table: experiment = the file's stem, variant = the ``group_by`` value.
+    """The variance report of a run table: experiment = the file's stem, variant = the ``group_by`` value
+    (``iqm``: with the interquartile mean and its bootstrap interval, as
+    :func:`~deviate_cb.report.summary.build_report`).
 
     Example:
         >>> import tempfile
@@ -152,11 +155,12 @@ def table_report(
         counts[variant] = counts.get(variant, 0) + 1
         for metric, value in run.values.items():
             series.setdefault((experiment, variant, metric), []).append(value)
-    rows = describe_series(series, "as given", level)
+    rows = describe_series(series, "as given", level, iqm=iqm, seed=seed)
     decomposition: tuple[Any, ...] = ()
     if decompose:
         from deviate_cb.report.decomposition import decompose_series
 
         decomposition = tuple(decompose_series(series, level=level, seed=seed))
     groups = tuple((experiment, v, n) for v, n in sorted(counts.items()))
-    return Report(tuple(rows), (), tuple(warnings), "as given", level, len(runs), groups, decomposition)
+    values = {key: tuple(found) for key, found in series.items()}
+    return Report(tuple(rows), (), tuple(warnings), "as given", level, len(runs), groups, decomposition, values=values)

@@ -323,12 +323,12 @@ def test_partition_values_that_stay_allowed(value: str) -> None:
 
 
 @pytest.mark.parametrize("option", ["--decomposition", "--stability", "--timings"])
-@pytest.mark.parametrize("fmt", ["table", "md"])
+@pytest.mark.parametrize("fmt", ["table", "md", "html"])
 def test_row_options_are_usage_errors_with_table_and_md(capsys, tmp_path: Path, option: str, fmt: str) -> None:
     write_run(tmp_path, "mlp", "algo", 0, [("val", "val_acc", 0.8)])
     code, out, err = run_cli(capsys, "report", str(tmp_path), option, "--format", fmt)
     assert (code, out) == (2, "") and err.count("\n") == 1
-    assert err.startswith(f"deviate: error: `{option}` applies to --format csv or json; the table and Markdown")
+    assert err.startswith(f"deviate: error: `{option}` applies to --format csv or json; the table, Markdown and HTML")
     assert err.rstrip().endswith(f"Received: {option} with --format {fmt}.")
     code, out, _ = run_cli(capsys, "report", str(tmp_path), option, "--format", "csv")
     assert code == 0 and out

@@ -1,0 +1,178 @@
+"""Training curves for the HTML report: each group's series per step, their mean and spread, a few replicas.
+
+:func:`read_curves` reads the ``step``, ``stage``, ``name`` and ``value`` columns of the completed runs'
+``metrics.parquet`` files one at a time (a corrupt one is skipped with a warning naming it) and folds each run into
+per-step accumulators of every ``(experiment, variant, metric)`` (Welford's update: count, mean and sum of squared
+deviations, so replicas that agree bit for bit give a std of exactly 0), keeping the series of the first
+``max_replicas`` replicas to draw. Memory and the marks drawn stay bounded whatever the number of runs: a study of
+1,000 runs is folded run by run and thinned to at most ``max_points`` steps. Within a run, a step logged twice
+keeps its last value. Metric names are the report's (:func:`deviate_cb.report.metrics.names.display_names`).
+
+Example:
+    >>> import tempfile
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
+    >>> from deviate_cb.report.runs import find_runs
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k in range(2):
+    ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
+    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.metrics().append({"step": [0, 1], "epoch": [0, 0], "stage": ["train"] * 2, "scope": ["step"] * 2,
+    ...                               "name": ["loss"] * 2, "value": [1.0 + k, 0.5], "wall_time": [0.0, 1.0]})
+    >>> curves = read_curves(find_runs(root), [])
+    >>> c = curves[("mlp", "algo", "loss")]
+    >>> c.steps.tolist(), c.mean.tolist(), c.std.tolist(), c.n_runs
+    ([0, 1], [1.5, 0.5], [0.7071067811865476, 0.0], 2)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from deviate_cb.report.metrics.names import display_names
+from deviate_cb.report.runs import RunRecord
+from deviate_cb.store.run_directory import METRICS_FILE
+
+__all__ = ["Curves", "read_curves"]
+
+MAX_REPLICAS = 20
+MAX_POINTS = 300
+
+
+@dataclass(frozen=True)
+class Curves:
+    """One metric of one group over training.
+
+    Attributes:
+        steps: The steps at which any replica has a value (thinned to at most ``max_points``).
+        mean, std: Across the replicas with a value at that step (std ``ddof=1``; 0 where one replica).
+        n_runs: Replicas with this metric.
+        replicas: ``(steps, values)`` of the replicas drawn (the first ``max_replicas``, thinned alike).
+    """
+
+    steps: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    n_runs: int
+    replicas: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+
+
+class _Fold:
+    """Per-step count, mean and M2 of one series across runs (Welford), and the replicas kept for drawing."""
+
+    def __init__(self) -> None:
+        self.steps = np.zeros(0, dtype=np.int64)
+        self.count = np.zeros(0)
+        self.mean = np.zeros(0)
+        self.m2 = np.zeros(0)
+        self.n_runs = 0
+        self.replicas: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, steps: np.ndarray, values: np.ndarray, keep: bool, max_points: int) -> None:
+        if not np.isin(steps, self.steps).all():
+            merged = np.union1d(self.steps, steps)
+            where = np.searchsorted(merged, self.steps)
+            for name in ("count", "mean", "m2"):
+                grown = np.zeros(merged.size)
+                grown[where] = getattr(self, name)
+                setattr(self, name, grown)
+            self.steps = merged
+        at = np.searchsorted(self.steps, steps)
+        self.count[at] += 1
+        delta = values - self.mean[at]
+        self.mean[at] += delta / self.count[at]
+        self.m2[at] += delta * (values - self.mean[at])
+        self.n_runs += 1
+        if keep:
+            thin = _thin(steps.size, max_points)
+            self.replicas.append((steps[thin], values[thin]))
+
+    def curves(self, max_points: int) -> Curves:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            std = np.where(self.count > 1, np.sqrt(np.maximum(self.m2, 0.0) / (self.count - 1)), 0.0)
+        keep = _thin(self.steps.size, max_points)
+        return Curves(self.steps[keep], self.mean[keep], std[keep], self.n_runs, self.replicas)
+
+
+def read_curves(
+    runs: Sequence[RunRecord],
+    warnings: list[str],
+    *,
+    wanted: Optional[Collection[tuple[str, str, str]]] = None,
+    max_replicas: int = MAX_REPLICAS,
+    max_points: int = MAX_POINTS,
+) -> dict[tuple[str, str, str], Curves]:
+    """``(experiment, variant, metric) -> Curves`` of the completed ``runs`` (only ``wanted`` keys when given)."""
+    per_run: list[tuple[RunRecord, dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]] = []
+    pairs: set[tuple[str, str]] = set()
+    for run in runs:
+        if not run.completed:
+            continue
+        path = Path(run.path) / METRICS_FILE
+        series = _read(path, warnings) if path.is_file() else None
+        if series:
+            per_run.append((run, series))
+            pairs.update(series)
+    display = display_names(sorted(pairs))
+    folds: dict[tuple[str, str, str], _Fold] = {}
+    for run, series in sorted(per_run, key=lambda item: (item[0].experiment, item[0].variant, _order(item[0]))):
+        for pair, (steps, values) in series.items():
+            key = (run.experiment, run.variant, display[pair])
+            if wanted is not None and key not in wanted:
+                continue
+            fold = folds.setdefault(key, _Fold())
+            fold.add(steps, values, fold.n_runs < max_replicas, max_points)
+    return {key: fold.curves(max_points) for key, fold in folds.items()}
+
+
+def _order(run: RunRecord) -> tuple[int, str]:
+    replica = str(run.replica)
+    return (int(replica), "") if replica.isdigit() else (1 << 30, replica)
+
+
+def _read(path: Path, warnings: list[str]) -> Optional[dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]:
+    """``(stage, name) -> (steps, values)`` of one metrics file: finite values, each step once (its last value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(os.fspath(path), columns=["step", "stage", "name", "value"])
+        values = table.column("value").cast(pa.float64()).to_numpy()
+        steps = table.column("step").to_numpy()
+        stages = pc.dictionary_encode(table.column("stage")).combine_chunks()
+        names = pc.dictionary_encode(table.column("name")).combine_chunks()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        warnings.append(f"{path}: left out of the training curves ({' '.join(str(exc).split())[:200]})")
+        return None
+    width = max(len(names.dictionary), 1)
+    codes = stages.indices.to_numpy(zero_copy_only=False).astype(np.int64) * width
+    codes += names.indices.to_numpy(zero_copy_only=False)
+    keep = np.isfinite(values)
+    codes, steps, values = codes[keep], steps[keep], values[keep]
+    order = np.lexsort((steps, codes))  # by series, then by step; equal steps keep their file order
+    codes, steps, values = codes[order], steps[order], values[order]
+    last = np.ones(codes.size, dtype=bool)  # a step logged twice keeps its last value
+    last[:-1] = (codes[1:] != codes[:-1]) | (steps[1:] != steps[:-1])
+    codes, steps, values = codes[last], steps[last], values[last]
+    bounds = np.flatnonzero(np.diff(codes)) + 1
+    stage_names, metric_names = stages.dictionary.to_pylist(), names.dictionary.to_pylist()
+    found: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    for start, stop in zip(np.r_[0, bounds], np.r_[bounds, codes.size], strict=True):
+        if stop > start:
+            code = int(codes[start])
+            key = (str(stage_names[code // width]), str(metric_names[code % width]))
+            found[key] = (steps[start:stop].astype(np.int64), values[start:stop].astype(float))
+    return found
+
+
+def _thin(n: int, most: int) -> np.ndarray:
+    """At most ``most`` indices of ``range(n)``, evenly spread, first and last kept."""
+    if n <= most:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, most).round().astype(int))
