@@ -47,6 +47,16 @@ deviate_cb imports (0.2 s), SciPy's special functions for the chi-square and t q
 most of it SciPy's array-API layer importing NumPy's f2py and testing modules), 1,000 manifests (0.14 s, a third of
 it JSON parsing), the per-run values (0.06 s), the walk (0.03 s) and interpreter exit.
 
+The HTML page (issue 17), measured 2026-11-25 on the same VM, best of 3, ``--methods floor,cli,html``:
+
+    method          process s  peak MiB  x floor
+    floor                1.74       959    1.00x
+    cli                  0.66        78    0.38x
+    html                 7.53       490    4.32x   a 2.19 MB page: 20 metrics x (curves + distribution)
+
+Most of the page's time is reading every run's series for the training curves (1,000 files folded run by run,
+about 3 ms each) and drawing 40 matplotlib figures (about 0.15 s each).
+
     python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
 """
 
