@@ -10,6 +10,9 @@ ended (``load_avg_start``, ``load_avg_end``: over 1, 5 and 15 minutes; :func:`de
 
 - more replicas of the study ran at once on one host, counted from their start and end times, than the host had
   usable cores while a replica of the group ran;
+- the group's replicas ran beside different numbers of others on one host (some alone, some two at once on a
+  2-core machine: ``--parallel 2`` with an odd number of replicas), while the most at once took half its usable
+  cores or more: the replicas did not run under the same conditions;
 - the 1-minute load average when a replica of the group started or ended was above the machine's core count.
 
 Manifests without these fields (older studies, standalone runs) give no caveat.
@@ -71,6 +74,15 @@ def contention_caveats(
             f"{where}: up to {at_once} replicas ran at once on host {host}, which has {cores} usable CPU "
             f"core{'s' * (cores != 1)}: they competed for the cores, so the step-time spread may not be the model's."
         )
+    else:
+        uneven = _uneven(group, others)
+        if uneven is not None:
+            host, alone, crowded_ones, at_once, cores = uneven
+            lines.append(
+                f"{where}: on host {host} ({cores} usable CPU core{'s' * (cores != 1)}) {_replicas(crowded_ones)} ran "
+                f"with up to {at_once} replicas at once while {_replicas(alone)} ran with fewer: they did not run "
+                "under the same conditions, so the step-time spread may not be the model's."
+            )
     busy = _busy(group)
     if busy:
         (load, cores), replicas = max(busy.values()), _replicas(list(busy))
@@ -86,9 +98,36 @@ def _crowded_host(
 ) -> Optional[tuple[str, int, int]]:
     """The host where most replicas ran at once for its cores while a replica of the group ran, when that is more
     than its cores: ``(host, replicas at once, usable cores)``."""
-    mine = [(span, cores) for m in group.values() if (span := _span(m)) and (cores := _usable(m))]
+    worst: Optional[tuple[float, str, int, int]] = None
+    for _, host, at_once, cores in _concurrency(group, others):
+        if at_once > cores and (worst is None or at_once / cores > worst[0]):
+            worst = (at_once / cores, host, at_once, cores)
+    return None if worst is None else worst[1:]
+
+
+def _uneven(
+    group: Mapping[str, Mapping[str, Any]], others: Iterable[Mapping[str, Any]]
+) -> Optional[tuple[str, list[str], list[str], int, int]]:
+    """A host where the group's replicas ran beside different numbers of others, the most at once taking half its
+    cores or more: ``(host, replicas with fewer, replicas with the most, the most at once, usable cores)``."""
+    by_host: dict[str, list[tuple[str, int, int]]] = {}
+    for replica, host, at_once, cores in _concurrency(group, others):
+        by_host.setdefault(host, []).append((replica, at_once, cores))
+    for host, found in sorted(by_host.items()):
+        most, cores = max(at_once for _, at_once, _ in found), min(c for _, _, c in found)
+        fewer = [replica for replica, at_once, _ in found if at_once < most]
+        if fewer and most > 1 and 2 * most >= cores:
+            return host, fewer, [replica for replica, at_once, _ in found if at_once == most], most, cores
+    return None
+
+
+def _concurrency(
+    group: Mapping[str, Mapping[str, Any]], others: Iterable[Mapping[str, Any]]
+) -> list[tuple[str, str, int, int]]:
+    """Per replica of the group: ``(replica, host, most replicas of the study at once during its run, cores)``."""
+    mine = [(replica, span, cores) for replica, m in group.items() if (span := _span(m)) and (cores := _usable(m))]
     if not mine:
-        return None
+        return []
     spans = [s for m in (*group.values(), *others) if (s := _span(m)) is not None]
     starts: dict[str, list[float]] = {}
     ends: dict[str, list[float]] = {}
@@ -97,8 +136,8 @@ def _crowded_host(
         ends.setdefault(s.host, []).append(s.end)
     for values in (*starts.values(), *ends.values()):
         values.sort()
-    worst: Optional[tuple[float, str, int, int]] = None
-    for span, cores in mine:
+    found = []
+    for replica, span, cores in mine:
         host_starts, host_ends = starts[span.host], ends[span.host]
         first, last = bisect.bisect_left(host_starts, span.start), bisect.bisect_left(host_starts, span.end)
         # The most spans running at once during this one: the count peaks when one of them starts.
@@ -106,9 +145,8 @@ def _crowded_host(
             (bisect.bisect_right(host_starts, t) - bisect.bisect_right(host_ends, t) for t in host_starts[first:last]),
             default=0,
         )
-        if at_once > cores and (worst is None or at_once / cores > worst[0]):
-            worst = (at_once / cores, span.host, at_once, cores)
-    return None if worst is None else worst[1:]
+        found.append((replica, span.host, at_once, cores))
+    return found
 
 
 def _busy(group: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[float, int]]:

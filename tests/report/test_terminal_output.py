@@ -202,6 +202,18 @@ def test_more_replicas_at_once_than_cores() -> None:
     assert "which has 1 usable CPU core:" in contention_caveats("mlp", "algo", pinned)[0]
 
 
+def test_replicas_that_ran_beside_different_numbers_of_others() -> None:
+    odd = {"0": _run(0, 5), "1": _run(0, 5), "2": _run(5, 6)}  # --parallel 2, 3 replicas on 2 cores: one ran alone
+    (line,) = contention_caveats("mlp", "control", odd)
+    assert line == (
+        "experiment=mlp variant=control: on host n1 (2 usable CPU cores) replicas 0 and 1 ran with up to 2 replicas "
+        "at once while replica 2 ran with fewer: they did not run under the same conditions, so the step-time spread "
+        "may not be the model's."
+    )
+    roomy = {k: {**run, "cpu_count": 16} for k, run in odd.items()}  # two at once on 16 cores: no competition
+    assert contention_caveats("mlp", "control", roomy) == []
+
+
 def test_a_busy_machine() -> None:
     runs = {
         "0": _run(0, 1, load_avg_start=[5.25, 2.0, 1.0], load_avg_end=[1.0, 1.0, 1.0]),
