@@ -38,6 +38,7 @@ __all__ = [
     "get_backend",
     "register_backend",
     "tell",
+    "tell_cold_start",
 ]
 
 ENTRY_POINT_GROUP = "deviate_cb.backends"
@@ -173,6 +174,23 @@ def tell(listener: Listener, text: str) -> None:
     note = getattr(listener, "note", None)
     if callable(note):
         note(text)
+
+
+def tell_cold_start(listener: Listener, reason: Any, told: set[str]) -> None:
+    """Tell ``listener`` why replicas started cold (``cold start: <reason>``), once per reason: ``told`` holds
+    the reasons said so far; a reason that is not a non-empty string says nothing.
+
+    Example:
+        >>> class Notes:
+        ...     def note(self, text):
+        ...         print(text)
+        >>> told = set()
+        >>> tell_cold_start(Notes(), "no fork here", told); tell_cold_start(Notes(), "no fork here", told)
+        cold start: no fork here
+    """
+    if isinstance(reason, str) and reason and reason not in told:
+        told.add(reason)
+        tell(listener, f"cold start: {reason}")
 
 
 class Backend(abc.ABC):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Optional, Union
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
 from deviate_cb.launch.liveness import die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
 from deviate_cb.launch.warm import WarmProcess, WarmStarter
@@ -311,9 +311,7 @@ class LocalBackend(Backend):
         if process is not None:
             return _Running(job, placement, process)
         assert reason is not None
-        if reason not in self._told:
-            self._told.add(reason)
-            tell(listener, f"cold start: {reason}")
+        tell_cold_start(listener, reason, self._told)
         return reason
 
     def _stop_all(self, running: list[_Running], listener: Listener) -> None:

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
 from deviate_cb.launch.options import RAY_OPTIONS, check_replicas_per_task
 from deviate_cb.launch.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
-from deviate_cb.store.run_directory import RunDirectory
+from deviate_cb.store.run_directory import RunDirectory, unix_time
 
 __all__ = ["RayBackend"]
 
@@ -48,15 +48,6 @@ _FINAL = ("completed", "failed", "timeout", "killed")
 # Set by Ray in every worker (from the task's num_cpus) unless the driver's environment has it: the replica gets
 # the driver's value or none, as it would locally; the fingerprint records the thread counts in effect.
 _RAY_INJECTED = ("OMP_NUM_THREADS",)
-
-
-def _unix(text: Any) -> Optional[float]:
-    import datetime as _dt
-
-    try:
-        return _dt.datetime.fromisoformat(str(text)).timestamp()
-    except (TypeError, ValueError):
-        return None
 
 
 class RayBackend(GroupedTasks, Backend):
@@ -246,10 +237,7 @@ class RayBackend(GroupedTasks, Backend):
         except ray.exceptions.RayError as exc:
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
-        reason = manifest.get("cold_reason")
-        if isinstance(reason, str) and reason and reason not in told:
-            told.add(reason)
-            tell(listener, f"cold start: {reason}")
+        tell_cold_start(listener, manifest.get("cold_reason"), told)
         status = manifest.get("status")
         ended = status in _FINAL
         code = manifest.get("exit_code")
@@ -262,7 +250,7 @@ class RayBackend(GroupedTasks, Backend):
             signal=manifest.get("signal") if ended else None,
             timed_out=status == "timeout",
             cancelled=self._cancelled,
-            started_at=_unix(manifest.get("started_at")),
+            started_at=unix_time(manifest.get("started_at")),
             ended_at=time.time(),
             launch_error=launch_error or (error if not ended else None),
             scheduler_state=state,

@@ -29,11 +29,12 @@ Example:
 from __future__ import annotations
 
 import bisect
-import datetime as _dt
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
+
+from deviate_cb.store.run_directory import unix_time
 
 __all__ = ["contention_caveats"]
 
@@ -164,7 +165,7 @@ def _busy(group: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[float, int]
 
 def _span(manifest: Mapping[str, Any]) -> Optional[_Span]:
     host = manifest.get("host")
-    start, end = _time(manifest.get("started_at")), _time(manifest.get("ended_at"))
+    start, end = unix_time(manifest.get("started_at")), unix_time(manifest.get("ended_at"))
     if not isinstance(host, str) or start is None or end is None or end < start:
         return None
     return _Span(host, start, end)
@@ -185,13 +186,6 @@ def _minute_load(value: Any) -> Optional[float]:
     if isinstance(first, bool) or not isinstance(first, (int, float)) or not math.isfinite(first):
         return None
     return float(first)
-
-
-def _time(text: Any) -> Optional[float]:
-    try:
-        return _dt.datetime.fromisoformat(str(text)).timestamp() if text is not None else None
-    except ValueError:
-        return None
 
 
 def _replicas(labels: list[str]) -> str:

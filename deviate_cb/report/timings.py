@@ -181,7 +181,8 @@ def build_timings(
             for t in ranked
         ]
         timed_here = {replica: manifests.get(path, {}) for replica, path in g["paths"].items()}
-        others = [m for path, m in manifests.items() if path not in g["paths"].values()]
+        mine = set(g["paths"].values())
+        others = [m for path, m in manifests.items() if path not in mine]
         caveats = tuple(contention_caveats(experiment, variant, timed_here, others))
         steps_per_run = statistics.fmean(g["steps"])
         groups.append(TimingGroup(experiment, variant, g["medians"], steps_per_run, ops_per_run, g["n"], caveats))

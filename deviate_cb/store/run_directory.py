@@ -54,6 +54,7 @@ __all__ = [
     "merge_manifest",
     "read_manifest_file",
     "run_path",
+    "unix_time",
 ]
 
 SCHEMA_VERSION = 1
@@ -77,6 +78,19 @@ def iso_time(timestamp: Optional[float] = None) -> str:
     if timestamp is None:
         return _dt.datetime.now(_dt.timezone.utc).isoformat()
     return _dt.datetime.fromtimestamp(timestamp, _dt.timezone.utc).isoformat()
+
+
+def unix_time(text: Any) -> Optional[float]:
+    """The Unix timestamp of a manifest's ISO 8601 time (:func:`iso_time`), ``None`` when it is not one.
+
+    Example:
+        >>> unix_time("1970-01-01T00:01:00+00:00"), unix_time(None), unix_time("soon")
+        (60.0, None, None)
+    """
+    try:
+        return _dt.datetime.fromisoformat(str(text)).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
 def check_partition_value(name: str, value: str) -> str:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import require
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell
+from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
 from deviate_cb.launch.options import SLURM_OPTIONS, check_replicas_per_task
 from deviate_cb.launch.remote import GroupedTasks, run_tasks, task_groups
 from deviate_cb.launch.slurm.jobs import (
@@ -278,7 +278,7 @@ class SlurmBackend(GroupedTasks, Backend):
                             continue
                         group = pending.pop(job_id)
                         for (job, placement), manifest in zip(group, manifests, strict=True):
-                            _tell_cold_start(listener, manifest, told)
+                            tell_cold_start(listener, manifest.get("cold_reason"), told)
                             # a replica that completed before a later one of its task ran out of time stays completed
                             own = "COMPLETED" if len(group) > 1 and _completed(manifest) else state
                             outcome = outcome_from_manifest(
@@ -323,14 +323,6 @@ def _task_started(job: Job) -> bool:
 
 def _completed(manifest: Mapping[str, Any]) -> bool:
     return manifest.get("status") == "completed" and manifest.get("exit_code") == 0
-
-
-def _tell_cold_start(listener: Listener, manifest: Mapping[str, Any], told: set[str]) -> None:
-    """Say once per reason why a replica that was to be forked warm on its node started cold."""
-    reason = manifest.get("cold_reason")
-    if isinstance(reason, str) and reason and reason not in told:
-        told.add(reason)
-        tell(listener, f"cold start: {reason}")
 
 
 def _scancel(job_ids: Sequence[str]) -> None:

@@ -16,24 +16,17 @@ Example:
 
 from __future__ import annotations
 
-import datetime as _dt
 import time as _time
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from deviate_cb.launch.base import Outcome
+from deviate_cb.store.run_directory import unix_time
 
 __all__ = ["ENDED_STATUSES", "lost_note", "outcome_from_manifest"]
 
 # Manifest statuses of a replica that recorded its end.
 ENDED_STATUSES = ("completed", "failed", "timeout", "killed")
-
-
-def _unix(text: Any) -> Optional[float]:
-    try:
-        return _dt.datetime.fromisoformat(str(text)).timestamp()
-    except (TypeError, ValueError):
-        return None
 
 
 def lost_note(job_id: str) -> str:
@@ -68,8 +61,8 @@ def outcome_from_manifest(
         signal=manifest.get("signal") if ended else None,
         timed_out=status == "timeout",
         cancelled=cancelled,
-        started_at=_unix(manifest.get("started_at")),
-        ended_at=_unix(manifest.get("ended_at")) if ended else _time.time(),
+        started_at=unix_time(manifest.get("started_at")),
+        ended_at=unix_time(manifest.get("ended_at")) if ended else _time.time(),
         pid=manifest.get("pid") if isinstance(manifest.get("pid"), int) else None,
         launch_error=launch_error,
         scheduler_state=state or (None if ended else "UNKNOWN"),

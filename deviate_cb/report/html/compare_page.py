@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deviate_cb.report.html import figures
-from deviate_cb.report.html.page import shell, text
+from deviate_cb.report.html.page import shell, table, text
 
 __all__ = ["compare_page"]
 
@@ -52,13 +52,8 @@ def compare_page(
         body.append(f'<div class="figure">{figures.distribution_figure(metric, values)}</div>')
         body.append(f"<p><strong>{text(row.get('verdict', ''))}</strong></p>")
     if human:
-        header = list(human)
-        cells = "".join(
-            "<tr>" + "".join(f"<td>{text(render(dict(row)))}</td>" for render in human.values()) + "</tr>"
-            for row in rows
-        )
-        head = "".join(f"<th>{text(name)}</th>" for name in header)
-        body.append(f"<h2>All results</h2><table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
+        cells = [[render(dict(row)) for render in human.values()] for row in rows]
+        body.append("<h2>All results</h2>" + table(list(human), cells))
     for note in notes:
         body.append(f'<p class="note">{text(note)}</p>')
     return shell("deviate-cb compare", text(f"A: {label_a} · B: {label_b}"), body)

@@ -58,9 +58,8 @@ def matplotlib_or_error() -> Any:
     return plt
 
 
-def _markup(fig: Any, marks: int, title: str) -> str:
+def _markup(plt: Any, fig: Any, marks: int, title: str) -> str:
     """The figure as inline markup (its ``title`` as the accessible label); closes the figure."""
-    plt = matplotlib_or_error()
     buffer = io.BytesIO()
     try:
         if marks > _SVG_MARKS:
@@ -107,7 +106,7 @@ def curves_figure(metric: str, variants: Sequence[tuple[str, Any]]) -> str:
     ax.set_ylabel(f"{metric} (mean ± 1 std band)")
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.25)
-    return _markup(fig, marks, f"training curves of {metric}")
+    return _markup(plt, fig, marks, f"training curves of {metric}")
 
 
 def distribution_figure(metric: str, variants: Sequence[tuple[str, Sequence[float]]]) -> str:
@@ -131,7 +130,7 @@ def distribution_figure(metric: str, variants: Sequence[tuple[str, Sequence[floa
     ax.set_ylim(len(variants) - 0.4, -0.6)  # the first variant on top, as in the legend and the table
     ax.set_xlabel(f"{metric} per run")
     ax.grid(alpha=0.25, axis="x")
-    return _markup(fig, marks, f"distribution of {metric} per run")
+    return _markup(plt, fig, marks, f"distribution of {metric} per run")
 
 
 def bar_figure(
@@ -158,7 +157,7 @@ def bar_figure(
     if ylabel:
         ax.set_ylabel(ylabel)
     ax.grid(alpha=0.25, axis="x")
-    return _markup(fig, len(labels), title)
+    return _markup(plt, fig, len(labels), title)
 
 
 def heatmap_figure(title: str, matrix: np.ndarray, labels: Sequence[str], *, colorbar: str) -> str:
@@ -178,4 +177,4 @@ def heatmap_figure(title: str, matrix: np.ndarray, labels: Sequence[str], *, col
     for spine in ax.spines.values():
         spine.set_visible(False)
     fig.colorbar(image, ax=ax, label=colorbar, fraction=0.046, pad=0.04)
-    return _markup(fig, int(np.asarray(matrix).size), title)
+    return _markup(plt, fig, int(np.asarray(matrix).size), title)
