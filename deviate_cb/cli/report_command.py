@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import IO, Any
 
 from deviate_cb.cli._common import (
@@ -65,6 +66,20 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "option is an error)",
     )
     p.add_argument(
+        "--headline",
+        action="store_true",
+        help="with --format csv or json: write the answers (control identical?, seed noise, implementation share, "
+        "runs needed; json: one object per experiment and metric of interest) instead of the per-group rows (the "
+        "table, md and html formats open with them; there the option is an error)",
+    )
+    p.add_argument(
+        "--effect",
+        metavar="EFFECT",
+        default=None,
+        help="the smallest difference worth reporting, for the runs-needed answer: a number in the metric's units "
+        "(0.005) or a percentage of the mean (1%%, the default)",
+    )
+    p.add_argument(
         "--positive",
         type=int,
         default=1,
@@ -87,7 +102,12 @@ def add_report(commands: argparse._SubParsersAction) -> None:
 
 
 # What the table and Markdown reports end with, for each option that picks the rows of csv and json
-_SECTIONS = {"--decomposition": "variance decomposition", "--stability": "stability section", "--timings": "step times"}
+_SECTIONS = {
+    "--decomposition": "variance decomposition",
+    "--stability": "stability section",
+    "--timings": "step times",
+    "--headline": "answers",
+}
 
 
 def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -97,6 +117,7 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.report.headline import build_headlines, parse_effect
     from deviate_cb.report.render import excluded_line, print_table, render
     from deviate_cb.report.summary import build_report
 
@@ -105,10 +126,13 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.seed < 0:  # a bootstrap's seed
         raise UsageError(f"`--seed` must be a non-negative integer. Received: --seed={args.seed}.")
     per_run_options(args)
-    decompose = args.decomposition or args.format in ("table", "md", "html")
-    chosen = [f"--{name}" for name in ("decomposition", "stability", "timings") if getattr(args, name)]
+    effect = parse_effect(args.effect)
+    decompose = args.decomposition or args.headline or args.format in ("table", "md", "html")
+    chosen = [f"--{name}" for name in ("decomposition", "stability", "timings", "headline") if getattr(args, name)]
     if len(chosen) > 1:
-        raise UsageError(f"give one of `--decomposition`, `--stability`, `--timings`. Received: {' '.join(chosen)}.")
+        raise UsageError(
+            f"give one of `--decomposition`, `--stability`, `--timings`, `--headline`. Received: {' '.join(chosen)}."
+        )
     if args.timings and args.dir is None:
         raise UsageError("`--timings` needs DIR: it reads the runs' timings.parquet files.")
     if args.stability and args.dir is None:
@@ -167,10 +191,14 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     )
     timing_groups = _timings(args, report, err) if args.timings or args.format in ("table", "md", "html") else []
     problems = _problems(args, report, err)  # last before the output: an error above prints nothing else
+    answers = args.headline or args.format in ("table", "md", "html")
+    headlines = (
+        build_headlines(report, problems=problems, metrics=args.metric or None, effect=effect) if answers else []
+    )
     if args.format == "html":
-        out.write(_html(args, report, problems, stability, timing_groups, err))
+        out.write(_html(args, report, problems, stability, timing_groups, err, headlines))
     elif args.format == "table":
-        print_table(report, out, problems=problems)
+        print_table(report, out, problems=problems, headlines=headlines)
         if timing_groups:
             from deviate_cb.report.timings import write_timings_section
 
@@ -180,6 +208,14 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             out.write("\n")
             write_stability(stability, "table", out)
+    elif args.headline:
+        from deviate_cb.report.headline import HEADLINE_COLUMNS
+        from deviate_cb.report.render import render_records
+
+        if args.format == "json":
+            out.write(json.dumps([h.to_dict() for h in headlines], indent=2, allow_nan=False) + "\n")
+        else:
+            out.write(render_records([r for h in headlines for r in h.records()], HEADLINE_COLUMNS, "csv"))
     elif args.timings:
         from deviate_cb.report.render import render_records
         from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
@@ -205,7 +241,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             rows = [d.as_dict() for d in report.decomposition]
             out.write(render_records(rows, DECOMPOSITION_COLUMNS, "csv"))
     else:
-        out.write(render(report, args.format, problems=problems))
+        out.write(render(report, args.format, problems=problems, headlines=headlines))
         if args.format == "json":
             out.write("\n")
         if timing_groups and args.format == "md":
@@ -221,7 +257,13 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _html(
-    args: argparse.Namespace, report: Any, problems: list[Any], stability: list[Any], timings: list[Any], err: IO[str]
+    args: argparse.Namespace,
+    report: Any,
+    problems: list[Any],
+    stability: list[Any],
+    timings: list[Any],
+    err: IO[str],
+    headlines: Any = (),
 ) -> str:
     """The report as one self-contained HTML page (:mod:`deviate_cb.report.html.page`)."""
     from deviate_cb.report.html.curves import read_curves

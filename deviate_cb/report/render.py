@@ -28,8 +28,8 @@ from typing import IO, Any, Optional
 from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow
-from deviate_cb.report.terminal import make_console, print_fitted
-from deviate_cb.report.text import printable, printable_message
+from deviate_cb.report.terminal import make_console, print_fitted, print_wrapped
+from deviate_cb.report.text import percent, printable, printable_message
 
 __all__ = [
     "FORMATS",
@@ -47,7 +47,7 @@ FORMATS = ("table", "md", "csv", "json")
 _HUMAN = ("metric", "n", "mean", "std", "std CI", "cv", "min", "max", "range")
 
 
-def render(report: Report, fmt: str, *, problems: Sequence[Problem] = ()) -> str:
+def render(report: Report, fmt: str, *, problems: Sequence[Problem] = (), headlines: Sequence[Any] = ()) -> str:
     """The report as text in format ``md``, ``csv`` or ``json`` (``table`` renders without colour).
 
     ``problems`` are shown by ``table`` and ``md`` (``csv`` and ``json`` hold the rows only).
@@ -61,10 +61,10 @@ def render(report: Report, fmt: str, *, problems: Sequence[Problem] = ()) -> str
         raise ValueError(f"`fmt` must be one of {', '.join(FORMATS)}. Received: fmt={fmt!r}.")
     if fmt == "table":
         buffer = io.StringIO()
-        print_table(report, buffer, width=160, problems=problems)
+        print_table(report, buffer, width=160, problems=problems, headlines=headlines)
         return buffer.getvalue()
     if fmt == "md":
-        return to_markdown(report, problems=problems)
+        return to_markdown(report, problems=problems, headlines=headlines)
     return {"csv": to_csv, "json": to_json}[fmt](report)
 
 
@@ -84,12 +84,17 @@ def to_csv(report: Report) -> str:
     return buffer.getvalue()
 
 
-def to_markdown(report: Report, *, problems: Sequence[Problem] = ()) -> str:
-    """A Markdown document: the statistics table, the problems, then the runs left out of the statistics."""
+def to_markdown(report: Report, *, problems: Sequence[Problem] = (), headlines: Sequence[Any] = ()) -> str:
+    """A Markdown document: the answers (``headlines``), the statistics table, the problems, then the runs left
+    out of the statistics."""
     level = _level(report.level)
-    lines = [
-        "# deviate report",
-        "",
+    lines = ["# deviate report", ""]
+    for h in headlines:  # the answers first
+        lines += [f"**{_md(h.title())}**", ""]
+        lines += [f"- {_md(sentence)}" for sentence in h.sentences]
+        lines += [f"- *note*: {_md(note)}" for note in h.notes]
+        lines.append("")
+    lines += [
         f"Per-run aggregate: `{report.aggregate}`. std: sample standard deviation (ddof=1); "
         f"std CI: {level} chi-square interval; cv: std / |mean|. Metrics sorted by cv within each group."
         + _iqm_note(report),
@@ -124,9 +129,15 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = ()) -> str:
 
 
 def print_table(
-    report: Report, file: Optional[IO[str]] = None, *, width: Optional[int] = None, problems: Sequence[Problem] = ()
+    report: Report,
+    file: Optional[IO[str]] = None,
+    *,
+    width: Optional[int] = None,
+    problems: Sequence[Problem] = (),
+    headlines: Sequence[Any] = (),
 ) -> None:
-    """Print the report with rich: one table per (experiment, variant) group, then the runs left out.
+    """Print the report with rich: the answers (``headlines``: :mod:`deviate_cb.report.headline`), one table per
+    (experiment, variant) group, then the runs left out.
 
     Each of ``problems`` is printed under its group's table as one unwrapped line ``problem: ...``; a problem of
     a group the report does not show is printed in a "Problems" section after the tables. Every table fits
@@ -144,9 +155,18 @@ def print_table(
     shown = {(experiment, variant) for experiment, variant, _ in groups}
 
     def print_problems(chosen: Sequence[Problem]) -> None:
-        for problem in chosen:  # one line each, never wrapped: the terminal wraps it, grep finds it
-            console.print(Text(f"problem: {printable(format_problem(problem))}", style="bold yellow"), soft_wrap=True)
+        for problem in chosen:  # wrapped at the width, continued indented
+            print_wrapped(
+                console, printable(format_problem(problem)), first="problem: ", indent="  ", style="bold yellow"
+            )
 
+    for h in headlines:  # the answers first, every line wrapped at the width
+        console.print(Text(printable(h.title()), style="bold"))
+        for sentence in h.sentences:
+            print_wrapped(console, printable(sentence), first="  ", indent="    ")
+        for note in h.notes:
+            print_wrapped(console, printable(note), first="  note: ", indent="    ", style="yellow")
+        console.print()
     for experiment, variant, n_completed in groups:
         rows = [r for r in report.rows if (r.experiment, r.variant) == (experiment, variant)]
         runs = f"{n_completed} completed run{'s' if n_completed != 1 else ''}, " if report.groups else ""
@@ -285,8 +305,9 @@ def render_records(
     for header in (h for h in below if h in cells):
         console.print()
         console.print(Text(header, style="bold"))
-        for label, r in zip(labels, records, strict=True):  # one line each, never wrapped: grep finds it
-            console.print(Text(f"  {label:<{width}}  {printable(cells[header](r))}"), soft_wrap=True)
+        for label, r in zip(labels, records, strict=True):  # wrapped at the width, continued under the text
+            first = f"  {label:<{width}}  "
+            print_wrapped(console, printable(cells[header](r)), first=first, indent=" " * min(len(first), 24))
     for note in notes:
         console.print(printable(note), style="dim")
     return ""
@@ -319,7 +340,7 @@ def excluded_line(run: RunRecord) -> str:
 
 def _human_cells(row: ReportRow) -> tuple[str, ...]:
     ci = "-" if _is_nan(row.std_ci_low) else f"[{_num(row.std_ci_low)}, {_num(row.std_ci_high)}]"
-    cv = "-" if _is_nan(row.cv) else f"{row.cv * 100:.3g}%"
+    cv = percent(row.cv)
     stats = (row.mean, row.std)
     metric = printable(row.metric)
     low, high = (math.nan if x is None else x for x in (row.iqm_ci_low, row.iqm_ci_high))

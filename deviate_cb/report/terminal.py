@@ -35,7 +35,15 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["DEFAULT_WIDTH", "FOLD_WIDTH", "make_console", "print_fitted", "terminal_width"]
+__all__ = [
+    "DEFAULT_WIDTH",
+    "FOLD_WIDTH",
+    "make_console",
+    "print_fitted",
+    "print_wrapped",
+    "terminal_width",
+    "wrap_lines",
+]
 
 DEFAULT_WIDTH = 160  # neither COLUMNS nor a terminal: a file or a pipe
 FOLD_WIDTH = 24  # a column that may wrap is never squeezed below this (or its own width)
@@ -132,3 +140,35 @@ def _columns(table: Table, indices: Sequence[int], *, cap: Optional[int] = None,
     for row in zip(*cells, strict=True):
         part.add_row(*row)
     return part
+
+
+def wrap_lines(text: str, width: int, *, first: str = "", indent: Optional[str] = None) -> list[str]:
+    """``first + text`` as lines of at most ``width`` characters, continued under ``indent`` (default: as wide as
+    ``first``); words longer than a line are broken, so no line is ever wider than ``width``.
+
+    Example:
+        >>> wrap_lines("control: bit-identical across 3 runs (determinism holds).", 30, first="  ")
+        ['  control: bit-identical', '  across 3 runs (determinism', '  holds).']
+    """
+    import textwrap
+
+    indent = " " * len(first) if indent is None else indent
+    width = max(width, len(indent) + 10, len(first) + 10)
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=indent,
+        break_long_words=True,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def print_wrapped(
+    console: Console, text: str, *, first: str = "", indent: Optional[str] = None, style: str = ""
+) -> None:
+    """Print ``first + text`` wrapped at the console's width (:func:`wrap_lines`), each line styled ``style``."""
+    from rich.text import Text
+
+    for line in wrap_lines(text, console.width, first=first, indent=indent):
+        console.print(Text(line, style=style), soft_wrap=True)

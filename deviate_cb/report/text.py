@@ -30,11 +30,28 @@ from typing import Any
 
 from deviate_cb.errors import UsageError
 
-__all__ = ["printable", "printable_errors", "printable_message", "reason", "strip_styles"]
+__all__ = ["percent", "printable", "printable_errors", "printable_message", "reason", "strip_styles"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Styling only: SGR (colours, bold: ESC [ ... m) and OSC 8 hyperlinks (ESC ] 8 ; params ; uri, ended by ST or BEL).
 _STYLES = re.compile(r"\x1b\[[0-9;:]*m|\x1b\]8;[^\x07\x1b]*(?:\x07|\x1b\\)")
+
+
+def percent(ratio: Any, *, sign: bool = False) -> str:
+    """A ratio as the percentage every format prints (CV, step-time spreads): 3 significant digits below 100%,
+    one decimal from there on, never an exponent; ``-`` for NaN or None.
+
+    Example:
+        >>> percent(0.01239), percent(0.684), percent(21.297, sign=True), percent(float("nan"))
+        ('1.24%', '68.4%', '+2129.7%', '-')
+    """
+    if ratio is None or not isinstance(ratio, (int, float)) or ratio != ratio:
+        return "-"
+    value = float(ratio) * 100.0
+    if value in (float("inf"), float("-inf")):
+        return ("+" if sign and value > 0 else "") + ("inf%" if value > 0 else "-inf%")
+    body = f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    return ("+" if sign and value >= 0 else "") + body + "%"
 
 
 def printable(text: Any) -> str:

@@ -39,7 +39,7 @@ from typing import IO, Any, Optional
 
 from deviate_cb.report.contention import contention_caveats
 from deviate_cb.report.runs import RunRecord
-from deviate_cb.report.text import printable, reason
+from deviate_cb.report.text import percent, printable, reason
 
 __all__ = ["TIMING_COLUMNS", "TimingGroup", "build_timings", "timing_rows", "write_timings_section"]
 
@@ -218,10 +218,10 @@ _STEP_CELLS = {
     "runs": lambda r: str(r["n_runs"]),
     "median step s (mean)": lambda r: _fmt(r["median_step_s_mean"]),
     "std": lambda r: _fmt(r["median_step_s_std"]),
-    "cv": lambda r: _fmt(r["cv"]),
+    "cv": lambda r: percent(r["cv"]),
     "fastest": lambda r: _fmt(r["median_step_s_min"]),
     "slowest": lambda r: _fmt(r["median_step_s_max"]),
-    "slowest vs fastest": lambda r: f"+{r['slowest_over_fastest_pct']:.1f}%",
+    "slowest vs fastest": lambda r: percent(r["slowest_over_fastest_pct"] / 100.0, sign=True),
 }
 _OP_CELLS = {
     "op": lambda r: r["op"],
@@ -264,13 +264,11 @@ def _write_caveats(lines: Sequence[str], fmt: str, out: IO[str]) -> None:
     if fmt == "md":
         out.write("\n" + "".join(f"- **caveat**: {printable(line)}\n" for line in lines))
         return
-    from rich.text import Text
-
-    from deviate_cb.report.terminal import make_console
+    from deviate_cb.report.terminal import make_console, print_wrapped
 
     console = make_console(out)
-    for line in lines:  # never wrapped: the terminal wraps it, grep finds it
-        console.print(Text(f"caveat: {printable(line)}", style="yellow"), soft_wrap=True)
+    for line in lines:  # wrapped at the terminal's width, continued under the text
+        print_wrapped(console, printable(line), first="caveat: ", indent="  ", style="yellow")
 
 
 def _fmt(value: float) -> str:

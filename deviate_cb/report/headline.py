@@ -1,0 +1,498 @@
+"""The headline of a report: the answers a user came for, in words, computed once for every format.
+
+Per experiment and metric of interest (by default the validation and test metrics, else the metrics of the
+last stage logged; ``--metric`` picks others), :func:`build_headlines` answers, from a
+:class:`~deviate_cb.report.summary.Report` and the study's problems:
+
+- **control**: are the ``control`` runs (every seed fixed, determinism on) bit-identical, so determinism holds?
+  Or how much do they differ (and ``deviate audit`` finds where)?
+- **noise**: how large is the spread across runs of each other variant (std with its chi-square interval, the
+  CV); which variants are identical;
+- **implementation share**: ``std(impl) / std(algo+impl)`` with its interval, or why it is not measurable here
+  (no ``impl`` variant, ``impl`` runs identical because the kernels are deterministic, ``algo+impl`` without
+  spread);
+- **runs needed**: for the smallest difference worth reporting (``effect``: by default 1% of the mean, else a
+  number in the metric's units), the runs per group Welch's t-test needs for 80% power at the measured spread of
+  the seed-varying variant, and the difference the runs already made can detect.
+
+The terminal table, Markdown, HTML and JSON (``deviate report --headline``) and the Python API
+(:func:`deviate_cb.report.load`) all print these same objects; nothing else computes them.
+
+Example:
+    >>> from deviate_cb.report.summary import Report, ReportRow
+    >>> rows = (ReportRow("mlp", "control", "val_acc", "last", 3, 0.9, 0.0, 0.0, 0.9, 0.9, 0.0, 0.0, 0.0),)
+    >>> values = {("mlp", "control", "val_acc"): (0.9, 0.9, 0.9)}
+    >>> h = build_headlines(Report(rows, (), groups=(("mlp", "control", 3),), values=values))[0]
+    >>> h.sentences[0]
+    'control: bit-identical across 3 runs (determinism holds).'
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional, Union
+
+from deviate_cb.errors import UsageError
+from deviate_cb.report.text import percent
+
+__all__ = [
+    "HEADLINE_COLUMNS",
+    "Effect",
+    "Headline",
+    "NoiseLine",
+    "RunsNeeded",
+    "ShareLine",
+    "build_headlines",
+    "headline_metrics",
+    "parse_effect",
+]
+
+# Variants whose seeds vary, most informative first: the spread "runs needed" is planned on.
+_SEED_VARIANTS = ("algo+impl", "algo_impl", "algo-impl", "algo")
+_IMPL_NAMES = ("impl",)
+_WIDE_NAMES = ("algo+impl", "algo_impl", "algo-impl")
+_INTEREST = re.compile(r"(^|[/_.\-\s])(val|valid|validation|test|eval|evaluation)([/_.\-\s]|$)", re.IGNORECASE)
+HEADLINE_COLUMNS = (
+    "experiment",
+    "metric",
+    "kind",
+    "variant",
+    "n",
+    "value",
+    "ci_low",
+    "ci_high",
+    "level",
+    "detail",
+    "sentence",
+)
+
+
+@dataclass(frozen=True)
+class Effect:
+    """The smallest difference worth reporting: ``value`` in the metric's units, or ``relative`` of the mean."""
+
+    value: Optional[float] = None
+    relative: Optional[float] = 0.01
+
+    def of(self, mean: float, std: float) -> tuple[float, str]:
+        """The difference in the metric's units, and how it was chosen (for the sentence)."""
+        if self.value is not None:
+            return self.value, "--effect"
+        rel = 0.01 if self.relative is None else self.relative
+        if math.isfinite(mean) and mean != 0:
+            return abs(mean) * rel, f"{rel * 100:g}% of the mean"
+        return std, "one std of the seed noise (the mean is 0)"
+
+
+def parse_effect(text: Union[str, float, None]) -> Effect:
+    """``--effect``: a number in the metric's units (``0.005``), or a share of the mean (``1%``).
+
+    Example:
+        >>> parse_effect("2%"), parse_effect("0.005")
+        (Effect(value=None, relative=0.02), Effect(value=0.005, relative=None))
+    """
+    if text is None:
+        return Effect()
+    raw = str(text).strip()
+    try:
+        if raw.endswith("%"):
+            rel = float(raw[:-1]) / 100.0
+            if not (math.isfinite(rel) and rel > 0):
+                raise ValueError
+            return Effect(None, rel)
+        value = float(raw)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError
+        return Effect(value, None)
+    except ValueError:
+        raise UsageError(
+            f"`--effect` must be a positive number in the metric's units or a percentage of the mean such as 1%. "
+            f"Received: --effect={raw!r}."
+        ) from None
+
+
+@dataclass(frozen=True)
+class NoiseLine:
+    """The spread of one variant on the metric: std (ddof=1) with its chi-square interval."""
+
+    variant: str
+    n: int
+    mean: float
+    std: float
+    std_ci_low: float
+    std_ci_high: float
+    cv: float
+    identical: bool
+    identical_to: tuple[str, ...] = ()  # other variants whose runs gave exactly the same values
+
+
+@dataclass(frozen=True)
+class ShareLine:
+    """``std(impl) / std(algo+impl)``: the part of the seed spread implementation noise alone keeps."""
+
+    pair: str
+    share: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    reason: str = ""  # why it is not measurable here; empty when measured
+
+
+@dataclass(frozen=True)
+class RunsNeeded:
+    """Runs per group for ``power`` to detect ``effect`` with Welch's t-test at the measured spread."""
+
+    variant: str
+    std: float
+    effect: float
+    effect_basis: str
+    alpha: float
+    power: float
+    runs_per_group: Optional[int]
+    n_now: int
+    power_now: float
+    detectable_now: float
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The answer for one experiment and metric: :attr:`sentences` in plain words, and the numbers behind them.
+
+    Attributes:
+        experiment, metric: What it answers for.
+        level: Confidence level of every interval.
+        control: ``"identical"``, ``"differs"``, or ``None`` without control runs.
+        control_line: The control runs' spread, when there are control runs.
+        noise: Every other variant's spread.
+        share: The implementation share, or why it is not measurable.
+        runs: Runs needed, or ``None`` when no variant has a spread to plan on.
+        sentences: One sentence per answer, in the order shown.
+        notes: Caveats that go with the numbers (coverage of an interval at small n, problems of the study).
+    """
+
+    experiment: str
+    metric: str
+    level: float
+    control: Optional[str]
+    control_line: Optional[NoiseLine]
+    noise: tuple[NoiseLine, ...]
+    share: Optional[ShareLine]
+    runs: Optional[RunsNeeded]
+    sentences: tuple[str, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def title(self) -> str:
+        """What the sentences answer for: ``Answers for val_acc (experiment mlp)``."""
+        return f"Answers for {self.metric} (experiment {self.experiment})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (NaN and infinities become ``None``)."""
+        return _json(asdict(self))
+
+    def records(self) -> list[dict[str, Any]]:
+        """Flat rows of :data:`HEADLINE_COLUMNS` (one per sentence), for CSV and Arrow."""
+        out: list[dict[str, Any]] = []
+        base = {"experiment": self.experiment, "metric": self.metric, "level": self.level}
+        sentences = iter(self.sentences)
+        if self.control_line is not None:
+            c = self.control_line
+            out.append({**base, "kind": "control", "variant": c.variant, "n": c.n, "value": c.std,
+                        "ci_low": c.std_ci_low, "ci_high": c.std_ci_high, "detail": self.control,
+                        "sentence": next(sentences, "")})  # fmt: skip
+        elif self.control is None:
+            out.append({**base, "kind": "control", "detail": "no control runs", "sentence": next(sentences, "")})
+        for line in self.noise:
+            out.append({**base, "kind": "noise", "variant": line.variant, "n": line.n, "value": line.std,
+                        "ci_low": line.std_ci_low, "ci_high": line.std_ci_high,
+                        "detail": "identical" if line.identical else f"cv {line.cv}",
+                        "sentence": next(sentences, "")})  # fmt: skip
+        if self.share is not None:
+            s = self.share
+            out.append({**base, "kind": "implementation share", "variant": s.pair, "value": s.share,
+                        "ci_low": s.ci_low, "ci_high": s.ci_high, "detail": s.reason,
+                        "sentence": next(sentences, "")})  # fmt: skip
+        if self.runs is not None:
+            r = self.runs
+            out.append({**base, "kind": "runs needed", "variant": r.variant, "n": r.n_now,
+                        "value": r.runs_per_group, "detail": f"effect {r.effect:.4g} ({r.effect_basis})",
+                        "sentence": next(sentences, "")})  # fmt: skip
+        rest = list(sentences)
+        for row in out:
+            row.update({k: row.get(k) for k in HEADLINE_COLUMNS})
+        if rest:
+            out[-1]["sentence"] = " ".join([out[-1]["sentence"], *rest])
+        return [{k: _json(row.get(k)) for k in HEADLINE_COLUMNS} for row in out]
+
+
+def headline_metrics(report: Any, patterns: Optional[Sequence[str]] = None) -> list[str]:
+    """The metrics of interest, in the report's order.
+
+    ``patterns`` (fnmatch on the metric's name) choose them; without, the metrics whose name marks a
+    validation or test value (``val_acc``, ``val/loss``, ``test_f1``, ``eval_accuracy``), else every metric that
+    is not a training metric, else all.
+
+    Example:
+        >>> from deviate_cb.report.summary import Report, ReportRow
+        >>> row = lambda m: ReportRow("e", "algo", m, "last", 3, 1.0, 0.1, 0.1, 0.9, 1.1, 0.2, 0.05, 0.6)
+        >>> headline_metrics(Report((row("train_loss"), row("val_acc"), row("val_loss")), ()))
+        ['val_acc', 'val_loss']
+    """
+    names = list(dict.fromkeys(row.metric for row in report.rows))
+    if patterns:
+        return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)] or names
+    interest = [n for n in names if _INTEREST.search(n)]
+    if interest:
+        return interest
+    untrained = [n for n in names if not re.search(r"(^|[/_.\-])train([/_.\-]|$)", n, re.IGNORECASE)]
+    return untrained or names
+
+
+def build_headlines(
+    report: Any,
+    *,
+    problems: Sequence[Any] = (),
+    metrics: Optional[Sequence[str]] = None,
+    effect: Optional[Effect] = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> list[Headline]:
+    """One :class:`Headline` per experiment and metric of interest (see the module docstring).
+
+    Args:
+        report: A :class:`~deviate_cb.report.summary.Report`; its decomposition rows give the share when present.
+        problems: The study's :class:`~deviate_cb.report.problems.Problem` list (``control_differs`` and
+            ``determinism_not_in_effect`` change what the control sentence may claim).
+        metrics: fnmatch patterns of the metrics to answer for (default: :func:`headline_metrics`).
+        effect: The smallest difference worth reporting (default: 1% of the mean).
+        alpha, power: Of the planned Welch t-test.
+    """
+    effect = effect or Effect()
+    level = float(report.level)
+    by_key = {(r.experiment, r.variant, r.metric): r for r in report.rows}
+    out = []
+    for metric in headline_metrics(report, metrics):
+        for experiment in dict.fromkeys(r.experiment for r in report.rows if r.metric == metric):
+            rows = {v: row for (e, v, m), row in by_key.items() if e == experiment and m == metric}
+            values = {v: _finite(report.values.get((experiment, v, metric), ())) for v in rows}
+            out.append(_headline(report, experiment, metric, rows, values, problems, effect, alpha, power, level))
+    return out
+
+
+def _headline(
+    report: Any,
+    experiment: str,
+    metric: str,
+    rows: Mapping[str, Any],
+    values: Mapping[str, list[float]],
+    problems: Sequence[Any],
+    effect: Effect,
+    alpha: float,
+    power: float,
+    level: float,
+) -> Headline:
+    lv = f"{level:.0%}"
+    kinds = {(p.experiment, p.variant, p.kind) for p in problems}
+    lines = {v: _noise_line(row, values[v]) for v, row in sorted(rows.items())}
+    same = _identical_groups(values)
+    lines = {v: _replace_identical(line, same.get(v, ())) for v, line in lines.items()}
+    sentences: list[str] = []
+    notes: list[str] = []
+    control_line = lines.pop("control", None)
+    control: Optional[str] = None
+    if control_line is None:
+        sentences.append("control: no control runs (`deviate-replicate --variant control` checks determinism).")
+    elif control_line.n < 2:
+        sentences.append(f"control: {control_line.n} completed run; at least 2 are needed to check determinism.")
+    elif control_line.identical and (experiment, "control", "control_differs") not in kinds:
+        control = "identical"
+        sentences.append(f"control: bit-identical across {control_line.n} runs (determinism holds).")
+    elif control_line.identical:
+        control = "differs"
+        sentences.append(
+            f"control: identical on {metric} across {control_line.n} runs, but the runs differ on other metrics "
+            "(see the problems; `deviate audit` finds the first step where they part)."
+        )
+    else:
+        control = "differs"
+        sentences.append(
+            f"control: the {control_line.n} runs differ: std {_n(control_line.std)} "
+            f"[{_n(control_line.std_ci_low)}, {_n(control_line.std_ci_high)}] ({lv} CI): determinism does not hold; "
+            "`deviate audit` finds the first step and module where they part."
+        )
+    for line in lines.values():
+        what = _NOISE_NAMES.get(line.variant, "noise")
+        if line.n < 2:
+            sentences.append(f"{what} ({line.variant}): {line.n} completed run; at least 2 are needed for a spread.")
+        elif line.identical:
+            twin = f"; identical to {', '.join(line.identical_to)}" if line.identical_to else ""
+            sentences.append(f"{what} ({line.variant}): none: the {line.n} runs are identical (std 0){twin}.")
+        else:
+            cv = "" if not math.isfinite(line.cv) else f", CV {percent(line.cv)}"
+            sentences.append(
+                f"{what} ({line.variant}): std {_n(line.std)} [{_n(line.std_ci_low)}, {_n(line.std_ci_high)}] "
+                f"({lv} CI) over {line.n} runs{cv}."
+            )
+        if (experiment, line.variant, "identical_replicas") in kinds:
+            notes.append(f"{line.variant}: replicas whose seeds differ came out identical: the seeds did not reach "
+                         "the training (see the problems).")  # fmt: skip
+    share = _share(report, experiment, metric, lines)
+    if share is not None:
+        if share.reason:
+            sentences.append(f"implementation share ({share.pair}): not measurable here: {share.reason}.")
+        else:
+            capped = " (capped at 1: the measured ratio is above 1, within noise)" if share.share > 1 else ""
+            sentences.append(
+                f"implementation share ({share.pair}): {_n(share.share, 2)} [{_n(share.ci_low, 2)}, "
+                f"{_n(share.ci_high, 2)}] ({lv} CI){capped}: the part of the seed spread implementation noise alone "
+                "keeps (std ratio)."
+            )
+    runs = _runs_needed(lines, effect, alpha, power)
+    if runs is not None:
+        sentences.append(_runs_sentence(runs))
+    return Headline(experiment, metric, level, control, control_line, tuple(lines.values()), share, runs,
+                    tuple(sentences), tuple(notes))  # fmt: skip
+
+
+_NOISE_NAMES = {
+    "algo+impl": "seed + implementation noise",
+    "algo_impl": "seed + implementation noise",
+    "algo-impl": "seed + implementation noise",
+    "algo": "seed noise",
+    "impl": "implementation noise",
+}
+
+
+def _noise_line(row: Any, values: Sequence[float]) -> NoiseLine:
+    identical = len(values) >= 2 and len(set(values)) == 1
+    return NoiseLine(row.variant, row.n, row.mean, row.std, row.std_ci_low, row.std_ci_high, row.cv, identical)
+
+
+def _replace_identical(line: NoiseLine, twins: tuple[str, ...]) -> NoiseLine:
+    return NoiseLine(*list(asdict(line).values())[:-1], identical_to=twins) if twins else line
+
+
+def _identical_groups(values: Mapping[str, list[float]]) -> dict[str, tuple[str, ...]]:
+    """Variants whose runs gave exactly the same values as another variant's (same n, same sorted values)."""
+    keys = {v: tuple(sorted(x)) for v, x in values.items() if len(x) >= 2}
+    return {v: tuple(w for w in keys if w != v and keys[w] == k) for v, k in keys.items() if
+            any(w != v and keys[w] == k for w in keys)}  # fmt: skip
+
+
+def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseLine]) -> Optional[ShareLine]:
+    wide = next((v for v in _WIDE_NAMES if v in lines), None)
+    impl = next((v for v in _IMPL_NAMES if v in lines), None)
+    if wide is None and impl is None:
+        if "algo" in lines:
+            return ShareLine("impl / algo+impl", reason="no impl and algo+impl runs (`--variant impl` and "
+                             "`--variant algo+impl` measure it)")  # fmt: skip
+        return None
+    pair = f"{impl or 'impl'} / {wide or 'algo+impl'}"
+    if impl is None:
+        return ShareLine(pair, reason="no impl runs (`--variant impl` measures it)")
+    if wide is None:
+        return ShareLine(pair, reason="no algo+impl runs (`--variant algo+impl` measures it)")
+    row = next(
+        (
+            d
+            for d in report.decomposition
+            if (d.experiment, d.metric, d.narrow, d.wide) == (experiment, metric, impl, wide)
+        ),
+        None,
+    )
+    narrow_line, wide_line = lines[impl], lines[wide]
+    if narrow_line.n < 2 or wide_line.n < 2:
+        return ShareLine(pair, reason="fewer than 2 completed runs in a variant")
+    if wide_line.identical:
+        return ShareLine(pair, reason=f"the {wide} runs have no spread (all identical), so the ratio is undefined")
+    if narrow_line.identical:
+        return ShareLine(pair, 0.0, 0.0, 0.0, reason="")
+    if row is None or not math.isfinite(row.share):
+        return ShareLine(pair, reason=(row.note if row is not None and row.note else "no decomposition computed"))
+    return ShareLine(pair, row.share, row.share_ci_low, row.share_ci_high)
+
+
+def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, power: float) -> Optional[RunsNeeded]:
+    chosen = next((lines[v] for v in _SEED_VARIANTS if v in lines), None)
+    if chosen is None:
+        chosen = next(iter(lines.values()), None)
+    if chosen is None or chosen.n < 2 or not math.isfinite(chosen.std):
+        return None
+    size, basis = effect.of(chosen.mean, chosen.std)
+    base = dict(variant=chosen.variant, std=chosen.std, effect=size, effect_basis=basis, alpha=alpha, power=power,
+                n_now=chosen.n)  # fmt: skip
+    if chosen.std == 0.0:
+        return RunsNeeded(**base, runs_per_group=2, power_now=1.0, detectable_now=0.0,  # type: ignore[arg-type]
+                          reason="the runs are identical: any difference shows in every run")  # fmt: skip
+    if not (math.isfinite(size) and size > 0):
+        return RunsNeeded(**base, runs_per_group=None, power_now=math.nan, detectable_now=math.nan,  # type: ignore[arg-type]
+                          reason="no difference to plan for (the mean and the spread are 0)")  # fmt: skip
+    from deviate_cb.stats import achieved_power, runs_needed
+
+    try:
+        needed: Optional[int] = runs_needed(chosen.std, effect=size, alpha=alpha, power=power)
+        reason = ""
+    except ValueError:
+        needed, reason = None, "more than 10^9 runs per group"
+    now = achieved_power(chosen.n, chosen.n, chosen.std, effect=size, alpha=alpha)
+    detectable = _detectable(chosen.n, chosen.std, alpha, power)
+    return RunsNeeded(**base, runs_per_group=needed, power_now=now, detectable_now=detectable,  # type: ignore[arg-type]
+                      reason=reason)  # fmt: skip
+
+
+def _detectable(n: int, std: float, alpha: float, power: float) -> float:
+    """The smallest difference ``n`` runs per group detect with ``power``."""
+    try:
+        from deviate_cb.stats import detectable_effect  # type: ignore[attr-defined]
+
+        return float(detectable_effect(n, n, std, alpha=alpha, power=power))
+    except ImportError:  # pragma: no cover - until the stats layer has it
+        from deviate_cb.stats import achieved_power
+
+        low, high = 0.0, std
+        while achieved_power(n, n, std, effect=high, alpha=alpha) < power:
+            low, high = high, high * 2
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if achieved_power(n, n, std, effect=mid, alpha=alpha) < power else (low, mid)
+        return high
+
+
+def _runs_sentence(r: RunsNeeded) -> str:
+    if r.reason and r.runs_per_group is not None and r.std == 0.0:
+        return f"runs needed: {r.reason} ({r.variant})."
+    if r.runs_per_group is None:
+        return f"runs needed: {r.reason}."
+    made = (
+        f"the {r.n_now} runs made detect {_n(r.detectable_now)} ({r.power_now:.0%} power for {_n(r.effect)})"
+        if math.isfinite(r.detectable_now)
+        else f"the {r.n_now} runs made"
+    )
+    return (
+        f"runs needed: {r.runs_per_group} per group to detect a difference of {_n(r.effect)} ({r.effect_basis}) "
+        f"with {r.power:.0%} power (Welch t, alpha {r.alpha:g}) at the measured spread of {r.variant} (std "
+        f"{_n(r.std)}); {made}."
+    )
+
+
+def _n(x: Optional[float], digits: int = 4) -> str:
+    if x is None or not math.isfinite(x):
+        return "-" if x is None or math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return f"{x:.{digits}g}" if abs(x) < 1e6 else f"{x:.{digits}e}"
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return value
