@@ -90,10 +90,12 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "compare",
         help="is A really better than B? every test and effect size, per metric",
-        description="Compare two groups of completed runs, per metric present in both: means, the mean difference "
-        "with a bootstrap CI, Welch's t (p raw and corrected across the metrics compared), Mann-Whitney U, Cohen's d "
-        "and Hedges' g with CIs, P(A>B) with a bootstrap CI, the Brown-Forsythe variance test, Almost Stochastic "
-        "Order's epsilon_min of A over B, and a verdict. Groups: `DIR --a KEY=VALUE --b KEY=VALUE` (any partition "
+        description="Compare two groups of completed runs, per metric present in both, on both questions: do the "
+        "means differ (the mean difference with Welch's t interval, Welch's t with p raw and corrected across the "
+        "metrics compared, Cohen's d, Hedges' g and P(A>B) with intervals that invert the same test, Mann-Whitney "
+        "U, Almost Stochastic Order's epsilon_min of A over B) and do the spreads differ (std(A)/std(B) with the "
+        "interval that inverts the Brown-Forsythe test, its p raw and corrected); a verdict sentence for each. "
+        "Groups: `DIR --a KEY=VALUE --b KEY=VALUE` (any partition "
         "key; several --a terms are ANDed), `DIR_A DIR_B`, `--table A.csv --table B.csv`, or `--table ALL.csv "
         "--group-by COLUMN --a VALUE --b VALUE`. Metrics in one group only, or with fewer than 2 runs in a group, "
         "are listed with the reason. `DIR --by KEY` ranks the k groups of one key's values instead (k >= 2): per "
@@ -176,9 +178,12 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     how = "" if args.table else f"  aggregate={args.aggregate}"
     title = f"A: {label_a} ({len(group_a)} runs)  vs  B: {label_b} ({len(group_b)} runs){how}"
     notes = (
-        f"diff: mean(A) - mean(B) with {args.level:.0%} bootstrap CI; p: Welch t, p adj: {args.correction}; "
-        "MW p: Mann-Whitney U (two-sided); var p: Brown-Forsythe; ASO eps: epsilon_min of A over B "
-        "(< 0.2: A almost dominates).",
+        f"diff: mean(A) - mean(B) with Welch's {args.level:.0%} t interval; p: Welch t, p adj: {args.correction} over "
+        "the metrics compared; d: Cohen's d and P(A>B): the share of pairs where A's run is higher, each with the "
+        "interval that inverts Welch's test (it excludes 0, or 0.5, exactly when p <= "
+        f"{1 - args.level:.2g}; normal runs assumed); std A/B: the spread ratio with the interval that inverts the "
+        "Brown-Forsythe test, spread p adj its p corrected; ASO eps: epsilon_min of A over B (< 0.2: A almost "
+        "dominates). Intervals are per metric, not corrected; a verdict's 'significant' uses the corrected p.",
     )
     if args.format == "html":
         from deviate_cb.report.html.compare_page import compare_page
@@ -191,7 +196,14 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         out.flush()
         return 0
     text = render_records(  # the verdicts under the table, one line each: a last column of a wide table wraps
-        rows, COMPARE_COLUMNS, args.format, title=title, human=COMPARE_HUMAN, notes=notes, file=out, below=("verdict",)
+        rows,
+        COMPARE_COLUMNS,
+        args.format,
+        title=title,
+        human=COMPARE_HUMAN,
+        notes=notes,
+        file=out,
+        below=("means", "spread"),
     )
     out.write(text + ("\n" if args.format == "json" else ""))
     out.flush()

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -31,8 +31,9 @@ COMPARE_COLUMNS = (
     "metric", "status", "reason", "n_a", "n_b", "mean_a", "mean_b", "std_a", "std_b",
     "mean_diff", "mean_diff_ci_low", "mean_diff_ci_high", "welch_t", "welch_p", "welch_p_corrected",
     "mann_whitney_p", "cohens_d", "cohens_d_ci_low", "cohens_d_ci_high", "hedges_g", "hedges_g_ci_low",
-    "hedges_g_ci_high", "p_a_gt_b", "p_a_gt_b_ci_low", "p_a_gt_b_ci_high", "variance_p", "aso_epsilon_min",
-    "correction", "alpha", "level", "verdict",
+    "hedges_g_ci_high", "p_a_gt_b", "p_a_gt_b_ci_low", "p_a_gt_b_ci_high", "variance_p",
+    "spread_ratio", "spread_ratio_ci_low", "spread_ratio_ci_high", "spread_p", "spread_p_corrected",
+    "aso_epsilon_min", "correction", "alpha", "level", "location_verdict", "spread_verdict", "verdict",
 )  # fmt: skip
 POWER_COLUMNS = (
     "group", "metric", "n", "mean", "std", "effect", "alpha", "power", "runs_needed", "achieved_power", "summary",
@@ -85,31 +86,160 @@ def compare_groups(
         ):
             low, high = result.confidence_interval()
             row.update({key: float(result.statistic), f"{key}_ci_low": low, f"{key}_ci_high": high})
-        row.update(variance_p=c.variance_test.pvalue, aso_epsilon_min=aso.statistic)
+        row.update(variance_p=c.variance_test.pvalue, aso_epsilon_min=aso.statistic, spread_p=c.variance_test.pvalue)
+        row.update(_spread(c, x, y, level))
         compared.append(row)
     if compared:
-        adjusted = correct([r["welch_p"] for r in compared], method=correction)
-        for row, p in zip(compared, adjusted, strict=True):
-            row["welch_p_corrected"] = float(p)
+        for key in ("welch_p", "spread_p"):
+            ps = [r[key] for r in compared]
+            finite = [i for i, p in enumerate(ps) if not math.isnan(p)]
+            adjusted = correct([ps[i] for i in finite], method=correction) if finite else []
+            for row in compared:
+                row[f"{key}_corrected"] = math.nan
+            for i, p in zip(finite, adjusted, strict=True):
+                compared[i][f"{key}_corrected"] = float(p)
+        for row in compared:
+            row["location_verdict"] = location_verdict(row, alpha, correction, len(compared))
+            row["spread_verdict"] = spread_verdict(row, alpha, correction, len(compared))
             row["verdict"] = _verdict(row, alpha, correction)
-    return [{k: json_value(v) for k, v in r.items()} for r in (*compared, *skipped)]
+    return [{k: _value(k, v) for k, v in r.items()} for r in (*compared, *skipped)]
+
+
+def _value(key: str, value: Any) -> Any:
+    """A row's value: NaN as ``None``; an unbounded spread ratio or interval end stays ``inf`` for the table and
+    CSV (JSON writes ``null``)."""
+    if key.startswith("spread_ratio") and isinstance(value, float) and math.isinf(value):
+        return value
+    return json_value(value)
+
+
+def _spread(c: Any, x: Sequence[float], y: Sequence[float], level: float) -> dict[str, float]:
+    """The spread ratio std(A) / std(B) with the interval that inverts the Brown-Forsythe test."""
+    ratio = getattr(c, "spread_ratio", None)
+    if ratio is None:  # an older stats layer: the ratio alone
+        std_b = c.std_b
+        value = c.std_a / std_b if std_b else (math.inf if c.std_a else math.nan)
+        return {"spread_ratio": value, "spread_ratio_ci_low": math.nan, "spread_ratio_ci_high": math.nan}
+    low, high = ratio.confidence_interval(level)
+    return {"spread_ratio": float(ratio.statistic), "spread_ratio_ci_low": low, "spread_ratio_ci_high": high}
 
 
 def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> str:
+    """The short verdict of both questions: ``means: ...; spread: ...`` (the sentences are in
+    ``location_verdict`` and ``spread_verdict``)."""
     from deviate_cb.stats import infer_direction
 
-    p = row["welch_p_corrected"]
+    means = _short(row, "welch_p_corrected", "mean_diff", alpha, correction)
+    if means.startswith("A > B") and row["aso_epsilon_min"] < 0.2 and infer_direction(row["metric"]) != "min":
+        means += f", ASO: A almost dominates B (eps {row['aso_epsilon_min']:.2f})"  # ASO: larger is better
+    spread = _short(row, "spread_p_corrected", "spread_log", alpha, correction)
+    return f"means: {means}; spread: {spread}"
+
+
+def _short(row: dict[str, Any], key: str, sign_of: str, alpha: float, correction: Optional[str]) -> str:
+    p = row[key]
+    if sign_of == "spread_log":
+        ratio = row["spread_ratio"]
+        positive = ratio > 1 if not math.isnan(ratio) else False
+        if row["std_a"] == 0 and row["std_b"] == 0:
+            return "both groups identical across runs"
+    else:
+        positive = row["mean_diff"] > 0
+        if row["std_a"] == 0 and row["std_b"] == 0:
+            return (
+                "equal (every run identical)"
+                if row["mean_diff"] == 0
+                else f"A {'>' if positive else '<'} B in every run"
+            )
     if math.isnan(p):
-        return "no test possible (both groups constant)"
-    after = f"after {correction}" if correction else f"p <= {alpha:g}"
+        return "no test possible"
+    after = f" after {correction}" if correction else ""
     if p <= alpha:
-        sign = ">" if row["mean_diff"] > 0 else "<"
-        text = f"A {sign} B (significant {after})"
-        eps = row["aso_epsilon_min"]
-        if sign == ">" and eps < 0.2 and infer_direction(row["metric"]) != "min":  # ASO: larger is better
-            text += f"; ASO: A almost dominates B (eps {eps:.2f})"
-        return text
-    return "no significant difference" + (f" (after {correction})" if correction else "")
+        return f"A {'>' if positive else '<'} B (significant{after})"
+    return f"no significant difference{after}"
+
+
+def location_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[str], m: int) -> str:
+    """The means, in words that agree with the intervals printed beside them.
+
+    The mean difference's interval is Welch's (the test's own), and the intervals of Cohen's d and P(A>B) invert
+    the same test, so each excludes "no effect" exactly when Welch's p is at most ``1 - level``; the verdict says
+    when the correction over ``m`` metrics is what keeps an excluded "no effect" from being significant.
+    """
+    level = row["level"]
+    diff = f"{_signed(row['mean_diff'])} [{_signed(row['mean_diff_ci_low'])}, {_signed(row['mean_diff_ci_high'])}]"
+    effect = (
+        f"; d {_cell(row['cohens_d'])} [{_cell(row['cohens_d_ci_low'])}, {_cell(row['cohens_d_ci_high'])}]"
+        f", P(A>B) {_cell(row['p_a_gt_b'])} [{_cell(row['p_a_gt_b_ci_low'])}, {_cell(row['p_a_gt_b_ci_high'])}]"
+    )
+    if row["std_a"] == 0 and row["std_b"] == 0:
+        if row["mean_diff"] == 0:
+            return "means equal: every run of both groups gave the same value"
+        higher = "A" if row["mean_diff"] > 0 else "B"
+        return (
+            f"{higher} is higher in every run (both groups constant, diff {_signed(row['mean_diff'])}): no test needed"
+        )
+    p, p_adj = row["welch_p"], row["welch_p_corrected"]
+    tested = f"Welch p {_p(p)}" + (f", {_p(p_adj)} after {correction} over {m} metrics" if correction and m > 1 else "")
+    lv = f"{level:.0%}"
+    if math.isnan(p):
+        return f"no test possible: diff {diff}"
+    higher = "A" if row["mean_diff"] > 0 else "B"
+    if p_adj <= alpha:
+        return f"{higher} is higher: diff {diff} ({lv} CI){effect} ({tested})"
+    if p <= 1 - level:
+        return (
+            f"no significant difference after {correction}: diff {diff} ({lv} CI, excludes 0 for this metric alone)"
+            f"{effect} ({tested})"
+        )
+    return f"no significant difference in means: diff {diff} ({lv} CI, includes 0){effect} ({tested})"
+
+
+def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[str], m: int) -> str:
+    """The spreads, in words that agree with the interval of std(A) / std(B) printed beside them (the interval
+    inverts the Brown-Forsythe test, so it excludes 1 exactly when that test's p is at most ``1 - level``)."""
+    level = row["level"]
+    lv = f"{level:.0%}"
+    std_a, std_b = row["std_a"], row["std_b"]
+    stds = f"std A {_cell(std_a)}, std B {_cell(std_b)}"
+    if std_a == 0 and std_b == 0:
+        return "both groups are identical across their runs (std 0): no spread to compare"
+    p, p_adj = row["spread_p"], row["spread_p_corrected"]
+    tested = f"Brown-Forsythe p {_p(p)}" + (
+        f", {_p(p_adj)} after {correction} over {m} metrics" if correction and m > 1 else ""
+    )
+    low, high = row["spread_ratio_ci_low"], row["spread_ratio_ci_high"]
+    ratio = f"std ratio A/B {_inf(row['spread_ratio'])}"
+    if low is not None and not math.isnan(low):
+        ratio += f" [{_inf(low)}, {_inf(high)}] ({lv} CI)"
+    constant = " (A's runs are identical)" if std_a == 0 else " (B's runs are identical)" if std_b == 0 else ""
+    if math.isnan(p):
+        return f"no test possible: {stds}"
+    if p_adj <= alpha:
+        more = "A" if (std_b == 0 or (std_a != 0 and std_a > std_b)) else "B"
+        return f"{more} spreads more{constant}: {ratio}, {stds} ({tested})"
+    if p <= 1 - level:
+        alone = "; the interval excludes 1 for this metric alone"
+        return f"no significant difference in spread after {correction}: {ratio}, {stds} ({tested}{alone})"
+    few = "; few runs detect only large differences"
+    return f"no significant difference in spread{constant}: {ratio}, {stds} ({tested}{few})"
+
+
+def _inf(x: Any) -> str:
+    """A ratio's cell: ``inf`` for an unbounded end (a constant group), else as :func:`_cell`."""
+    return "inf" if isinstance(x, float) and math.isinf(x) and x > 0 else _cell(x)
+
+
+def _signed(x: float) -> str:
+    if x is None or math.isnan(x):
+        return "-"
+    return f"{x:+.4g}"
+
+
+def _p(p: float) -> str:
+    if p is None or math.isnan(p):
+        return "-"
+    return f"{p:.2g}" if p >= 0.001 else "< 0.001"
 
 
 def power_rows(
@@ -169,7 +299,7 @@ def _too_small(label: str, metric: str, effect: float, std: float) -> str:
 def _ci(row: dict, key: str) -> str:
     if row.get(key) is None:
         return "-"
-    return f"{_cell(row[key])} [{_cell(row[key + '_ci_low'])}, {_cell(row[key + '_ci_high'])}]"
+    return f"{_inf(row[key])} [{_inf(row[key + '_ci_low'])}, {_inf(row[key + '_ci_high'])}]"
 
 
 def _c(key: str) -> Callable[[dict[str, Any]], str]:
@@ -184,13 +314,13 @@ COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
     "diff [CI]": lambda r: _ci(r, "mean_diff"),
     "p": _c("welch_p"),
     "p adj": _c("welch_p_corrected"),
-    "MW p": _c("mann_whitney_p"),
     "d [CI]": lambda r: _ci(r, "cohens_d"),
-    "g": _c("hedges_g"),
     "P(A>B) [CI]": lambda r: _ci(r, "p_a_gt_b"),
-    "var p": _c("variance_p"),
+    "std A/B [CI]": lambda r: _ci(r, "spread_ratio"),
+    "spread p adj": _c("spread_p_corrected"),
     "ASO eps": _c("aso_epsilon_min"),
-    "verdict": _c("verdict"),
+    "means": lambda r: r.get("location_verdict") or r.get("verdict") or "",
+    "spread": lambda r: r.get("spread_verdict") or "",
 }
 
 
