@@ -122,22 +122,28 @@ def _compared_study(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("width", [80, 200])
-def test_compare_fits_the_width_with_each_verdict_on_its_own_line(
+def test_compare_fits_the_width_with_each_verdict_under_the_table(
     capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, width: int
 ) -> None:
     root = _compared_study(tmp_path)
     args = ("compare", str(root), "--a", "variant=new", "--b", "variant=old")
     code, out, _ = run_cli(capsys, *args, "--format", "json")
-    verdicts = {row["metric"]: row["verdict"] for row in json.loads(out)}
-    assert verdicts["acc"].startswith("A > B (significant") and verdicts["f1"] == "not compared: only in group A"
+    rows = {row["metric"]: row for row in json.loads(out)}
+    assert rows["acc"]["verdict"].startswith("means: A > B (significant")
+    assert rows["acc"]["location_verdict"].startswith("A is higher: diff +")
+    assert rows["f1"]["verdict"] == "not compared: only in group A"
     monkeypatch.setenv("COLUMNS", str(width))
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     lines = out.splitlines()
-    assert max(map(len, lines)) <= width, "\n".join(lines)
-    label = max(map(len, verdicts))
-    for metric, verdict in verdicts.items():  # intact, on one line, under the table
-        assert f"  {metric:<{label}}  {verdict}" in lines
+    assert max(map(len, lines)) <= width, "\n".join(lines)  # verdict sentences wrap at the width too
+    flat = " ".join(" ".join(lines).split())
+    label = max(map(len, rows))
+    for metric, row in rows.items():  # whole, after the metric's name, under the table
+        for key in ("location_verdict", "spread_verdict"):
+            if row[key] is not None:
+                assert " ".join(f"{metric:<{label}}  {row[key]}".split()) in flat
+    assert "\nmeans\n" in out and "\nspread\n" in out
     headers = [line for line in lines if line.startswith("metric ")]
     assert "verdict" not in "".join(headers)  # not a column of the table any more
     if width == 200:
@@ -146,7 +152,7 @@ def test_compare_fits_the_width_with_each_verdict_on_its_own_line(
         assert len(headers) > 1  # split by columns, each part starting with the metric
         assert all(sum(line.startswith(m + " ") for line in lines) == len(headers) for m in ("acc", "loss"))
     code, md, _ = run_cli(capsys, *args, "--format", "md")
-    assert code == 0 and "| verdict |" in md  # Markdown keeps its one table
+    assert code == 0 and "| means | spread |" in md  # Markdown keeps its one table
 
 
 @pytest.mark.parametrize("width", [60, 80])
