@@ -343,8 +343,13 @@ def _headline(
     if share is not None:
         if share.reason:
             sentences.append(f"implementation share ({share.pair}): not measurable here: {share.reason}.")
+        elif share.share == 0.0:
+            sentences.append(
+                f"implementation share ({share.pair}): 0: the {lines[share.pair.split(' / ')[0]].n} impl runs are "
+                "identical (no implementation noise here: the kernels that ran are deterministic, as on CPU)."
+            )
         else:
-            capped = " (capped at 1: the measured ratio is above 1, within noise)" if share.share > 1 else ""
+            capped = " (above 1: within noise, the impl runs spread as much as the seeds)" if share.share > 1 else ""
             sentences.append(
                 f"implementation share ({share.pair}): {_n(share.share, 2)} [{_n(share.ci_low, 2)}, "
                 f"{_n(share.ci_high, 2)}] ({lv} CI){capped}: the part of the seed spread implementation noise alone "

@@ -1,0 +1,159 @@
+"""The headline of `deviate report`: the answers in words, the same in the terminal, Markdown, CSV and JSON.
+
+Studies are real run directories written with the project's writers (manifest + metrics.parquet); the Morin &
+Willetts (2020) replicate results give a study with a measurable implementation share.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from report_study import run_cli, write_run
+
+from deviate_cb.stats import achieved_power, runs_needed
+
+
+def _study(root: Path, control: list[float], seeds: list[float], impl: list[float] | None = None) -> Path:
+    for k, acc in enumerate(control):
+        write_run(root, "mlp", "control", k, [("train", "train_loss", 0.5), ("val", "val_acc", acc)])
+    for k, acc in enumerate(seeds):
+        write_run(root, "mlp", "algo+impl", k, [("train", "train_loss", 0.5 + k / 10), ("val", "val_acc", acc)])
+    for k, acc in enumerate(impl or []):
+        write_run(root, "mlp", "impl", k, [("train", "train_loss", 0.5), ("val", "val_acc", acc)])
+    return root
+
+
+SEEDS = [0.885, 0.91, 0.89, 0.9]
+
+
+def _headlines(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> list[dict]:
+    code, out, err = run_cli(capsys, "report", str(root), "--headline", "--format", "json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_control_identical_seed_noise_and_runs_needed(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = _study(tmp_path, [0.91] * 3, SEEDS)
+    (h,) = _headlines(capsys, root)  # val_acc only: the metric a user looks at first, not train_loss
+    assert (h["experiment"], h["metric"], h["control"]) == ("mlp", "val_acc", "identical")
+    assert h["sentences"][0] == "control: bit-identical across 3 runs (determinism holds)."
+    std = float(__import__("numpy").std(SEEDS, ddof=1))
+    (noise,) = h["noise"]
+    assert noise["variant"] == "algo+impl" and noise["std"] == pytest.approx(std)
+    assert noise["std_ci_low"] < std < noise["std_ci_high"]
+    assert h["sentences"][1].startswith(f"seed + implementation noise (algo+impl): std {std:.4g} [")
+    assert "no impl runs" in h["sentences"][2] and h["share"]["share"] is None
+    effect = 0.01 * sum(SEEDS) / 4  # the default: 1% of the mean
+    runs = h["runs"]
+    assert runs["effect"] == pytest.approx(effect) and runs["effect_basis"] == "1% of the mean"
+    assert runs["runs_per_group"] == runs_needed(std, effect=effect)
+    assert runs["power_now"] == pytest.approx(achieved_power(4, 4, std, effect=effect))
+    # what the runs made can detect: 80% power at exactly that difference
+    assert achieved_power(4, 4, std, effect=runs["detectable_now"]) == pytest.approx(0.8, abs=1e-3)
+    assert h["sentences"][3].startswith(f"runs needed: {runs['runs_per_group']} per group to detect a difference")
+
+
+def test_effect_option_and_bad_effect(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = _study(tmp_path, [0.91] * 3, SEEDS)
+    (h,) = _headlines(capsys, root, "--effect", "0.02")
+    std = float(__import__("numpy").std(SEEDS, ddof=1))
+    assert h["runs"]["effect"] == 0.02 and h["runs"]["runs_per_group"] == runs_needed(std, effect=0.02)
+    (h,) = _headlines(capsys, root, "--effect", "5%")
+    assert h["runs"]["effect_basis"] == "5% of the mean"
+    for bad in ("-1", "abc", "0%"):
+        code, out, err = run_cli(capsys, "report", str(root), "--effect", bad)
+        assert code == 2 and out == ""
+        assert err.strip().splitlines() == [
+            f"deviate: error: `--effect` must be a positive number in the metric's units or a percentage of the mean "
+            f"such as 1%. Received: --effect={bad!r}."
+        ]
+
+
+def test_control_differs_names_deviate_audit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = _study(tmp_path, [0.91, 0.905, 0.91], SEEDS)
+    (h,) = _headlines(capsys, root)
+    assert h["control"] == "differs"
+    assert h["sentences"][0].startswith("control: the 3 runs differ: std ")
+    assert "determinism does not hold" in h["sentences"][0] and "`deviate audit`" in h["sentences"][0]
+
+
+def test_control_identical_on_the_metric_but_differs_elsewhere(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for k in range(3):  # val_acc equal, train_loss not: not "bit-identical"
+        write_run(tmp_path, "mlp", "control", k, [("train", "train_loss", 0.5 + k), ("val", "val_acc", 0.9)])
+    for k, acc in enumerate(SEEDS):
+        write_run(tmp_path, "mlp", "algo+impl", k, [("val", "val_acc", acc)])
+    (h,) = _headlines(capsys, tmp_path)
+    assert h["control"] == "differs" and "bit-identical" not in h["sentences"][0]
+    assert h["sentences"][0].startswith("control: identical on val_acc across 3 runs, but the runs differ on other")
+
+
+def test_no_control_and_identical_impl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = _study(tmp_path, [], SEEDS, impl=[0.9] * 3)
+    (h,) = _headlines(capsys, root)
+    assert h["control"] is None and h["sentences"][0].startswith("control: no control runs")
+    assert h["share"]["share"] == 0.0
+    assert "the 3 impl runs are identical (no implementation noise here" in " ".join(h["sentences"])
+
+
+def test_implementation_share_with_its_interval_on_morin(capsys: pytest.CaptureFixture[str], morin_study: Path) -> None:
+    heads = {h["metric"]: h for h in _headlines(capsys, morin_study)}
+    assert set(heads) == {"test_acc", "test_loss"}  # test metrics: what a user looks at first
+    h = heads["test_acc"]
+    share = h["share"]
+    assert share["pair"] == "impl / algo+impl" and share["reason"] == ""
+    assert 0 <= share["ci_low"] < share["share"] < share["ci_high"] <= 1
+    code, out, _ = run_cli(capsys, "report", str(morin_study), "--decomposition", "--format", "json")
+    (row,) = [d for d in json.loads(out) if d["metric"] == "test_acc"]
+    assert (row["share"], row["share_ci_low"], row["share_ci_high"]) == (
+        share["share"],
+        share["ci_low"],
+        share["ci_high"],
+    )  # one computation for every format
+    sentence = next(s for s in h["sentences"] if s.startswith("implementation share"))
+    assert f"{share['share']:.2g} [{share['ci_low']:.2g}, {share['ci_high']:.2g}] (95% CI)" in sentence
+
+
+def test_identical_variants_are_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = _study(tmp_path, [0.9] * 3, [0.9] * 3)
+    (h,) = _headlines(capsys, root)
+    (noise,) = h["noise"]
+    assert noise["identical"] and noise["identical_to"] == ["control"]
+    assert "none: the 3 runs are identical (std 0); identical to control" in h["sentences"][1]
+    assert h["runs"]["reason"].startswith("the runs are identical")
+
+
+def test_every_format_opens_with_the_same_sentences(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    root = _study(tmp_path, [0.91] * 3, SEEDS)
+    (h,) = _headlines(capsys, root)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli(capsys, "report", str(root))
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "Answers for val_acc (experiment mlp)"
+    assert max(map(len, lines)) <= 80
+    flat = " ".join(out.split())
+    for sentence in h["sentences"]:  # wrapped, but whole and before the first table
+        assert sentence in flat and flat.index(sentence) < flat.index("experiment=mlp variant=")
+    code, md, _ = run_cli(capsys, "report", str(root), "--format", "md")
+    assert md.index("**Answers for val_acc (experiment mlp)**") < md.index("| experiment | variant |")
+    for sentence in h["sentences"]:
+        assert f"- {sentence.replace('|', chr(92) + '|')}" in md
+    code, text, _ = run_cli(capsys, "report", str(root), "--headline", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["kind"] for r in rows] == ["control", "noise", "implementation share", "runs needed"]
+    assert [r["sentence"] for r in rows] == h["sentences"]
+
+
+def test_headline_follows_metric_patterns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    root = _study(tmp_path, [0.91] * 3, SEEDS)
+    heads = _headlines(capsys, root, "--metric", "train_*")
+    assert [h["metric"] for h in heads] == ["train_loss"]
+    code, _, err = run_cli(capsys, "report", str(root), "--headline")
+    assert code == 2 and "`--headline` applies to --format csv or json" in err
