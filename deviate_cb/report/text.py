@@ -38,7 +38,7 @@ _STYLES = re.compile(r"\x1b\[[0-9;:]*m|\x1b\]8;[^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
 def percent(ratio: Any, *, sign: bool = False) -> str:
-    """A ratio as the percentage every format prints (CV, step-time spreads): 3 significant digits below 100%,
+    """A ratio as the percentage every format prints (CV, step-time spreads): 3 significant digits below 10%,
     one decimal from there on, never an exponent; ``-`` for NaN or None.
 
     Example:
@@ -50,7 +50,7 @@ def percent(ratio: Any, *, sign: bool = False) -> str:
     value = float(ratio) * 100.0
     if value in (float("inf"), float("-inf")):
         return ("+" if sign and value > 0 else "") + ("inf%" if value > 0 else "-inf%")
-    body = f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    body = f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"
     return ("+" if sign and value >= 0 else "") + body + "%"
 
 

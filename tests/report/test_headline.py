@@ -109,6 +109,7 @@ def test_implementation_share_with_its_interval_on_morin(capsys: pytest.CaptureF
     assert share["pair"] == "impl / algo+impl" and share["reason"] == ""
     assert 0 <= share["ci_low"] < share["share"] < share["ci_high"] <= 1
     code, out, _ = run_cli(capsys, "report", str(morin_study), "--decomposition", "--format", "json")
+    assert code == 0
     (row,) = [d for d in json.loads(out) if d["metric"] == "test_acc"]
     assert (row["share"], row["share_ci_low"], row["share_ci_high"]) == (
         share["share"],

@@ -169,7 +169,10 @@ def test_runs_on_different_samples_use_the_common_ones(capsys, tmp_path: Path) -
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--stability", "--decomposition"], "give one of `--decomposition`, `--stability`, `--timings`."),
+        (
+            ["--stability", "--decomposition"],
+            "give one of `--decomposition`, `--stability`, `--timings`, `--headline`.",
+        ),
         (["--positive", "yes"], "argument --positive: invalid int value: 'yes'."),
     ],
 )

@@ -45,9 +45,15 @@ def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], to
         if fmt == "md":
             out.write(render_records(summary, ("measure", "value"), "md"))
         else:
-            out.write(f"{title}\n{_headline(g)}\n")
+            from deviate_cb.report.terminal import terminal_width, wrap_lines
+
+            columns = terminal_width(out)  # every line wraps at the width, continued under the value
+            lines = [*wrap_lines(title, columns, indent="  "), *wrap_lines(_headline(g), columns, indent="  ")]
             width = max(len(r["measure"]) for r in summary) if summary else 0
-            out.write("".join(f"  {r['measure']:<{width}}  {r['value']}\n" for r in summary))
+            for r in summary:
+                first = f"  {r['measure']:<{width}}  "
+                lines += wrap_lines(str(r["value"]), columns, first=first, indent=" " * min(len(first), 24))
+            out.write("".join(f"{line}\n" for line in lines))
         for name, sg in g.subgroups.items():
             sub_title = printable(
                 f"Sub-groups by {name} (FPR, FNR: positive class {sg.positive}; ratio: std / overall-accuracy std)"
