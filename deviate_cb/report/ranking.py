@@ -29,7 +29,7 @@ from deviate_cb.report.selection import RunValues
 from deviate_cb.stats._results import json_value
 from deviate_cb.stats.multi_aso import MultiASO
 
-__all__ = ["RANKING_COLUMNS", "MetricRanking", "pair_rows", "rank_metrics", "split_by", "write_rankings"]
+__all__ = ["RANKING_COLUMNS", "MetricRanking", "order_text", "pair_rows", "rank_metrics", "split_by", "write_rankings"]
 
 RANKING_COLUMNS = (
     "metric", "status", "reason", "direction", "a", "b", "rank_a", "rank_b", "n_a", "n_b", "mean_a", "mean_b",
@@ -173,13 +173,34 @@ def write_rankings(rankings: Sequence[MetricRanking], fmt: str, out: IO[str], *,
             records.append(record)
         columns = ("rank", "group", "n", "mean", "dominates", *(f"vs {r.groups[j]}" for j in order))
         human = {c: (lambda row, c=c: _cell(json_value(row[c]))) for c in columns}
-        heading = f"{ranked.metric} ({_direction_text(ranked.direction)}): " + " > ".join(r.ranking)
+        heading = f"{ranked.metric} ({_direction_text(ranked.direction)}): " + order_text(r)
         if md:
             out.write(f"## {printable(heading)}\n\n")
         notes = _notes(ranked, r)
         text = render_records(records, columns, fmt, title="" if md else heading, human=human, notes=notes, file=out)
         out.write(text + "\n")
     out.flush()
+
+
+def order_text(r: MultiASO) -> str:
+    """The ranking in words that claim no more than the tests: ``>`` between neighbours where the first almost
+    stochastically dominates the second, ``~`` where neither is shown to, and a note when no group dominates any.
+
+    Example:
+        >>> from deviate_cb.stats import multi_aso
+        >>> order_text(multi_aso({"a": [1.0, 2.0, 3.0], "b": [11.0, 12.0, 13.0]}, rng=0))
+        'b > a'
+        >>> order_text(multi_aso({"a": [1.0, 2.0, 3.0], "b": [1.5, 2.5, 2.0]}, rng=0))
+        'a ~ b (no group almost dominates another)'
+    """
+    dominant = r.dominant
+    index = {name: i for i, name in enumerate(r.groups)}
+    parts = [r.ranking[0]]
+    for first, second in zip(r.ranking, r.ranking[1:], strict=False):
+        parts.append(">" if dominant[index[first], index[second]] else "~")
+        parts.append(second)
+    text = " ".join(parts)
+    return text if dominant.any() else f"{text} (no group almost dominates another)"
 
 
 def _direction_text(direction: str) -> str:
@@ -190,7 +211,8 @@ def _notes(ranked: MetricRanking, r: MultiASO) -> tuple[str, ...]:
     notes = [
         f"eps_min of the row's group over the column's at confidence 1 - {r.alpha:g}/{r.n_comparisons} "
         f"(Bonferroni over the {r.n_comparisons} ordered pairs); below {r.threshold:g} the row almost "
-        "stochastically dominates the column; dominates: how many it does; ties ranked by the mean."
+        "stochastically dominates the column; dominates: how many it does; ties ranked by the mean. In the order, "
+        "'>': the group almost dominates the next, '~': neither is shown to dominate the other."
     ]
     if ranked.direction == "min":
         notes.append("Smaller is better for this metric: ASO ran on the negated values.")

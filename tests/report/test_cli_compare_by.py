@@ -142,3 +142,33 @@ def test_html_is_refused_with_by(capsys, tmp_path: Path) -> None:
     code, out, err = run_cli(capsys, "compare", str(store), "--by", "variant", "--format", "html")
     assert (code, out) == (2, "")
     assert err == "deviate: error: `--by` writes table, md, csv or json. Received: --by=variant with --format html.\n"
+
+
+def test_the_order_claims_no_more_than_the_tests(capsys, tmp_path: Path) -> None:
+    """Three groups drawn from one distribution: no group dominates another, so no '>' in the heading."""
+    from report_study import write_run
+
+    g = np.random.default_rng(1)
+    for variant in ("a", "b", "c"):
+        for k in range(4):
+            write_run(tmp_path, "mlp", variant, k, [("val", "val_acc", 0.8 + g.normal(0, 0.01))])
+    code, out, err = run_cli(capsys, "compare", str(tmp_path), "--by", "variant")
+    assert code == 0, err
+    (heading,) = [line for line in out.splitlines() if line.startswith("val_acc (")]
+    assert ">" not in heading and heading.count(" ~ ") == 2
+    assert heading.endswith("(no group almost dominates another)")
+
+
+def test_the_order_marks_dominance(capsys, study) -> None:
+    root, values = study
+    code, out, _ = run_cli(capsys, "compare", str(root), "--by", "variant", "--seed", "3")
+    assert code == 0
+    expected = multi_aso({v: [x[0] for x in xs] for v, xs in values.items()}, rng=3)
+    (heading,) = [line for line in out.splitlines() if line.startswith("val_acc (")]
+    index = {name: i for i, name in enumerate(expected.groups)}
+    signs = [
+        ">" if expected.dominant[index[a], index[b]] else "~"
+        for a, b in zip(expected.ranking, expected.ranking[1:], strict=False)
+    ]
+    words = heading.split(": ", 1)[1].split()
+    assert words[1:4:2] == signs and words[0:5:2] == list(expected.ranking)
