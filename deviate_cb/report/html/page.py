@@ -2,122 +2,43 @@
 
 :func:`report_page` lays out, for a study of any size:
 
+- the answers first (:mod:`deviate_cb.report.html.headline_block`): per experiment and metric of interest, is
+  the control identical, how large is the noise, the implementation share, the runs needed;
 - a summary: groups with their completed and other runs, the problems the numbers alone hide
-  (:mod:`deviate_cb.report.problems`) and every warning (fingerprint differences, unreadable files);
-- per metric and experiment: the training curves of the replicas of each variant with the mean and a one-std
-  band (:mod:`deviate_cb.report.html.curves`), the distribution of the per-run values per variant, and the table
-  of n, mean, std with its confidence interval, CV, min and max;
-- the variance decomposition (share of the spread due to implementation noise, with its interval) as bars;
-- stability, when recorded: the churn matrix as a heatmap, the per-class std, sub-group rates, the samples that
-  flip most, the weight distance;
-- the step times per replica, with the caveats of the step-time section;
+  (:mod:`deviate_cb.report.problems`) and every warning;
+- per metric and experiment: the training curves of each variant (:mod:`deviate_cb.report.html.curves`) when the
+  metric is a series, else a strip of the runs' values; the distribution of the per-run values; the mean (and
+  IQM) with its interval per variant; the runs-needed curve of the metric's headline; the table of n, mean, std
+  with its interval, CV (a percentage, as the terminal prints it), min, max (and the IQM with its interval);
+- the variance decomposition as std ratios with their intervals;
+- stability and step times (:mod:`deviate_cb.report.html.sections`);
 - the runs left out of the statistics, with their status and error.
 
-Every user-provided string (experiment, variant, metric, class and group names, errors, paths) goes through
-:func:`text`: control characters escaped (:func:`deviate_cb.report.text.printable`), then HTML-escaped, so a
-metric called ``<b>acc</b>`` shows as those characters. The page follows the viewer's light or dark scheme; the
-plots sit on light cards in both.
+Every user-provided string goes through :func:`~deviate_cb.report.html.markup.text`. The page follows the
+viewer's light or dark scheme, plots included.
 
 Example:
-    >>> text("<b>acc</b>\\x1b[31m")
-    '&lt;b&gt;acc&lt;/b&gt;\\\\x1b[31m'
+    >>> from deviate_cb.report.summary import Report, ReportRow
+    >>> rows = (ReportRow("mlp", "algo", "test_$acc$", "last", 3, 0.9, 0.01, 0.0111, 0.89, 0.91, 0.02, 0.005,
+    ...                   0.06),)
+    >>> values = {("mlp", "algo", "test_$acc$"): (0.89, 0.9, 0.91)}
+    >>> report = Report(rows, (), groups=(("mlp", "algo", 3),), values=values)
+    >>> page = report_page(report, source="runs")
+    >>> "test_$acc$" in page and "1.11%" in page and 'data-kind="strip"' in page
+    True
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import html
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from deviate_cb.report.html import figures
-from deviate_cb.report.text import printable
+from deviate_cb.report.html import answer_figures, figures
+from deviate_cb.report.html.headline_block import headline_section
+from deviate_cb.report.html.markup import STYLE, figure, interval, number, percent, shell, table, text
+from deviate_cb.report.html.sections import stability_section, timings_section
 
 __all__ = ["STYLE", "number", "report_page", "shell", "table", "text"]
-
-_MAX_BARS = 40  # replicas drawn as one bar each; more are drawn as a distribution
-
-STYLE = """
-:root { color-scheme: light dark; --fg: #1b1f24; --bg: #ffffff; --muted: #5b6470; --line: #d7dce2;
-        --card: #ffffff; --accent: #0072B2; --warn: #8a4b00; --warnbg: #fff4e0; }
-@media (prefers-color-scheme: dark) {
-  :root { --fg: #e6e8eb; --bg: #15181c; --muted: #a3abb5; --line: #39404a; --card: #f7f7f5; --accent: #56B4E9;
-          --warn: #ffcf8a; --warnbg: #3a2a10; }
-}
-* { box-sizing: border-box; }
-body { margin: 0; padding: 1.5rem 2rem 3rem; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
-       color: var(--fg); background: var(--bg); max-width: 1200px; }
-h1 { font-size: 1.5rem; margin: 0 0 .25rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid var(--line); }
-h3 { margin: 1.6rem 0 .4rem; } h4 { margin: 1rem 0 .3rem; color: var(--muted); font-weight: 600; }
-.meta, .note { color: var(--muted); font-size: .9rem; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .88rem; }
-th, td { border-bottom: 1px solid var(--line); padding: .25rem .6rem; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.figure { background: var(--card); border-radius: 8px; padding: .4rem; margin: .4rem 0; display: inline-block;
-          max-width: 100%; border: 1px solid var(--line); }
-.figure svg, .figure img { max-width: 100%; height: auto; display: block; }
-.pair { display: flex; flex-wrap: wrap; gap: .8rem; align-items: flex-start; }
-ul.problems li { background: var(--warnbg); color: var(--warn); padding: .2rem .5rem; margin: .2rem 0;
-                 border-radius: 4px; list-style: none; }
-nav a { color: var(--accent); margin-right: .8rem; } code { font-size: .9em; }
-.error { font-family: ui-monospace, monospace; font-size: .82rem; white-space: pre-wrap; max-width: 60rem; }
-"""
-
-
-def text(value: Any) -> str:
-    """A stored string made safe for the page: control characters escaped, then HTML-escaped."""
-    return html.escape(printable(str(value)), quote=True)
-
-
-def number(value: Any, digits: int = 4) -> str:
-    """A number for a table cell: ``digits`` significant digits; NaN and None as a dash.
-
-    Example:
-        >>> number(0.123456), number(float("nan")), number(12)
-        ('0.1235', '—', '12')
-    """
-    if value is None:
-        return "—"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return text(value)
-    if isinstance(value, int):
-        return str(value)
-    if not math.isfinite(value):
-        return "—" if math.isnan(value) else ("∞" if value > 0 else "-∞")
-    return f"{value:.{digits}g}"
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[bool] = ()) -> str:
-    """An HTML table; cells are numbers (formatted) or text (escaped); ``numeric`` right-aligns columns."""
-    right = list(numeric) + [False] * (len(header) - len(numeric))
-    head = "".join(f'<th class="{"num" if r else ""}">{text(h)}</th>' for h, r in zip(header, right, strict=True))
-    body = []
-    for row in rows:
-        cells = []
-        for value, r in zip(row, right, strict=True):
-            shown = number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else text(value)
-            cells.append(f'<td class="{"num" if r else ""}">{shown}</td>')
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _figure(markup: str) -> str:
-    return f'<div class="figure">{markup}</div>'
-
-
-def shell(title: str, subtitle: str, body: Sequence[str]) -> str:
-    """The whole page: ``<head>`` with the styles, a title, ``body`` sections."""
-    from deviate_cb import __version__
-
-    made = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{text(title)}</title><style>{STYLE}</style></head><body>"
-        f'<header><h1>{text(title)}</h1><div class="meta">{subtitle} · made {made} by deviate-cb {text(__version__)}'
-        "</div></header>" + "".join(body) + "</body></html>\n"
-    )
 
 
 def report_page(
@@ -129,23 +50,26 @@ def report_page(
     stability: Sequence[Any] = (),
     timings: Sequence[Any] = (),
     timing_notes: Sequence[str] = (),
+    headlines: Sequence[Any] = (),
 ) -> str:
-    """The page of a :class:`~deviate_cb.report.summary.Report` (see the module docstring)."""
+    """The page of a :class:`~deviate_cb.report.summary.Report` (see the module docstring); ``headlines``: the
+    :class:`~deviate_cb.report.headline.Headline` list of the report, shown first."""
     from deviate_cb.report.render import excluded_line
 
     metrics = list(dict.fromkeys(row.metric for row in report.rows))
-    body = [_summary(report, problems)]
+    anchors = {metric: f"m{i}" for i, metric in enumerate(metrics)}
+    body = [headline_section(headlines, anchors), _summary(report, problems)]
     if metrics:
         links = " ".join(f'<a href="#m{i}">{text(m)}</a>' for i, m in enumerate(metrics))
         body.append(f"<h2>Metrics</h2><nav>{links}</nav>")
         for index, metric in enumerate(metrics):
             body.append(_metric_section(report, metric, index, curves or {}))
     if report.decomposition:
-        body.append(_decomposition_section(report.decomposition))
+        body.append(_decomposition_section(report.decomposition, report.level))
     if stability:
-        body.append(_stability_section(stability))
+        body.append(stability_section(stability))
     if timings:
-        body.append(_timings_section(timings, timing_notes))
+        body.append(timings_section(timings, timing_notes))
     if report.excluded:
         rows = [(r.experiment, r.variant, r.replica, r.status, excluded_line(r)) for r in report.excluded]
         body.append("<h2>Runs left out</h2>" + table(["experiment", "variant", "replica", "status", "why"], rows))
@@ -179,8 +103,14 @@ def _summary(report: Any, problems: Sequence[str]) -> str:
     return "".join(parts)
 
 
-def _metric_section(report: Any, metric: str, index: int, curves: Mapping[tuple[str, str, str], Any]) -> str:
+def _metric_section(
+    report: Any,
+    metric: str,
+    index: int,
+    curves: Mapping[tuple[str, str, str], Any],
+) -> str:
     rows = [row for row in report.rows if row.metric == metric]
+    level = f"{report.level:.0%}"
     parts = [f'<h3 id="m{index}">{text(metric)}</h3>']
     for experiment in dict.fromkeys(row.experiment for row in rows):
         mine = [row for row in rows if row.experiment == experiment]
@@ -191,147 +121,75 @@ def _metric_section(report: Any, metric: str, index: int, curves: Mapping[tuple[
             for row in mine
             if (experiment, row.variant, metric) in curves
         ]
-        if lines:
-            plots.append(_figure(figures.curves_figure(metric, lines)))
-        values = [(row.variant, report.values.get((experiment, row.variant, metric), ())) for row in mine]
-        if any(v for _, v in values):
-            plots.append(_figure(figures.distribution_figure(metric, values)))
+        series = any(figures.has_series(curve) for _, curve in lines)
+        if series:
+            caption = "Every replica thin (a bounded number drawn), the mean bold, a band of one std."
+            plots.append(figure(figures.curves_figure(metric, lines), caption, "curves"))
+        values = {row.variant: report.values.get((experiment, row.variant, metric), ()) for row in mine}
+        if any(values.values()):
+            iqm = {r.variant: (r.iqm, r.iqm_ci_low, r.iqm_ci_high) for r in mine if r.iqm is not None}
+            caption = f"Each run's value, a box of the quartiles; under them the mean with its {level} Student-t "
+            caption += "interval" + (", the IQM with its bootstrap interval" if iqm else "") + "."
+            if lines and not series:
+                caption += " One value per run: no curve to draw."
+            markup = figures.distribution_figure(metric, list(values.items()), level=report.level, iqm=iqm)
+            plots.append(figure(markup, caption, "distribution" if series else "strip"))
         parts.append(f'<div class="pair">{"".join(plots)}</div>')
-        level = f"{report.level:.0%}"
-        table_rows = [
-            (
-                row.variant,
-                row.n,
-                row.mean,
-                row.std,
-                f"[{number(row.std_ci_low)}, {number(row.std_ci_high)}]",
-                row.cv,
-                row.min,
-                row.max,
-            )
-            for row in mine
-        ]
-        parts.append(
-            table(
-                ["variant", "n", "mean", "std", f"std {level} CI", "CV", "min", "max"],
-                table_rows,
-                [False, True, True, True, True, True, True, True],
-            )
-        )
+        parts.append(_metric_table(mine, level))
     return "".join(parts)
 
 
-def _decomposition_section(rows: Sequence[Any]) -> str:
+def _metric_table(rows: Sequence[Any], level: str) -> str:
+    iqm = any(row.iqm is not None for row in rows)
+    header = ["variant", "n", "mean", "std", f"std {level} CI", "CV", "min", "max"]
+    if iqm:
+        header += ["IQM", "IQM CI"]
+    cells = []
+    for row in rows:
+        cell = [
+            row.variant,
+            row.n,
+            row.mean,
+            row.std,
+            interval(row.std_ci_low, row.std_ci_high),
+            percent(row.cv),
+            row.min,
+            row.max,
+        ]
+        if iqm:
+            cell += [row.iqm, interval(row.iqm_ci_low, row.iqm_ci_high)]
+        cells.append(cell)
+    return table(header, cells, [False] + [True] * (len(header) - 1))
+
+
+def _decomposition_section(rows: Sequence[Any], level: float) -> str:
     parts = [
         "<h2>Variance decomposition</h2>",
-        '<p class="note">Share of the spread due to implementation noise: std(narrow) / std(wide) '
-        "(impl / algo+impl, control / algo), with its bootstrap interval.</p>",
+        '<p class="note">std(narrow) / std(wide) per metric, with its '
+        f"{level:.0%} bootstrap interval. impl / algo+impl: the implementation noise share, the part of the seed "
+        "spread implementation noise alone keeps. control / algo: what is left of the spread with every seed "
+        "fixed and determinism on (not implementation noise). A ratio of 0 means the narrow variant's runs are "
+        "identical.</p>",
     ]
     for experiment in dict.fromkeys(row.experiment for row in rows):
         mine = [row for row in rows if row.experiment == experiment]
-        labels = [f"{row.metric} ({row.narrow} / {row.wide})" for row in mine]
-        markup = figures.bar_figure(
-            f"variance decomposition of {experiment}",
-            labels,
-            [row.share for row in mine],
-            low=[row.share_ci_low for row in mine],
-            high=[row.share_ci_high for row in mine],
-            xlabel="std(narrow) / std(wide), with interval",
-        )
-        parts.append(f"<h4>experiment {text(experiment)}</h4>{_figure(markup)}")
-    return "".join(parts)
-
-
-def _stability_section(groups: Sequence[Any]) -> str:
-    parts = ["<h2>Stability</h2>"]
-    for group in groups:
-        parts.append(f"<h3>{text(group.experiment)} · {text(group.variant)}</h3>")
-        parts.append(
-            f'<p class="note">{group.n_runs} run(s), {group.n_samples} sample(s), snapshot {text(group.snapshot)}</p>'
-        )
-        if group.churn is not None:
-            churn = group.churn
-            labels = [str(k) for k in range(churn.n_runs)]
-            parts.append(
-                f"<p>Prediction churn between runs: mean {number(churn.mean)}, min {number(churn.min)}, "
-                f"max {number(churn.max)}.</p>"
+        markup = answer_figures.decomposition_figure(experiment, mine)
+        caption = "Blue: impl / algo+impl (implementation noise share); orange: control / algo (left with every "
+        caption += "seed fixed). Intervals drawn within [0, 1]."
+        parts.append(f"<h4>experiment {text(experiment)}</h4>{figure(markup, caption, 'decomposition')}")
+        cells = [
+            (
+                r.metric,
+                f"{r.narrow} / {r.wide}",
+                f"{r.n_narrow} / {r.n_wide}",
+                r.std_narrow,
+                r.std_wide,
+                "—" if r.share != r.share else f"{r.share:.3f}",
+                interval(r.share_ci_low, r.share_ci_high),
+                r.note,
             )
-            parts.append(
-                _figure(
-                    figures.heatmap_figure(
-                        "prediction churn between runs",
-                        churn.matrix,
-                        labels,
-                        colorbar="fraction of samples predicted differently",
-                    )
-                )
-            )
-        if group.per_class is not None:
-            pc = group.per_class
-            names = [str(c) for c in pc.classes]
-            parts.append(
-                _figure(
-                    figures.bar_figure(
-                        "per-class std of accuracy",
-                        names,
-                        list(pc.std),
-                        xlabel="std of the class's accuracy across runs",
-                        ylabel="class",
-                    )
-                )
-            )
-        for labelling, rates in group.subgroups.items():
-            header = list(rates.rows[0].keys()) if rates.rows else []
-            if header:
-                parts.append(f"<h4>sub-groups by {text(labelling)}</h4>")
-                parts.append(
-                    table(header, [[row[h] for h in header] for row in rates.rows], [h != "group" for h in header])
-                )
-        if group.instability is not None:
-            inst = group.instability
-            flipping = [i for i in range(len(inst.sample)) if inst.flip_rate[i] > 0][:10]
-            if flipping:
-                rows = [(inst.sample[i], inst.majority[i], inst.flip_rate[i], inst.entropy[i]) for i in flipping]
-                parts.append("<h4>samples that flip most</h4>")
-                parts.append(table(["sample", "majority", "flip rate", "entropy"], rows, [True, True, True, True]))
-            else:
-                parts.append('<p class="note">No sample is predicted differently by any run.</p>')
-        if group.weights is not None:
-            w = group.weights
-            parts.append(
-                f"<p>Normalized weight distance between runs ({text(w.method)}): mean {number(w.mean)}, "
-                f"min {number(w.min)}, max {number(w.max)}.</p>"
-            )
-        for note in group.notes:
-            parts.append(f'<p class="note">{text(note)}</p>')
-    return "".join(parts)
-
-
-def _timings_section(groups: Sequence[Any], notes: Sequence[str]) -> str:
-    parts = [
-        "<h2>Step times</h2>",
-        '<p class="note">Each replica\'s median training step (profiled steps left out).</p>',
-    ]
-    for group in groups:
-        replicas = sorted(group.medians, key=lambda r: (len(str(r)), str(r)))
-        if len(replicas) <= _MAX_BARS:
-            markup = figures.bar_figure(
-                f"median step time of {group.experiment} {group.variant}",
-                [f"replica {r}" for r in replicas],
-                [group.medians[r] for r in replicas],
-                xlabel="median training step (seconds)",
-                colour=figures.PALETTE[0],
-            )
-        else:  # too many replicas for a bar each: their distribution
-            values = [(str(group.variant), [group.medians[r] for r in replicas])]
-            markup = figures.distribution_figure("median training step (seconds)", values)
-        spread = number(group.slowest_over_fastest_pct, 3)
-        parts.append(f"<h4>{text(group.experiment)} · {text(group.variant)}: slowest vs fastest +{spread}%</h4>")
-        parts.append(_figure(markup))
-        caveats = "".join(f"<li>caveat: {text(line)}</li>" for line in getattr(group, "caveats", ()))
-        if caveats:
-            parts.append(f'<ul class="problems">{caveats}</ul>')
-    if notes:
-        items = "".join(f"<li>{text(line)}</li>" for line in notes)
-        parts.append(f'<ul class="problems">{items}</ul>')
+            for r in mine
+        ]
+        header = ["metric", "pair", "n", "std narrow", "std wide", "ratio", f"{level:.0%} CI", "note"]
+        parts.append(table(header, cells, [False, False, True, True, True, True, True, False]))
     return "".join(parts)
