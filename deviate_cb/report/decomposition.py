@@ -121,7 +121,7 @@ def _row(
 
     std_x, std_y = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
     try:
-        result = decompose(x, y, level=level, rng=seed)
+        result = decompose(x, y, level=level, rng=seed, method="F")
         low, high = result.confidence_interval()
         note = str(result.settings.get("note", ""))
         if std_y == 0.0:  # the statistics name their argument (`algo_impl`); here the variant has a name

@@ -2,11 +2,13 @@
 
 - per run: :func:`aggregate` (last, best, mean, at a step or epoch);
 - across runs: :func:`describe` (spread with confidence intervals, robust extras), :func:`iqm` (the
-  interquartile mean with rliable's stratified bootstrap interval);
+  interquartile mean with Yuen's trimmed-mean t interval, or rliable's stratified bootstrap with strata);
 - two groups: :func:`compare` (Welch/Student t, Mann-Whitney U, Cohen's d, Hedges' g, P(A>B), the mean
-  difference, a variance test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
+  difference with intervals from Welch's test, a variance test, :func:`spread_ratio` with the interval of the
+  Brown-Forsythe test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
 - k groups: :func:`multi_aso` (Almost Stochastic Order of every ordered pair, Bonferroni-corrected, a ranking);
-- planning: :func:`runs_needed`, :func:`achieved_power`, :func:`noether_runs`, :func:`power_report`;
+- planning: :func:`runs_needed`, :func:`achieved_power`, :func:`detectable_effect`, :func:`power_curve`,
+  :func:`noether_runs`, :func:`power_report`;
 - noise sources: :func:`decompose` (the share of spread due to implementation noise);
 - model stability (issue 5): :func:`prediction_churn`, :func:`sample_instability`, :func:`per_class_accuracy`,
   :func:`subgroup_rates`, :func:`weight_distance` and :func:`weight_distance_from_sketches`.
@@ -37,7 +39,16 @@ from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, pr
 from deviate_cb.stats.intervals import ConfidenceInterval, mean_confidence_interval, std_confidence_interval
 from deviate_cb.stats.iqm import iqm
 from deviate_cb.stats.multi_aso import MultiASO, multi_aso
-from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
+from deviate_cb.stats.power import (
+    PowerReport,
+    achieved_power,
+    detectable_effect,
+    noether_runs,
+    power_curve,
+    power_report,
+    runs_needed,
+)
+from deviate_cb.stats.spread import spread_ratio
 from deviate_cb.stats.stability.groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
 from deviate_cb.stats.stability.predictions import (
     Churn,
@@ -85,6 +96,7 @@ __all__ = [
     "correct",
     "decompose",
     "describe",
+    "detectable_effect",
     "hedges_g",
     "infer_direction",
     "iqm",
@@ -97,6 +109,7 @@ __all__ = [
     "noether_runs",
     "parse_aggregate",
     "per_class_accuracy",
+    "power_curve",
     "power_report",
     "prediction_churn",
     "prob_improvement",
@@ -105,6 +118,7 @@ __all__ = [
     "runs_needed",
     "sample_instability",
     "sketch_vector",
+    "spread_ratio",
     "std_confidence_interval",
     "student_t",
     "subgroup_rates",

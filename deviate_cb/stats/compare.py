@@ -1,8 +1,11 @@
-"""Is A really better than B? Tests, effect sizes and bootstrap intervals for two groups of per-run values.
+"""Is A really better than B? Tests, effect sizes and their intervals for two groups of per-run values.
 
 Every function takes two one-dimensional groups (one value per run); NaN and Inf are left out and counted,
 and each group needs at least 2 finite values. SciPy does the maths and is imported inside the functions.
-Resampling functions take ``rng`` (an int seed, a ``numpy.random.Generator`` or ``None`` for fresh entropy);
+The intervals printed beside a test come from that test: the mean difference, Cohen's d, Hedges' g and P(A>B)
+use Welch's (see :mod:`~deviate_cb.stats.effect_size`), the spread ratio inverts Brown-Forsythe (see
+:mod:`~deviate_cb.stats.spread`). Resampling functions take ``rng`` (an int seed, a ``numpy.random.Generator``
+or ``None`` for fresh entropy);
 the seed actually used is recorded in ``settings["seed"]`` and reused when the interval is recomputed for
 another level, so the same call always gives the same interval. The global random state is never touched.
 
@@ -31,6 +34,7 @@ from deviate_cb.stats._groups import (
 )
 from deviate_cb.stats._results import StatResult, check_level
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
+from deviate_cb.stats.spread import spread_ratio
 
 __all__ = ["Comparison", "compare", "mann_whitney_u", "student_t", "variance_test", "welch_t"]
 
@@ -125,7 +129,10 @@ class Comparison:
 
     Attributes:
         welch_t, student_t, mann_whitney_u, variance_test: Tests (``pvalue`` set).
-        cohens_d, hedges_g, prob_improvement, mean_difference: Estimates with intervals (``pvalue`` NaN).
+        cohens_d, hedges_g, prob_improvement, mean_difference: Estimates with intervals (``pvalue`` NaN) that
+            agree with Welch's test: each excludes "no effect" exactly when ``welch_t`` rejects two-sided at
+            ``1 - level``.
+        spread_ratio: ``std_a / std_b`` with the two-sided Brown-Forsythe p-value and the interval inverting it.
         almost_stochastic_order: ``epsilon_min`` of A over B (``settings["dominant"]``: below the threshold).
         n_a, n_b, mean_a, mean_b, std_a, std_b: Finite values per group, their mean and std (ddof=1).
         n_nonfinite_a, n_nonfinite_b: NaN/Inf values left out.
@@ -141,6 +148,7 @@ class Comparison:
     prob_improvement: StatResult
     mean_difference: StatResult
     variance_test: StatResult
+    spread_ratio: StatResult
     almost_stochastic_order: StatResult
     n_a: int
     n_b: int
@@ -184,6 +192,8 @@ def compare(
     variance_alternative: str = "two-sided",
     aso_threshold: float = 0.2,
     aso_resamples: int = 1000,
+    mean_difference_method: str = "welch",
+    prob_improvement_method: str = "normal",
 ) -> Comparison:
     """Compare two groups of per-run values with every test and estimate of this module.
 
@@ -193,11 +203,14 @@ def compare(
         level: Confidence level of the intervals.
         rng: Seed for the bootstraps and ASO (an int, a Generator, or None: fresh entropy, recorded).
         alternative: For the t-tests and Mann-Whitney U (``"greater"``: A is larger than B).
-        n_resamples: Bootstrap resamples of P(A>B) and of the mean difference.
+        n_resamples: Bootstrap resamples of P(A>B) and of the mean difference, when a bootstrap method is chosen.
         variance_alternative: For the Brown-Forsythe test (``"less"``: A is less variable than B).
         aso_threshold: A almost stochastically dominates B when ``epsilon_min`` is below it (Ulmer et al. 2022:
             0.2; larger is better for ASO, so pass the groups of a loss-like metric swapped).
         aso_resamples: Bootstrap resamples of ASO.
+        mean_difference_method: The mean difference's interval: ``"welch"`` (Welch's t interval, the default) or
+            a bootstrap, ``"percentile"``, ``"basic"``, ``"BCa"``.
+        prob_improvement_method: P(A>B)'s interval: ``"normal"`` (from Welch's test, the default) or a bootstrap.
 
     Example:
         >>> c = compare([1.0, 2.0, 3.0, float("nan")], [2.0, 3.0, 4.0], rng=0)
@@ -227,9 +240,10 @@ def compare(
         mann_whitney_u=mann_whitney_u(x, y, alternative),
         cohens_d=cohens_d(x, y, level),
         hedges_g=hedges_g(x, y, level),
-        prob_improvement=prob_improvement(x, y, level, n_resamples, seed),
-        mean_difference=mean_difference(x, y, level, n_resamples, seed),
+        prob_improvement=prob_improvement(x, y, level, n_resamples, seed, prob_improvement_method),
+        mean_difference=mean_difference(x, y, level, n_resamples, seed, mean_difference_method),
         variance_test=variance_test(x, y, "median", variance_alternative),
+        spread_ratio=spread_ratio(x, y, level),
         almost_stochastic_order=aso,
         n_a=int(x.size),
         n_b=int(y.size),

@@ -10,9 +10,10 @@ t interval (:func:`~deviate_cb.stats.intervals.mean_confidence_interval`).
 Robust extras: the median, the interquartile range ``np.percentile(x, 75) - np.percentile(x, 25)`` (NumPy's
 default linear interpolation, as ``scipy.stats.iqr``) and the interquartile mean (IQM: the mean of the middle
 50% of the sorted values, as in rliable, Agarwal et al. 2021; equal to ``scipy.stats.trim_mean(x, 0.25)``),
-whose interval :meth:`Description.iqm_confidence_interval` is the percentile bootstrap of
-:func:`~deviate_cb.stats.iqm.iqm` (the runs of one metric are one stratum; for runs over several tasks, call
-:func:`~deviate_cb.stats.iqm.iqm` with ``strata``).
+whose interval :meth:`Description.iqm_confidence_interval` is Yuen's trimmed-mean t interval by default
+(``iqm_ci="t"``, see :mod:`~deviate_cb.stats.iqm`) or the percentile bootstrap of
+:func:`~deviate_cb.stats.iqm.iqm` (``iqm_ci="bootstrap"``; the runs of one metric are one stratum; for runs
+over several tasks, call :func:`~deviate_cb.stats.iqm.iqm` with ``strata``).
 
 SciPy is imported only when an interval is computed (in :mod:`deviate_cb.stats.intervals`), so importing this
 module stays cheap.
@@ -52,9 +53,10 @@ from deviate_cb.stats.intervals import (
 from deviate_cb.stats.iqm import iqm as iqm_result
 from deviate_cb.stats.iqm import iqm_point
 
-__all__ = ["STD_CI_METHODS", "Description", "describe"]
+__all__ = ["IQM_CI_METHODS", "STD_CI_METHODS", "Description", "describe"]
 
 STD_CI_METHODS = ("chi2", "bootstrap")
+IQM_CI_METHODS = ("t", "bootstrap")
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,11 @@ class Description:
         ddof: Delta degrees of freedom of :attr:`std` (0 or 1).
         level: Confidence level of the default intervals (used by :meth:`to_dict`).
         std_ci: How the std's interval is computed: ``"chi2"`` or ``"bootstrap"``.
-        n_resamples: Bootstrap resamples of the IQM's interval and, with ``std_ci="bootstrap"``, of the std's.
+        n_resamples: Bootstrap resamples of the IQM's interval (``iqm_ci="bootstrap"``) and of the std's
+            (``std_ci="bootstrap"``).
         seed: The seed those bootstraps use, so that every call gives the same interval.
-        values: The finite values (for the bootstrap intervals).
+        values: The finite values (for the IQM's interval and the bootstrap intervals).
+        iqm_ci: How the IQM's interval is computed: ``"t"`` (Yuen's trimmed-mean t) or ``"bootstrap"``.
     """
 
     n: int
@@ -99,6 +103,7 @@ class Description:
     n_resamples: int = 9999
     seed: Optional[int] = None
     values: Optional[tuple[float, ...]] = field(default=None, repr=False, compare=False)
+    iqm_ci: str = "t"
 
     def confidence_interval(self, level: Optional[float] = None) -> ConfidenceInterval:
         """The confidence interval of the standard deviation at ``level`` (default: :attr:`level`).
@@ -134,10 +139,12 @@ class Description:
         return mean_confidence_interval(self.mean, sample_std, self.n, level)
 
     def iqm_confidence_interval(self, level: Optional[float] = None) -> ConfidenceInterval:
-        """Percentile bootstrap interval of the IQM at ``level`` (default: :attr:`level`), from :attr:`seed`.
+        """The interval of the IQM at ``level`` (default: :attr:`level`): :func:`~deviate_cb.stats.iqm.iqm` of
+        :attr:`values` with one stratum.
 
-        :func:`~deviate_cb.stats.iqm.iqm` of :attr:`values` with one stratum and :attr:`n_resamples`, so repeated
-        calls give the same interval. NaN without values.
+        ``iqm_ci="t"`` (the default): Yuen's trimmed-mean t interval (Student's t interval of the mean for fewer
+        than 4 runs; NaN for fewer than 2). ``iqm_ci="bootstrap"``: the percentile bootstrap with
+        :attr:`n_resamples` and :attr:`seed`, so repeated calls give the same interval. NaN without values.
 
         Example:
             >>> d = describe([0.80, 0.84, 0.83, 0.86, 0.82, 0.85, 0.60, 0.84], rng=0)
@@ -148,7 +155,8 @@ class Description:
         check_ci_level(level)
         if not self.values:
             return ConfidenceInterval(math.nan, math.nan)
-        result = iqm_result(self.values, level=level, n_resamples=self.n_resamples, rng=self.seed)
+        method = "t" if self.iqm_ci == "t" else "bootstrap"
+        result = iqm_result(self.values, level=level, n_resamples=self.n_resamples, rng=self.seed, method=method)
         low, high = result.confidence_interval(level)
         return ConfidenceInterval(low, high)
 
@@ -178,6 +186,7 @@ class Description:
             "ddof": self.ddof,
             "level": self.level,
             "std_ci": self.std_ci,
+            "iqm_ci": self.iqm_ci,
             "std_ci_low": float(std_low),
             "std_ci_high": float(std_high),
             "mean_ci_low": float(mean_low),
@@ -198,6 +207,7 @@ def describe(
     std_ci: str = "chi2",
     n_resamples: int = 9999,
     rng: Union[int, np.random.Generator, None] = None,
+    iqm_ci: str = "t",
 ) -> Description:
     """Describe the spread of one metric across runs.
 
@@ -212,6 +222,8 @@ def describe(
         rng: Seed of the bootstraps: an int, a ``numpy.random.Generator`` (one seed is drawn from it) or
             ``None`` (fresh entropy). The seed is stored, so every interval of the result is reproducible.
             The global random state is never used.
+        iqm_ci: The IQM's interval: ``"t"`` (default, Yuen's trimmed-mean t interval) or ``"bootstrap"``
+            (percentile bootstrap, one stratum).
 
     Returns:
         A frozen :class:`Description`.
@@ -229,6 +241,8 @@ def describe(
         True
     """
     array = _validate_describe(values, ddof, level, std_ci, n_resamples, rng)
+    if iqm_ci not in IQM_CI_METHODS:
+        raise ValueError(f"`iqm_ci` must be 't' or 'bootstrap'. Received: iqm_ci={iqm_ci!r}.")
     seed = seed_of(rng)
     settings: dict[str, Any] = {
         "ddof": ddof,
@@ -242,7 +256,9 @@ def describe(
     n_nonfinite = int(array.size - n)
     if n == 0:
         nan = math.nan
-        return Description(0, nan, nan, nan, nan, nan, nan, n_nonfinite, nan, nan, nan, **settings, values=())
+        return Description(
+            0, nan, nan, nan, nan, nan, nan, n_nonfinite, nan, nan, nan, **settings, values=(), iqm_ci=iqm_ci
+        )
     # Shift by the first value: identical runs (a `control` group) then give std exactly 0 and mean exactly
     # their value, and the subtraction loses less precision when the spread is small relative to the mean.
     shifted = finite - finite[0]
@@ -266,6 +282,7 @@ def describe(
         iqm_point(finite),  # as scipy.stats.trim_mean(x, 0.25)
         **settings,
         values=tuple(finite.tolist()),
+        iqm_ci=iqm_ci,
     )
 
 

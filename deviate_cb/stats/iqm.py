@@ -1,11 +1,27 @@
-"""The interquartile mean (IQM) across runs, with a stratified bootstrap confidence interval.
+"""The interquartile mean (IQM) across runs, with Yuen's trimmed-mean t interval or rliable's stratified bootstrap.
 
 The IQM is the mean of the middle 50% of the sorted values: ``scipy.stats.trim_mean(x, 0.25)``, which drops
 ``int(0.25 n)`` values at each end. Agarwal et al. (2021), "Deep Reinforcement Learning at the Edge of the
 Statistical Precipice" (NeurIPS; the rliable library), recommend it as the aggregate of few runs: robust to
 outlying runs like the median, yet using half of the runs rather than one or two.
 
-Its interval is rliable's **stratified bootstrap**: each resample draws, within every stratum (rliable: every
+For one stratum (the runs of one metric) the default interval (``method="t"``) is the **trimmed-mean t interval**
+(Tukey & McLaughlin 1963; Yuen 1974) matching the IQM's trimming: with ``g = int(0.25 n)`` values dropped at
+each end and ``h = n - 2g`` kept, the winsorized sample (the ``g`` lowest values set to the lowest kept one,
+the ``g`` highest to the highest kept one) has standard deviation ``s_w`` (``ddof=1``), and::
+
+    IQM -/+ t_{1-a/2, h-1} se,    se = s_w sqrt((n - 1) / (h (h - 1)))     (Yuen's standard error)
+
+For ``n < 4`` nothing is trimmed (``g = 0``) and this is Student's t interval of the mean. Yuen's standard error
+is slightly larger than Tukey-McLaughlin's ``s_w / ((1 - 2g/n) sqrt(n))`` (by ``sqrt((n-1) h / (n (h-1)))``:
+22% at n = 4, 3% at n = 20), which undercovers at small n. Simulated coverage at nominal 95% for normal runs
+(200,000 data sets each): Tukey-McLaughlin 0.924 (n = 4), 0.927 (5), 0.924 (8), 0.930 (9), 0.930 (12), 0.937
+(20); Yuen 0.950 (n = 3), 0.937 (4), 0.937 (5), 0.941 (6), 0.944 (7), 0.935 (8), 0.939 (9), 0.942 (10), 0.944
+(11), 0.938 (12), 0.943 (20), 0.947 (30), 0.948 (100): within 1.5 points of the nominal level everywhere
+(``tests/stats/test_coverage.py`` checks it again).
+
+With strata (``method="bootstrap"``, the default when ``strata`` or a matrix is given) the interval is rliable's
+**stratified bootstrap**: each resample draws, within every stratum (rliable: every
 task), as many runs as the stratum holds, with replacement, and the IQM is recomputed over the pooled
 resample; the interval is the percentile interval of those IQMs (``np.percentile``, linear interpolation). With
 one stratum (``strata=None``) this is the plain bootstrap of the IQM. For rliable's layout, pass a ``runs x
@@ -35,7 +51,9 @@ import numpy as np
 from deviate_cb.stats._checks import as_numbers, check_rng, positive_int, seed_of
 from deviate_cb.stats._results import StatResult, check_level
 
-__all__ = ["iqm", "iqm_point"]
+__all__ = ["IQM_METHODS", "iqm", "iqm_point", "trimmed_t_interval"]
+
+IQM_METHODS = ("t", "bootstrap")
 
 RngLike = Union[int, np.random.Generator, None]
 _CELLS_PER_BATCH = 4_000_000  # bounds the memory of one batch of resamples
@@ -48,8 +66,9 @@ def iqm(
     level: float = 0.95,
     n_resamples: int = 9999,
     rng: RngLike = None,
+    method: Optional[str] = None,
 ) -> StatResult:
-    """The interquartile mean of ``values`` with a (stratified) percentile bootstrap interval.
+    """The interquartile mean of ``values`` with Yuen's trimmed t interval or a (stratified) percentile bootstrap.
 
     Args:
         values: One number per run, or rliable's ``runs x tasks`` matrix (each column a stratum). NaN and
@@ -60,32 +79,48 @@ def iqm(
         n_resamples: Bootstrap resamples (rliable uses 50000 for its figures).
         rng: An int seed, a ``numpy.random.Generator`` (one seed is drawn from it) or ``None`` (fresh entropy);
             the seed is recorded in ``settings["seed"]``. The global random state is never used.
+        method: ``"t"`` (Yuen's trimmed-mean t interval, see the module's notes; one stratum only) or
+            ``"bootstrap"`` (the stratified percentile bootstrap). ``None``: ``"t"`` for one-dimensional
+            ``values`` without ``strata``, else ``"bootstrap"`` (rliable's layout).
 
     Returns:
         A :class:`StatResult` with ``test="iqm"``, the IQM as ``statistic`` (NaN without finite values), and
         ``confidence_interval(level)`` at any level from the same resamples. ``settings``: ``n``,
-        ``n_nonfinite``, ``n_strata``, ``stratified``, ``method`` (``"percentile"``), ``n_resamples``, ``seed``.
+        ``n_nonfinite``, ``n_strata``, ``stratified``, ``method`` (``"t"`` or ``"percentile"``), ``n_resamples``
+        and ``seed`` (bootstrap), ``df`` and ``trimmed`` (``g``, per end) for ``"t"``.
 
     Example:
         >>> x = [1.0, 2.0, 3.0, 4.0, 100.0, 10.0, 11.0, 12.0]
-        >>> iqm(x, rng=0).statistic  # the middle half: 3, 4, 10, 11
-        7.0
+        >>> r = iqm(x)
+        >>> r.statistic, r.settings["method"], [round(v, 3) for v in r.confidence_interval()]  # middle: 3, 4, 10, 11
+        (7.0, 't', [-2.809, 16.809])
         >>> r = iqm(x, strata=["a"] * 4 + ["b"] * 4, rng=0)
         >>> r.settings["n_strata"], r.confidence_interval() == r.confidence_interval()
         (2, True)
     """
     finite, codes, n_bad, stratified = _validate_iqm(values, strata, level, n_resamples, rng)
-    seed = seed_of(rng)
     sizes = np.bincount(codes) if codes.size else np.zeros(0, dtype=np.int64)
+    n_strata = int(np.count_nonzero(sizes))
+    method = _check_iqm_method(method, stratified, n_strata)
     settings: dict[str, Any] = {
         "n": int(finite.size),
         "n_nonfinite": n_bad,
-        "n_strata": int(np.count_nonzero(sizes)),
+        "n_strata": n_strata,
         "stratified": stratified,
-        "method": "percentile",
-        "n_resamples": n_resamples,
-        "seed": seed,
     }
+    if method == "t":
+        g = int(0.25 * finite.size)
+        settings.update(method="t", trimmed=g, df=float(finite.size - 2 * g - 1))
+
+        def t_interval(lv: float) -> tuple[float, float]:
+            if finite.size == 0:
+                return math.nan, math.nan
+            low, high = trimmed_t_interval(finite[None, :], lv)
+            return float(low[0]), float(high[0])
+
+        return StatResult("iqm", iqm_point(finite), level=float(level), settings=settings, interval=t_interval)
+    seed = seed_of(rng)
+    settings.update(method="percentile", n_resamples=n_resamples, seed=seed)
     if finite.size == 0:
         return StatResult(
             "iqm", math.nan, level=float(level), settings=settings, interval=lambda lv: (math.nan, math.nan)
@@ -97,6 +132,30 @@ def iqm(
         return float(low), float(high)
 
     return StatResult("iqm", iqm_point(finite), level=float(level), settings=settings, interval=interval)
+
+
+def trimmed_t_interval(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Yuen's trimmed-mean t interval of the IQM for each row of ``x`` (vectorised; NaN for fewer than 2 values).
+
+    Example:
+        >>> low, high = trimmed_t_interval(np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]), 0.95)
+        >>> [round(float(v), 4) for v in low]  # n = 3: Student's t interval of the mean
+        [-0.4841, -0.4841]
+    """
+    from scipy.special import stdtrit
+
+    n = x.shape[-1]
+    g = int(0.25 * n)
+    h = n - 2 * g
+    if h < 2:
+        nan = np.full(x.shape[:-1], np.nan)
+        return nan, nan.copy()
+    ordered = np.sort(x - x[..., :1], axis=-1)  # relative to the first value, as iqm_point
+    centre = x[..., 0] + ordered[..., g : n - g].mean(axis=-1)
+    winsorized = np.clip(ordered, ordered[..., g : g + 1], ordered[..., n - g - 1 : n - g])
+    se = winsorized.std(axis=-1, ddof=1) * math.sqrt((n - 1) / (h * (h - 1)))
+    half = float(stdtrit(h - 1, 0.5 + level / 2.0)) * se
+    return centre - half, centre + half
 
 
 def iqm_point(values: np.ndarray) -> float:
@@ -136,6 +195,18 @@ def _bootstrap(
         resample = np.sort(grouped[start + draws], axis=1)
         out[first : first + size] = resample[:, cut : n - cut].mean(axis=1)
     return out
+
+
+def _check_iqm_method(method: object, stratified: bool, n_strata: int) -> str:
+    if method is None:
+        return "bootstrap" if stratified else "t"
+    if method not in IQM_METHODS:
+        raise ValueError(f"`method` must be one of 't', 'bootstrap' or None. Received: method={method!r}.")
+    if method == "t" and n_strata > 1:
+        raise ValueError(
+            f"`method` 't' needs one stratum; use 'bootstrap' with strata. Received: method='t' and {n_strata} strata."
+        )
+    return str(method)
 
 
 def _validate_iqm(

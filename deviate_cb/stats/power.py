@@ -17,6 +17,9 @@ simulated 41.3%; 16 points at ``n = (2, 20)``) and high by under a point at bala
 ``effect`` is the size of the difference of means to detect (positive); for a one-sided test it is taken in
 the tested direction, so ``"greater"`` and ``"less"`` have the same power. ``runs_needed`` is the smallest
 ``n`` per group (equal groups) whose power reaches ``power``, found by bisection (the power grows with n).
+``detectable_effect`` inverts the power the other way: the smallest difference of means the runs made detect
+with the wanted power (root finding on the effect; the power grows with it). ``power_curve`` gives the power
+at several numbers of runs per group, for a "runs needed" figure.
 
 Noether (1987) for the Mann-Whitney test (``noether_runs``): to detect ``P(A > B) = p`` with a fraction
 ``c`` of the runs in one group, the total is ``N = (z_{1-alpha/2} + z_{power})^2 / (12 c (1-c) (p - 1/2)^2)``;
@@ -44,9 +47,17 @@ from typing import Optional
 import numpy as np
 
 from deviate_cb.stats.describe import describe
-from deviate_cb.stats.welch_power import welch_power
+from deviate_cb.stats.welch_power import welch_power, welch_power_function
 
-__all__ = ["PowerReport", "achieved_power", "noether_runs", "power_report", "runs_needed"]
+__all__ = [
+    "PowerReport",
+    "achieved_power",
+    "detectable_effect",
+    "noether_runs",
+    "power_curve",
+    "power_report",
+    "runs_needed",
+]
 
 _ALTERNATIVES = ("two-sided", "greater", "less")
 _MAX_RUNS = 10**9
@@ -129,6 +140,97 @@ def runs_needed(
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return high
+
+
+def detectable_effect(
+    n_a: int,
+    n_b: int,
+    std_a: float,
+    std_b: Optional[float] = None,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: str = "two-sided",
+) -> float:
+    """Smallest difference of means that Welch's t-test detects with ``power`` from ``n_a`` and ``n_b`` runs.
+
+    The inverse of :func:`achieved_power` in ``effect`` (exact for normal data), found with Brent's method on
+    :func:`~deviate_cb.stats.welch_power.welch_power_function` (a few milliseconds).
+
+    Args:
+        n_a: Runs in group A (at least 2).
+        n_b: Runs in group B (at least 2).
+        std_a: Standard deviation (``ddof=1``) of group A.
+        std_b: Standard deviation of group B; ``None`` uses ``std_a``.
+        alpha: Significance level.
+        power: Wanted power, in (alpha, 1) for a two-sided test, (alpha, 1) for a one-sided one.
+        alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
+
+    Returns:
+        ``effect`` with ``achieved_power(n_a, n_b, std_a, std_b, effect=effect, ...) == power`` (to ``1e-10``).
+
+    Example:
+        >>> effect = detectable_effect(10, 10, 1.0)
+        >>> round(effect, 4), round(achieved_power(10, 10, 1.0, effect=effect), 6)
+        (1.3321, 0.8)
+    """
+    std_a, std_b, _, alpha, power, alternative = _validate_common(std_a, std_b, 1.0, alpha, power, alternative)
+    n_a, n_b = _check_runs(n_a, "n_a"), _check_runs(n_b, "n_b")
+    if power <= alpha:
+        raise ValueError(
+            f"`power` must be above `alpha` (a test rejects with probability alpha at no effect). Received: "
+            f"power={power!r}, alpha={alpha!r}."
+        )
+    from scipy.optimize import brentq
+
+    curve = welch_power_function(n_a, n_b, std_a, std_b, alpha, alternative)
+    sigma = math.sqrt(std_a**2 / n_a + std_b**2 / n_b)
+
+    def gap(effect: float) -> float:
+        return float(curve(np.array([effect]))[0]) - power
+
+    high = 4.0 * sigma
+    while gap(high) < 0:  # the power tends to 1 as the effect grows
+        high *= 2.0
+    return float(brentq(gap, 0.0, high, xtol=1e-12 * sigma, rtol=1e-10))
+
+
+def power_curve(
+    std_a: float,
+    std_b: Optional[float],
+    effect: float,
+    ns: Iterable[int],
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+) -> np.ndarray:
+    """Power of Welch's t-test to detect ``effect`` with ``n`` runs in each group, for each ``n`` in ``ns``.
+
+    Args:
+        std_a: Standard deviation (``ddof=1``) of group A.
+        std_b: Standard deviation of group B; ``None`` uses ``std_a``.
+        effect: Difference of means to detect (positive).
+        ns: Runs per group (each at least 2).
+        alpha: Significance level.
+        alternative: ``"two-sided"``, ``"greater"`` or ``"less"``.
+
+    Returns:
+        A float array of the powers, one per ``n`` (``achieved_power(n, n, ...)``).
+
+    Example:
+        >>> [round(float(p), 3) for p in power_curve(1.0, None, 1.0, [5, 17, 40])]
+        [0.265, 0.806, 0.993]
+    """
+    std_a, std_b, effect, alpha, _, alternative = _validate_common(std_a, std_b, effect, alpha, 0.5, alternative)
+    if isinstance(ns, (str, bytes)):
+        raise TypeError(f"`ns` must be integers. Received: ns={ns!r}.")
+    sizes = [_check_runs(n, "ns") for n in ns]
+    return np.array([welch_power(n, n, std_a, std_b, effect, alpha, alternative) for n in sizes], dtype=np.float64)
+
+
+def _check_runs(n: object, name: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 2:
+        raise ValueError(f"`{name}` must be an integer of at least 2. Received: {name}={n!r}.")
+    return int(n)
 
 
 def noether_runs(p_improvement: float, alpha: float = 0.05, power: float = 0.8, alternative: str = "two-sided") -> int:

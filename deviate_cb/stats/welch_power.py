@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["welch_power"]
+__all__ = ["welch_power", "welch_power_function"]
 
 _TAIL = 36.0  # the grid spans where the density of log(chi2_k / k) is above e^-_TAIL of its peak
 _STEP = 0.4  # the grid step, times min(1, sqrt(2 / k)) (the density's width near its peak)
@@ -55,25 +56,66 @@ def welch_power(n_a: int, n_b: int, std_a: float, std_b: float, effect: float, a
         >>> round(welch_power(10, 10, 1.0, 1.0, 1.0, 0.05, "greater"), 4)
         0.6903
     """
-    from scipy.special import ndtr, stdtrit
+    return float(welch_power_function(n_a, n_b, std_a, std_b, alpha, alternative)(np.array([effect]))[0])
+
+
+def welch_power_function(
+    n_a: int, n_b: int, std_a: float, std_b: float, alpha: float, alternative: str
+) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`welch_power` as a vectorised function of the effect, with the grid over the variances built once.
+
+    Inverting the power (:func:`~deviate_cb.stats.power.detectable_effect`) evaluates it at many effects; each
+    evaluation is then a few normal probabilities on the grid.
+
+    Example:
+        >>> power = welch_power_function(10, 10, 1.0, 1.0, 0.05, "greater")
+        >>> [round(float(p), 4) for p in power(np.array([0.0, 1.0]))]
+        [0.0492, 0.6903]
+    """
+    from scipy.special import ndtr
 
     var_a, var_b = std_a**2 / n_a, std_b**2 / n_b
-    sigma2 = var_a + var_b
-    d = effect / math.sqrt(sigma2)  # everything below is in units of sigma
+    sigma = math.sqrt(var_a + var_b)
     k_a, k_b = n_a - 1, n_b - 1
     y_a, w_a = _chi2_nodes(k_a) if var_a > 0 else (np.ones(1), np.ones(1))
     y_b, w_b = _chi2_nodes(k_b) if var_b > 0 else (np.ones(1), np.ones(1))
-    part_a = (var_a / sigma2) * y_a[:, None]  # S_a^2 / n_a / sigma^2 at each node
-    part_b = (var_b / sigma2) * y_b[None, :]
+    part_a = (var_a / sigma**2) * y_a[:, None]  # S_a^2 / n_a / sigma^2 at each node
+    part_b = (var_b / sigma**2) * y_b[None, :]
     se2 = part_a + part_b
     df = se2**2 / (part_a**2 / k_a + part_b**2 / k_b)
-    se = np.sqrt(se2)
-    if alternative == "two-sided":
-        crit = stdtrit(df, 1.0 - alpha / 2.0)
-        conditional = ndtr(d - crit * se) + ndtr(-d - crit * se)
-    else:
-        conditional = ndtr(d - stdtrit(df, 1.0 - alpha) * se)
-    return float(min(1.0, max(0.0, w_a @ conditional @ w_b)))
+    two_sided = alternative == "two-sided"
+    threshold = _t_quantile(df, 1.0 - alpha / 2.0 if two_sided else 1.0 - alpha) * np.sqrt(se2)  # units of sigma
+
+    def power(effect: np.ndarray) -> np.ndarray:
+        out = np.empty(np.shape(effect))
+        for i, e in enumerate(np.ravel(effect)):
+            d = float(e) / sigma
+            conditional = ndtr(d - threshold) + (ndtr(-d - threshold) if two_sided else 0.0)
+            out.flat[i] = min(1.0, max(0.0, float(w_a @ conditional @ w_b)))
+        return out
+
+    return power
+
+
+def _t_quantile(df: np.ndarray, p: float) -> np.ndarray:
+    """``stdtrit(df, p)`` on the grid: for large grids, Chebyshev interpolation in ``1 / df`` (degree 32, checked
+    against ``stdtrit`` at 32 points in between to ``1e-11``; exact ``stdtrit`` otherwise), three times faster."""
+    from numpy.polynomial import chebyshev
+    from scipy.special import stdtrit
+
+    if df.size < 1000:
+        return stdtrit(df, p)
+    u = 1.0 / df
+    low, high = float(u.min()), float(u.max())
+    if not high > low:
+        return stdtrit(df, p)
+    mid, half = 0.5 * (low + high), 0.5 * (high - low)
+    nodes = np.cos(np.pi * (np.arange(33) + 0.5) / 33)
+    coefficients = chebyshev.chebfit(nodes, stdtrit(1.0 / (mid + half * nodes), p), 32)
+    check = np.cos(np.pi * np.arange(1, 33) / 33)  # between the nodes
+    if np.max(np.abs(chebyshev.chebval(check, coefficients) - stdtrit(1.0 / (mid + half * check), p))) > 1e-11:
+        return stdtrit(df, p)
+    return chebyshev.chebval((u - mid) / half, coefficients)
 
 
 @functools.lru_cache(maxsize=512)

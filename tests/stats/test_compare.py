@@ -62,8 +62,49 @@ def test_mann_whitney_matches_scipy_and_defaults_to_two_sided(alternative: str) 
     assert default.pvalue == float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
-def test_effect_sizes_hand_computation() -> None:
+def _nct_delta_interval(a: np.ndarray, b: np.ndarray, level: float) -> tuple[float, float]:
+    """Reference: invert scipy.stats.nct.cdf of Welch's statistic with brentq, lambda / sqrt(na nb / (na + nb))."""
+    from scipy.optimize import brentq
+
+    res = sps.ttest_ind(a, b, equal_var=False)
+    t, df, alpha = float(res.statistic), float(res.df), 1 - level
+    scale = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
+
+    def root(p: float) -> float:
+        lo, hi = t - 5.0, t + 5.0
+        while sps.nct.cdf(t, df, lo) < p:
+            lo -= 10.0
+        while sps.nct.cdf(t, df, hi) > p:
+            hi += 10.0
+        return brentq(lambda lam: sps.nct.cdf(t, df, lam) - p, lo, hi, xtol=1e-13) / scale
+
+    return root(1 - alpha / 2), root(alpha / 2)
+
+
+def test_effect_size_intervals_invert_welchs_noncentral_t() -> None:
     d, g = cohens_d(A3, B3), hedges_g(A3, B3)
+    expected = _nct_delta_interval(np.array(A3), np.array(B3), 0.95)
+    np.testing.assert_allclose(d.confidence_interval(), expected, rtol=1e-9)
+    assert g.confidence_interval() == d.confidence_interval()  # one interval, for delta
+    assert d.settings["method"] == "noncentral_t" and d.settings["df"] == 4.0
+    for seed in range(4):
+        a, b = _groups(seed, 5, 7)
+        for level in (0.8, 0.95, 0.99):
+            np.testing.assert_allclose(
+                cohens_d(a, b).confidence_interval(level), _nct_delta_interval(a, b, level), rtol=1e-8
+            )
+    # one constant group: Welch's statistic uses the other group's spread, the interval stays finite
+    one = cohens_d([0.85, 0.85, 0.85], [0.80, 0.81, 0.83])
+    np.testing.assert_allclose(
+        one.confidence_interval(), _nct_delta_interval(np.array([0.85] * 3), np.array([0.80, 0.81, 0.83]), 0.95)
+    )
+    both = cohens_d([0.85, 0.85, 0.85], [0.85, 0.85])
+    assert math.isnan(both.statistic) and all(math.isnan(v) for v in both.confidence_interval())
+    assert "constant" in both.settings["note"]
+
+
+def test_effect_sizes_hand_computation_normal_method() -> None:
+    d, g = cohens_d(A3, B3, method="normal"), hedges_g(A3, B3, method="normal")
     assert d.statistic == -1.0 and math.isnan(d.pvalue)
     np.testing.assert_allclose(g.statistic, -0.8, rtol=1e-12)  # J = 1 - 3 / (4 * 6 - 9) = 0.8
     se = math.sqrt(6 / 9 + 1 / 12)  # (na + nb) / (na nb) + d^2 / (2 (na + nb))
@@ -102,7 +143,7 @@ def test_bootstrap_intervals_match_scipy_bootstrap() -> None:
         (mean_difference, lambda x, y, axis=-1: x.mean(axis) - y.mean(axis)),
         (prob_improvement, _p_improvement_by_ranks),
     ):
-        r = func(a, b, level=0.9, n_resamples=999, rng=7)
+        r = func(a, b, level=0.9, n_resamples=999, rng=7, method="percentile")
         for level in (0.9, 0.95):
             ref = sps.bootstrap(
                 (a, b),
@@ -135,7 +176,11 @@ def test_bootstrap_bca_method_selectable() -> None:
 def test_same_seed_same_result_and_levels_reuse_the_seed() -> None:
     a, b = _groups(8)
     state = np.random.get_state()
-    for func in (prob_improvement, mean_difference):
+    for method_free in (prob_improvement, mean_difference):
+
+        def func(*args, _f=method_free, **kwargs):  # the bootstrap methods resample
+            return _f(*args, method="percentile", **kwargs)
+
         r1, r2 = func(a, b, n_resamples=500, rng=11), func(a, b, n_resamples=500, rng=11)
         assert r1.confidence_interval() == r2.confidence_interval()
         assert r1.confidence_interval(0.8) == r2.confidence_interval(0.8)
@@ -192,8 +237,11 @@ def test_compare_collects_everything() -> None:
         "prob_improvement",
         "mean_difference",
         "variance_test",
+        "spread_ratio",
         "almost_stochastic_order",
     ]
+    assert c.spread_ratio.pvalue == c.variance_test.pvalue and c.spread_ratio.statistic == c.std_a / c.std_b
+    assert c.mean_difference.confidence_interval() == welch_t(a, b).confidence_interval()
     assert c.welch_t.pvalue == welch_t(a, b).pvalue
     assert c.student_t.pvalue == pytest.approx(float(sps.ttest_ind(a, b, equal_var=True).pvalue), rel=1e-12)
     aso = almost_stochastic_order(a, b, rng=4)
@@ -219,8 +267,14 @@ def test_compare_is_reproducible_with_a_seed_or_generator() -> None:
     c1 = compare(a, b, rng=np.random.default_rng(5), n_resamples=300)
     c2 = compare(a, b, rng=np.random.default_rng(5), n_resamples=300)
     assert c1.to_dict() == c2.to_dict()
-    seed = c1.mean_difference.settings["seed"]
-    assert c1.prob_improvement.settings["seed"] == seed
+    seed = c1.almost_stochastic_order.settings["seed"]
+    assert c1.mean_difference.settings["method"] == "welch" and c1.prob_improvement.settings["method"] == "normal"
+    boot = compare(a, b, rng=5, n_resamples=300, mean_difference_method="BCa", prob_improvement_method="percentile")
+    assert boot.mean_difference.settings["seed"] == boot.prob_improvement.settings["seed"] == 5
+    assert (
+        boot.mean_difference.confidence_interval(0.8)
+        == mean_difference(a, b, 0.8, 300, 5, method="BCa").confidence_interval()
+    )
     assert c1.mean_difference.confidence_interval(0.8) == mean_difference(a, b, 0.8, 300, seed).confidence_interval()
 
 
@@ -243,7 +297,10 @@ def test_constant_groups_do_not_crash() -> None:
         json.dumps(c.to_dict())
         one = compare([0.85, 0.85, 0.85], [0.80, 0.81, 0.83], rng=0, n_resamples=200)
         assert len(one.notes) == 1 and one.notes[0].startswith("`a` is constant")
-        assert one.prob_improvement.statistic == 1.0 and one.prob_improvement.confidence_interval() == (1.0, 1.0)
+        # the rank estimate (1.0) lies above Phi(delta_hi / sqrt 2): the interval is widened to hold it
+        assert one.prob_improvement.statistic == 1.0 and one.prob_improvement.confidence_interval().high == 1.0
+        assert one.prob_improvement.settings["widened"] and "widened" in one.prob_improvement.settings["note"]
+        assert one.spread_ratio.statistic == 0.0 and math.isnan(c.spread_ratio.statistic)
         assert math.isfinite(one.cohens_d.statistic)
 
 
@@ -286,8 +343,14 @@ def test_validation_messages() -> None:
         variance_test(A3, B3, center="trimmed")
     with pytest.raises(ValueError, match=r"^`n_resamples` must be a positive integer\. Received: n_resamples=0\.$"):
         mean_difference(A3, B3, n_resamples=0)
-    with pytest.raises(ValueError, match=r"^`method` must be one of 'percentile', 'basic', 'BCa'\."):
+    with pytest.raises(ValueError, match=r"^`method` must be one of 'normal', 'percentile', 'basic', 'BCa'\."):
         prob_improvement(A3, B3, method="bca")
+    with pytest.raises(ValueError, match=r"^`method` must be one of 'welch', 'percentile', 'basic', 'BCa'\. Rec"):
+        mean_difference(A3, B3, method="t")
+    with pytest.raises(ValueError, match=r"^`method` must be one of 'noncentral_t', 'normal'\. Received: method=1\.$"):
+        hedges_g(A3, B3, method=1)
+    with pytest.raises(ValueError, match=r"^`n_resamples` must be a positive integer\. Received: n_resamples=-2\.$"):
+        prob_improvement(A3, B3, n_resamples=-2)
     with pytest.raises(
         ValueError,
         match=r"^`rng` must be None, a non-negative int seed or a numpy\.random\.Generator\. "

@@ -18,7 +18,7 @@ def _morin() -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize(("column", "expected"), [(0, 0.759), (1, 0.902)])
 def test_morin_2020_share(column: int, expected: float) -> None:
     impl, algo_impl = _morin()
-    r = decompose(impl[:, column], algo_impl[:, column], rng=0)
+    r = decompose(impl[:, column], algo_impl[:, column], rng=0, method="BCa")
     assert r.test == "decompose"
     assert round(r.statistic, 3) == expected
     # Equal group sizes: ddof=0 gives the same ratio.
@@ -34,23 +34,23 @@ def test_morin_2020_share(column: int, expected: float) -> None:
 
 def test_same_seed_same_interval_and_level_recomputation_reuses_draws() -> None:
     impl, algo_impl = _morin()
-    a = decompose(impl[:, 0], algo_impl[:, 0], rng=7)
-    b = decompose(impl[:, 0], algo_impl[:, 0], rng=7)
+    a = decompose(impl[:, 0], algo_impl[:, 0], rng=7, method="BCa")
+    b = decompose(impl[:, 0], algo_impl[:, 0], rng=7, method="BCa")
     assert a.confidence_interval() == b.confidence_interval()
     assert a.confidence_interval(0.9) == b.confidence_interval(0.9) == a.confidence_interval(0.9)
-    c = decompose(impl[:, 0], algo_impl[:, 0], level=0.9, rng=7)
+    c = decompose(impl[:, 0], algo_impl[:, 0], level=0.9, rng=7, method="BCa")
     np.testing.assert_allclose(c.confidence_interval(), a.confidence_interval(0.9), rtol=1e-12)
-    assert decompose(impl[:, 0], algo_impl[:, 0], rng=8).confidence_interval() != a.confidence_interval()
+    assert decompose(impl[:, 0], algo_impl[:, 0], rng=8, method="BCa").confidence_interval() != a.confidence_interval()
 
 
 def test_rng_generator_and_fresh_entropy_are_recorded() -> None:
     x, y = [1.0, 2.0, 4.0, 3.0, 2.5], [0.0, 3.0, 5.0, 1.0, 2.0]
     state = np.random.get_state()[1].copy()
-    r = decompose(x, y, rng=None, n_resamples=200)
+    r = decompose(x, y, rng=None, n_resamples=200, method="BCa")
     assert isinstance(r.settings["seed"], int)
-    again = decompose(x, y, rng=r.settings["seed"], n_resamples=200)
+    again = decompose(x, y, rng=r.settings["seed"], n_resamples=200, method="BCa")
     assert again.confidence_interval() == r.confidence_interval()
-    g = decompose(x, y, rng=np.random.default_rng(3), n_resamples=200)
+    g = decompose(x, y, rng=np.random.default_rng(3), n_resamples=200, method="BCa")
     assert g.settings["seed"] is None and np.isfinite(g.confidence_interval().low)
     np.testing.assert_array_equal(np.random.get_state()[1], state)  # global state untouched
 
@@ -94,3 +94,32 @@ def test_validation(kwargs: dict, error: type, match: str) -> None:
     args = {"impl": [1.0, 2.0, 3.0], "algo_impl": [0.0, 2.0, 4.0], "rng": 0, **kwargs}
     with pytest.raises(error, match=match):
         decompose(**args)
+
+
+@pytest.mark.parametrize(("n_narrow", "n_wide"), [(3, 3), (4, 7), (10, 5), (50, 50)])
+@pytest.mark.parametrize("level", [0.8, 0.95])
+def test_f_interval_is_the_direct_scipy_computation(n_narrow: int, n_wide: int, level: float) -> None:
+    from scipy import stats as sps
+
+    g = np.random.default_rng(n_narrow * 100 + n_wide)
+    x, y = g.normal(0.0, 0.3, n_narrow), g.normal(0.0, 1.0, n_wide)
+    r = decompose(x, y, level=0.5)
+    share = np.std(x, ddof=1) / np.std(y, ddof=1)
+    alpha = 1 - level
+    f = sps.f(n_narrow - 1, n_wide - 1)
+    low, high = share / np.sqrt(f.ppf(1 - alpha / 2)), share / np.sqrt(f.ppf(alpha / 2))
+    np.testing.assert_allclose(r.confidence_interval(level), [min(low, 1.0), min(high, 1.0)], rtol=1e-10)
+    assert r.settings["method"] == "F" and "seed" not in r.settings
+    assert r.statistic == share and r.settings["exceeds_one"] is bool(share > 1)
+
+
+def test_f_interval_caps_at_one_and_keeps_the_raw_ratio() -> None:
+    r = decompose([1.0, 2.0, 3.0], [0.0, 2.0, 4.0])
+    assert r.statistic == 0.5 and r.confidence_interval().high == 1.0 and r.settings["capped"] is True
+    above = decompose([0.0, 4.0, 8.0, 2.0], [1.0, 2.0, 3.0, 2.5])  # the narrow group spreads more
+    assert above.statistic > 1 and above.settings["exceeds_one"] is True
+    assert above.confidence_interval().high == 1.0 and "lower end" in above.settings["note"]
+    assert above.confidence_interval() == (1.0, 1.0)
+    uncapped = decompose(np.linspace(0, 1, 40), np.linspace(0, 10, 40))
+    assert uncapped.settings["capped"] is False and uncapped.confidence_interval().high < 1.0
+    assert decompose([0.9, 0.9, 0.9], [0.8, 0.85, 0.9]).confidence_interval() == (0.0, 0.0)

@@ -46,7 +46,7 @@ def test_one_stratum_is_the_plain_bootstrap() -> None:
     reps, seed = 2000, 3
     index = np.random.default_rng(seed).integers(0, x.size, size=(reps, x.size))
     boot = sps.trim_mean(x[index], 0.25, axis=1)
-    r = iqm(x, n_resamples=reps, rng=seed)
+    r = iqm(x, n_resamples=reps, rng=seed, method="bootstrap")
     np.testing.assert_allclose(r.confidence_interval(0.95), np.percentile(boot, [2.5, 97.5]), rtol=1e-12)
     np.testing.assert_allclose(r.confidence_interval(0.8), np.percentile(boot, [10, 90]), rtol=1e-12)
     # One named stratum is the same thing.
@@ -86,7 +86,7 @@ def test_unequal_strata_keep_their_sizes_in_every_resample() -> None:
     strata = ["a"] * 3 + ["b"] * 7 + ["c"] * 2
     r = iqm(x, strata=strata, n_resamples=2000, rng=0)
     assert r.confidence_interval() == (r.statistic, r.statistic) == (5.0, 5.0)
-    low, high = iqm(x, n_resamples=2000, rng=0).confidence_interval()
+    low, high = iqm(x, n_resamples=2000, rng=0, method="bootstrap").confidence_interval()
     assert high - low > 0.5  # the plain bootstrap changes the counts
 
 
@@ -104,13 +104,14 @@ def test_non_finite_values_are_left_out_with_their_strata() -> None:
 def test_levels_seeds_and_the_global_state() -> None:
     x = np.random.default_rng(5).normal(size=15)
     state = np.random.get_state()[1].copy()
-    r = iqm(x, n_resamples=1000)
+    r = iqm(x, n_resamples=1000, method="bootstrap")
     seed = r.settings["seed"]
-    assert isinstance(seed, int) and iqm(x, n_resamples=1000, rng=seed).confidence_interval() == r.confidence_interval()
+    again = iqm(x, n_resamples=1000, rng=seed, method="bootstrap")
+    assert isinstance(seed, int) and again.confidence_interval() == r.confidence_interval()
     assert r.confidence_interval(0.99).low < r.confidence_interval(0.8).low < r.statistic
     assert r.confidence_interval(0.8).high < r.confidence_interval(0.99).high
-    g1 = iqm(x, n_resamples=200, rng=np.random.default_rng(9))
-    g2 = iqm(x, n_resamples=200, rng=np.random.default_rng(9))
+    g1 = iqm(x, n_resamples=200, rng=np.random.default_rng(9), method="bootstrap")
+    g2 = iqm(x, n_resamples=200, rng=np.random.default_rng(9), method="bootstrap")
     assert g1.settings["seed"] == g2.settings["seed"] and g1.confidence_interval() == g2.confidence_interval()
     np.testing.assert_array_equal(np.random.get_state()[1], state)
     out = r.to_dict()
@@ -126,6 +127,50 @@ def test_describe_gives_the_same_interval_from_its_seed() -> None:
     out = d.to_dict()
     assert (out["iqm_ci_low"], out["iqm_ci_high"]) == tuple(expected) and out["seed"] == 4
     assert all(math.isnan(v) for v in describe([]).iqm_confidence_interval())
+
+
+def _yuen_reference(x: np.ndarray, level: float) -> tuple[float, float]:
+    """Yuen's trimmed-mean t interval by hand: scipy's trim_mean and winsorize, se s_w sqrt((n-1)/(h(h-1)))."""
+    from scipy.stats import mstats
+
+    n = x.size
+    g = int(0.25 * n)
+    h = n - 2 * g
+    winsorized = np.asarray(mstats.winsorize(x, limits=(g / n, g / n)))
+    se = np.std(winsorized, ddof=1) * math.sqrt((n - 1) / (h * (h - 1)))
+    half = sps.t.ppf(0.5 + level / 2, h - 1) * se
+    centre = sps.trim_mean(x, 0.25)
+    return centre - half, centre + half
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 7, 8, 12, 20, 41])
+def test_default_interval_is_yuens_trimmed_t(n: int) -> None:
+    x = np.random.default_rng(n).normal(0.8, 0.05, size=n)
+    r = iqm(x)
+    assert r.settings["method"] == "t" and r.settings["trimmed"] == int(0.25 * n)
+    assert r.settings["df"] == n - 2 * int(0.25 * n) - 1 and "seed" not in r.settings
+    for level in (0.8, 0.95):
+        np.testing.assert_allclose(r.confidence_interval(level), _yuen_reference(x, level), rtol=1e-12)
+    assert describe(x).iqm_confidence_interval() == r.confidence_interval()
+    if n == 3:  # nothing trimmed: Student's t interval of the mean
+        np.testing.assert_allclose(r.confidence_interval(), describe(x).mean_confidence_interval(), rtol=1e-12)
+
+
+def test_trimmed_t_edges_and_the_bootstrap_of_describe() -> None:
+    assert all(math.isnan(v) for v in iqm([1.0]).confidence_interval())
+    assert iqm([0.3, 0.3, 0.3, 0.3]).confidence_interval() == (0.3, 0.3)
+    x = [0.80, 0.84, 0.83, 0.86, 0.82, 0.85, 0.60, 0.84]
+    d = describe(x, iqm_ci="bootstrap", n_resamples=999, rng=3)
+    expected = iqm(x, n_resamples=999, rng=3, method="bootstrap").confidence_interval()
+    assert d.iqm_confidence_interval() == expected and d.to_dict()["iqm_ci"] == "bootstrap"
+    with pytest.raises(ValueError, match=r"^`iqm_ci` must be 't' or 'bootstrap'\. Received: iqm_ci='x'\.$"):
+        describe(x, iqm_ci="x")
+    with pytest.raises(ValueError, match=r"^`method` 't' needs one stratum"):
+        iqm(x, strata=["a", "b"] * 4, method="t")
+    with pytest.raises(ValueError, match=r"^`method` must be one of 't', 'bootstrap' or None\. Received: method='BCa'"):
+        iqm(x, method="BCa")
+    # one stratum given explicitly may still use the t interval
+    assert iqm(x, strata=["a"] * 8, method="t").confidence_interval() == iqm(x).confidence_interval()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,138 @@
+"""How much more one group spreads than another: ``std(a) / std(b)`` with the interval of the Brown-Forsythe test.
+
+The statistic is the ratio of the sample standard deviations (``ddof=1``). The p-value is the two-sided
+Brown-Forsythe test (Levene's test on the absolute deviations from each group's median,
+``scipy.stats.levene(a, b, center="median")``, the same as
+:func:`~deviate_cb.stats.compare.variance_test`). The interval inverts that test: it is the set of scale
+factors ``c > 0`` for which Brown-Forsythe does **not** reject "A and ``c * B`` spread alike" at
+``1 - level``. For two groups the test is the pooled two-sample t-test of the absolute deviations
+``u = |a - median(a)|`` and ``v = |b - median(b)|`` with ``n_a + n_b - 2`` degrees of freedom; scaling B by
+``c`` scales ``v`` by ``c``, so
+
+    t(c) = (mean(u) - c mean(v)) / sqrt(s_p^2(c) (1/n_a + 1/n_b)),
+    s_p^2(c) = ((n_a - 1) var(u) + c^2 (n_b - 1) var(v)) / (n_a + n_b - 2)
+
+and ``t(c)`` decreases in ``c > 0``: the accepted set is an interval ``[c_lo, c_hi]`` with
+``t(c_lo) = t_crit`` and ``t(c_hi) = -t_crit`` (``t_crit = t_{1-a/2, n_a+n_b-2}``), found by bisection.
+``c_lo`` is 0 when even ``c -> 0`` is not rejected, ``c_hi`` is ``+inf`` when arbitrarily large ``c`` are not
+rejected (small groups: the test has little power); ``settings`` says so. For normal runs ``c`` is
+``sigma_a / sigma_b``, and by construction the interval excludes 1 exactly when the Brown-Forsythe p-value is
+at most ``1 - level``.
+
+Degenerate data: with a constant group ``t(c)`` does not depend on ``c``, so the interval is all of
+``[0, inf]`` when Brown-Forsythe does not reject and a single point when it does: ``[0, 0]`` when A is
+constant, ``[inf, inf]`` when B is. The ratio is ``inf`` when only B is constant; with both constant the
+ratio, the p-value and the interval are NaN.
+
+Example:
+    >>> r = spread_ratio([0.80, 0.82, 0.81, 0.83, 0.79, 0.81], [0.70, 0.90, 0.74, 0.86, 0.95, 0.66])
+    >>> round(r.statistic, 3), round(r.pvalue, 4), [round(v, 3) for v in r.confidence_interval()]
+    (0.12, 0.0002, [0.018, 0.205])
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from deviate_cb.stats._groups import Values, _settings, _validate_pair
+from deviate_cb.stats._results import StatResult, check_level
+from deviate_cb.stats._roots import solve_decreasing
+
+__all__ = ["spread_ratio"]
+
+
+def spread_ratio(a: Values, b: Values, level: float = 0.95) -> StatResult:
+    """``std(a) / std(b)`` with the two-sided Brown-Forsythe p-value and the interval that inverts it.
+
+    Args:
+        a, b: One value per run for each group (NaN/Inf left out and counted; at least 2 finite each).
+        level: Confidence level of the default interval, in (0, 1).
+
+    Returns:
+        A :class:`StatResult` with ``test="spread_ratio"``; ``confidence_interval(level)`` holds the ``c`` that
+        Brown-Forsythe does not reject at ``1 - level`` (see the module's notes). ``settings``: ``std_a``,
+        ``std_b``, ``method`` (``"brown_forsythe"``), ``low_zero`` / ``high_infinite`` (at :attr:`level`),
+        group sizes and, for the degenerate cases, a ``note``.
+
+    Example:
+        >>> r = spread_ratio([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 6.0, 8.0])
+        >>> r.statistic, r.settings["high_infinite"], r.confidence_interval(0.5).low > 0
+        (0.5, False, True)
+    """
+    x, y, n_bad = _validate_pair(a, b)
+    level = check_level(level)
+    from scipy.stats import levene
+
+    std_a, std_b = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
+    ratio = std_a / std_b if std_b > 0 else (math.inf if std_a > 0 else math.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pvalue = float(levene(x, y, center="median").pvalue)
+    cache: dict[float, tuple[float, float]] = {}
+
+    def interval(lvl: float) -> tuple[float, float]:
+        if lvl not in cache:
+            low, high = _spread_interval(x[None, :], y[None, :], lvl)
+            cache[lvl] = (float(low[0]), float(high[0]))
+        return cache[lvl]
+
+    low, high = interval(level)
+    settings: dict[str, Any] = _settings(
+        x,
+        y,
+        n_bad,
+        std_a=std_a,
+        std_b=std_b,
+        method="brown_forsythe",
+        low_zero=low == 0.0,
+        high_infinite=high == math.inf,
+    )
+    if std_a == 0 and std_b == 0:
+        settings["note"] = "both groups are constant: the spread ratio is undefined"
+    elif std_a == 0 or std_b == 0:
+        settings["note"] = (
+            f"`{'a' if std_a == 0 else 'b'}` is constant: the test does not depend on the scale, so the interval "
+            "is everything (not rejected) or a single point (rejected)"
+        )
+    return StatResult("spread_ratio", ratio, pvalue, level, settings, interval)
+
+
+def _spread_interval(x: np.ndarray, y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The Brown-Forsythe interval of the scale ratio for each row of ``x`` and ``y`` (vectorised)."""
+    from scipy.special import stdtrit
+
+    na, nb = x.shape[-1], y.shape[-1]
+    u = np.abs(x - np.median(x, axis=-1, keepdims=True))
+    v = np.abs(y - np.median(y, axis=-1, keepdims=True))
+    mu, mv = u.mean(axis=-1), v.mean(axis=-1)
+    dof = na + nb - 2
+    factor = (1.0 / na + 1.0 / nb) / dof
+    sa, sb = (na - 1) * u.var(axis=-1, ddof=1) * factor, (nb - 1) * v.var(axis=-1, ddof=1) * factor
+    crit = float(stdtrit(dof, 0.5 + level / 2.0))
+
+    def t_of(log_c: np.ndarray, index: np.ndarray) -> np.ndarray:
+        # t(c) with numerator and denominator divided by sqrt(c), so that large and small c stay finite longer
+        half = np.exp(0.5 * np.clip(log_c, -1400.0, 1400.0))
+        with np.errstate(all="ignore"):
+            return (mu[index] / half - mv[index] * half) / np.sqrt(sa[index] / half**2 + sb[index] * half**2)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_zero = np.where(mu > 0, mu / np.sqrt(sa), np.where(mv > 0, -mv / np.sqrt(sb), np.nan))  # c -> 0
+        t_inf = np.where(mv > 0, -mv / np.sqrt(sb), np.where(mu > 0, mu / np.sqrt(sa), np.nan))  # c -> inf
+        guess = np.where((mu > 0) & (mv > 0), np.log(mu / mv), 0.0)
+    const_a, const_b = (mu == 0) & (sa == 0), (mv == 0) & (sb == 0)
+    regular = ~const_a & ~const_b
+    solve_low, solve_high = regular & (t_zero > crit), regular & (t_inf < -crit)
+    low = np.exp(solve_decreasing(t_of, np.where(solve_low, crit, np.nan), guess, np.ones_like(guess)))
+    high = np.exp(solve_decreasing(t_of, np.where(solve_high, -crit, np.nan), guess, np.ones_like(guess)))
+    low, high = np.where(solve_low, low, 0.0), np.where(solve_high, high, np.inf)
+    # a constant group: t does not depend on c; where it rejects, the interval is the one limiting point
+    rejected = np.abs(t_zero) > crit
+    low = np.where(const_a & rejected, 0.0, np.where(const_b & rejected, np.inf, low))
+    high = np.where(const_a & rejected, 0.0, np.where(const_b & rejected, np.inf, high))
+    both = const_a & const_b
+    return np.where(both, np.nan, low), np.where(both, np.nan, high)
