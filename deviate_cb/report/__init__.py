@@ -1,4 +1,5 @@
-"""The variance report of a study directory: what ``deviate report DIR`` prints.
+"""The variance report of a study directory: what ``deviate report DIR`` prints; :func:`load` gives the same
+answers, tables and figures in Python and notebooks (:class:`Study`).
 
 :func:`build_report` finds the runs, reads their manifests and metrics (one ``pyarrow.dataset`` scan),
 aggregates each metric per run and describes it across the runs of each (experiment, variant) group;
@@ -20,6 +21,7 @@ Example:
 
 from deviate_cb.report.render import FORMATS, print_table, render
 from deviate_cb.report.runs import RunRecord, find_runs
+from deviate_cb.report.study import Study, load
 from deviate_cb.report.summary import COLUMNS, Report, ReportRow, build_report
 
 __all__ = [
@@ -28,8 +30,10 @@ __all__ = [
     "Report",
     "ReportRow",
     "RunRecord",
+    "Study",
     "build_report",
     "find_runs",
+    "load",
     "print_table",
     "render",
 ]

@@ -1,0 +1,203 @@
+"""The report from Python and notebooks: :func:`load` a study and get the same answers as ``deviate report``.
+
+:func:`load` reads a study directory once and returns a :class:`Study`: the answers (:attr:`Study.headlines`,
+the same objects every format of ``deviate report`` prints), the report itself (:attr:`Study.report`), the
+problems the numbers alone hide, and on demand the stability and step-time sections, the tables as Arrow
+tables (:meth:`Study.tables`), the figures (:meth:`Study.figures`, SVG or PNG markup) and the whole HTML page
+(:meth:`Study.html`). In Jupyter a study displays itself (``_repr_html_``): the page of ``deviate report --format
+html``, in an isolated frame so that its styles leave the notebook's alone.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for variant, values in (("control", [0.9, 0.9, 0.9]), ("algo", [0.88, 0.91, 0.9, 0.89])):
+    ...     for k, acc in enumerate(values):
+    ...         run = RunDirectory(run_path(root, "mlp", variant, k))
+    ...         _ = run.update_manifest(status="completed", variant=variant)
+    ...         _ = run.metrics().append({"step": [9], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
+    ...                                   "name": ["val_acc"], "value": [acc], "wall_time": [0.0]})
+    >>> study = load(root)
+    >>> print(study.headlines[0].sentences[0])
+    control: bit-identical across 3 runs (determinism holds).
+    >>> study.tables()["groups"].num_rows
+    2
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from deviate_cb.report.headline import Effect, Headline, build_headlines, parse_effect
+from deviate_cb.report.summary import Report, build_report
+
+__all__ = ["Study", "load"]
+
+
+def load(
+    directory: Union[str, os.PathLike[str]],
+    *,
+    aggregate: str = "last",
+    directions: Optional[Mapping[str, str]] = None,
+    metrics: Optional[Sequence[str]] = None,
+    stage: Optional[str] = None,
+    level: float = 0.95,
+    seed: int = 0,
+    iqm: bool = False,
+    effect: Union[str, float, Effect, None] = None,
+) -> Study:
+    """Read the study under ``directory`` as ``deviate report`` does (the same options, the same numbers).
+
+    Args:
+        directory: A study directory, or an ``experiment=``/``variant=`` folder inside one.
+        aggregate: Per-run value: ``last``, ``best`` or ``mean``.
+        directions: Metric name -> ``max``/``min`` for ``best``.
+        metrics: fnmatch patterns of the metrics to report (and to answer for).
+        stage: Only this stage (``train``, ``val``, ``test``, ``final``).
+        level: Confidence level of every interval.
+        seed: Seed of the bootstraps (reports are reproducible).
+        iqm: Also the interquartile mean across runs with its interval.
+        effect: The smallest difference worth reporting, for the runs-needed answer: a number in the metric's
+            units, a percentage string such as ``"1%"`` (the default), or an :class:`Effect`.
+
+    Raises:
+        UsageError: A bad argument, a directory without runs, or a filter that matches nothing.
+    """
+    from deviate_cb.report.problems import find_problems
+
+    chosen = effect if isinstance(effect, Effect) else parse_effect(effect)
+    report = build_report(
+        Path(os.fspath(directory)),
+        aggregate=aggregate,
+        directions=directions,
+        metrics=metrics,
+        stage=stage,
+        level=level,
+        decompose=True,
+        seed=seed,
+        iqm=iqm,
+    )
+    problems = find_problems(report.completed, rows=report.rows)
+    return Study(os.fspath(directory), report, tuple(problems), chosen, tuple(metrics or ()))
+
+
+@dataclass
+class Study:
+    """One study as the report reads it (see the module docstring); build it with :func:`load`.
+
+    Attributes:
+        source: The directory read.
+        report: The per-group statistics, decomposition and runs (:class:`~deviate_cb.report.summary.Report`).
+        problems: What the numbers alone hide (:class:`~deviate_cb.report.problems.Problem`).
+        effect: The smallest difference worth reporting.
+        metrics: The metric patterns asked for (empty: the report's choice).
+        warnings: Everything met on the way that a command would print as a warning.
+    """
+
+    source: str
+    report: Report
+    problems: tuple[Any, ...] = ()
+    effect: Effect = field(default_factory=Effect)
+    metrics: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.warnings[:0] = list(self.report.warnings)
+
+    @cached_property
+    def headlines(self) -> list[Headline]:
+        """The answers, per experiment and metric of interest (:mod:`deviate_cb.report.headline`)."""
+        return build_headlines(self.report, problems=self.problems, metrics=self.metrics or None, effect=self.effect)
+
+    @cached_property
+    def stability(self) -> list[Any]:
+        """The stability groups (empty when no run saved predictions or weights)."""
+        from deviate_cb.report.stability.build import build_stability
+
+        return build_stability(self.source, warnings=self.warnings, runs=self.report.completed)
+
+    @cached_property
+    def timings(self) -> list[Any]:
+        """The step-time groups (empty when no run timed its steps)."""
+        from deviate_cb.report.timings import build_timings
+
+        return build_timings(self.report.completed, warnings=self.warnings)
+
+    def tables(self) -> dict[str, Any]:
+        """The tables as ``pyarrow.Table``: ``groups`` (per group and metric), ``headline`` (one row per answer),
+        ``decomposition``, ``excluded`` (runs left out, with why), ``timings`` and ``problems``."""
+        import pyarrow as pa
+
+        from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
+        from deviate_cb.report.headline import HEADLINE_COLUMNS
+        from deviate_cb.report.render import excluded_line
+        from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS
+        from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
+
+        iqm = any(row.iqm is not None for row in self.report.rows)
+        excluded = [
+            {"experiment": r.experiment, "variant": r.variant, "replica": str(r.replica), "status": r.status,
+             "why": excluded_line(r)}
+            for r in self.report.excluded
+        ]  # fmt: skip
+        problems = [
+            {"experiment": p.experiment, "variant": p.variant, "kind": p.kind, "replicas": list(p.replicas),
+             "message": p.line()}
+            for p in self.problems
+        ]  # fmt: skip
+        return {
+            "groups": _table(pa, [r.as_dict() for r in self.report.rows], COLUMNS + (IQM_COLUMNS if iqm else ())),
+            "headline": _table(pa, [r for h in self.headlines for r in h.records()], HEADLINE_COLUMNS),
+            "decomposition": _table(pa, [d.as_dict() for d in self.report.decomposition], DECOMPOSITION_COLUMNS),
+            "excluded": _table(pa, excluded, ("experiment", "variant", "replica", "status", "why")),
+            "timings": _table(pa, timing_rows(self.timings), TIMING_COLUMNS),
+            "problems": _table(pa, problems, ("experiment", "variant", "kind", "replicas", "message")),
+        }
+
+    def text(self, width: int = 100) -> str:
+        """The terminal report (answers, tables, problems, runs left out), ``width`` columns wide."""
+        import io
+
+        from deviate_cb.report.render import print_table
+
+        buffer = io.StringIO()
+        print_table(self.report, buffer, width=width, problems=self.problems, headlines=self.headlines)
+        return buffer.getvalue()
+
+    def html(self) -> str:
+        """The page of ``deviate report --format html`` (needs matplotlib: the ``report`` extra)."""
+        from deviate_cb.report.html.build import study_page
+
+        return study_page(self)
+
+    def figures(self) -> dict[str, str]:
+        """The page's figures by a readable key (``"val_acc / mlp / intervals"``), each an inline SVG or PNG."""
+        from deviate_cb.report.html.build import study_figures
+
+        return study_figures(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the HTML page, in a frame of its own (its styles stay out of the notebook's)."""
+        page = self.html()
+        return (
+            f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width: 100%; height: 720px; border: 0" '
+            'title="deviate-cb report" sandbox="allow-same-origin"></iframe>'
+        )
+
+    def __repr__(self) -> str:
+        groups = len(self.report.groups)
+        return f"Study({self.source!r}: {self.report.n_runs} runs in {groups} groups, {len(self.headlines)} answers)"
+
+
+def _table(pa: Any, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Any:
+    """An Arrow table of ``columns`` (all present even with no rows); NaN stays NaN in float columns."""
+    if not rows:
+        return pa.table({c: pa.array([], type=pa.null()) for c in columns})
+    return pa.Table.from_pylist([{c: row.get(c) for c in columns} for row in rows])
