@@ -229,7 +229,7 @@ class Headline:
 
 
 def headline_metrics(report: Any, patterns: Optional[Sequence[str]] = None) -> list[str]:
-    """The metrics of interest, in the report's order.
+    """The metrics of interest, sorted by name (a stable order: the report's follows the CV).
 
     ``patterns`` (fnmatch on the metric's name) choose them; without, the metrics whose name marks a
     validation or test value (``val_acc``, ``val/loss``, ``test_f1``, ``eval_accuracy``), else every metric that
@@ -241,7 +241,7 @@ def headline_metrics(report: Any, patterns: Optional[Sequence[str]] = None) -> l
         >>> headline_metrics(Report((row("train_loss"), row("val_acc"), row("val_loss")), ()))
         ['val_acc', 'val_loss']
     """
-    names = list(dict.fromkeys(row.metric for row in report.rows))
+    names = sorted({row.metric for row in report.rows})
     if patterns:
         return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)] or names
     interest = [n for n in names if _INTEREST.search(n)]
@@ -472,9 +472,10 @@ def _runs_sentence(r: RunsNeeded) -> str:
     if r.runs_per_group is None:
         return f"runs needed: {r.reason}."
     made = (
-        f"the {r.n_now} runs made detect {_n(r.detectable_now)} ({r.power_now:.0%} power for {_n(r.effect)})"
+        f"{r.n_now} runs per group, as made, detect {_n(r.detectable_now)} with {r.power:.0%} power "
+        f"({r.power_now:.0%} for {_n(r.effect)})"
         if math.isfinite(r.detectable_now)
-        else f"the {r.n_now} runs made"
+        else f"{r.n_now} runs were made"
     )
     return (
         f"runs needed: {r.runs_per_group} per group to detect a difference of {_n(r.effect)} ({r.effect_basis}) "
