@@ -254,8 +254,11 @@ def _delta_interval(t: np.ndarray, df: np.ndarray, scale: float, level: float) -
     t_ok, df_ok = np.where(ok, t, np.nan), np.where(ok, df, 1.0)
 
     def cdf(lam: np.ndarray, index: np.ndarray) -> np.ndarray:
+        t_i = t_ok.ravel()[index]
         with np.errstate(all="ignore"):
-            return nctdtr(df_ok.ravel()[index], lam, t_ok.ravel()[index])
+            value = nctdtr(df_ok.ravel()[index], lam, t_i)
+        # SciPy gives NaN far in a tail (t far below lambda, e.g. t = -7, lambda = 7, df = 4.7): 0 or 1 there
+        return np.where(np.isnan(value) & np.isfinite(lam), np.where(lam > t_i, 0.0, 1.0), value)
 
     step = 1.0 + 0.5 * np.abs(t_ok)
     low = solve_decreasing(cdf, np.full(t.shape, 1.0 - alpha / 2.0), t_ok, step)

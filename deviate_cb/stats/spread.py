@@ -19,10 +19,16 @@ rejected (small groups: the test has little power); ``settings`` says so. For no
 ``sigma_a / sigma_b``, and by construction the interval excludes 1 exactly when the Brown-Forsythe p-value is
 at most ``1 - level``.
 
-Degenerate data: with a constant group ``t(c)`` does not depend on ``c``, so the interval is all of
-``[0, inf]`` when Brown-Forsythe does not reject and a single point when it does: ``[0, 0]`` when A is
-constant, ``[inf, inf]`` when B is. The ratio is ``inf`` when only B is constant; with both constant the
-ratio, the p-value and the interval are NaN.
+Coverage for normal runs (simulated, 20,000 data sets per pair of sizes from 3 to 10 runs each): at least
+95% everywhere except 4 and 4 runs, where Brown-Forsythe itself rejects about 6.7% of the time at 5% and the
+interval covers about 93.3% (``settings["coverage_note"]`` says so); it is conservative elsewhere (up to 100% at
+3 and 3 runs, where the upper end is always infinite).
+
+Degenerate data: with 2 runs in each group the absolute deviations from the median are equal within a group,
+so the test always rejects and the interval is a single point (``settings["note"]``). With a constant group
+``t(c)`` does not depend on ``c``, so the interval is all of ``[0, inf]`` when Brown-Forsythe does not reject
+and a single point when it does: ``[0, 0]`` when A is constant, ``[inf, inf]`` when B is. The ratio is
+``inf`` when only B is constant; with both constant the ratio, the p-value and the interval are NaN.
 
 Example:
     >>> r = spread_ratio([0.80, 0.82, 0.81, 0.83, 0.79, 0.81], [0.70, 0.90, 0.74, 0.86, 0.95, 0.66])
@@ -91,6 +97,11 @@ def spread_ratio(a: Values, b: Values, level: float = 0.95) -> StatResult:
         low_zero=low == 0.0,
         high_infinite=high == math.inf,
     )
+    if x.size == y.size == 4:
+        settings["coverage_note"] = (
+            "with 4 and 4 runs Brown-Forsythe rejects about 6.7% of normal data at 5%, so this interval covers about "
+            "93.3% at a nominal 95% (simulated; every other size from 3 to 10 runs per group covers at least 95%)"
+        )
     if std_a == 0 and std_b == 0:
         settings["note"] = "both groups are constant: the spread ratio is undefined"
     elif std_a == 0 or std_b == 0:
@@ -98,7 +109,17 @@ def spread_ratio(a: Values, b: Values, level: float = 0.95) -> StatResult:
             f"`{'a' if std_a == 0 else 'b'}` is constant: the test does not depend on the scale, so the interval "
             "is everything (not rejected) or a single point (rejected)"
         )
+    elif _no_deviation_spread(x) and _no_deviation_spread(y):
+        settings["note"] = (
+            "the absolute deviations from the median are equal within each group (2 runs), so Brown-Forsythe has no "
+            "within-group spread to compare with: it always rejects and the interval is a single point"
+        )
     return StatResult("spread_ratio", ratio, pvalue, level, settings, interval)
+
+
+def _no_deviation_spread(values: np.ndarray) -> bool:
+    deviations = np.abs(values - np.median(values))
+    return bool(np.all(deviations == deviations[0]))
 
 
 def _spread_interval(x: np.ndarray, y: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
