@@ -70,15 +70,16 @@ def screenshot(
     color_scheme: str = "light",
     clip_height: Optional[int] = None,
     check: Optional[Callable[[Any], None]] = None,
+    width: int = 1280,
 ) -> list[tuple[str, str]]:
-    """Load ``page_path``, run ``check(page)``, save a screenshot to ``png`` (the top ``clip_height`` pixels, or
-    the whole page); return what the console said."""
-    with browser_page(color_scheme) as (page, messages):
+    """Load ``page_path`` in a window ``width`` pixels wide, run ``check(page)``, save a screenshot to ``png``
+    (the top ``clip_height`` pixels, or the whole page); return what the console said."""
+    with browser_page(color_scheme, width) as (page, messages):
         page.goto(Path(page_path).resolve().as_uri())
         page.wait_for_load_state("load")
         if check is not None:
             check(page)
-        clip = None if clip_height is None else {"x": 0, "y": 0, "width": 1280, "height": clip_height}
+        clip = None if clip_height is None else {"x": 0, "y": 0, "width": width, "height": clip_height}
         page.screenshot(path=str(png), full_page=True, clip=clip)
     return messages
 

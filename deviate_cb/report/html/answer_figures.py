@@ -245,7 +245,7 @@ def matrix_figure(title: str, matrix: Any, names: Sequence[str], *, threshold: f
 
     values = np.asarray(matrix, dtype=float)
     k = len(names)
-    size = min(7.0, 2.2 + 0.55 * k)
+    size = min(7.0, 1.6 + 0.5 * k)
     plt, fig, ax = new_figure(size + 1.2, size)
     tips = Tips()
     cmap = plt.get_cmap("viridis")
@@ -253,6 +253,9 @@ def matrix_figure(title: str, matrix: Any, names: Sequence[str], *, threshold: f
         for j in range(k):
             v = values[i, j]
             if i == j or not math.isfinite(v):
+                blank = Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#8C8C8C", alpha=0.2, edgecolor="none")
+                ax.add_patch(blank)
+                blank.set_url(tips.url(f"{names[i]} against itself" if i == j else f"{names[i]} over {names[j]}: -"))
                 continue
             cell = Rectangle(
                 (j - 0.5, i - 0.5),

@@ -1,6 +1,7 @@
 """A tiny Lightning training whose runs fill every section of the HTML report: a metric whose name holds markup
-(``<b>acc</b>``, which the page must show as text), training curves, predictions (churn, per-class spread) and
-weights (distance) recorded by the callback."""
+(``<b>acc</b>``, which the page must show as text), a single-value test metric whose name holds ``$`` (which
+matplotlib must not read as mathtext) and a control character, training curves, predictions (churn, per-class
+spread) and weights (distance) recorded by the callback."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from deviate_cb.lightning import DeviateCallback, Predictions
 
 MARKUP_METRIC = "<b>acc</b>"
+SINGLE_METRIC = "test_$acc$\x07"  # logged once per run: a strip of runs, never a curve
 
 
 class Tiny(L.LightningModule):
@@ -37,6 +39,10 @@ class Tiny(L.LightningModule):
         self.log("val_loss", F.cross_entropy(logits, y))
         self.log(MARKUP_METRIC, (logits.argmax(-1) == y).float().mean())
 
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log(SINGLE_METRIC, (self(x).argmax(-1) == y).float().mean())
+
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=0.2)
 
@@ -50,5 +56,8 @@ def main() -> dict[str, float]:
     callback = DeviateCallback(predictions=Predictions(data=val), weights=True)
     trainer = L.Trainer(max_epochs=4, callbacks=[callback], logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")  # fmt: skip
-    trainer.fit(Tiny(), train, val)
-    return {"val_loss": float(trainer.callback_metrics["val_loss"])}
+    model = Tiny()
+    trainer.fit(model, train, val)
+    val_loss = float(trainer.callback_metrics["val_loss"])
+    trainer.test(model, val, verbose=False)
+    return {"val_loss": val_loss}
