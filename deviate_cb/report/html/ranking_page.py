@@ -29,19 +29,10 @@ __all__ = ["ranking_page"]
 
 
 def _order(ranked: Any) -> str:
-    """The ranking in words (:func:`deviate_cb.report.ranking.order_text` where the report layer has it)."""
-    from deviate_cb.report import ranking
+    """The ranking in words (:func:`deviate_cb.report.ranking.order_text`)."""
+    from deviate_cb.report.ranking import order_text
 
-    r = ranked.result
-    words = getattr(ranking, "order_text", None)
-    if words is not None:
-        return str(words(r))
-    index = {name: i for i, name in enumerate(r.groups)}
-    parts = [r.ranking[0]]
-    for first, second in zip(r.ranking, r.ranking[1:]):
-        parts += [">" if r.dominant[index[first], index[second]] else "~", second]
-    joined = " ".join(parts)
-    return joined if r.dominant.any() else f"{joined} (no group almost dominates another)"
+    return order_text(ranked.result)
 
 
 def _direction(direction: str) -> str:
