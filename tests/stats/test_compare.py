@@ -66,7 +66,9 @@ def _nct_delta_interval(a: np.ndarray, b: np.ndarray, level: float) -> tuple[flo
     """Reference: invert scipy.stats.nct.cdf of Welch's statistic with brentq, lambda / sqrt(na nb / (na + nb))."""
     from scipy.optimize import brentq
 
-    res = sps.ttest_ind(a, b, equal_var=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a constant group: "precision loss" in its variance
+        res = sps.ttest_ind(a, b, equal_var=False)
     t, df, alpha = float(res.statistic), float(res.df), 1 - level
     scale = math.sqrt(len(a) * len(b) / (len(a) + len(b)))
 
