@@ -1,7 +1,9 @@
 """``deviate compare`` and ``deviate power``: per-metric rows built from two (or more) groups of runs.
 
 :func:`compare_groups` runs :func:`deviate_cb.stats.compare` and Almost Stochastic Order per metric present
-in both groups, corrects the Welch p-values across the metrics compared and writes a one-line verdict.
+in both groups, corrects the Welch and Brown-Forsythe p-values across the metrics compared and writes a verdict
+on each question: :func:`location_verdict` (do the means differ?) and :func:`spread_verdict` (do the spreads?),
+with ``verdict`` the two in short.
 Metrics in one group only, or with fewer than two finite runs in a group, get a row with ``status
 "skipped"`` and the ``reason``. :func:`power_rows` measures each group's spread and the runs needed.
 
@@ -9,8 +11,13 @@ Example:
     >>> from deviate_cb.report.selection import RunValues
     >>> a = [RunValues({}, {"acc": x}) for x in (0.84, 0.85, 0.86, 0.85)]
     >>> b = [RunValues({}, {"acc": x}) for x in (0.80, 0.82, 0.81, 0.83)]
-    >>> compare_groups(a, b, n_resamples=999)[0]["verdict"]
-    'A > B (significant after holm); ASO: A almost dominates B (eps 0.00)'
+    >>> row = compare_groups(a, b, n_resamples=999)[0]
+    >>> for part in row["verdict"].split("; "):
+    ...     print(part)
+    means: A > B (significant after holm), ASO: A almost dominates B (eps 0.00)
+    spread: no significant difference after holm
+    >>> row["location_verdict"].split(" (Welch")[0]
+    'A is higher: diff +0.035 [+0.01545, +0.05455] (95% CI); d 3.24 [0.8178, 5.576], P(A>B) 1 [0.7185, 1]'
 """
 
 from __future__ import annotations
@@ -25,7 +32,16 @@ from deviate_cb.report.render import _cell
 from deviate_cb.report.selection import RunValues
 from deviate_cb.stats._results import json_value
 
-__all__ = ["COMPARE_COLUMNS", "COMPARE_HUMAN", "POWER_COLUMNS", "POWER_HUMAN", "compare_groups", "power_rows"]
+__all__ = [
+    "COMPARE_COLUMNS",
+    "COMPARE_HUMAN",
+    "POWER_COLUMNS",
+    "POWER_HUMAN",
+    "compare_groups",
+    "location_verdict",
+    "power_rows",
+    "spread_verdict",
+]
 
 COMPARE_COLUMNS = (
     "metric", "status", "reason", "n_a", "n_b", "mean_a", "mean_b", "std_a", "std_b",
@@ -93,7 +109,7 @@ def compare_groups(
         for key in ("welch_p", "spread_p"):
             ps = [r[key] for r in compared]
             finite = [i for i, p in enumerate(ps) if not math.isnan(p)]
-            adjusted = correct([ps[i] for i in finite], method=correction) if finite else []
+            adjusted: list[float] = list(correct([ps[i] for i in finite], method=correction)) if finite else []
             for row in compared:
                 row[f"{key}_corrected"] = math.nan
             for i, p in zip(finite, adjusted, strict=True):

@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import math
 import re
@@ -377,7 +378,7 @@ def _noise_line(row: Any, values: Sequence[float]) -> NoiseLine:
 
 
 def _replace_identical(line: NoiseLine, twins: tuple[str, ...]) -> NoiseLine:
-    return NoiseLine(*list(asdict(line).values())[:-1], identical_to=twins) if twins else line
+    return dataclasses.replace(line, identical_to=twins) if twins else line
 
 
 def _identical_groups(values: Mapping[str, list[float]]) -> dict[str, tuple[str, ...]]:
@@ -450,20 +451,9 @@ def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, p
 
 def _detectable(n: int, std: float, alpha: float, power: float) -> float:
     """The smallest difference ``n`` runs per group detect with ``power``."""
-    try:
-        from deviate_cb.stats import detectable_effect  # type: ignore[attr-defined]
+    from deviate_cb.stats import detectable_effect
 
-        return float(detectable_effect(n, n, std, alpha=alpha, power=power))
-    except ImportError:  # pragma: no cover - until the stats layer has it
-        from deviate_cb.stats import achieved_power
-
-        low, high = 0.0, std
-        while achieved_power(n, n, std, effect=high, alpha=alpha) < power:
-            low, high = high, high * 2
-        for _ in range(60):
-            mid = (low + high) / 2
-            low, high = (mid, high) if achieved_power(n, n, std, effect=mid, alpha=alpha) < power else (low, mid)
-        return high
+    return float(detectable_effect(n, n, std, alpha=alpha, power=power))
 
 
 def _runs_sentence(r: RunsNeeded) -> str:
