@@ -217,3 +217,21 @@ def test_output_file_errors_are_one_line(tmp_path: Path, study: Path) -> None:
     )
     assert done.returncode == 2 and "`-o` must be a file that can be written" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_curves_fold_run_by_run_whatever_the_order_of_steps(tmp_path: Path) -> None:
+    from deviate_cb.report.html.curves import read_curves
+    from deviate_cb.report.runs import find_runs
+    from deviate_cb.store.run_directory import RunDirectory, run_path
+
+    for k, (steps, values) in enumerate((([2, 0, 1, 2], [9.0, 1.0, 2.0, 3.0]), ([0, 1, 2], [3.0, 4.0, 5.0]))):
+        run = RunDirectory(run_path(tmp_path, "e", "algo", k))
+        run.update_manifest(status="completed")
+        n = len(steps)
+        run.metrics().append({"step": steps, "epoch": [0] * n, "stage": ["val"] * n, "scope": ["step"] * n,
+                              "name": ["acc"] * n, "value": values, "wall_time": [0.0] * n})  # fmt: skip
+    curves = read_curves(find_runs(tmp_path), [])
+    (key,) = curves
+    c = curves[key]
+    # run 0: steps sorted, step 2 logged twice keeps its last value (3.0); the mean with run 1 per step
+    assert c.steps.tolist() == [0, 1, 2] and c.mean.tolist() == [2.0, 3.0, 4.0] and c.n_runs == 2

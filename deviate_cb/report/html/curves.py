@@ -30,7 +30,7 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -74,6 +74,23 @@ class _Fold:
         self.replicas: list[tuple[np.ndarray, np.ndarray]] = []
 
     def add(self, steps: np.ndarray, values: np.ndarray, keep: bool, max_points: int) -> None:
+        if steps.size == self.steps.size and np.array_equal(steps, self.steps):  # the common case: same steps
+            self._fold(slice(None), values)
+        else:
+            self._grow(steps)
+            self._fold(np.searchsorted(self.steps, steps), values)
+        self.n_runs += 1
+        if keep:
+            thin = _thin(steps.size, max_points)
+            self.replicas.append((steps[thin], values[thin]))
+
+    def _fold(self, at: Any, values: np.ndarray) -> None:
+        self.count[at] += 1
+        delta = values - self.mean[at]
+        self.mean[at] += delta / self.count[at]
+        self.m2[at] += delta * (values - self.mean[at])
+
+    def _grow(self, steps: np.ndarray) -> None:
         if not np.isin(steps, self.steps).all():
             merged = np.union1d(self.steps, steps)
             where = np.searchsorted(merged, self.steps)
@@ -82,15 +99,6 @@ class _Fold:
                 grown[where] = getattr(self, name)
                 setattr(self, name, grown)
             self.steps = merged
-        at = np.searchsorted(self.steps, steps)
-        self.count[at] += 1
-        delta = values - self.mean[at]
-        self.mean[at] += delta / self.count[at]
-        self.m2[at] += delta * (values - self.mean[at])
-        self.n_runs += 1
-        if keep:
-            thin = _thin(steps.size, max_points)
-            self.replicas.append((steps[thin], values[thin]))
 
     def curves(self, max_points: int) -> Curves:
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -107,27 +115,28 @@ def read_curves(
     max_replicas: int = MAX_REPLICAS,
     max_points: int = MAX_POINTS,
 ) -> dict[tuple[str, str, str], Curves]:
-    """``(experiment, variant, metric) -> Curves`` of the completed ``runs`` (only ``wanted`` keys when given)."""
-    per_run: list[tuple[RunRecord, dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]] = []
+    """``(experiment, variant, metric) -> Curves`` of the completed ``runs`` (only ``wanted`` keys when given).
+
+    Each run's file is folded as soon as it is read (keyed by its ``(stage, name)`` series), so memory holds the
+    per-step accumulators and the replicas drawn, never every run's series; the report's metric names are
+    given to the series at the end, once every series is known.
+    """
+    folds: dict[tuple[str, str, tuple[str, str]], _Fold] = {}
     pairs: set[tuple[str, str]] = set()
-    for run in runs:
-        if not run.completed:
-            continue
+    for run in sorted((r for r in runs if r.completed), key=lambda r: (r.experiment, r.variant, _order(r))):
         path = Path(run.path) / METRICS_FILE
         series = _read(path, warnings) if path.is_file() else None
-        if series:
-            per_run.append((run, series))
-            pairs.update(series)
-    display = display_names(sorted(pairs))
-    folds: dict[tuple[str, str, str], _Fold] = {}
-    for run, series in sorted(per_run, key=lambda item: (item[0].experiment, item[0].variant, _order(item[0]))):
-        for pair, (steps, values) in series.items():
-            key = (run.experiment, run.variant, display[pair])
-            if wanted is not None and key not in wanted:
-                continue
-            fold = folds.setdefault(key, _Fold())
+        for pair, (steps, values) in (series or {}).items():
+            pairs.add(pair)
+            fold = folds.setdefault((run.experiment, run.variant, pair), _Fold())
             fold.add(steps, values, fold.n_runs < max_replicas, max_points)
-    return {key: fold.curves(max_points) for key, fold in folds.items()}
+    display = display_names(sorted(pairs))
+    out = {}
+    for (experiment, variant, pair), fold in folds.items():
+        key = (experiment, variant, display[pair])
+        if wanted is None or key in wanted:
+            out[key] = fold.curves(max_points)
+    return out
 
 
 def _order(run: RunRecord) -> tuple[int, str]:
@@ -142,11 +151,13 @@ def _read(path: Path, warnings: list[str]) -> Optional[dict[tuple[str, str], tup
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(os.fspath(path), columns=["step", "stage", "name", "value"])
+        # stage and name read as dictionaries: codes without hashing every row's text
+        table = pq.read_table(
+            os.fspath(path), columns=["step", "stage", "name", "value"], read_dictionary=["stage", "name"]
+        ).unify_dictionaries()
         values = table.column("value").cast(pa.float64()).to_numpy()
         steps = table.column("step").to_numpy()
-        stages = pc.dictionary_encode(table.column("stage")).combine_chunks()
-        names = pc.dictionary_encode(table.column("name")).combine_chunks()
+        stages, names = (_codes(table.column(c), pc) for c in ("stage", "name"))
     except (pa.ArrowException, OSError, ValueError) as exc:
         warnings.append(f"{path}: left out of the training curves ({' '.join(str(exc).split())[:200]})")
         return None
@@ -155,7 +166,10 @@ def _read(path: Path, warnings: list[str]) -> Optional[dict[tuple[str, str], tup
     codes += names.indices.to_numpy(zero_copy_only=False)
     keep = np.isfinite(values)
     codes, steps, values = codes[keep], steps[keep], values[keep]
-    order = np.lexsort((steps, codes))  # by series, then by step; equal steps keep their file order
+    order = np.argsort(codes, kind="stable")  # by series; steps in file order, which is by step as a rule
+    same = codes[order][1:] == codes[order][:-1]
+    if (np.diff(steps[order])[same] < 0).any():  # else by series, then by step; equal steps keep their order
+        order = np.lexsort((steps, codes))
     codes, steps, values = codes[order], steps[order], values[order]
     last = np.ones(codes.size, dtype=bool)  # a step logged twice keeps its last value
     last[:-1] = (codes[1:] != codes[:-1]) | (steps[1:] != steps[:-1])
@@ -169,6 +183,15 @@ def _read(path: Path, warnings: list[str]) -> Optional[dict[tuple[str, str], tup
             key = (str(stage_names[code // width]), str(metric_names[code % width]))
             found[key] = (steps[start:stop].astype(np.int64), values[start:stop].astype(float))
     return found
+
+
+def _codes(column: Any, pc: Any) -> Any:
+    """A text column as one dictionary array (encoded here when the file did not store it as one)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    return column.combine_chunks()
 
 
 def _thin(n: int, most: int) -> np.ndarray:
