@@ -3,7 +3,8 @@
 For every experiment and metric, and for each pair of variants present, the share of the spread that the
 narrower setting keeps: ``std(impl) / std(algo+impl)`` (implementation noise alone against seeds plus
 implementation noise) and ``std(control) / std(algo)`` (everything fixed against only the seed varying), with
-a bootstrap confidence interval (:func:`deviate_cb.stats.decompose`, seed fixed so a report is reproducible).
+the F interval of the ratio (:func:`deviate_cb.stats.decompose`: exact for normal runs, capped at 1, since the
+narrower setting's noise is part of the wider one's).
 A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number.
 
 Example:
@@ -47,7 +48,7 @@ DECOMPOSITION_COLUMNS = (
 
 @dataclass(frozen=True)
 class DecompositionRow:
-    """``std(narrow) / std(wide)`` of one metric of one experiment, with its bootstrap interval."""
+    """``std(narrow) / std(wide)`` of one metric of one experiment, with its F interval (capped at 1)."""
 
     experiment: str
     metric: str
@@ -76,7 +77,7 @@ def decompose_series(
 
     Args:
         series: ``(experiment, variant, metric) -> per-run values``.
-        level: Confidence level of the bootstrap interval.
+        level: Confidence level of the interval.
         seed: Bootstrap seed.
     """
     from deviate_cb.stats import decompose
@@ -127,7 +128,7 @@ def _row(
         if std_y == 0.0:  # the statistics name their argument (`algo_impl`); here the variant has a name
             note = f"{wide} has no spread (all runs equal), so the share is undefined"
         return DecompositionRow(*head, std_x, std_y, float(result.statistic), low, high, level, note)
-    except ValueError as exc:  # e.g. a degenerate bootstrap
+    except ValueError as exc:  # degenerate data
         return DecompositionRow(
             *head,
             std_x,

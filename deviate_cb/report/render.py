@@ -224,7 +224,8 @@ def print_table(
 _DECOMPOSITION_HUMAN = ("experiment", "metric", "pair", "n", "std narrow", "std wide", "share", "share CI", "note")
 _DECOMPOSITION_NOTE = (
     "share: std(narrow) / std(wide) (ddof=1); impl / algo+impl is the part of the spread implementation noise "
-    "alone keeps, control / algo the part left with every seed fixed; share CI: {level} bootstrap (BCa)."
+    "alone keeps, control / algo the part left with every seed fixed and determinism on (not implementation noise: "
+    "control fixes that too); share CI: {level} F interval (exact for normal runs), capped at 1."
 )
 
 
@@ -361,7 +362,10 @@ def _iqm_note(report: Report) -> str:
     if not _with_iqm(report):
         return ""
     level = _level(report.level)
-    return f" IQM: interquartile mean across the runs (mean of the middle 50%), {level} percentile bootstrap CI."
+    return (
+        f" IQM: interquartile mean across the runs (mean of the middle 50%), {level} CI by Yuen's trimmed-mean t "
+        "(Student's t below 4 runs)."
+    )
 
 
 def _level(level: float) -> str:

@@ -70,7 +70,7 @@ class ReportRow:
     """The spread of one metric across the completed runs of one (experiment, variant) group.
 
     ``iqm``, ``iqm_ci_low`` and ``iqm_ci_high`` (the interquartile mean across the runs and its percentile
-    bootstrap interval) are ``None`` unless the report was asked for them (``iqm=True``).
+    interval, Yuen's trimmed-mean t) are ``None`` unless the report was asked for them (``iqm=True``).
     """
 
     experiment: str
@@ -154,8 +154,8 @@ def build_report(
         stage: Keep only this stage (``train``, ``val``, ``test`` or ``final``).
         level: Confidence level of the std interval, in (0, 1).
         decompose: Also compute the variance decomposition (``impl`` vs ``algo+impl``, ``control`` vs ``algo``).
-        seed: Seed of the decomposition's and the IQM's bootstraps.
-        iqm: Also give each row the interquartile mean across the runs with its percentile bootstrap interval.
+        seed: Seed of any bootstrap (the default intervals are exact and draw nothing).
+        iqm: Also give each row the interquartile mean across the runs with its interval (Yuen's trimmed-mean t).
 
     Raises:
         UsageError: A bad argument, a directory without runs, or a filter that matches nothing.
@@ -298,7 +298,7 @@ def describe_series(
     seed: int = 0,
 ) -> list[ReportRow]:
     """One :class:`ReportRow` per ``(experiment, variant, metric) -> values``, sorted as in the report; with
-    ``iqm``, the IQM across the runs and its percentile bootstrap interval (seed ``seed``, one stratum)."""
+    ``iqm``, the IQM across the runs and its interval (Yuen's trimmed-mean t; ``seed`` for a bootstrap)."""
     rows = []
     for (experiment, variant, metric), values in series.items():
         d = describe(values, rng=seed)

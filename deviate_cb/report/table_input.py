@@ -132,7 +132,7 @@ def table_report(
     iqm: bool = False,
 ) -> Any:
     """The variance report of a run table: experiment = the file's stem, variant = the ``group_by`` value
-    (``iqm``: with the interquartile mean and its bootstrap interval, as
+    (``iqm``: with the interquartile mean and its interval, as
     :func:`~deviate_cb.report.summary.build_report`).
 
     Example:

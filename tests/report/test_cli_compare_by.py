@@ -136,14 +136,6 @@ def test_usage_errors_are_one_line(capsys, tmp_path: Path, extra, message) -> No
     assert err.startswith(message) and err.count("\n") == 1
 
 
-def test_html_is_refused_with_by(capsys, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")  # without it, --format html stops earlier, on the missing extra
-    store = write_store(tmp_path)
-    code, out, err = run_cli(capsys, "compare", str(store), "--by", "variant", "--format", "html")
-    assert (code, out) == (2, "")
-    assert err == "deviate: error: `--by` writes table, md, csv or json. Received: --by=variant with --format html.\n"
-
-
 def test_the_order_claims_no_more_than_the_tests(capsys, tmp_path: Path) -> None:
     """Three groups drawn from one distribution: no group dominates another, so no '>' in the heading."""
     from report_study import write_run

@@ -1,4 +1,5 @@
-"""`deviate report --iqm`: the interquartile mean across each group's runs with its bootstrap CI, in every format."""
+"""`deviate report --iqm`: the interquartile mean across each group's runs with its interval (Yuen's trimmed-mean
+t), in every format."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_csv_table_and_markdown(capsys, store: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and list(rows[0]) == [*COLUMNS, *IQM_COLUMNS] and float(rows[0]["iqm_ci_low"]) > 0
     code, out, _ = run_cli(capsys, "report", str(store), "--iqm")
-    assert code == 0 and "IQM [CI]" in out and "95% percentile bootstrap CI" in " ".join(out.split())
+    assert code == 0 and "IQM [CI]" in out and "95% CI by Yuen's trimmed-mean t" in " ".join(out.split())
     code, out, _ = run_cli(capsys, "report", str(store), "--iqm", "--format", "md")
     header = next(line for line in out.splitlines() if line.startswith("| experiment"))
     assert code == 0 and header.endswith("| range | IQM [CI] |")
