@@ -237,7 +237,7 @@ def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[st
     if p <= 1 - level:
         alone = "; the interval excludes 1 for this metric alone"
         return f"no significant difference in spread after {correction}: {ratio}, {stds} ({tested}{alone})"
-    few = "; few runs detect only large differences"
+    few = "; so few runs detect only large differences in spread" if min(row["n_a"], row["n_b"]) < 10 else ""
     return f"no significant difference in spread{constant}: {ratio}, {stds} ({tested}{few})"
 
 
