@@ -2,8 +2,8 @@
 
 Every user-provided string goes through :func:`text` (control characters escaped, then HTML-escaped). Numbers
 follow the terminal report (:mod:`deviate_cb.report.render`, :mod:`deviate_cb.report.timings`): four significant
-digits (:func:`number`), a CV as a percentage with three (:func:`percent`: ``0.0124`` is ``1.24%``, and a large
-one never in exponent notation), the step-time spread with one decimal (:func:`signed_percent`: ``+2129.7%``),
+digits (:func:`number`), a CV as a percentage (:func:`percent`: ``0.0124`` is ``1.24%``, a large one never in
+exponent notation), the step-time spread with its sign (:func:`signed_percent`: ``+2129.7%``),
 an interval in one cell (:func:`interval`). :data:`STYLE` follows the viewer's light or dark scheme; the plots
 take the page's text colour (``var(--fg)``) so they read in both.
 
@@ -11,7 +11,7 @@ Example:
     >>> text("<b>acc</b>\\x1b[31m")
     '&lt;b&gt;acc&lt;/b&gt;\\\\x1b[31m'
     >>> number(0.123456), percent(0.0124), percent(21.297), signed_percent(2129.66), interval(0.1, 0.25)
-    ('0.1235', '1.24%', '2130%', '+2129.7%', '[0.1, 0.25]')
+    ('0.1235', '1.24%', '2129.7%', '+2129.7%', '[0.1, 0.25]')
 """
 
 from __future__ import annotations
@@ -86,18 +86,19 @@ def number(value: Any, digits: int = 4) -> str:
 
 
 def percent(ratio: Any) -> str:
-    """A ratio as a percentage, as the terminal prints a CV (``0.0124`` -> ``1.24%``), never in exponent form."""
-    x = _finite(ratio)
-    if x is None:
-        return "—"
-    pct = x * 100
-    return f"{pct:.3g}%" if abs(pct) < 1000 else f"{pct:.0f}%"
+    """A ratio as the percentage every format prints (:func:`deviate_cb.report.text.percent`: ``0.0124`` is
+    ``1.24%``, ``0.684`` is ``68.4%``, never an exponent); a dash when missing."""
+    from deviate_cb.report import text as words
+
+    return "—" if _finite(ratio) is None else words.percent(ratio)
 
 
 def signed_percent(pct: Any) -> str:
-    """A percentage already in percent with its sign and one decimal, as the terminal's step-time spread."""
+    """A percentage (already in percent) with its sign, as the terminal's step-time spread (``+2129.7%``)."""
+    from deviate_cb.report import text as words
+
     x = _finite(pct)
-    return "—" if x is None else f"{x:+.1f}%"
+    return "—" if x is None else words.percent(x / 100.0, sign=True)
 
 
 def interval(low: Any, high: Any, digits: int = 4) -> str:

@@ -35,10 +35,10 @@ from typing import Any, Optional
 
 from deviate_cb.report.html import answer_figures, figures
 from deviate_cb.report.html.headline_block import headline_section
-from deviate_cb.report.html.markup import STYLE, figure, interval, number, percent, shell, table, text
+from deviate_cb.report.html.markup import figure, interval, percent, shell, table, text
 from deviate_cb.report.html.sections import stability_section, timings_section
 
-__all__ = ["STYLE", "number", "report_page", "shell", "table", "text"]
+__all__ = ["report_page"]
 
 
 def report_page(
