@@ -256,7 +256,7 @@ def distribution_figure(
     iqm: Optional[Mapping[str, tuple[Any, Any, Any]]] = None,
 ) -> str:
     """The per-run values of one metric per variant: every run a point (jittered), a box of the quartiles; with
-    ``level``, under each variant's runs its mean with the Student-t interval, and its IQM with its bootstrap
+    ``level``, under each variant's runs its mean with the Student-t interval, and its IQM with its
     interval where ``iqm`` (variant -> ``(iqm, low, high)``) has one."""
     from deviate_cb.stats.intervals import mean_confidence_interval
 
@@ -318,7 +318,7 @@ def distribution_figure(
                 yi = index + 0.34
                 if lo is not None and hi is not None and math.isfinite(lo) and hi > lo:
                     ax.plot([lo, hi], [yi, yi], color=c, linewidth=1.4, linestyle="--")[0].set_url(
-                        tips.url(f"{variant}: IQM {_g(point)}, bootstrap CI [{_g(lo)}, {_g(hi)}]")
+                        tips.url(f"{variant}: IQM {_g(point)}, CI [{_g(lo)}, {_g(hi)}]")
                     )
                 ax.plot(
                     [point],
@@ -327,7 +327,7 @@ def distribution_figure(
                     color=c,
                     markersize=5,
                     markerfacecolor="none",
-                    label="IQM, bootstrap CI" if index == 0 else None,
+                    label="IQM, CI" if index == 0 else None,
                 )[0].set_url(tips.url(f"{variant}: IQM {_g(point)} [{_g(lo)}, {_g(hi)}]"))
     ax.set_yticks(range(len(variants)))
     ax.set_yticklabels([label(name) for name, _ in variants])

@@ -129,7 +129,7 @@ def _metric_section(
         if any(values.values()):
             iqm = {r.variant: (r.iqm, r.iqm_ci_low, r.iqm_ci_high) for r in mine if r.iqm is not None}
             caption = f"Each run's value, a box of the quartiles; under them the mean with its {level} Student-t "
-            caption += "interval" + (", the IQM with its bootstrap interval" if iqm else "") + "."
+            caption += "interval" + (", the IQM with its interval (Yuen)" if iqm else "") + "."
             if lines and not series:
                 caption += " One value per run: no curve to draw."
             markup = figures.distribution_figure(metric, list(values.items()), level=report.level, iqm=iqm)
@@ -166,7 +166,7 @@ def _decomposition_section(rows: Sequence[Any], level: float) -> str:
     parts = [
         "<h2>Variance decomposition</h2>",
         '<p class="note">std(narrow) / std(wide) per metric, with its '
-        f"{level:.0%} bootstrap interval. impl / algo+impl: the implementation noise share, the part of the seed "
+        f"{level:.0%} interval (capped at 1). impl / algo+impl: the implementation noise share, the part of the seed "
         "spread implementation noise alone keeps. control / algo: what is left of the spread with every seed "
         "fixed and determinism on (not implementation noise). A ratio of 0 means the narrow variant's runs are "
         "identical.</p>",
