@@ -186,13 +186,19 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         "dominates). Intervals are per metric, not corrected; a verdict's 'significant' uses the corrected p.",
     )
     if args.format == "html":
-        from deviate_cb.report.html.compare_page import compare_page
+        from deviate_cb.report.html.compare_page import compare_curves, compare_page
 
-        out.write(
-            compare_page(
-                rows, group_a, group_b, label_a=label_a, label_b=label_b, title=title, notes=notes, human=COMPARE_HUMAN
-            )
-        )
+        curves: dict[str, list] = {}
+        if args.dirs:  # the runs' directories are known: both groups' training curves
+            unread: list[str] = []
+            curves = compare_curves([("A", sources[0], group_a), ("B", sources[-1], group_b)], unread)
+            for line in unread:
+                say(err, "warning", printable(line))
+        page = compare_page(
+            rows, group_a, group_b, label_a=label_a, label_b=label_b, title=title, notes=notes, human=COMPARE_HUMAN,
+            curves=curves, level=args.level,
+        )  # fmt: skip
+        out.write(page)
         out.flush()
         return 0
     text = render_records(  # the verdicts under the table, one line each: a last column of a wide table wraps
@@ -219,8 +225,6 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
         raise UsageError(f"give `--by` or `--a`/`--b`, not both. Received: --by={args.by}, {_received(args)}")
     if len(sources) != 1:
         raise UsageError(f"`--by` takes one source (DIR or --table). Received: {len(sources)}.")
-    if args.format not in ("table", "md", "csv", "json"):
-        raise UsageError(f"`--by` writes table, md, csv or json. Received: --by={args.by} with --format {args.format}.")
     warnings: list[str] = []
     runs = _load(args, sources[0], warnings)
     groups = split_by(runs, args.by)
@@ -244,6 +248,12 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
         return 0
     how = "" if args.table else f"  aggregate={args.aggregate}"
     names = ", ".join(f"{name} ({len(group)} run{'s' if len(group) != 1 else ''})" for name, group in groups)
+    if args.format == "html":  # the ranking per metric and each metric's eps_min matrix as a heatmap
+        from deviate_cb.report.html.ranking_page import ranking_page
+
+        out.write(ranking_page(rankings, title=f"Almost Stochastic Order by {args.by}: {names}{how}", key=args.by))
+        out.flush()
+        return 0
     write_rankings(rankings, args.format, out, title=f"Almost Stochastic Order by {args.by}: {names}{how}")
     return 0
 

@@ -26,11 +26,14 @@ def add_report(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "report",
         help="spread of every metric across the runs of each (experiment, variant) group",
-        description="Per (experiment, variant) group and metric: n, mean, std (ddof=1), cv, min, max, range and a "
-        "chi-square confidence interval of the std, over the completed runs under DIR. Runs that did not complete "
-        "are listed apart and left out. When an experiment holds the variants impl and algo+impl (or control and "
-        "algo), the table and md formats end with the variance decomposition: std(impl)/std(algo+impl) and "
-        "std(control)/std(algo) per metric, with a bootstrap CI (seed --seed); --decomposition makes csv and json "
+        description="The report opens with the answers, per experiment and metric of interest (validation and test "
+        "metrics by default): are the control runs bit-identical, how large is each variant's spread (std with its "
+        "interval), what share of the seed spread implementation noise alone keeps, and how many runs per group "
+        "detect --effect. Then per (experiment, variant) group and metric: n, mean, std (ddof=1), cv, min, max, "
+        "range and a chi-square confidence interval of the std, over the completed runs under DIR. Runs that did not "
+        "complete are listed apart and left out. When an experiment holds the variants impl and algo+impl (or "
+        "control and algo), the table and md formats end with the variance decomposition: std(impl)/std(algo+impl) and "
+        "std(control)/std(algo) per metric, with its F interval capped at 1; --decomposition makes csv and json "
         "write the decomposition rows instead of the per-group rows. When runs saved predictions or weights "
         "(DeviateCallback(predictions=..., weights=...)), the table and md formats end with a stability section per "
         "group: prediction churn, majority agreement, normalized weight distance, per-class and sub-group spread, "
@@ -90,10 +93,12 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "--iqm",
         action="store_true",
         help="add the interquartile mean across each group's runs (mean of the middle 50%%, as rliable) with its "
-        "percentile bootstrap CI at --level (seed --seed): a column of table and md, iqm, iqm_ci_low and "
+        "CI at --level (Yuen's trimmed-mean t): a column of table and md, iqm, iqm_ci_low and "
         "iqm_ci_high in csv and json",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the decomposition and IQM bootstraps (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of any bootstrap (default 0; the default intervals draw nothing)"
+    )
     add_per_run_arguments(p)
     p.add_argument("--stage", choices=STAGES, default=None, help="only metrics of this stage")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the std interval (default 0.95)")
@@ -265,26 +270,23 @@ def _html(
     err: IO[str],
     headlines: Any = (),
 ) -> str:
-    """The report as one self-contained HTML page (:mod:`deviate_cb.report.html.page`)."""
-    from deviate_cb.report.html.curves import read_curves
-    from deviate_cb.report.html.page import report_page
-    from deviate_cb.report.problems import format_problem
+    """The report as one self-contained HTML page (:mod:`deviate_cb.report.html.build`, as ``Study.html``)."""
+    from deviate_cb.report.html.build import html_report
 
     warnings: list[str] = []
-    curves = {}
-    if args.dir is not None:
-        wanted = {(row.experiment, row.variant, row.metric) for row in report.rows}
-        curves = read_curves(report.completed, warnings, wanted=wanted)
-    for line in warnings:
-        say(err, "warning", printable(line))
-    return report_page(
+    page = html_report(
         report,
         source=args.dir if args.dir is not None else args.table,
-        problems=[format_problem(problem) for problem in problems],
-        curves=curves,
+        problems=problems,
         stability=stability,
         timings=timings,
+        headlines=headlines,
+        warnings=warnings,
+        curves=args.dir is not None,
     )
+    for line in warnings:
+        say(err, "warning", printable(line))
+    return page
 
 
 def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:

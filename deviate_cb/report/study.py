@@ -172,16 +172,21 @@ class Study:
         return buffer.getvalue()
 
     def html(self) -> str:
-        """The page of ``deviate report --format html`` (needs matplotlib: the ``report`` extra)."""
+        """The page of ``deviate report --format html`` (needs matplotlib: the ``report`` extra); drawn once."""
+        return self._page
+
+    @cached_property
+    def _page(self) -> str:
         from deviate_cb.report.html.build import study_page
 
         return study_page(self)
 
     def figures(self) -> dict[str, str]:
-        """The page's figures by a readable key (``"val_acc / mlp / intervals"``), each an inline SVG or PNG."""
-        from deviate_cb.report.html.build import study_figures
+        """The page's figures, keyed by what each shows (``"distribution of val_acc per run (experiment mlp)"``),
+        each an inline SVG or PNG: the fragments of :meth:`html`."""
+        from deviate_cb.report.html.build import page_figures
 
-        return study_figures(self)
+        return page_figures(self.html())
 
     def _repr_html_(self) -> str:
         """Jupyter: the HTML page, in a frame of its own (its styles stay out of the notebook's)."""
