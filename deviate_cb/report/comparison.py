@@ -104,6 +104,8 @@ def compare_groups(
             row.update({key: float(result.statistic), f"{key}_ci_low": low, f"{key}_ci_high": high})
         row.update(variance_p=c.variance_test.pvalue, aso_epsilon_min=aso.statistic, spread_p=c.variance_test.pvalue)
         row.update(_spread(c, x, y, level))
+        if min(len(x), len(y)) < _SPREAD_RUNS:  # 2 runs: equal deviations, Brown-Forsythe always "rejects"
+            row.update(spread_p=math.nan, spread_ratio_ci_low=math.nan, spread_ratio_ci_high=math.nan)
         compared.append(row)
     if compared:
         for key in ("welch_p", "spread_p"):
@@ -127,6 +129,9 @@ def _value(key: str, value: Any) -> Any:
     if key.startswith("spread_ratio") and isinstance(value, float) and math.isinf(value):
         return value
     return json_value(value)
+
+
+_SPREAD_RUNS = 3  # Brown-Forsythe compares absolute deviations from the median: 2 runs give two equal ones
 
 
 def _spread(c: Any, x: Sequence[float], y: Sequence[float], level: float) -> dict[str, float]:
@@ -159,6 +164,8 @@ def _short(row: dict[str, Any], key: str, sign_of: str, alpha: float, correction
         positive = ratio > 1 if not math.isnan(ratio) else False
         if row["std_a"] == 0 and row["std_b"] == 0:
             return "both groups identical across runs"
+        if min(row["n_a"], row["n_b"]) < _SPREAD_RUNS:
+            return f"not tested (fewer than {_SPREAD_RUNS} runs in a group)"
     else:
         positive = row["mean_diff"] > 0
         if row["std_a"] == 0 and row["std_b"] == 0:
@@ -220,6 +227,12 @@ def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[st
     stds = f"std A {_cell(std_a)}, std B {_cell(std_b)}"
     if std_a == 0 and std_b == 0:
         return "both groups are identical across their runs (std 0): no spread to compare"
+    if min(row["n_a"], row["n_b"]) < _SPREAD_RUNS:
+        return (
+            f"not tested: the Brown-Forsythe test needs at least {_SPREAD_RUNS} runs per group (n = {row['n_a']}/"
+            f"{row['n_b']}: with 2 runs the deviations from the median are equal, and it would always reject); "
+            f"std ratio A/B {_inf(row['spread_ratio'])}, {stds}"
+        )
     p, p_adj = row["spread_p"], row["spread_p_corrected"]
     tested = f"Brown-Forsythe p {_p(p)}" + (
         f", {_p(p_adj)} after {correction} over {m} metrics" if correction and m > 1 else ""

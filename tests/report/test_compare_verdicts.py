@@ -116,3 +116,12 @@ def test_correction_is_named_when_it_is_the_reason() -> None:
         assert "excludes 0 for this metric alone" in row["location_verdict"]
         assert not _includes(row["mean_diff_ci_low"], row["mean_diff_ci_high"], 0.0)
     assert all(r["location_verdict"].endswith("over 5 metrics)") for r in rows.values())
+
+
+def test_two_runs_are_not_a_spread_test() -> None:
+    """With 2 runs per group Brown-Forsythe always rejects: the verdict says the spread was not tested."""
+    row = _row([0.80, 0.82], [0.80, 0.801, 0.799], correction=None)
+    assert row["spread_p"] is None and row["spread_ratio_ci_low"] is None
+    assert row["spread_verdict"].startswith("not tested: the Brown-Forsythe test needs at least 3 runs per group")
+    assert row["verdict"].endswith("spread: not tested (fewer than 3 runs in a group)")
+    assert row["location_verdict"].startswith("no significant difference in means")
