@@ -57,6 +57,20 @@ The HTML page (issue 17), measured 2026-11-25 on the same VM, best of 3, ``--met
 Most of the page's time is reading every run's series for the training curves (1,000 files folded run by run,
 about 3 ms each) and drawing 40 matplotlib figures (about 0.15 s each).
 
+The page with the answers (issue 24: the headline block and runs-needed curves, mean and IQM intervals under
+each distribution, hover titles), later the same day, when the VM ran about 2.2x slower than above; the page of
+the commit before issue 24 was measured in the same run, from a worktree of it, best of 3 each:
+
+    method          process s  peak MiB  x floor
+    floor                2.22       969    1.00x
+    html before         16.51       491    7.45x   the same command on the commit before issue 24
+    floor                2.40       964    1.00x
+    html                14.59       234    6.07x   a 2.44 MB page: 0.88x the time, half the memory
+
+Files are now read four ahead in threads while the current one is folded (Parquet decoding releases the GIL;
+read_curves alone 5.4 s -> 3.1-3.4 s here) and folded as they are read (the series of every run were held
+before: 491 -> 234 MiB). At the speed of the first measurement the page would take about 6.6 s.
+
     python benchmarks/stats_scale.py [--runs 1000] [--metrics 20] [--steps 1000] [--dir DIR] [--repeat 3]
 """
 

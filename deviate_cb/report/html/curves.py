@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -42,6 +42,7 @@ __all__ = ["Curves", "read_curves"]
 
 MAX_REPLICAS = 20
 MAX_POINTS = 300
+_READ_AHEAD = 4  # files read ahead in threads while the current one is folded
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,8 @@ def read_curves(
     """
     folds: dict[tuple[str, str, tuple[str, str]], _Fold] = {}
     pairs: set[tuple[str, str]] = set()
-    for run in sorted((r for r in runs if r.completed), key=lambda r: (r.experiment, r.variant, _order(r))):
-        path = Path(run.path) / METRICS_FILE
-        series = _read(path, warnings) if path.is_file() else None
+    ordered = sorted((r for r in runs if r.completed), key=lambda r: (r.experiment, r.variant, _order(r)))
+    for run, series in zip(ordered, _read_ahead([Path(r.path) / METRICS_FILE for r in ordered], warnings), strict=True):
         for pair, (steps, values) in (series or {}).items():
             pairs.add(pair)
             fold = folds.setdefault((run.experiment, run.variant, pair), _Fold())
@@ -137,6 +137,32 @@ def read_curves(
         if wanted is None or key in wanted:
             out[key] = fold.curves(max_points)
     return out
+
+
+def _read_ahead(
+    paths: Sequence[Path], warnings: list[str], ahead: int = _READ_AHEAD
+) -> Iterator[Optional[dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]]]:
+    """Each file's series (:func:`_read`), in order, while up to ``ahead`` later files are read in threads
+    (Parquet decoding releases the GIL): memory holds a bounded window, never every run's series."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(path: Path) -> tuple[Any, list[str]]:
+        said: list[str] = []  # each file's warnings, kept in file order
+        return (_read(path, said) if path.is_file() else None), said
+
+    with ThreadPoolExecutor(max_workers=min(ahead, os.cpu_count() or 1) or 1) as pool:
+        pending: deque[Any] = deque()
+        for path in paths:
+            pending.append(pool.submit(read, path))
+            if len(pending) > ahead:
+                series, said = pending.popleft().result()
+                warnings.extend(said)
+                yield series
+        while pending:
+            series, said = pending.popleft().result()
+            warnings.extend(said)
+            yield series
 
 
 def _order(run: RunRecord) -> tuple[int, str]:
