@@ -161,8 +161,9 @@ def test_report_tables_fit_the_width(capsys, monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("COLUMNS", str(width))
     code, out, _ = run_cli(capsys, "report", str(root))
     assert code == 0
-    long = [line for line in out.splitlines() if len(line) > width and not line.startswith(("problem:", "caveat:"))]
+    long = [line for line in out.splitlines() if len(line) > width]  # problems and answers wrap too
     assert long == []
+    assert "problem: " in out
     assert out.count("metric ") >= 2 and "0.005207" in out  # numbers whole, never cut with an ellipsis
     assert "…" not in out
 
@@ -247,7 +248,7 @@ def test_manifests_without_usable_facts_give_no_caveat(manifest: dict[str, Any])
     assert contention_caveats("mlp", "algo", {str(k): manifest for k in range(4)}) == []
 
 
-def test_caveats_follow_the_step_time_table(capsys, tmp_path: Path) -> None:
+def test_caveats_follow_the_step_time_table(capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for k in range(3):
         facts = _run(0, 10, load_avg_start=[0.2, 0.2, 0.2], load_avg_end=[0.4, 0.3, 0.2])
         path = write_run(tmp_path, "mlp", "algo", k, [("val", "acc", 0.8)], **facts)
@@ -271,5 +272,11 @@ def test_caveats_follow_the_step_time_table(capsys, tmp_path: Path) -> None:
         assert (f"- **caveat**: {caveat}" if fmt == "md" else f"caveat: {caveat}") in text
     code, out, _ = run_cli(capsys, "report", str(tmp_path))
     assert code == 0 and "caveat: experiment=mlp variant=algo: up to 3 replicas ran at once" in out
+    monkeypatch.setenv("COLUMNS", "80")  # the caveat of 200 characters wraps, continued indented
+    code, out, _ = run_cli(capsys, "report", str(tmp_path))
+    lines = out.splitlines()
+    assert code == 0 and max(map(len, lines)) <= 80
+    start = next(i for i, line in enumerate(lines) if line.startswith("caveat: experiment=mlp variant=algo"))
+    assert lines[start + 1].startswith("  ") and "competed" in " ".join(lines[start : start + 4])
     code, out, _ = run_cli(capsys, "report", str(tmp_path), "--timings", "--format", "json")
     assert code == 0 and "caveat" not in out  # the rows of csv and json are unchanged

@@ -77,6 +77,15 @@ def test_markdown_and_table_end_with_the_section(capsys, study: Path) -> None:
     assert "sketch estimate (k=128)" in table and "agreement with the majority vote" in table
 
 
+def test_the_stability_section_wraps_at_the_width(capsys, monkeypatch: pytest.MonkeyPatch, study: Path) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    code, table, _ = run_cli(capsys, "report", str(study))
+    lines = table.splitlines()
+    assert code == 0 and max(map(len, lines)) <= 60, [line for line in lines if len(line) > 60]
+    section = " ".join(table.split("Stability: experiment=mlp variant=algo")[1].split())
+    assert "agreement with the majority vote" in section and "sketch estimate (k=128)" in section
+
+
 def test_no_section_without_predictions_or_weights(capsys, tmp_path: Path) -> None:
     write_run(tmp_path, "mlp", "algo", 0, [("val", "val_acc", 0.8)])
     write_run(tmp_path, "mlp", "algo", 1, [("val", "val_acc", 0.9)])
