@@ -221,11 +221,6 @@ class Headline:
             out.append({**base, "kind": "runs needed", "variant": r.variant, "n": r.n_now,
                         "value": r.runs_per_group, "detail": f"effect {r.effect:.4g} ({r.effect_basis})",
                         "sentence": next(sentences, "")})  # fmt: skip
-        rest = list(sentences)
-        for row in out:
-            row.update({k: row.get(k) for k in HEADLINE_COLUMNS})
-        if rest:
-            out[-1]["sentence"] = " ".join([out[-1]["sentence"], *rest])
         return [{k: _json(row.get(k)) for k in HEADLINE_COLUMNS} for row in out]
 
 
