@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from deviate_cb.errors import UsageError
+from deviate_cb.report.decomposition import PAIRS
 from deviate_cb.report.text import percent
 
 __all__ = [
@@ -52,10 +53,10 @@ __all__ = [
     "parse_effect",
 ]
 
-# Variants whose seeds vary, most informative first: the spread "runs needed" is planned on.
-_SEED_VARIANTS = ("algo+impl", "algo_impl", "algo-impl", "algo")
-_IMPL_NAMES = ("impl",)
-_WIDE_NAMES = ("algo+impl", "algo_impl", "algo-impl")
+# The spellings of impl and algo+impl the decomposition accepts; the variants whose seeds vary, most informative
+# first: the spread "runs needed" is planned on.
+(_IMPL_NAMES, _WIDE_NAMES), (_CONTROL_NAMES, _ALGO_NAMES) = PAIRS
+_SEED_VARIANTS = (*_WIDE_NAMES, *_ALGO_NAMES)
 _INTEREST = re.compile(r"(^|[/_.\-\s])(val|valid|validation|test|eval|evaluation)([/_.\-\s]|$)", re.IGNORECASE)
 HEADLINE_COLUMNS = (
     "experiment",
@@ -359,11 +360,9 @@ def _headline(
 
 
 _NOISE_NAMES = {
-    "algo+impl": "seed + implementation noise",
-    "algo_impl": "seed + implementation noise",
-    "algo-impl": "seed + implementation noise",
-    "algo": "seed noise",
-    "impl": "implementation noise",
+    **dict.fromkeys(_WIDE_NAMES, "seed + implementation noise"),
+    **dict.fromkeys(_ALGO_NAMES, "seed noise"),
+    **dict.fromkeys(_IMPL_NAMES, "implementation noise"),
 }
 
 
@@ -379,15 +378,15 @@ def _replace_identical(line: NoiseLine, twins: tuple[str, ...]) -> NoiseLine:
 def _identical_groups(values: Mapping[str, list[float]]) -> dict[str, tuple[str, ...]]:
     """Variants whose runs gave exactly the same values as another variant's (same n, same sorted values)."""
     keys = {v: tuple(sorted(x)) for v, x in values.items() if len(x) >= 2}
-    return {v: tuple(w for w in keys if w != v and keys[w] == k) for v, k in keys.items() if
-            any(w != v and keys[w] == k for w in keys)}  # fmt: skip
+    twins = {v: tuple(w for w in keys if w != v and keys[w] == k) for v, k in keys.items()}
+    return {v: found for v, found in twins.items() if found}
 
 
 def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseLine]) -> Optional[ShareLine]:
     wide = next((v for v in _WIDE_NAMES if v in lines), None)
     impl = next((v for v in _IMPL_NAMES if v in lines), None)
     if wide is None and impl is None:
-        if "algo" in lines:
+        if any(v in lines for v in _ALGO_NAMES):
             return ShareLine("impl / algo+impl", reason="no impl and algo+impl runs (`--variant impl` and "
                              "`--variant algo+impl` measure it)")  # fmt: skip
         return None
@@ -396,14 +395,6 @@ def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseL
         return ShareLine(pair, reason="no impl runs (`--variant impl` measures it)")
     if wide is None:
         return ShareLine(pair, reason="no algo+impl runs (`--variant algo+impl` measures it)")
-    row = next(
-        (
-            d
-            for d in report.decomposition
-            if (d.experiment, d.metric, d.narrow, d.wide) == (experiment, metric, impl, wide)
-        ),
-        None,
-    )
     narrow_line, wide_line = lines[impl], lines[wide]
     if narrow_line.n < 2 or wide_line.n < 2:
         return ShareLine(pair, reason="fewer than 2 completed runs in a variant")
@@ -411,6 +402,8 @@ def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseL
         return ShareLine(pair, reason=f"the {wide} runs have no spread (all identical), so the ratio is undefined")
     if narrow_line.identical:
         return ShareLine(pair, 0.0, 0.0, 0.0, reason="")
+    key = (experiment, metric, impl, wide)
+    row = next((d for d in report.decomposition if (d.experiment, d.metric, d.narrow, d.wide) == key), None)
     if row is None or not math.isfinite(row.share):
         return ShareLine(pair, reason=(row.note if row is not None and row.note else "no decomposition computed"))
     return ShareLine(pair, row.share, row.share_ci_low, row.share_ci_high)
@@ -431,7 +424,7 @@ def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, p
     if not (math.isfinite(size) and size > 0):
         return RunsNeeded(**base, runs_per_group=None, power_now=math.nan, detectable_now=math.nan,  # type: ignore[arg-type]
                           reason="no difference to plan for (the mean and the spread are 0)")  # fmt: skip
-    from deviate_cb.stats import achieved_power, runs_needed
+    from deviate_cb.stats import achieved_power, detectable_effect, runs_needed
 
     try:
         needed: Optional[int] = runs_needed(chosen.std, effect=size, alpha=alpha, power=power)
@@ -439,16 +432,9 @@ def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, p
     except ValueError:
         needed, reason = None, "more than 10^9 runs per group"
     now = achieved_power(chosen.n, chosen.n, chosen.std, effect=size, alpha=alpha)
-    detectable = _detectable(chosen.n, chosen.std, alpha, power)
+    detectable = float(detectable_effect(chosen.n, chosen.n, chosen.std, alpha=alpha, power=power))
     return RunsNeeded(**base, runs_per_group=needed, power_now=now, detectable_now=detectable,  # type: ignore[arg-type]
                       reason=reason)  # fmt: skip
-
-
-def _detectable(n: int, std: float, alpha: float, power: float) -> float:
-    """The smallest difference ``n`` runs per group detect with ``power``."""
-    from deviate_cb.stats import detectable_effect
-
-    return float(detectable_effect(n, n, std, alpha=alpha, power=power))
 
 
 def _runs_sentence(r: RunsNeeded) -> str:

@@ -32,7 +32,7 @@ def html_report(
     report: Any,
     *,
     source: str,
-    problems: Sequence[Any] = (),
+    problems: Sequence[Any] = (),  # Problem objects
     stability: Sequence[Any] = (),
     timings: Sequence[Any] = (),
     headlines: Sequence[Any] = (),
@@ -52,7 +52,7 @@ def html_report(
     return report_page(
         report,
         source=source,
-        problems=[p if isinstance(p, str) else format_problem(p) for p in problems],
+        problems=[format_problem(problem) for problem in problems],
         curves=drawn,
         stability=stability,
         timings=timings,
