@@ -102,10 +102,14 @@ def compare_groups(
         ):
             low, high = result.confidence_interval()
             row.update({key: float(result.statistic), f"{key}_ci_low": low, f"{key}_ci_high": high})
-        row.update(variance_p=c.variance_test.pvalue, aso_epsilon_min=aso.statistic, spread_p=c.variance_test.pvalue)
-        row.update(_spread(c, x, y, level))
+        row.update(variance_p=c.variance_test.pvalue, aso_epsilon_min=aso.statistic)
+        ratio = c.spread_ratio  # std(A) / std(B), its interval inverting Brown-Forsythe, and that test's p
+        row["spread_ratio"] = float(ratio.statistic)
         if min(len(x), len(y)) < _SPREAD_RUNS:  # 2 runs: equal deviations, Brown-Forsythe always "rejects"
             row.update(spread_p=math.nan, spread_ratio_ci_low=math.nan, spread_ratio_ci_high=math.nan)
+        else:
+            low, high = ratio.confidence_interval(level)
+            row.update(spread_p=ratio.pvalue, spread_ratio_ci_low=low, spread_ratio_ci_high=high)
         compared.append(row)
     if compared:
         for key in ("welch_p", "spread_p"):
@@ -132,17 +136,6 @@ def _value(key: str, value: Any) -> Any:
 
 
 _SPREAD_RUNS = 3  # Brown-Forsythe compares absolute deviations from the median: 2 runs give two equal ones
-
-
-def _spread(c: Any, x: Sequence[float], y: Sequence[float], level: float) -> dict[str, float]:
-    """The spread ratio std(A) / std(B) with the interval that inverts the Brown-Forsythe test."""
-    ratio = getattr(c, "spread_ratio", None)
-    if ratio is None:  # an older stats layer: the ratio alone
-        std_b = c.std_b
-        value = c.std_a / std_b if std_b else (math.inf if c.std_a else math.nan)
-        return {"spread_ratio": value, "spread_ratio_ci_low": math.nan, "spread_ratio_ci_high": math.nan}
-    low, high = ratio.confidence_interval(level)
-    return {"spread_ratio": float(ratio.statistic), "spread_ratio_ci_low": low, "spread_ratio_ci_high": high}
 
 
 def _verdict(row: dict[str, Any], alpha: float, correction: Optional[str]) -> str:
