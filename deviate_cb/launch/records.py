@@ -29,6 +29,7 @@ from typing import Any, Optional, Union
 
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
+from deviate_cb.store.configuration import CONFIGURATION_KEY
 from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_manifest
 
 __all__ = [
@@ -275,11 +276,13 @@ def start_fields(
     keras_backend: Optional[str] = None,
     command: Optional[Sequence[str]] = None,
     command_run: Optional[Sequence[str]] = None,
+    configuration: Optional[Mapping[str, Any]] = None,
 ) -> dict[str, Any]:
     """The manifest fields written before a replica starts (``keras_backend`` only when one was requested).
 
     ``command`` is the command line after ``--`` as given (placeholders unfilled) and ``command_run`` the one
-    this replica runs; both only in command mode.
+    this replica runs; both only in command mode. ``configuration`` is what the replica trains
+    (:func:`deviate_cb.store.configuration.configuration_fields`), recorded as ``configuration``.
     """
     from deviate_cb import __version__
 
@@ -317,6 +320,8 @@ def start_fields(
     if command is not None:
         fields["command"] = list(command)
         fields["command_run"] = list(command_run or command)
+    if configuration is not None:
+        fields[CONFIGURATION_KEY] = dict(configuration)
     return fields
 
 

@@ -127,8 +127,10 @@ class Replication:
         keras_backend: Optional[str] = None,
         command: Optional[Command] = None,
         patterns: Sequence[re.Pattern[str]] = (),
+        configuration: Optional[dict[str, Any]] = None,
     ) -> None:
         self.progress, self.launcher = progress, launcher
+        self.configuration = configuration  # recorded in every manifest (deviate_cb.store.configuration)
         self.base_seed, self.argv, self.keras_backend = base_seed, list(argv), keras_backend
         self.command, self.patterns = command, list(patterns)
         self.injection_warned = False
@@ -174,6 +176,7 @@ class Replication:
                         keras_backend=self.keras_backend,
                         command=None if self.command is None else self.command.given,
                         command_run=None if self.command is None else job.argv,
+                        configuration=self.configuration,
                     )
                 )
         except StoreWriteError as exc:

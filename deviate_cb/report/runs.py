@@ -28,6 +28,7 @@ from typing import Any, Optional
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.report.metrics.footers import series_problem
 from deviate_cb.report.text import reason, strip_styles
+from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
@@ -50,13 +51,15 @@ class RunRecord:
         experiment: Partition value ``experiment=``.
         variant: Partition value ``variant=``.
         replica: Partition value ``replica=`` (as written in the path).
-        status: ``completed``, ``running``, ``failed``, ``timeout``, ``killed``, or ``unknown`` when the
-            manifest is missing or unreadable.
+        status: ``completed``, ``running``, ``failed``, ``incomplete`` (exited 0 before its training ended),
+            ``timeout``, ``killed``, or ``unknown`` when the manifest is missing or unreadable.
         exit_code: The replica's exit status, when the manifest records one.
         signal: The name of the signal that ended it (``SIGKILL``), when one did.
         metrics_summary: The manifest's copy of the metrics file's series summary (see
             :mod:`deviate_cb.store.footer_summary`), when the writer left one.
         error: The first informative line of the recorded error, when there is one.
+        configuration: What the replica trained (:func:`deviate_cb.store.configuration.configuration_of`), when
+            the manifest records it; replicas of one group are pooled only when theirs agree.
     """
 
     path: Path
@@ -68,6 +71,7 @@ class RunRecord:
     error: Optional[str] = None
     signal: Optional[str] = None
     metrics_summary: Optional[dict[str, Any]] = None
+    configuration: Optional[dict[str, Any]] = None
 
     @property
     def metrics_path(self) -> Path:
@@ -195,6 +199,7 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         error=_first_error_line(manifest),
         signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
         metrics_summary=summary if isinstance(summary, dict) else None,
+        configuration=configuration_of(manifest),
     )
 
 
