@@ -22,8 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
@@ -195,6 +194,7 @@ class LocalBackend(Backend):
 
     name = "local"
     options = ("gpus",)
+    lazy_jobs = True  # `run` takes the jobs one at a time, as slots free up: a long study is never held at once
 
     def __init__(
         self,
@@ -226,16 +226,18 @@ class LocalBackend(Backend):
     def warm_start(self) -> bool:
         return True
 
-    def run(self, jobs: Sequence[Job], listener: Listener) -> None:
+    def run(self, jobs: Iterable[Job], listener: Listener) -> None:
         self._cancelled = False
-        pending = deque(jobs)
+        pending = iter(jobs)
+        upcoming = next(pending, None)
         free = list(range(self.parallel))
         running: list[_Running] = []
         self._warm, self._told = WarmStarter(), set()
         try:
-            while running or (pending and not self._cancelled):
-                while pending and free and not self._cancelled:
-                    job, placement = pending.popleft(), self.placement(heapq.heappop(free))
+            while running or (upcoming is not None and not self._cancelled):
+                while upcoming is not None and free and not self._cancelled:
+                    job, placement = upcoming, self.placement(heapq.heappop(free))
+                    upcoming = next(pending, None)
                     listener.prepare(job, placement)
                     proc = self._start(job, placement, listener)
                     if proc is None:
