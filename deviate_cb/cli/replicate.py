@@ -96,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
     parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
     parser.add_argument(
+        "--max-replicas",
+        metavar="N",
+        help="the most replicas -n may ask for (default 10000, a guard against a typo); raise it to launch more",
+    )
+    parser.add_argument(
         "--keep-project-seeds",
         action="store_true",
         help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
@@ -195,6 +200,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             backend=ns.backend,
             backend_options={name: getattr(ns, name) for name in ns.backend_option_names},
             argv=[PROG, *args],
+            **({} if ns.max_replicas is None else {"max_replicas": _number(ns.max_replicas, int)}),
         )
     except (UsageError, MissingDependencyError) as exc:  # may quote a replica's trainer_error: printable
         print(f"{PROG}: error: {printable_message(' '.join(str(exc).split()))}", file=sys.stderr)

@@ -208,6 +208,10 @@ class Backend(abc.ABC):
     #: Backend options (keywords of ``__init__``, named as in :data:`~deviate_cb.launch.options.OPTION_FLAGS`)
     #: this backend takes; any other one given on the command line is a usage error.
     options: ClassVar[tuple[str, ...]] = ()
+    #: Whether :meth:`run` takes its jobs as an iterator, one at a time (the local backend): the launcher then
+    #: makes each job when it is asked for, so a study of any length starts at once in constant memory. Otherwise
+    #: :meth:`run` gets a list.
+    lazy_jobs: ClassVar[bool] = False
 
     def __init__(self, *, parallel: int = 1) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -216,7 +220,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def run(self, jobs: Sequence[Job], listener: Listener) -> None:
-        """Run every job and return when all have finished (or were cancelled).
+        """Run every job and return when all have finished (or were cancelled); ``jobs`` is an iterator when
+        :attr:`lazy_jobs` is set.
 
         On ``KeyboardInterrupt`` (or any exception) the backend terminates the jobs still running, reports
         them ``finished`` with ``interrupted=True``, and re-raises.

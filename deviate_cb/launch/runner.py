@@ -24,9 +24,9 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional, TextIO, Union
+from typing import Any, Optional, TextIO, Union, cast
 
 from deviate_cb.capture.audit.settings import AUDIT_ENV
 from deviate_cb.errors import UsageError
@@ -37,7 +37,7 @@ from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.output_metrics import compile_metric_patterns
-from deviate_cb.launch.planner import ReplicaPlan, plan_replicas
+from deviate_cb.launch.planner import ReplicaPlan, ReplicationPlan
 from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.progress import make_progress
 from deviate_cb.launch.records import (
@@ -45,11 +45,14 @@ from deviate_cb.launch.records import (
 )
 from deviate_cb.launch.replication import WARNING, Replication, ReplicationResult
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
+from deviate_cb.store.configuration import configuration_fields
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 from deviate_cb.variants import VARIANTS
 
-__all__ = ["KEEP_SEEDS_WARNING", "SITE_DIR", "replicate"]
+__all__ = ["KEEP_SEEDS_WARNING", "MAX_REPLICAS", "SITE_DIR", "replicate"]
 
+# The most replicas one launch plans unless `--max-replicas` says more: above it, `-n` is most likely a typo.
+MAX_REPLICAS = 10_000
 CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.child")
 # Put first on every replica's PYTHONPATH: its sitecustomize bootstraps each Python process of the replica.
 SITE_DIR = Path(__file__).resolve().parent / "sitedir"
@@ -84,6 +87,7 @@ def replicate(
     live: Optional[bool] = None,
     kill_grace_s: float = 5.0,
     audit: Optional[int] = None,
+    max_replicas: int = MAX_REPLICAS,
 ) -> ReplicationResult:
     """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) or of ``command``.
 
@@ -113,6 +117,8 @@ def replicate(
         kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
         audit: Training steps every replica's callback audits (``DEVIATE_AUDIT``, :mod:`deviate_cb.capture.audit`;
             what ``deviate audit`` runs); ``None``: no audit.
+        max_replicas: The most replicas one launch may plan (default :data:`MAX_REPLICAS`); a larger ``runs``
+            is refused as a likely typo (``--max-replicas`` lifts it).
 
     Returns:
         What became of each replica; ``stopped`` says why the study stopped early when the run directory could
@@ -129,7 +135,7 @@ def replicate(
         (0, '4 completed, 0 failed, 0 skipped in 9.8 s; run `deviate report runs`')
     """
     started = time.monotonic()
-    _check_options(runs=runs, variant=variant, seed=seed, parallel=parallel, timeout=timeout)
+    _check_options(runs=runs, variant=variant, seed=seed, parallel=parallel, timeout=timeout, limit=max_replicas)
     factory = backend_class(backend)
     accepted = tuple(getattr(factory, "options", ()))
     raw_options = {**(backend_options or {}), **({"gpus": gpus} if gpus is not None else {})}
@@ -145,8 +151,20 @@ def replicate(
     launcher.preflight()
     outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
     outdir.open()
+    configuration = configuration_fields(
+        mode="trainer" if isinstance(target, TrainerSpec) else "command",
+        variant=variant,
+        trainer=target.text if isinstance(target, TrainerSpec) else None,
+        command=None if isinstance(target, TrainerSpec) else target.given,
+        trainer_args=trainer_args,
+        base_seed=seed,
+        keras_backend=keras_backend,
+        metric_regex=metric_regex,
+        keep_project_seeds=keep_project_seeds,
+        audit_steps=audit,
+    )
     try:
-        plans = plan_replicas(
+        plan = ReplicationPlan(
             outdir.root,
             experiment,
             variant,
@@ -156,23 +174,26 @@ def replicate(
             trainer_args=tuple(trainer_args),
             keep_project_seeds=keep_project_seeds,
             force=force,
+            configuration=configuration,
         )
     except BaseException:
         outdir.close(remove_created=True)
         raise
     progress = make_progress(stream, live=live)
     modules = preimports(project_files(target, Path.cwd()), Path.cwd())
-    seeds = sorted({p.seed for p in plans})
+    first, last = plan.seed_range
     what = target.text if isinstance(target, TrainerSpec) else f"`{shlex.join(target.given)}`"
     progress.message(
         f"deviate-replicate: {runs} replica{'s' * (runs != 1)} of {what}, variant {variant} "
-        f"(seed{'s' * (len(seeds) > 1)} {seeds[0]}{f'..{seeds[-1]}' if len(seeds) > 1 else ''}) in "
+        f"(seed{'s' * (first != last)} {first}{f'..{last}' if first != last else ''}) in "
         f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
         + (f"; Keras backend {keras_backend}" if keras_backend else "")
         + (_start_line(cold, modules) if getattr(launcher, "warm_start", False) else "")
     )
     if keep_project_seeds:
         progress.message(f"{WARNING} {KEEP_SEEDS_WARNING}")
+    if plan.other_configurations:
+        progress.message(f"{WARNING} {_other_configurations_line(plan)}")
     replication = Replication(
         progress,
         launcher,
@@ -181,23 +202,31 @@ def replicate(
         keras_backend=keras_backend,
         command=target if isinstance(target, Command) else None,
         patterns=patterns,
+        configuration=configuration,
     )
-    running = launcher.live_jobs({p.replica: p.run_dir for p in plans if p.run and p.previous_status == "running"})
-    plans = [dataclasses.replace(p, run=False) if p.replica in running else p for p in plans]
+    left_running = {k: p.run_dir for k, p in plan.existing.items() if p.run and p.previous_status == "running"}
+    running = launcher.live_jobs(left_running) if left_running else {}
+    for replica in running:  # still queued or running under a job an earlier launcher submitted: not rerun
+        plan.existing[replica] = dataclasses.replace(plan.existing[replica], run=False)
     replication.live = running
-    jobs = []
-    for plan in plans:
-        reason = f"still queued/running: {running[plan.replica]}" if plan.replica in running else "already completed"
-        progress.add(plan.replica, plan.seed, skipped="" if plan.run else reason)
-        if plan.run:
-            job = _job(plan, timeout, keras_backend, target if isinstance(target, Command) else None)
-            env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
-            if audit:
-                env[AUDIT_ENV] = str(audit)
-            jobs.append(dataclasses.replace(job, env=env, warm_modules=None if cold else modules))
+
+    def jobs() -> Iterator[Job]:
+        """One job per replica to run, made when the backend asks for it (a long study is never held at once)."""
+        for replica_plan in plan:
+            replica = replica_plan.replica
+            reason = f"still queued/running: {running[replica]}" if replica in running else "already completed"
+            progress.add(replica, replica_plan.seed, skipped="" if replica_plan.run else reason)
+            if replica_plan.run:
+                job = _job(replica_plan, timeout, keras_backend, target if isinstance(target, Command) else None)
+                env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
+                if audit:
+                    env[AUDIT_ENV] = str(audit)
+                yield dataclasses.replace(job, env=env, warm_modules=None if cold else modules)
+
     interrupted = False
     try:
-        launcher.run(jobs, replication)
+        # a lazy backend takes the iterator as it is (its `run` is typed for the common case, a list)
+        launcher.run(cast(Sequence[Job], jobs()) if launcher.lazy_jobs else list(jobs()), replication)
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -208,7 +237,7 @@ def replicate(
         progress.close()
         if replication.spec_error is None:
             outdir.close(remove_created=True)  # only what is still empty: nothing ran there
-        results = [replication.result_of(plan) for plan in plans]
+        results = [replication.result_of(replica_plan) for replica_plan in plan]
         result = ReplicationResult(
             str(out),
             experiment,
@@ -304,9 +333,18 @@ def _problem_lines(variant_dir: Path) -> list[str]:
         return [f"could not check the study for problems: {type(exc).__name__}: {exc}"]
 
 
-def _check_options(*, runs: object, variant: object, seed: object, parallel: object, timeout: object) -> None:
+def _check_options(
+    *, runs: object, variant: object, seed: object, parallel: object, timeout: object, limit: object = MAX_REPLICAS
+) -> None:
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise UsageError(f"`--runs` must be a positive integer. Received: --runs={runs}.")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"`--max-replicas` must be a positive integer. Received: --max-replicas={limit}.")
+    if runs > limit:
+        raise UsageError(
+            f"`--runs` must be at most {limit} (the replicas one launch may plan; a guard against a typo): pass "
+            f"--max-replicas {runs} to launch that many. Received: --runs={runs}."
+        )
     if variant not in VARIANTS:
         raise UsageError(f"`--variant` must be one of {', '.join(VARIANTS)}. Received: --variant={variant}.")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
@@ -317,6 +355,18 @@ def _check_options(*, runs: object, variant: object, seed: object, parallel: obj
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")
     ):
         raise UsageError(f"`--timeout` must be a positive number of seconds. Received: --timeout={timeout}.")
+
+
+def _other_configurations_line(plan: ReplicationPlan) -> str:
+    """The warning for completed replicas past ``--runs`` that ran another configuration (kept, never pooled)."""
+    numbers = sorted(plan.other_configurations)
+    first = plan.other_configurations[numbers[0]]
+    which = ", ".join(str(n) for n in numbers[:10]) + (f" and {len(numbers) - 10} more" if len(numbers) > 10 else "")
+    return (
+        f"replica{'s' * (len(numbers) > 1)} {which} of this group completed with another configuration "
+        f"({'; '.join(first)}: recorded vs this launch) and {'are' if len(numbers) > 1 else 'is'} kept; the report "
+        "refuses to pool the group until they are removed or rerun (a larger --runs with --force)"
+    )
 
 
 def _check_experiment(experiment: Optional[str], spec: Union[TrainerSpec, Command]) -> str:

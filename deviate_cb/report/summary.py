@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
+from deviate_cb.report.configurations import refuse_mixed_groups
 from deviate_cb.report.metrics.footers import manifest_values
 from deviate_cb.report.metrics.last_values import read_last_values
 from deviate_cb.report.metrics.long_table import read_metrics
@@ -208,7 +209,8 @@ def load_per_run(
     directory = _validate_build_report(directory, aggregate, directions, stage, 0.95)
     warnings: list[str] = []
     directories = run_directories(directory)
-    runs = read_runs(directories, warnings)
+    runs, mixed = refuse_mixed_groups(read_runs(directories, warnings))
+    warnings += mixed  # a group whose completed replicas ran different configurations is never pooled
     # Each series' last/best/mean: from the manifests' copies of the summaries, else the files' footers, else
     # a DuckDB scan, in a background thread while SciPy loads.
     reduce = "last" if aggregate == "last" else "summary"

@@ -1,0 +1,110 @@
+"""Never pool what differs: a group whose completed replicas ran different configurations is not reported.
+
+A group (experiment, variant) is one configuration run many times; its spread is the noise of that configuration.
+When its completed replicas record different configurations (:mod:`deviate_cb.store.configuration`: another
+``--trainer`` or command, other arguments, Keras backend, ``--metric-regex``...), pooling them would report the
+difference between configurations as noise. :func:`refuse_mixed_groups` takes such a group out of the statistics:
+each of its completed replicas gets the status ``not pooled`` with what it differs in, and one warning line per
+group names the replicas of each configuration, what differs and the two ways on (rerun the group with
+``--force``, or give each configuration its own ``--experiment``). Replicas whose manifest records no
+configuration (written by a callback outside ``deviate-replicate``) are not compared.
+
+Example:
+    >>> from pathlib import Path
+    >>> from deviate_cb.report.runs import RunRecord
+    >>> def run(k, args):
+    ...     config = {"mode": "trainer", "trainer": "t.py:main", "trainer_args": args, "variant": "algo"}
+    ...     return RunRecord(Path(f"r{k}"), "t", "algo", str(k), "completed", configuration=config)
+    >>> runs, lines = refuse_mixed_groups([run(0, ["0.1"]), run(1, ["0.1"]), run(2, ["0.01"])])
+    >>> [r.status for r in runs]
+    ['not pooled', 'not pooled', 'not pooled']
+    >>> print(lines[0])  # doctest: +NORMALIZE_WHITESPACE
+    experiment=t variant=algo is not reported: its completed replicas ran 2 configurations (replicas 0, 1: trainer
+    arguments ['0.1']; replica 2: trainer arguments ['0.01']), and pooling them would count the difference as
+    noise. Rerun the group with one configuration (deviate-replicate --force) or give each its own --experiment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from deviate_cb.report.runs import RunRecord
+from deviate_cb.store.configuration import CONFIGURATION_LABELS, configuration_differences, describe_value
+
+__all__ = ["NOT_POOLED", "refuse_mixed_groups"]
+
+NOT_POOLED = "not pooled"
+
+
+def refuse_mixed_groups(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[str]]:
+    """``runs`` with the completed replicas of every mixed group marked :data:`NOT_POOLED`, and one line per group.
+
+    Args:
+        runs: The runs of a study as :func:`~deviate_cb.report.runs.read_runs` gives them.
+
+    Returns:
+        The runs in the same order (a run of a mixed group replaced by a copy with status ``not pooled`` and an
+        ``error`` naming what it differs in) and the warning lines, one per mixed group.
+    """
+    classes: dict[tuple[str, str], list[tuple[dict[str, Any], list[int]]]] = {}
+    for index, run in enumerate(runs):
+        if not run.completed or run.configuration is None:
+            continue
+        found = classes.setdefault((run.experiment, run.variant), [])
+        for representative, members in found:
+            if not configuration_differences(representative, run.configuration):
+                members.append(index)
+                break
+        else:
+            found.append((run.configuration, [index]))
+    out = list(runs)
+    lines = []
+    for (experiment, variant), found in classes.items():
+        if len(found) < 2:
+            continue
+        keys = _differing_keys([config for config, _ in found])
+        described = "; ".join(
+            f"{_replicas([runs[i] for i in members])}: {_values(config, keys)}" for config, members in found
+        )
+        lines.append(
+            f"experiment={experiment} variant={variant} is not reported: its completed replicas ran {len(found)} "
+            f"configurations ({described}), and pooling them would count the difference as noise. Rerun the group "
+            "with one configuration (deviate-replicate --force) or give each its own --experiment."
+        )
+        for config, members in found:
+            for i in members:
+                others = "; ".join(_values(other, keys) for other, _ in found if other is not config)
+                error = f"it ran {_values(config, keys)}, other completed replicas of its group ran {others}"
+                out[i] = dataclasses.replace(runs[i], status=NOT_POOLED, error=error, exit_code=None, signal=None)
+    return out, lines
+
+
+def _differing_keys(configs: Sequence[dict[str, Any]]) -> list[str]:
+    """The configuration keys on which any two of ``configs`` differ, in the order differences are named."""
+    keys = []
+    for key in CONFIGURATION_LABELS:
+        if any(
+            configuration_differences({key: a[key]}, {key: b[key]})
+            for a in configs
+            for b in configs
+            if key in a and key in b
+        ):
+            keys.append(key)
+    return keys
+
+
+def _values(config: dict[str, Any], keys: Sequence[str]) -> str:
+    return ", ".join(f"{CONFIGURATION_LABELS[key]} {describe_value(config.get(key))}" for key in keys)
+
+
+def _replicas(runs: Sequence[RunRecord]) -> str:
+    """``replica 2``, ``replicas 0, 1`` or ``replicas 0-9`` (what the problems list writes)."""
+    from deviate_cb.report.problems import replica_list
+
+    numbers = [int(r.replica) for r in runs if r.replica.isdigit()]
+    named = [r.replica for r in runs if not r.replica.isdigit()]
+    if not named:
+        return replica_list(numbers)
+    return f"replica{'s' * (len(runs) > 1)} " + ", ".join([*(str(n) for n in sorted(numbers)), *named])
