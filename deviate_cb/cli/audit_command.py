@@ -8,10 +8,18 @@ compares the records (:mod:`deviate_cb.report.audit`) and prints the first diver
 within it in execution order, the input batch, a module's forward output, the loss, a parameter's gradient or a
 parameter after the optimizer step, with the size of the difference and the divergences right after it.
 
-Exit status: 0 the replicas agree bit for bit over the audited steps, 1 they diverge, 2 usage error, 3 the audit
-could not be made (a replica failed before recording, or recorded nothing: training that uses neither a Lightning
-``Trainer`` nor Keras ``fit``). The replicas' progress goes to stderr, the result to stdout (``--format json``:
-one JSON object).
+Exit status: 0 every replica ended its training normally and they agree bit for bit over the audited steps, 1
+they diverge within the steps compared (even if a replica stopped later), 2 usage error, 3 the audit could not be
+made or is incomplete: fewer than two replicas recorded anything (a replica failed before recording, or training
+that uses neither a Lightning ``Trainer`` nor Keras ``fit``), or a replica did not end its training normally
+(failed, timed out, was killed, or exited 0 inside ``fit``: status ``incomplete``, or an ``exception`` or
+``fit: "started"`` left in its manifest) or has no record while others do. Its record then stops early, so nothing
+is compared after the last step every such replica recorded; one line says so and names each replica with how it
+ended (its exception, else what stopped it, else the last line of its stderr), and the verdict of the steps that
+were compared begins ``incomplete:``. A training that ended normally after fewer steps than asked is a full audit
+of the steps it had (a note says so), but replicas that ended normally after different numbers of steps diverge
+where the shorter one ended. The replicas' progress goes to stderr, the result to stdout (``--format json``: one
+JSON object, with ``verdict`` ``agree``, ``diverged`` or ``incomplete``, ``stopped`` and ``not_completed``).
 
 Example:
     >>> import argparse, io
@@ -28,16 +36,28 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 
-__all__ = ["EXIT_NOT_AUDITED", "add_audit", "render_audit"]
+__all__ = [
+    "EXIT_NOT_AUDITED",
+    "AuditedReplica",
+    "add_audit",
+    "how_it_ended",
+    "read_replicas",
+    "render_audit",
+    "stopped_line",
+]
 
 EXIT_NOT_AUDITED = 3
 _VARIANTS = ("control", "impl")
+# How the launcher's reason for a replica that exited 0 before its training ended (status incomplete) starts.
+_EXITED_EARLY = "exited with code 0 before its training ended"
 _WHAT = {
     "input": "the input batch `{name}`",
     "forward": "the forward output of module `{name}`",
@@ -54,7 +74,8 @@ def add_audit(commands: Any) -> None:
         help="find the first training step and tensor where replicas that must be identical differ",
         description="Run N replicas under the control variant, record a bit-exact digest of every tensor of the "
         "first training steps (input batch, forward outputs, loss, gradients, parameters after the step) and "
-        "report where they first differ. Exit status 0 identical, 1 diverged, 2 usage error, 3 not audited.",
+        "report where they first differ. Exit status 0 identical (every replica ended its training), 1 diverged, "
+        "2 usage error, 3 not audited (a replica failed, timed out, was killed or stopped inside fit).",
         usage="deviate audit [options] (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
     )
     parser.add_argument("--trainer", metavar="SPEC", help="module:function or path/to/file.py:function")
@@ -116,79 +137,227 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         audit=steps,
         argv=["deviate", *(getattr(args, "argv", None) or ["audit"])],
     )
-    records, missing, not_covered = _read_records(result.replicas)
+    audited, not_covered = read_replicas(result.replicas)
+    where = Path(result.out) / f"experiment={result.experiment}" / f"variant={result.variant}"
+    records = {a.replica: a.rows for a in audited if a.rows}
     if len(records) < 2:
-        for line in missing:
+        for line in _not_audited(audited, len(records), where):
             say(err, "error", line)
-        say(err, "error", f"the audit needs the records of at least 2 replicas; {len(records)} recorded one.")
         return EXIT_NOT_AUDITED
-    for line in missing:
-        say(err, "warning", f"{line}; the others are compared")
     from deviate_cb.report.audit import compare_audits
 
-    compared = compare_audits(records, next_count=shown)
-    where = Path(result.out) / f"experiment={result.experiment}" / f"variant={result.variant}"
+    complete = [a.replica for a in audited if a.ended]
+    compared = compare_audits(records, next_count=shown, complete=complete)
+    stopped = stopped_line(audited, compared, steps)
+    if stopped:
+        say(err, "warning" if compared.diverged else "error", stopped)
     if args.format == "json":
         payload = {**compared.to_dict(), "steps": steps, "variant": args.variant, "runs": str(where)}
         payload["not_covered"] = not_covered or None
+        payload["verdict"] = "diverged" if compared.diverged else "incomplete" if stopped else "agree"
+        payload["stopped"] = stopped or None
+        payload["not_completed"] = [
+            {"replica": a.replica, "status": a.status, "how": a.how, "recorded_steps": a.recorded_steps}
+            for a in audited
+            if not a.ended
+        ]
         out.write(json.dumps(payload, indent=2) + "\n")
     else:
-        out.write(render_audit(compared, steps=steps, where=str(where), not_covered=not_covered))
-    return 1 if compared.diverged else 0
+        out.write(render_audit(compared, steps=steps, where=str(where), not_covered=not_covered, stopped=stopped))
+    if compared.diverged:
+        return 1  # a difference within the steps every replica recorded, whatever stopped a replica later
+    return EXIT_NOT_AUDITED if stopped else 0
 
 
-def _read_records(replicas: Any) -> tuple[dict[int, list[dict[str, Any]]], list[str], str]:
-    """Each replica's audit rows; a line for each replica that has none, saying why; and what the audit could
-    not cover on this framework (the manifests' ``audit.not_covered``)."""
-    from deviate_cb.report.text import printable
+@dataclass(frozen=True)
+class AuditedReplica:
+    """What became of one replica of an audit.
+
+    Attributes:
+        replica: Its index.
+        status: The launcher's status (``completed``, ``failed``, ``timeout``, ``killed``, ``incomplete``...).
+        ended: Whether its training ended normally: it completed, and no ``fit`` stopped on an exception (the
+            manifest's ``exception``) or was left unfinished (``fit: "started"``).
+        how: How it ended when it did not end normally (``failed with RuntimeError: boom``); ``""`` otherwise.
+        rows: Its audit rows (empty: none recorded, or unreadable).
+        recorded_steps: Training steps its record holds.
+        problem: Why its record could not be read, or why it has none; ``""`` when it has one.
+    """
+
+    replica: int
+    status: str
+    ended: bool
+    how: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    recorded_steps: int = 0
+    problem: str = ""
+
+
+def how_it_ended(status: str, manifest: Mapping[str, Any], note: str = "") -> tuple[bool, str]:
+    """Whether a replica's training ended normally, and when not, how it ended in a few words, from its launcher
+    ``status`` and its manifest: the exception that stopped it (``exception``), else what ended it (``reason``, a
+    timeout or a signal), else the last line of its stderr (``error``).
+
+    Example:
+        >>> how_it_ended("completed", {"status": "completed"})
+        (True, '')
+        >>> how_it_ended("failed", {"exception": "RuntimeError: boom", "reason": "exited with code 1"})
+        (False, 'failed with RuntimeError: boom')
+        >>> how_it_ended("failed", {"reason": "exited with code 1", "error": "Traceback...\\nKeyError: 'x'"})
+        (False, "failed with KeyError: 'x'")
+        >>> how_it_ended("timeout", {"reason": "timed out after 3.0 s; killed by SIGTERM", "exception": "SignalExit"})
+        (False, 'timed out after 3.0 s; killed by SIGTERM')
+        >>> how_it_ended("completed", {"exception": "SystemExit: 0"})  # sys.exit(0) inside fit
+        (False, 'stopped before its training ended: SystemExit: 0')
+        >>> how_it_ended("incomplete", {"fit": "started", "reason": "the process exited while fit() was running"})
+        (False, 'stopped before its training ended: the process exited while fit() was running')
+        >>> how_it_ended("incomplete", {"reason": "exited with code 0 before its training ended: os._exit(0)"})
+        (False, 'exited with code 0 before its training ended: os._exit(0)')
+    """
+    exception = _one_line(manifest.get("exception"))
+    reason = _one_line(manifest.get("reason"))
+    error = manifest.get("error")
+    tail = _one_line(error.strip().splitlines()[-1]) if isinstance(error, str) and error.strip() else ""
+    fit_open = manifest.get("fit") == "started"
+    if status == "completed" and manifest.get("status") in (None, "completed") and not exception and not fit_open:
+        return True, ""
+    stopped = bool(reason) and not (isinstance(error, str) and error and not error.startswith(reason))
+    if status in ("timeout", "killed", "not started"):  # what the launcher did says more than the exception it raised
+        detail = reason or exception or tail
+    elif status == "failed":
+        detail = exception or (reason if stopped else tail) or reason
+    else:
+        detail = exception or reason or tail
+    detail = detail or _one_line(note) or f"status {status}"
+    if status == "failed":
+        return False, f"failed with {detail}" if detail in (exception, tail) else f"failed: {detail}"
+    if status == "timeout":
+        return False, detail if detail.startswith("timed out") else f"timed out ({detail})"
+    if status == "killed":
+        return False, f"was {detail}" if detail.startswith("killed") else f"was killed ({detail})"
+    if status == "not started":
+        return False, f"did not start ({detail})"
+    if status == "incomplete" and reason.startswith(_EXITED_EARLY):  # the launcher's reason says it all
+        return False, reason
+    return False, f"stopped before its training ended: {detail}"
+
+
+def _one_line(text: Any, limit: int = 300) -> str:
+    if not isinstance(text, str):
+        return ""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
+    """What became of each replica (:class:`AuditedReplica`, with its audit rows), and what the audit could not
+    cover on this framework (the manifests' ``audit.not_covered``)."""
     from deviate_cb.store.audit import read_audit
     from deviate_cb.store.run_directory import RunDirectory
 
-    records: dict[int, list[dict[str, Any]]] = {}
-    missing = []
+    found = []
     not_covered = ""
     for replica in replicas:
         try:
-            audit = RunDirectory(replica.run_dir).read_manifest().get("audit")
+            manifest = RunDirectory(replica.run_dir).read_manifest()
         except (UsageError, OSError):  # an unreadable manifest: its audit file still says what was recorded
-            audit = None
+            manifest = {}
+        audit = manifest.get("audit")
         if isinstance(audit, dict) and isinstance(audit.get("not_covered"), str):
             not_covered = audit["not_covered"]
+        status = replica.status
+        if manifest.get("status") == "incomplete" and status == "completed":
+            status = "incomplete"
+        ended, how = how_it_ended(status, manifest, replica.note)
+        problem = ""
+        rows: list[dict[str, Any]] = []
         try:
             rows = read_audit(replica.run_dir)
         except FileNotFoundError:
-            rows = []
+            pass
         except ValueError as exc:
-            missing.append(f"replica {replica.replica}: {printable(str(exc))}")
-            continue
-        if rows:
-            records[replica.replica] = rows
-            continue
-        if replica.status == "completed":
-            why = (
-                "completed without recording any training step: its training uses neither a Lightning Trainer "
-                "(fit) nor Keras Model.fit, or it trained no step"
-            )
-        else:
-            why = f"{replica.status}{f' ({printable(replica.note)})' if replica.note else ''} before recording"
-        missing.append(f"replica {replica.replica} {why}; see {replica.run_dir / 'stderr.log'}")
-    return records, missing, not_covered
+            problem = f"{how + ' and ' if how else ''}has an unreadable audit record: {exc}"
+        if not rows and not problem:
+            if ended:
+                problem = (
+                    "completed without recording any training step: its training uses neither a Lightning Trainer "
+                    "(fit) nor Keras Model.fit, or it trained no step"
+                )
+            else:
+                problem = f"{how} before recording any training step"
+        steps = len({row["step"] for row in rows})
+        found.append(AuditedReplica(replica.replica, status, ended, how, rows, steps, problem))
+    return found, not_covered
 
 
-def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "") -> str:
-    """The text report of an :class:`~deviate_cb.report.audit.AuditResult`.
+def _not_audited(audited: Sequence[AuditedReplica], recorded: int, where: Path) -> list[str]:
+    """The error lines when fewer than two replicas recorded anything."""
+    if not any(a.ended for a in audited):
+        named = "; ".join(f"replica {a.replica} {a.how}" for a in audited)
+        return [f"no replica completed: {named}; see their stderr.log in {where}"]
+    lines = [f"replica {a.replica} {a.problem}; see {where / f'replica={a.replica}' / 'stderr.log'}"
+             for a in audited if not a.rows]  # fmt: skip
+    lines.append(f"the audit needs the records of at least 2 replicas; {recorded} recorded one.")
+    return lines
+
+
+def stopped_line(audited: Sequence[AuditedReplica], compared: Any, steps: int) -> str:
+    """Why the comparison does not cover every replica over the steps asked, in one line; ``""`` when it does
+    (every replica ended its training normally and has a record).
+
+    Example:
+        >>> from deviate_cb.report.audit import AuditResult
+        >>> rows = [{"step": 0}, {"step": 1}]
+        >>> crashed = AuditedReplica(0, "failed", False, "failed with RuntimeError: boom", rows, recorded_steps=2)
+        >>> ended = AuditedReplica(1, "completed", True, rows=rows * 3, recorded_steps=6)
+        >>> stopped_line([crashed, ended], AuditResult(False, (0, 1), 2, last_step=1), steps=20)
+        'nothing to compare after step 1: replica 0 failed with RuntimeError: boom'
+        >>> stopped_line([ended, ended], AuditResult(False, (1, 1), 6, last_step=5), steps=20)
+        ''
+    """
+    if all(a.ended and a.rows for a in audited):
+        return ""
+    if not any(a.ended for a in audited):
+        return "no replica completed: " + "; ".join(f"replica {a.replica} {a.how}" for a in audited)
+    stopped = [a for a in audited if not a.ended and a.rows]
+    cut = [f"replica {a.replica} {a.how}" for a in stopped if a.recorded_steps < steps]  # it limits the comparison
+    later = [f"replica {a.replica} {a.how} after its {a.recorded_steps} audited step(s)"
+             for a in stopped if a.recorded_steps >= steps]  # fmt: skip
+    unrecorded = [f"replica {a.replica} {a.problem or 'recorded nothing'}" for a in audited if not a.rows]
+    named = "; ".join([*cut, *later, *unrecorded])
+    if not cut:
+        return named
+    if compared.last_step is None:
+        return f"nothing to compare: {named}"
+    return f"nothing to compare after step {compared.last_step}: {named}"
+
+
+def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", stopped: str = "") -> str:
+    """The text report of an :class:`~deviate_cb.report.audit.AuditResult`; ``stopped``: why the comparison does
+    not cover every replica over the steps asked (:func:`stopped_line`), which the verdict then says.
 
     Example:
         >>> from deviate_cb.report.audit import AuditResult
         >>> print(render_audit(AuditResult(False, (0, 1), 20), steps=20, where="runs"), end="")
         deviate audit: replicas 0, 1 agree bit for bit over 20 audited training step(s).
         records: runs
+        >>> crashed = "nothing to compare after step 1: replica 1 failed with RuntimeError: boom"
+        >>> text = render_audit(AuditResult(False, (0, 1), 2), steps=20, where="runs", stopped=crashed)
+        >>> print(text.replace(", then", ",\\nthen"), end="")
+        deviate audit: incomplete: replicas 0, 1 agree bit for bit over the 2 training step(s) compared,
+        then nothing to compare after step 1: replica 1 failed with RuntimeError: boom.
+        records: runs
     """
-    from deviate_cb.report.text import printable
+    from deviate_cb.report.text import printable, printable_message
 
     replicas = ", ".join(str(r) for r in result.replicas)
     lines = []
-    if not result.diverged:
+    if not result.diverged and stopped:
+        lines.append(
+            f"deviate audit: incomplete: replicas {replicas} agree bit for bit over the {result.steps_compared} "
+            f"training step(s) compared, then {printable_message(stopped)}."
+        )
+    elif not result.diverged:
         lines.append(
             f"deviate audit: replicas {replicas} agree bit for bit over {result.steps_compared} audited "
             "training step(s)."
@@ -211,7 +380,9 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "") 
         lines.append(f"note: {printable(note)}")
     if not_covered:
         lines.append(f"note: not covered on this framework: {printable(not_covered)}")
-    if result.steps_compared < steps:
+    if result.diverged and stopped:
+        lines.append(f"note: {printable_message(stopped)}")
+    elif result.steps_compared < steps and not stopped:
         lines.append(f"note: {result.steps_compared} of the {steps} step(s) asked were recorded (training was shorter)")
     lines.append(f"records: {printable(where)}")
     return "\n".join(lines) + "\n"

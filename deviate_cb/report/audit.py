@@ -9,6 +9,11 @@ both rows kept their values (tensors of at most ``values_max`` elements): larges
 difference and how many elements differ in their bits; otherwise a lower bound from the rows' sums and largest
 absolute values, and ``exact`` is false.
 
+Which steps are compared: a record may stop early because its training stopped (a crash, a timeout, ``sys.exit``),
+so by default only the steps every replica recorded are compared. Replicas named ``complete`` ended their training
+normally: their records end where their training ended (or at the steps asked), so a step one of them lacks, within
+the steps the others recorded, is a divergence (their trainings had different lengths), not a shorter comparison.
+
 Example:
     >>> def row(step, seq, kind, name, digest, values):
     ...     return {"step": step, "seq": seq, "kind": kind, "name": name, "module": name, "occurrence": 0,
@@ -26,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -93,10 +98,11 @@ class AuditResult:
     Attributes:
         diverged: Whether any row differs.
         replicas: The replicas compared (the first is the reference).
-        steps_compared: Training steps every replica recorded.
+        steps_compared: Training steps compared (every replica recorded them, or was complete and should have).
         first: The first divergence in execution order (``None`` when the replicas agree).
         next: The divergences right after it.
         notes: What limited the comparison (a replica that recorded fewer steps).
+        last_step: The last training step compared (``None``: none was).
     """
 
     diverged: bool
@@ -105,6 +111,7 @@ class AuditResult:
     first: Optional[Divergence] = None
     next: tuple[Divergence, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    last_step: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``deviate audit --format json``."""
@@ -128,8 +135,27 @@ class AuditResult:
         }
 
 
-def compare_audits(records: Mapping[int, Sequence[Mapping[str, Any]]], *, next_count: int = 5) -> AuditResult:
+def compare_audits(
+    records: Mapping[int, Sequence[Mapping[str, Any]]],
+    *,
+    next_count: int = 5,
+    complete: Collection[int] = (),
+) -> AuditResult:
     """Compare the audit rows of each replica (replica index -> rows); see the module docstring.
+
+    ``complete``: the replicas whose training ended normally (their record is not cut short); the steps compared
+    are those every other replica recorded, and a complete replica that lacks one of them diverges there.
+
+    Example:
+        >>> row = {"step": 0, "seq": 0, "kind": "loss", "name": "loss", "module": None, "occurrence": 0,
+        ...        "dtype": "float32", "shape": [], "numel": 1, "digest": "d", "sum": 0.5, "abs_max": 0.5,
+        ...        "values": [0.5]}
+        >>> longer, shorter = [row, {**row, "step": 1}], [row]
+        >>> compare_audits({0: longer, 1: shorter}).diverged  # replica 1 may have stopped early: step 0 compared
+        False
+        >>> found = compare_audits({0: longer, 1: shorter}, complete=(0, 1))  # both ended: 1 trained less
+        >>> found.diverged, found.first.step, found.first.note
+        (True, 1, 'replica 1 recorded no step 1 (its training ended before)')
 
     Raises:
         ValueError: Fewer than two replicas, or a replica without any row.
@@ -141,25 +167,35 @@ def compare_audits(records: Mapping[int, Sequence[Mapping[str, Any]]], *, next_c
         raise ValueError(f"replica {empty[0]} recorded no audited step")
     order = sorted(records)
     reference = order[0]
-    steps = [{row["step"] for row in records[replica]} for replica in order]
-    common = set.intersection(*steps)
+    steps = {replica: {row["step"] for row in records[replica]} for replica in order}
+    compared: set[Any] = set.union(*steps.values())
+    for replica in order:
+        if replica not in complete:  # its record may stop early: nothing to compare after it
+            compared &= steps[replica]
     notes = []
-    for replica, recorded in zip(order, steps, strict=True):
-        if recorded != common:
-            notes.append(f"replica {replica} recorded {len(recorded)} step(s); {len(common)} are compared")
-    indexed = {replica: {_key(row): row for row in records[replica] if row["step"] in common} for replica in order}
+    for replica in order:
+        if steps[replica] != compared:
+            notes.append(f"replica {replica} recorded {len(steps[replica])} step(s); {len(compared)} are compared")
+    indexed = {replica: {_key(row): row for row in records[replica] if row["step"] in compared} for replica in order}
     found: list[Divergence] = []
-    ref_rows = sorted(indexed[reference].values(), key=lambda row: (row["step"], row["seq"]))
-    for index, row in enumerate(ref_rows):
-        found.extend(_differences(row, indexed, reference, order))
-        last_of_step = index + 1 == len(ref_rows) or ref_rows[index + 1]["step"] != row["step"]
-        if last_of_step:
-            found.extend(_extra_rows(row["step"], indexed, reference, order))
+    by_step: dict[Any, list[Mapping[str, Any]]] = {step: [] for step in compared}
+    for row in sorted(indexed[reference].values(), key=lambda row: (row["step"], row["seq"])):
+        by_step[row["step"]].append(row)
+    for step in sorted(compared):
+        for row in by_step[step]:
+            found.extend(_differences(row, indexed, reference, order, steps))
+            if len(found) > next_count:
+                break
+        else:
+            found.extend(_extra_rows(step, indexed, reference, order, steps))
         if len(found) > next_count:
             break
+    last = max(compared) if compared else None
     if not found:
-        return AuditResult(False, tuple(order), len(common), notes=tuple(notes))
-    return AuditResult(True, tuple(order), len(common), found[0], tuple(found[1 : 1 + next_count]), tuple(notes))
+        return AuditResult(False, tuple(order), len(compared), notes=tuple(notes), last_step=last)
+    return AuditResult(
+        True, tuple(order), len(compared), found[0], tuple(found[1 : 1 + next_count]), tuple(notes), last_step=last
+    )
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -171,6 +207,7 @@ def _differences(
     indexed: Mapping[int, Mapping[tuple[Any, ...], Mapping[str, Any]]],
     reference: int,
     order: Sequence[int],
+    steps: Mapping[int, set[Any]],
 ) -> list[Divergence]:
     key = _key(row)
     differ: list[int] = []
@@ -190,8 +227,13 @@ def _differences(
                 f"replica {replica}: {other['dtype']} {_shape(other['shape'])} vs {row['dtype']} {_shape(row['shape'])}"
             )
         sizes.append(_size(row, other))
+    absent = [replica for replica in missing if row["step"] not in steps[replica]]  # the whole step
+    missing = [replica for replica in missing if replica not in absent]
     if missing:
         notes.append(f"missing in replica{'s' * (len(missing) > 1)} {', '.join(map(str, missing))}")
+    for replica in absent:
+        notes.append(f"replica {replica} recorded no step {row['step']} (its training ended before)")
+    missing += absent
     if not differ and not missing:
         return []
     exact = bool(sizes) and all(size[3] for size in sizes)
@@ -218,11 +260,15 @@ def _extra_rows(
     indexed: Mapping[int, Mapping[tuple[Any, ...], Mapping[str, Any]]],
     reference: int,
     order: Sequence[int],
+    steps: Mapping[int, set[Any]],
 ) -> list[Divergence]:
     """Rows of ``step`` that another replica has and the reference lacks."""
     found = []
     for replica in order[1:]:
         extra = [row for key, row in indexed[replica].items() if key[0] == step and key not in indexed[reference]]
+        note = f"only in replica {replica}"
+        if step not in steps[reference]:
+            note += f"; replica {reference} recorded no step {step} (its training ended before)"
         for row in sorted(extra, key=lambda r: r["seq"]):
             found.append(
                 Divergence(
@@ -237,7 +283,7 @@ def _extra_rows(
                     None,
                     int(row["numel"]),
                     False,
-                    f"only in replica {replica}",
+                    note,
                 )
             )
     return found

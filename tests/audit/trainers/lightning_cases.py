@@ -8,11 +8,21 @@ differ exactly where it is added:
 - ``unseeded_augmentation``: the dataset jitters every sample (the input batch of step 0 differs);
 - ``noisy_backward``: module ``net.2``'s backward adds noise to the gradient it passes on (forward identical);
 - ``perturbing_optimizer``: the optimizer nudges every parameter after its step.
+
+And deterministic ones that do not end (``tests/faults/test_audit_crashes.py``), at training step
+:data:`CRASH_STEP`:
+
+- ``crashes``: every replica raises;
+- ``replica_1_crashes``: replica 1 raises, the others train to the end;
+- ``replica_1_exits``: replica 1 calls ``sys.exit(0)`` (exit status 0, but its ``fit`` never ends);
+- ``replica_1_hangs``: replica 1 sleeps for :data:`HANG_S` seconds (for ``--timeout``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from typing import Any
 
 import lightning as L
@@ -23,6 +33,8 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 NOISY_FROM_STEP = 3
+CRASH_STEP = 2
+HANG_S = 600
 
 
 def _entropy() -> torch.Generator:
@@ -103,6 +115,25 @@ class Classifier(L.LightningModule):
         return self.optimizer(self.parameters(), lr=0.1)
 
 
+class StopsAt(Classifier):
+    """A deterministic classifier whose training stops at :data:`CRASH_STEP` in the replicas named: ``how`` is
+    ``raise`` (an exception), ``exit`` (``sys.exit(0)``) or ``hang`` (sleep :data:`HANG_S` seconds)."""
+
+    def __init__(self, how: str, replicas: tuple[int, ...]) -> None:
+        super().__init__(nn.Linear(16, 16))
+        self.how, self.replicas = how, replicas
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        replica = int(os.environ.get("DEVIATE_REPLICA", "0"))
+        if batch_idx == CRASH_STEP and replica in self.replicas:
+            if self.how == "exit":
+                sys.exit(0)
+            if self.how == "hang":
+                time.sleep(HANG_S)
+            raise RuntimeError(f"boom in replica {replica} at step {batch_idx}")
+        return super().training_step(batch, batch_idx)
+
+
 def _data() -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(1234)
     x = torch.randn(96, 8, generator=gen)
@@ -140,3 +171,19 @@ def noisy_backward() -> dict[str, float]:
 
 def perturbing_optimizer() -> dict[str, float]:
     return _fit(Classifier(nn.Linear(16, 16), optimizer=PerturbingSGD), TensorDataset(*_data()))
+
+
+def crashes() -> dict[str, float]:
+    return _fit(StopsAt("raise", (0, 1)), TensorDataset(*_data()))
+
+
+def replica_1_crashes() -> dict[str, float]:
+    return _fit(StopsAt("raise", (1,)), TensorDataset(*_data()))
+
+
+def replica_1_exits() -> dict[str, float]:
+    return _fit(StopsAt("exit", (1,)), TensorDataset(*_data()))
+
+
+def replica_1_hangs() -> dict[str, float]:
+    return _fit(StopsAt("hang", (1,)), TensorDataset(*_data()))
