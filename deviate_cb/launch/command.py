@@ -3,7 +3,10 @@
 The command is the one a user types to train: ``python train.py --lr 0.1``, ``python -m pkg.train``, a console
 script of a Python program (a LightningCLI entry point), or any other program. Placeholders in any word are
 filled per replica: ``{seed}``, ``{replica}``, ``{run_dir}``, ``{variant}`` and ``{experiment}`` (other braces,
-such as Hydra's ``${...}`` interpolations, are left alone). A bare ``python``/``python3`` is the interpreter
+such as Hydra's ``${...}`` interpolations, are left alone). Each word is one argument of the program, so a
+value needs no quoting there; but in the script of a shell's ``-c`` (``sh -c 'echo {run_dir}'``, ``bash -ec ...``)
+a value is quoted for the shell where it stands (unquoted, inside ``'...'`` or inside ``"..."``), so a ``--out``
+holding spaces, quotes or ``$(...)`` is a path there, never shell code. A bare ``python``/``python3`` is the interpreter
 that runs ``deviate-replicate``, so a command behaves the same whether or not a virtual environment is active.
 
 The launcher checks a command without running it (:meth:`Command.precheck`): the program exists, a script
@@ -17,6 +20,8 @@ Example:
     ['--seed', '3', '--out', '/runs/r1/ckpt']
     >>> cmd.python.script, cmd.default_experiment()
     ('train.py', 'train')
+    >>> print(Command.parse(["sh", "-c", "echo {run_dir} > '{run_dir}/x'"]).fill(run_dir="/runs/$(id)")[2])
+    echo '/runs/$(id)' > '/runs/$(id)/x'
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -133,7 +138,11 @@ class Command:
         def word(text: str) -> str:
             return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text)
 
-        return [self.program, *(word(w) for w in self.given[1:])]
+        script = _shell_script_index(self.given)
+        return [
+            self.program,
+            *(_fill_shell_script(w, values) if i == script else word(w) for i, w in enumerate(self.given[1:], start=1)),
+        ]
 
     def uses(self, placeholder: str) -> bool:
         """Whether any word holds ``{placeholder}``."""
@@ -184,6 +193,84 @@ class Command:
 
     def _error(self, problem: str) -> UsageError:
         return UsageError(f"`COMMAND` {problem}. Received: -- {shlex.join(self.given)}.")
+
+
+# POSIX shells (and their relatives) whose `-c` script is parsed with POSIX quoting.
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "ash", "yash", "posh", "busybox"})
+# Options of those shells that take the next word as their value.
+_SHELL_OPTIONS_WITH_VALUE = frozenset({"--rcfile", "--init-file"})
+
+
+def _shell_script_index(words: Sequence[str]) -> Optional[int]:
+    """The index of the script in ``words`` when they run a POSIX shell with ``-c``; ``None`` otherwise.
+
+    The script is the first operand after the options, when one of them (alone or in a group: ``-ec``) is ``c``.
+
+    Example:
+        >>> _shell_script_index(["bash", "-e", "-o", "pipefail", "-c", "echo {seed}", "name", "{seed}"])
+        5
+        >>> _shell_script_index(["/bin/sh", "-ec", "true"]), _shell_script_index(["sh", "script.sh", "-c"])
+        (2, None)
+    """
+    if not words or Path(words[0]).name not in _SHELLS:
+        return None
+    i = 2 if Path(words[0]).name == "busybox" and words[1:2] in (["sh"], ["ash"]) else 1
+    script = False
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return i + 1 if script and i + 1 < len(words) else None
+        if word.startswith("--"):
+            i += 2 if word in _SHELL_OPTIONS_WITH_VALUE else 1
+            continue
+        if len(word) > 1 and word[0] in "-+":
+            flags = word[1:]
+            script = script or (word[0] == "-" and "c" in flags)
+            i += 2 if ("o" in flags or "O" in flags) else 1
+            continue
+        return i if script else None
+    return None
+
+
+def _fill_shell_script(script: str, values: object) -> str:
+    """``script`` with each placeholder's value quoted for the shell where it stands.
+
+    Unquoted, a value becomes one word (:func:`shlex.quote`); inside ``'...'`` its single quotes close and reopen
+    the quotes; inside ``"..."``, ``$``, a backquote, ``"`` and ``\\`` are escaped. So the script sees the value
+    as it is, never as code, whatever quotes the user wrote around the placeholder.
+
+    Example:
+        >>> print(_fill_shell_script("echo {run_dir} '{run_dir}' \\"{run_dir}\\"", {"run_dir": "it's $HOME"}))
+        echo 'it'"'"'s $HOME' 'it'\\''s $HOME' "it's \\$HOME"
+    """
+    assert isinstance(values, Mapping)
+    out: list[str] = []
+    state = ""  # "" unquoted, "'" in single quotes, '"' in double quotes
+    i = 0
+    while i < len(script):
+        match = _PLACEHOLDER.match(script, i)
+        if match is not None:
+            value = str(values[match.group(1)])
+            if state == "'":
+                out.append(value.replace("'", "'\\''"))
+            elif state == '"':
+                out.append(re.sub(r'([$`"\\])', r"\\\1", value))
+            else:
+                out.append(shlex.quote(value))
+            i = match.end()
+            continue
+        char = script[i]
+        if state != "'" and char == "\\" and i + 1 < len(script):
+            out.append(script[i : i + 2])
+            i += 2
+            continue
+        if char == "'" and state != '"':
+            state = "" if state == "'" else "'"
+        elif char == '"' and state != "'":
+            state = "" if state == '"' else '"'
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 def _which(program: str) -> Optional[str]:

@@ -12,6 +12,11 @@ checked from here and are left alone.
 :func:`live_processes` gives the processes of an earlier attempt that are still running (after a launcher
 was killed, an orphaned replica may still write): a rerun stops them before it starts a new attempt.
 
+A launcher killed outright must not leave replicas running: each local replica gets ``SIGTERM`` when the
+launcher dies (:func:`die_with_parent`), and a :class:`GroupWatchdog`, a small process of the launcher's own,
+sends every replica's process group still running ``SIGTERM`` and, after the launcher's kill grace, ``SIGKILL``
+(a replica that handles ``SIGTERM`` itself, or ignores it, ends too).
+
 Example:
     >>> import os
     >>> process_alive(os.getpid()), process_alive(2**22 + 12345)
@@ -25,6 +30,8 @@ import datetime as _dt
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,19 +41,26 @@ from deviate_cb.store.run_directory import RunDirectory, iso_time
 
 __all__ = [
     "LOST_REASON",
+    "GroupWatchdog",
     "compact_what_it_left",
     "die_with_parent",
+    "linked_partition",
     "live_processes",
     "process_alive",
     "settle_replica",
     "stop_processes",
+    "watch_groups",
 ]
 
 LOST_REASON = "the launcher (pid {pid}) is gone and so are the replica's processes: lost before it ended"
 
 
 def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
-    """Whether process ``pid`` runs here; with ``not_after`` (Unix time), only if it started no later than that."""
+    """Whether process ``pid`` runs here; with ``not_after`` (Unix time), only if it started no later than that.
+
+    A zombie (a process that ended and that its parent has not reaped yet: a launcher killed outright whose
+    shell has not waited for it) is not alive.
+    """
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
@@ -56,6 +70,8 @@ def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
     except PermissionError:  # another user's process: alive, but not ours to judge further
         return True
     except OSError:
+        return False
+    if _process_state(pid) in ("Z", "X"):  # a zombie (dead, not yet reaped by its parent) or being reaped
         return False
     if not_after is not None:
         started = _process_start(pid)
@@ -76,8 +92,12 @@ def live_processes(run_dir: Path, host: Optional[str] = None) -> list[int]:
 def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
     """Record a ``running`` replica whose launcher and processes are gone as ``killed``; return the reason.
 
-    ``None`` when there is nothing to settle (not running, another host or backend, or still alive).
+    ``None`` when there is nothing to settle (not running, another host or backend, or still alive), and when
+    the run directory is reached through a symbolic link (:func:`linked_partition`): nothing is ever written
+    through a link, as ``deviate-replicate`` refuses them.
     """
+    if linked_partition(run_dir) is not None:
+        return None
     run = RunDirectory(run_dir)
     recorded = _recorded(run)
     if recorded is None:
@@ -103,11 +123,43 @@ def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
 def compact_what_it_left(run: RunDirectory) -> int:
     """Compact the parts a replica whose processes have ended left behind (it died before its own end of run
     compacted them: :meth:`~deviate_cb.store.run_directory.RunDirectory.compact_parts`); return the metric rows
-    merged. Never raises: parts that cannot be compacted now (a full disk) stay, and are read as they are."""
+    merged. Never raises: parts that cannot be compacted now (a full disk) stay, and are read as they are; so
+    do the parts of a run reached through a symbolic link (:func:`linked_partition`)."""
+    if linked_partition(run.path) is not None:
+        return 0
     try:
         return run.compact_parts()
     except Exception:
         return 0
+
+
+_PARTITION_KEYS = ("experiment", "variant", "replica")
+
+
+def linked_partition(run_dir: Path) -> Optional[Path]:
+    """The first of ``run_dir``'s partition folders (``replica=``, ``variant=``, ``experiment=``, from the inside
+    out) that is a symbolic link, or ``None``. A run reached through one is never written (settled, compacted),
+    and the readers do not follow one: ``deviate-replicate`` refuses to write through them
+    (:func:`deviate_cb.launch.outdir.check_store_path`), so what is behind it is not the store's.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "experiment=e" / "variant=v" / "replica=0").mkdir(parents=True)
+        >>> (root / "experiment=f").symlink_to(root / "experiment=e")
+        >>> linked_partition(root / "experiment=e" / "variant=v" / "replica=0") is None
+        True
+        >>> linked_partition(root / "experiment=f" / "variant=v" / "replica=0") == root / "experiment=f"
+        True
+    """
+    path = Path(os.path.abspath(run_dir))
+    for key in reversed(_PARTITION_KEYS):
+        if not path.name.startswith(f"{key}="):
+            continue
+        if path.is_symlink():
+            return path
+        path = path.parent
+    return None
 
 
 def _recorded(run: RunDirectory) -> Optional[tuple[dict[str, Any], Optional[float]]]:
@@ -162,6 +214,116 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the forked child, b
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+class GroupWatchdog:
+    """A process that ends the replicas of a launcher which died without ending them.
+
+    The launcher registers each replica's process group (:meth:`watch`) and unregisters it once the replica
+    ended and was reaped (:meth:`forget`), through a pipe only the watchdog reads. When the launcher dies (even
+    by ``SIGKILL``) the pipe closes: the watchdog sends each group still registered ``SIGTERM`` and, after
+    ``grace_s``, ``SIGKILL`` (:func:`watch_groups`). :meth:`close` is the launcher's clean end: the watchdog
+    exits and signals nothing. The watchdog runs in its own session, so Ctrl-C in the terminal does not reach it.
+    Where it cannot start, replicas still get ``SIGTERM`` from :func:`die_with_parent`.
+
+    Example:
+        >>> watchdog = GroupWatchdog(grace_s=1.0)
+        >>> watchdog.watch(os.getpid() + 10**6); watchdog.close()
+        >>> watchdog.popen is None or watchdog.popen.returncode == 0
+        True
+    """
+
+    def __init__(self, grace_s: float) -> None:
+        self.popen: Optional[subprocess.Popen[bytes]] = None
+        self._write: Optional[int] = None
+        read, write = os.pipe()  # not inherited by anything the launcher starts: only the watchdog gets `read`
+        root = str(Path(__file__).resolve().parents[2])  # where deviate_cb is imported from
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        code = "import sys; from deviate_cb.launch.liveness import watch_groups; watch_groups(*sys.argv[1:])"
+        try:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-c", code, str(read), repr(float(grace_s))],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(read,),
+                start_new_session=True,
+            )
+        except OSError:  # no watchdog: the replicas still get SIGTERM when the launcher dies
+            os.close(write)
+        else:
+            os.set_blocking(write, False)  # a stopped watchdog never blocks the launcher
+            self._write = write
+        finally:
+            os.close(read)
+
+    def watch(self, pgid: int) -> None:
+        """Register a replica's process group (its leader's pid)."""
+        self._send(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        """Unregister a group whose leader ended and was reaped."""
+        self._send(f"-{pgid}\n")
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """The launcher's clean end: the watchdog exits without signalling anything; wait for it."""
+        self._send("done\n")
+        if self._write is not None:
+            os.close(self._write)
+            self._write = None
+        if self.popen is not None and self.popen.poll() is None:
+            try:
+                self.popen.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+    def _send(self, line: str) -> None:
+        if self._write is not None:
+            with contextlib.suppress(OSError):  # the watchdog is gone, or not reading: best effort
+                os.write(self._write, line.encode())
+
+
+def watch_groups(fd: Any, grace_s: Any) -> None:
+    """The watchdog's loop (:class:`GroupWatchdog`): read ``+PGID``/``-PGID`` lines from pipe ``fd`` until it
+    closes; then, unless the launcher said ``done``, ``SIGTERM`` every group still registered and ``SIGKILL``
+    those still alive ``grace_s`` seconds later."""
+    fd, grace = int(fd), float(grace_s)
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    groups: set[int] = set()
+    buffer = b""
+    done = False
+    while chunk := os.read(fd, 4096):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line == b"done":
+                done = True
+            elif line[:1] in (b"+", b"-") and line[1:].isdigit():
+                (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+    if done:
+        return
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while groups and time.monotonic() < deadline:
+        time.sleep(0.05)
+        groups = {pgid for pgid in groups if _signal_group(pgid, 0)}
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Signal process group ``pgid``; whether it still has a process."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _signal(pid: int, signum: int) -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, signum)
@@ -182,6 +344,20 @@ def _epoch(text: Any) -> Optional[float]:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.timezone.utc)
     return moment.timestamp()
+
+
+def _process_state(pid: int) -> Optional[str]:
+    """The state letter of process ``pid`` (``R``, ``S``, ``Z``...; Linux ``/proc``), ``None`` where unknown.
+
+    Example:
+        >>> _process_state(os.getpid()) in ("R", "S", None)
+        True
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0]  # field 3, after the command name (which may hold ')')
+    except (OSError, IndexError):
+        return None
 
 
 def _process_start(pid: int) -> Optional[float]:

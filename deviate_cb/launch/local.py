@@ -9,7 +9,10 @@ possible, ``cold_reason``.
 Each replica starts in its own session (``start_new_session=True``), so Ctrl-C in the terminal reaches only
 the launcher, and a timeout or an interrupt can signal the replica's whole process group (DataLoader workers
 included): ``SIGTERM``, then ``SIGKILL`` after ``kill_grace_s``. Processes a replica leaves behind in its
-group when it exits are killed too. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``.
+group when it exits are killed too. A launcher killed outright takes its replicas along: each gets ``SIGTERM``
+at once (``PR_SET_PDEATHSIG``) and its group ``SIGKILL`` after ``kill_grace_s`` from the launcher's watchdog
+(:class:`~deviate_cb.launch.liveness.GroupWatchdog`), so none runs on past its ``--timeout``, even one that
+handles ``SIGTERM`` itself. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import IO, Any, Optional, Union
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
-from deviate_cb.launch.liveness import die_with_parent
+from deviate_cb.launch.liveness import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
 from deviate_cb.launch.warm import WarmProcess, WarmStarter
 
@@ -106,6 +109,8 @@ class _Running:
     def signal_group(self, signum: int) -> None:
         if isinstance(self.popen, WarmProcess) and self.popen.poll() is not None:
             return  # its template reaped it: the pid may be another process's by now
+        if isinstance(self.popen, WarmProcess) and self.popen.signalled != signal.SIGKILL:
+            self.popen.signalled = signum  # what it got, should its template die before reporting its exit
         try:
             if hasattr(os, "killpg"):
                 os.killpg(self.popen.pid, signum)
@@ -233,6 +238,7 @@ class LocalBackend(Backend):
         free = list(range(self.parallel))
         running: list[_Running] = []
         self._warm, self._told = WarmStarter(), set()
+        watchdog = GroupWatchdog(self.kill_grace_s)  # ends the replicas' groups should the launcher be killed
         try:
             while running or (upcoming is not None and not self._cancelled):
                 while upcoming is not None and free and not self._cancelled:
@@ -244,6 +250,7 @@ class LocalBackend(Backend):
                         heapq.heappush(free, placement.slot)
                         continue
                     running.append(proc)
+                    watchdog.watch(proc.popen.pid)
                     listener.started(job, placement, proc.popen.pid)
                 for proc in list(running):
                     if self._cancelled and proc.term_sent is None:
@@ -253,6 +260,7 @@ class LocalBackend(Backend):
                         proc.tick(self.kill_grace_s)
                         continue
                     running.remove(proc)
+                    watchdog.forget(proc.popen.pid)
                     heapq.heappush(free, proc.placement.slot)
                     listener.finished(proc.job, proc.placement, proc.outcome())
                 if running:
@@ -262,6 +270,7 @@ class LocalBackend(Backend):
             raise
         finally:
             self._warm.close()
+            watchdog.close()
 
     def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
         env = {**os.environ, **job.env, **placement.env()}

@@ -76,6 +76,7 @@ class WarmProcess:
         self.template, self.pid = template, pid
         self.returncode: Optional[int] = None
         self.lost: Optional[str] = None  # why the status is not the child's own (its template died)
+        self.signalled: Optional[int] = None  # the strongest signal the launcher sent its group (SIGKILL > SIGTERM)
         self._pidfd: Optional[int] = None
         with contextlib.suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(pid)
@@ -85,8 +86,10 @@ class WarmProcess:
         if self.returncode is None:
             self.template.pump()
         if self.returncode is None and not self.template.alive and not self._running():
+            # Its exit status went to no one. The template's death sent it SIGTERM (PR_SET_PDEATHSIG); the
+            # launcher may have sent its group SIGKILL since (timeout, interrupt): record the signal it got.
             self.lost = f"its warm-start template (pid {self.template.pid}) died"
-            self.returncode = -int(signal.SIGKILL)
+            self.returncode = -int(signal.SIGKILL if self.signalled == signal.SIGKILL else signal.SIGTERM)
         if self.returncode is not None and self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None

@@ -99,7 +99,8 @@ def check_partition_value(name: str, value: str) -> str:
     ``.`` or ``..``.
 
     Printable is :meth:`str.isprintable`: no newline, tab, terminal escape (``\\x1b``) or other control character,
-    which would end up in folder names and, from there, in every report.
+    which would end up in folder names and, from there, in every report. A name that is blank or starts or ends
+    with whitespace (``' '``, ``'mlp '``) is refused too: it looks empty, or like another name, in every listing.
 
     Example:
         >>> check_partition_value("experiment", "resnet")
@@ -108,6 +109,10 @@ def check_partition_value(name: str, value: str) -> str:
         Traceback (most recent call last):
         ...
         deviate_cb.errors.UsageError: `experiment` must be a name of 1 to 100 printable characters ...
+        >>> check_partition_value("experiment", "  ")
+        Traceback (most recent call last):
+        ...
+        deviate_cb.errors.UsageError: `experiment` must not be blank or start or end with whitespace ...
     """
     if (
         not isinstance(value, str)
@@ -127,6 +132,12 @@ def check_partition_value(name: str, value: str) -> str:
             f"`{name}` must be a name of 1 to {_MAX_PARTITION_LENGTH} printable characters (at most "
             f"{_MAX_PARTITION_BYTES} bytes in UTF-8) without '/', '\\' or '=', other than '.' and '..'. "
             f"Received: {name}={shown}."
+        )
+    if value != value.strip():  # printable whitespace is the ASCII space: the others were refused above
+        blank = f" ({len(value)} space{'s' * (len(value) > 1)})" if not value.strip() else ""
+        raise UsageError(
+            f"`{name}` must not be blank or start or end with whitespace (such a folder name looks empty, or like "
+            f"another name, in every listing). Received: {name}={value!r}{blank}."
         )
     return value
 
