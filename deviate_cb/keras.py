@@ -64,7 +64,10 @@ class DeviateCallback(keras.callbacks.Callback):
     ``val_loss`` is ``loss`` at stage ``val``, lining up with Lightning runs), and the results of
     ``model.evaluate()`` outside ``fit`` (stage ``test``). Values are written at each epoch end and at the end
     of ``fit``/``evaluate``. The callback is ``async_safe``: it does not stop Keras from dispatching batch-end
-    callbacks off the training thread. Several ``fit`` calls on one model continue the same run.
+    callbacks off the training thread. Several ``fit`` calls on one model continue the same run. Each ``fit`` is
+    recorded as ``fit: started`` at ``on_train_begin`` and ``fit: ended`` at ``on_train_end`` (with ``fit_steps``),
+    so a process that exits with status 0 in the middle of a fit is recorded ``incomplete``, not ``completed``
+    (:mod:`deviate_cb.store.completion`).
 
     Under ``deviate-replicate`` the replica's run directory, seed and determinism are used. Standalone, the
     run goes to ``<out_dir>/experiment=<experiment>/variant=standalone/replica=<k>/``.
@@ -155,6 +158,7 @@ class DeviateCallback(keras.callbacks.Callback):
         self._steps_done = 0  # global steps before the current epoch
         self._epoch: Optional[int] = None
         self._in_fit = False
+        self._fit_plan: Optional[tuple[int, int, int]] = None  # (first step, steps per epoch, epochs) of this fit
         self._skipped: set[str] = set()
         atexit.register(_close_at_exit, weakref.ref(self))
 
@@ -204,6 +208,15 @@ class DeviateCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._in_fit = True
         self._start("on_train_begin")
+        steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
+        if isinstance(steps, int) and isinstance(epochs, int):
+            self._fit_plan = (self._steps_done, steps, epochs)
+        else:  # a dataset of unknown length
+            self._fit_plan = None
+        if self._session.enabled and self._session.run is not None:  # exiting before on_train_end: incomplete
+            with guarded(self._session, "on_train_begin: fit record"):
+                plan = self._fit_plan
+                self._session.begin_fit(planned_steps=None if plan is None else plan[0] + plan[1] * plan[2])
         if self._audit_steps and not self._audited and self._session.enabled and self._model is not None:
             self._audited = True
             with guarded(self._session, "on_train_begin: audit"):
@@ -212,6 +225,10 @@ class DeviateCallback(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch
+        plan, self._fit_plan = self._fit_plan, None
+        if plan is not None and epoch > 0:  # fit(initial_epoch=...): fewer epochs than `epochs` are left
+            first, steps, epochs = plan
+            self._session.fit_planned = first + steps * max(epochs - epoch, 0)
 
     def on_train_batch_begin(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         # Called on the training loop's thread, also when batch ends are dispatched asynchronously: a step's
@@ -304,6 +321,9 @@ class DeviateCallback(keras.callbacks.Callback):
                     write_weight_record(
                         session.run.path, weight_arrays(named, keras.ops.convert_to_numpy), self._weights
                     )
+        if session.enabled and session.run is not None:  # the fit ended as Keras ends it (epochs, early stopping)
+            with guarded(session, f"{hook}: fit record"):
+                session.end_fit(steps_done=self._steps_done)
         with guarded(session, f"{hook}: end of run"):
             session.close(hook=hook)
 
@@ -446,12 +466,20 @@ def _is_chief() -> bool:
 
 
 def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
-    """Flush what an interrupted ``fit`` buffered (Keras has no exception hook) when Python exits."""
+    """Flush what an interrupted ``fit`` buffered (Keras has no exception hook) when Python exits, and record how
+    far the fit got: its ``fit`` record still says ``started`` (:mod:`deviate_cb.store.completion`)."""
     callback = ref()
     if callback is not None and callback._in_fit and callback._session.run is not None:
+        with callback._lock:
+            done = max((batch[0] for batch in callback._batches), default=callback._steps_done)
         callback.on_epoch_end(callback._epoch or 0, None)
+        # the exception that ended the process, when one did (the interpreter keeps it as sys.last_value);
+        # none: it exited (sys.exit, the end of a script) while fit() was running
+        raised = getattr(sys, "last_value", None)
+        known = isinstance(raised, BaseException)
+        error = raised if known else RuntimeError("the process exited while fit() was running")
         with guarded(callback._session, "at exit: end of run"):
-            callback._session.close(error=RuntimeError("the process exited while fit() was running"), hook="at exit")
+            callback._session.close(error=error, hook="at exit", steps_done=done, exiting=not known)
 
 
 def _synchronize(backend: str) -> Optional[Callable[[], Any]]:

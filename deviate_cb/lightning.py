@@ -204,10 +204,21 @@ class DeviateCallback(pl.Callback):
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start(trainer, "on_fit_start")
+        if trainer.is_global_zero:  # `fit: started`: a run that exits before on_fit_end is incomplete
+            with guarded(self._session, "on_fit_start: fit record"):
+                self._session.begin_fit()
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fingerprint(trainer, trainer.train_dataloader, "on_train_start")
+        if trainer.is_global_zero:
+            self._session.fit_planned = _planned_steps(trainer)  # kept in memory: written if the fit stops early
+
+    @override
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.is_global_zero:  # the fit ended as Lightning ends it (max_epochs, max_steps, early stopping)
+            with guarded(self._session, "on_fit_end: fit record"):
+                self._session.end_fit(steps_done=trainer.global_step)
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -235,7 +246,7 @@ class DeviateCallback(pl.Callback):
         self._end_audit("on_exception")
         if trainer.is_global_zero:
             with guarded(self._session, "on_exception: end of run"):
-                self._session.close(error=exception, hook="on_exception")
+                self._session.close(error=exception, hook="on_exception", steps_done=trainer.global_step)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -605,6 +616,18 @@ def _forward(pl_module: pl.LightningModule, config: Predictions, batch: Any, bat
     if type(pl_module).predict_step is not pl.LightningModule.predict_step:
         return pl_module.predict_step(batch, batch_idx)
     return pl_module(batch[0] if isinstance(batch, (tuple, list)) else batch)
+
+
+def _planned_steps(trainer: pl.Trainer) -> Optional[int]:
+    """The optimizer steps the fit plans (``estimated_stepping_batches``), once its training data is loaded; ``None``
+    when unknown or unbounded. Never loads data itself, never raises."""
+    if trainer.train_dataloader is None:
+        return None
+    try:
+        planned = trainer.estimated_stepping_batches
+    except Exception:  # e.g. accumulation that changes between epochs
+        return None
+    return int(planned) if isinstance(planned, (int, float)) and 0 <= planned < float("inf") else None
 
 
 def _num_workers(dataloaders: Any) -> Optional[int]:

@@ -4,7 +4,10 @@ Framework-free; the Lightning and Keras adapters are thin layers that call it fr
 ``deviate-replicate`` the run directory, seed and determinism come from the :class:`RunContext` (and win
 over arguments, with a warning); standalone, the session claims the next free replica under
 ``<out_dir>/experiment=<name>/variant=standalone/``. The launcher owns a replica's ``status``; standalone
-the session sets it (running, then completed or failed). Once the run is under way (:attr:`RunSession.under_way`),
+the session sets it (running, then completed, failed, killed, or incomplete: see :meth:`RunSession.close`). The
+adapters mark each fit's start and end (:meth:`RunSession.begin_fit`, :meth:`RunSession.end_fit`: ``fit`` and
+``fit_steps`` in ``run.json``), from which :mod:`deviate_cb.store.completion` tells a run that exited with code 0
+before its training ended. Once the run is under way (:attr:`RunSession.under_way`),
 :meth:`RunSession.flush` and :meth:`RunSession.close` never raise: a step that fails becomes a ``problems`` entry of
 ``run.json`` and a warning (:mod:`deviate_cb.capture.guard`), and the steps after it still run.
 """
@@ -26,6 +29,7 @@ from deviate_cb.capture.recorder import MetricRecorder, ValuesToFloats, floats_o
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.context import Deterministic, RunContext, parse_deterministic
 from deviate_cb.fingerprint.collect import collect_fingerprint
+from deviate_cb.store.completion import FIT_ENDED, FIT_STARTED, INCOMPLETE
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value, claim_replica, iso_time
 
@@ -88,6 +92,10 @@ class RunSession:
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
         self.problems = ProblemLog()
+        self.fit: Optional[str] = None  # the last fit: "started", "ended" (None: no fit yet)
+        self.fit_planned: Optional[int] = None  # the steps it plans, once the adapter knows (None: unknown)
+        self._fit_done: Optional[int] = None  # the step it reached, when it ended or the run closed
+        self._fit_written: Optional[str] = None  # the state run.json holds
 
     @staticmethod
     def _validate(out_dir: object, experiment: object, seed: object, metrics: object) -> None:
@@ -182,6 +190,30 @@ class RunSession:
             warnings.warn("deviate-cb: determinism not fully in effect: " + "; ".join(problems), stacklevel=2)
         return problems
 
+    # -- fits: the evidence that training ended as its framework ends it (deviate_cb.store.completion) ----------
+    def begin_fit(self, *, planned_steps: Optional[int] = None) -> None:
+        """A fit starts (every fit, a second one too): record ``fit="started"`` and ``fit_steps`` with the steps it
+        plans when the adapter knows them (``done`` unknown while it runs). One manifest write; the adapters call
+        it :func:`~deviate_cb.capture.guard.guarded`."""
+        self.fit, self._fit_done = FIT_STARTED, None
+        self.fit_planned = _count(planned_steps)
+        self._write_fit()
+
+    def end_fit(self, *, steps_done: Optional[int] = None) -> None:
+        """The fit reached its end (Lightning ``on_fit_end``, Keras ``on_train_end``): record ``fit="ended"`` and
+        how many steps it did. One manifest write; the adapters call it guarded."""
+        self.fit, self._fit_done = FIT_ENDED, _count(steps_done)
+        self._write_fit()
+
+    def _fit_fields(self) -> dict[str, Any]:
+        return {"fit": self.fit, "fit_steps": {"done": self._fit_done, "planned": self.fit_planned}}
+
+    def _write_fit(self) -> None:
+        if self.run is None or not self.enabled:  # nothing open, or a rank that records nothing
+            return
+        self.run.update_manifest(**self._fit_fields())
+        self._fit_written = self.fit
+
     def write_fingerprint(self, **facts: Any) -> None:
         """Record the fingerprint (adapters call this once the stage's DataLoaders exist)."""
         if self.run is not None and self.enabled:
@@ -242,10 +274,24 @@ class RunSession:
         copy = {**json.loads(metrics.summary), "file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns}
         self.run.update_manifest(metrics_summary=copy)
 
-    def close(self, *, error: Optional[BaseException] = None, hook: str = "close") -> dict[str, Any]:
+    def close(
+        self,
+        *,
+        error: Optional[BaseException] = None,
+        hook: str = "close",
+        steps_done: Optional[int] = None,
+        exiting: bool = False,
+    ) -> dict[str, Any]:
         """Flush, compact (:meth:`compact`), and record the end of the run (status only when standalone); return
         the manifest (``{}`` when it cannot be read). Once under way, each step is guarded as ``"<hook>: <step>"``
-        (see :meth:`flush`)."""
+        (see :meth:`flush`).
+
+        ``steps_done``: the step a fit that did not end reached, recorded in ``fit_steps``. ``exiting``: the
+        process is exiting with no exception known (Keras at exit; ``error`` then only describes it). Standalone,
+        the status is ``killed`` on ``KeyboardInterrupt``; ``incomplete`` when a fit started and did not end and
+        the run ends without an exception, on ``SystemExit(0)``/``SystemExit(None)`` or while exiting (the process
+        exits 0 before its training ended); ``failed`` on any other exception; else ``completed``.
+        """
         if self.timings is not None and self.enabled:
             with guarded(self, f"{hook}: timings"):
                 self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
@@ -257,17 +303,32 @@ class RunSession:
             with guarded(self, f"{hook}: fingerprint"):
                 self.write_fingerprint()
         fields: dict[str, Any] = {}
+        unended = self.fit == FIT_STARTED
+        if unended:
+            self._fit_done = _count(steps_done) if steps_done is not None else self._fit_done
+        if unended or self._fit_written != self.fit:  # how far the fit got; or a fit record that failed to write
+            fields.update(self._fit_fields())
         if error is not None:
             self._failed = True
             fields["exception"] = f"{type(error).__name__}: {error}"
         if self.context is None:
-            if error is not None:
-                fields["status"] = "killed" if isinstance(error, KeyboardInterrupt) else "failed"
+            clean = error is None or exiting or (isinstance(error, SystemExit) and error.code in (0, None))
+            if isinstance(error, KeyboardInterrupt):
+                fields["status"] = "killed"
+            elif unended and clean:
+                fields["status"] = INCOMPLETE
+            elif error is not None:
+                fields["status"] = "failed"
             elif not self._failed:
                 fields["status"] = "completed"
             fields["ended_at"] = iso_time()
         with guarded(self, f"{hook}: end of run"):
-            return self.run.update_manifest(**fields) if fields else self.run.read_manifest()
+            if not fields:
+                return self.run.read_manifest()
+            manifest = self.run.update_manifest(**fields)
+            if "fit" in fields:
+                self._fit_written = self.fit
+            return manifest
         return {}
 
     def state_dict(self) -> dict[str, Any]:
@@ -282,3 +343,17 @@ class RunSession:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if self.run is None:  # a run already open keeps going where it is
             self._restored = dict(state)
+
+
+def _count(value: Any) -> Optional[int]:
+    """A step count as the manifest records it: a non-negative int, else ``None`` (unknown, infinite).
+
+    Example:
+        >>> _count(47), _count(float("inf")), _count(-1), _count(None)
+        (47, None, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return None
+    if isinstance(value, float) and (value == float("inf") or not value.is_integer()):
+        return None
+    return int(value)

@@ -14,6 +14,11 @@ A run directory that cannot be written (the disk is full, an I/O error) when the
 function's return value is recorded, exits 1 with one line on stderr naming the file; the launcher records the
 rest. Other records (an exception's text, ``trainer_error``) are best effort: a warning line when they fail.
 
+How the function ended is recorded as ``trainer_end`` (``"returned"``, ``"sys.exit(0)"``): a replica that exits 0
+without it ended inside the function (``os._exit(0)``), before its training ended, and the launcher records it
+``incomplete`` (:mod:`deviate_cb.store.completion`), as it does one whose last fit started and never ended (a
+``sys.exit(0)`` in the middle of training: the callbacks record ``fit``).
+
 Example:
     >>> import os, subprocess, sys
     >>> env = {**os.environ, "DEVIATE_RUN_DIR": ""}
@@ -40,6 +45,7 @@ from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import KerasBackendNotInstalled
 from deviate_cb.launch.records import StoreWriteError, writing
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
+from deviate_cb.store.completion import TRAINER_RETURNED
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["EXIT_TRAINER_SPEC", "EXIT_USAGE", "main", "run_replica"]
@@ -100,10 +106,11 @@ def run_replica(ctx: RunContext) -> int:
         raise
     try:
         result = call()
+        ended = TRAINER_RETURNED
     except SystemExit as exc:
         if exc.code not in (0, None):  # `sys.exit(0)` at the end (click commands, Hydra apps) counts as returning
             raise
-        result = None
+        result, ended = None, f"sys.exit({exc.code!r})"  # mid-fit, the fit's own record says it did not end
     except KerasBackendNotInstalled as exc:  # imported by the function: one line, not a traceback
         if writer:
             _record(run, exception=f"{type(exc).__name__}: {exc}")
@@ -116,6 +123,8 @@ def run_replica(ctx: RunContext) -> int:
         try:
             with writing(run.metrics_path):
                 names = record_final_metrics(result, ctx.run_dir)
+            with writing(run.manifest_path):  # without it, exit 0 reads as a replica that ended inside the function
+                run.update_manifest(trainer_end=ended)
         except StoreWriteError as exc:  # the training's result is lost: the replica failed, in one line
             print(f"{_PROG}: error: the trainer's return value could not be recorded: {exc}", file=sys.stderr)
             return 1

@@ -30,10 +30,20 @@ _STYLES = {
     "completed": "green",
     "skipped": "dim green",
     "failed": "bold red",
+    "incomplete": "bold dark_orange",  # exited 0 before its training ended: left out of the statistics
     "timeout": "bold red",
     "killed": "magenta",
 }
-_ORDER = {"running": 0, "failed": 1, "timeout": 1, "killed": 2, "queued": 3, "completed": 4, "skipped": 5}
+_ORDER = {
+    "running": 0,
+    "failed": 1,
+    "incomplete": 1,
+    "timeout": 1,
+    "killed": 2,
+    "queued": 3,
+    "completed": 4,
+    "skipped": 5,
+}
 
 
 @dataclass
@@ -96,7 +106,8 @@ class Progress:
 
 
 class PlainProgress(Progress):
-    """One line per state change, for logs: ``replica 3 (seed 3): failed after 2.1 s (exit 1)``."""
+    """One line per state change, for logs: ``replica 3 (seed 3): failed after 2.1 s (exit 1)``; ``replica 4 (seed
+    4): incomplete after 3.0 s (exit 0, the fit stopped at step 7 of 47 and never reached on_fit_end)``."""
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__()

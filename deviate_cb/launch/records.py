@@ -5,10 +5,11 @@ determinism, ``mode`` (``trainer`` or ``command``) with the trainer and its argu
 and as run, whether the project's seeds are kept, argv, start time, host, launcher pid, deviate-cb version,
 ``CUDA_VISIBLE_DEVICES``, the requested Keras backend), and the machine it starts on: its CPU count and load
 average (:func:`machine_fields`; a Slurm or Ray task records its node's again).
-After: the status the :class:`~deviate_cb.launch.base.Outcome` implies, exit code, signal, end time,
-duration, the machine's load average when the replica ran here, and, for runs that did not complete, ``reason``
-(what ended it) and ``error``: the tail of the replica's stderr, after the ``reason`` when a signal, the launcher or
-the cluster ended it (the tail is then not the cause).
+After: the status the :class:`~deviate_cb.launch.base.Outcome` implies (and, for exit code 0, the manifest: a
+replica that exited 0 before its training ended is ``incomplete``, :mod:`deviate_cb.store.completion`), exit
+code, signal, end time, duration, the machine's load average when the replica ran here, and, for runs that did
+not complete, ``reason`` (what ended it) and ``error``: the tail of the replica's stderr, after the ``reason`` when
+a signal, the launcher or the cluster ended it, or when it exited 0 too early (the tail is then not the cause).
 
 When the run directory cannot be written (the disk is full, a quota is exceeded, an I/O error), the write raises
 :class:`StoreWriteError` (:func:`writing`): one line naming the file and the cause, on which the launcher stops
@@ -29,6 +30,7 @@ from typing import Any, Optional, Union
 
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
+from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
 from deviate_cb.store.configuration import CONFIGURATION_KEY
 from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_manifest
 
@@ -183,14 +185,17 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
     return True
 
 
-def status_of(outcome: Outcome) -> str:
-    """The manifest status an outcome implies.
+def status_of(outcome: Outcome, manifest: Optional[Mapping[str, Any]] = None) -> str:
+    """The manifest status an outcome implies; with the replica's ``manifest``, exit code 0 is ``completed`` only
+    when its training ended (:func:`deviate_cb.store.completion.incomplete_reason`), else ``incomplete``.
 
     Example:
         >>> status_of(Outcome(returncode=0)), status_of(Outcome(returncode=-15, timed_out=True))
         ('completed', 'timeout')
         >>> status_of(Outcome(returncode=0, scheduler_state="CANCELLED"))
         'failed'
+        >>> status_of(Outcome(returncode=0), {"framework": "lightning", "fit": "started"})
+        'incomplete'
     """
     if outcome.interrupted or outcome.cancelled:
         return "killed"
@@ -198,7 +203,9 @@ def status_of(outcome: Outcome) -> str:
         return "timeout"
     if outcome.scheduler_state not in (None, "COMPLETED"):
         return "failed"
-    return "completed" if outcome.returncode == 0 else "failed"
+    if outcome.returncode != 0:
+        return "failed"
+    return INCOMPLETE if manifest is not None and incomplete_reason(manifest) is not None else "completed"
 
 
 def tail_lines(path: Path, lines: int = ERROR_TAIL_LINES, max_bytes: int = 64 * 1024) -> str:
@@ -326,16 +333,30 @@ def start_fields(
 
 
 def end_fields(
-    outcome: Outcome, stderr_path: Path, *, stopped: Optional[str] = None, here: bool = True
+    outcome: Outcome,
+    stderr_path: Path,
+    *,
+    stopped: Optional[str] = None,
+    here: bool = True,
+    manifest: Optional[Mapping[str, Any]] = None,
+    run_dir: Optional[Path] = None,
 ) -> dict[str, Any]:
     """The manifest fields written after a replica ended.
 
     ``stopped`` is why the launcher stopped the study (the run directory could not be written), for the
     ``reason`` of the replicas it terminated or never started. ``here``: the replica ran on this machine, whose
     load average is then recorded as ``load_avg_end`` (the launcher of a replica that ran on a Slurm or Ray node
-    leaves the node's own record alone).
+    leaves the node's own record alone). ``manifest``: the replica's manifest as it left it, which tells a
+    replica that exited 0 before its training ended (status ``incomplete``, with why as ``reason``; ``run_dir``:
+    where to read the last step it recorded, when the manifest does not say where its fit stopped); without it,
+    exit code 0 is ``completed``.
+
+    Example:
+        >>> fields = end_fields(Outcome(returncode=0), Path("/nonexistent/stderr.log"), manifest={"mode": "trainer"})
+        >>> fields["status"], fields["reason"]
+        ('incomplete', 'exited with code 0 before its training ended: the --trainer function never returned (...)')
     """
-    status = status_of(outcome)
+    status = status_of(outcome, manifest)
     fields: dict[str, Any] = {
         "status": status,
         "exit_code": outcome.returncode,
@@ -348,7 +369,12 @@ def end_fields(
     if here:
         fields.update(machine_fields("end"))
     fields.update(outcome.fields)
-    if status != "completed":
+    if status == INCOMPLETE:  # the stderr tail of a replica that exited 0 is not why: the reason comes first
+        reason = incomplete_reason(manifest or {}, run_dir=run_dir) or ""
+        tail = tail_lines(stderr_path)
+        fields["error"] = f"{reason}; last stderr lines:\n{tail}" if tail else reason
+        fields["reason"] = reason
+    elif status != "completed":
         reason = _reason(outcome, status, stopped)
         fields["error"] = _error(outcome, reason, tail_lines(stderr_path))
         fields["reason"] = reason

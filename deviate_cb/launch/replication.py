@@ -2,7 +2,9 @@
 
 :func:`deviate_cb.launch.runner.replicate` hands a :class:`Replication` to the backend, which calls
 ``prepare`` (clear an earlier attempt, write the start fields), ``started`` and ``finished`` (compact what a
-replica that died left, append metrics from its logs, write the end fields) for each replica. A run directory
+replica that died left, append metrics from its logs, write the end fields: a replica that exited 0 before its
+training ended, by what its manifest records, is ``incomplete``, :mod:`deviate_cb.store.completion`) for each
+replica; every backend (local, warm-started, Slurm, Ray) reports its replicas' ends there. A run directory
 that cannot be written (disk full, quota, I/O error) stops the study: the replica's end is recorded in place
 (:func:`~deviate_cb.launch.records.rewrite_manifest_in_place`) and :meth:`Replication.stop_line` says in one
 line what happened and what to do. :class:`ReplicationResult` is what ``replicate`` returns.
@@ -43,6 +45,7 @@ from deviate_cb.launch.records import (
     tail_lines,
     writing,
 )
+from deviate_cb.store.completion import INCOMPLETE, INCOMPLETE_PREFIX
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["WARNING", "ReplicaResult", "Replication", "ReplicationResult"]
@@ -53,8 +56,9 @@ WARNING = "deviate-replicate: warning:"
 
 @dataclass(frozen=True)
 class ReplicaResult:
-    """One replica's fate: ``completed``, ``failed``, ``timeout``, ``killed``, ``skipped``, ``not started``,
-    ``submitted`` (``--no-wait``) or ``still running`` (under a job an earlier launcher submitted)."""
+    """One replica's fate: ``completed``, ``failed``, ``incomplete`` (exited 0 before its training ended),
+    ``timeout``, ``killed``, ``skipped``, ``not started``, ``submitted`` (``--no-wait``) or ``still running`` (under a
+    job an earlier launcher submitted)."""
 
     replica: int
     seed: int
@@ -93,13 +97,15 @@ class ReplicationResult:
     @property
     def exit_status(self) -> int:
         """0 when every replica completed (now or before) or is queued/running on a cluster, 1 otherwise (some
-        replica did not complete, or the study stopped because the run directory could not be written)."""
+        replica did not complete, an ``incomplete`` one included, or the study stopped because the run directory
+        could not be written)."""
         fine = ("completed", "skipped", "submitted", "still running")
         return 0 if not self.stopped and all(r.status in fine for r in self.replicas) else 1
 
     def summary(self) -> str:
         text = f"{self.count('completed')} completed, {self.count('failed')} failed, {self.count('skipped')} skipped"
         more = (
+            ("incomplete", "incomplete"),
             ("timeout", "timed out"),
             ("killed", "killed"),
             ("not started", "not started"),
@@ -205,10 +211,14 @@ class Replication:
         self.unfinished.pop(plan.replica, None)
         run = RunDirectory(plan.run_dir)
         stopped = None if self.store_error is None else str(self.store_error)
-        fields = end_fields(outcome, job.stderr_path, stopped=stopped, here=_ran_here(run))
-        status = status_of(outcome)
-        note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
         compact_what_it_left(run)  # a replica that died before its end left its last flushes as parts
+        manifest = _manifest_as_left(run)  # whether it ran here; for exit 0, whether its training ended
+        here = manifest is not None and manifest.get("host") == socket.gethostname()
+        fields = end_fields(outcome, job.stderr_path, stopped=stopped, here=here, manifest=manifest, run_dir=run.path)
+        status = fields["status"]
+        note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
+        if status == INCOMPLETE:
+            note = fields["reason"].removeprefix(INCOMPLETE_PREFIX)
         try:
             with writing(run.manifest_path):
                 fields.update(self._command_fields(run, job, outcome))
@@ -344,21 +354,25 @@ class Replication:
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
 
 
-def _ran_here(run: RunDirectory) -> bool:
-    """Whether the replica ran on this machine (its manifest names this host): the launcher then records the
-    machine's load at its end; a Slurm or Ray node has recorded its own.
+def _manifest_as_left(run: RunDirectory) -> Optional[dict[str, Any]]:
+    """The manifest a replica left, read once when it ended; ``None`` when it cannot be read (nothing is then known
+    of where it ran or how far it trained: exit code 0 is taken as completed).
+
+    From it the launcher tells whether the replica ran on this machine (its ``host``: the launcher then records the
+    machine's load at its end; a Slurm or Ray node has recorded its own) and whether a replica that exited 0 ended
+    its training (:func:`deviate_cb.store.completion.incomplete_reason`).
 
     Example:
         >>> import tempfile
         >>> run = RunDirectory(Path(tempfile.mkdtemp()))
         >>> _ = run.update_manifest(host="node-17.cluster")
-        >>> _ran_here(run)
-        False
+        >>> _manifest_as_left(run)["host"], _manifest_as_left(RunDirectory(Path("/nonexistent")))
+        ('node-17.cluster', {})
     """
     try:
-        return run.read_manifest().get("host") == socket.gethostname()
-    except (OSError, ValueError, UsageError):  # unreadable: nothing is known of where it ran
-        return False
+        return run.read_manifest()
+    except (OSError, ValueError, UsageError):  # unreadable
+        return None
 
 
 def _put_back(folder: Path, run_dir: Path) -> None:

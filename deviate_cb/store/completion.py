@@ -1,0 +1,154 @@
+"""Whether a run that exited with code 0 ended its training: the one rule behind status ``incomplete``.
+
+Exit status 0 is no proof that training ended: a preemption handler, a stray ``sys.exit()`` or ``os._exit(0)``
+at step 7 of 47 exit 0 too. A run is completed when its training ended as the framework ends it; the manifest
+holds the evidence:
+
+- ``fit``: ``"started"`` when a fit begins (Lightning ``on_fit_start``, Keras ``on_train_begin``), ``"ended"``
+  when it reaches its end (``on_fit_end``, ``on_train_end``; early stopping ends a fit that way too). Every fit
+  writes it again, so it is the last fit's state. ``fit_steps`` (``done``, ``planned``; ``null`` when unknown)
+  says how far the fit got, when the callback could tell.
+- ``trainer_end`` (``--trainer`` replicas): ``"returned"``, or ``"sys.exit(0)"`` (``"sys.exit(None)"``), once the
+  function ended so (click and Hydra apps call ``sys.exit(0)`` at their end).
+
+A run that exited with code 0 is ``incomplete`` when its last fit started and did not end, or, in trainer mode,
+when the function never returned (the process ended inside it: ``os._exit(0)``). A command whose processes
+recorded no fit (no ``DeviateCallback``, or none could be injected) leaves no evidence: exit 0 is completed.
+The launcher (:func:`deviate_cb.launch.records.status_of`) and a standalone run's session apply this rule.
+
+Example:
+    >>> manifest = {"framework": "lightning", "fit": "started", "fit_steps": {"done": 7, "planned": 47},
+    ...             "exception": "SystemExit: 0"}
+    >>> why_incomplete(manifest)
+    'the fit stopped at step 7 of 47 and never reached on_fit_end; SystemExit: 0'
+    >>> incomplete_reason(manifest) == INCOMPLETE_PREFIX + why_incomplete(manifest)
+    True
+    >>> incomplete_reason({"mode": "trainer", "fit": "ended", "trainer_end": "sys.exit(0)"}) is None
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
+from deviate_cb.store.run_directory import METRICS_FILE
+
+__all__ = [
+    "FIT_ENDED",
+    "FIT_STARTED",
+    "INCOMPLETE",
+    "INCOMPLETE_PREFIX",
+    "TRAINER_RETURNED",
+    "incomplete_reason",
+    "last_recorded_step",
+    "why_incomplete",
+]
+
+INCOMPLETE = "incomplete"
+FIT_STARTED = "started"
+FIT_ENDED = "ended"
+INCOMPLETE_PREFIX = "exited with code 0 before its training ended: "
+TRAINER_RETURNED = "returned"  # `trainer_end` of a function that returned; "sys.exit(0)" when it called that
+# The hook whose call ends a fit, per framework (the manifest's `framework`).
+_END_HOOKS = {"lightning": "on_fit_end", "keras": "on_train_end"}
+_EXCEPTION_CHARS = 200
+
+
+def why_incomplete(
+    manifest: Mapping[str, Any], mode: Optional[str] = None, *, run_dir: Union[str, os.PathLike[str], None] = None
+) -> Optional[str]:
+    """Why a run whose process exited with code 0 did not end its training, or ``None`` when it did (or nothing
+    says otherwise). ``mode`` (``trainer`` or ``command``) defaults to the manifest's. ``run_dir``: where to look
+    for the last step recorded (:func:`last_recorded_step`) when the manifest does not say where the fit stopped.
+
+    Example:
+        >>> why_incomplete({"mode": "trainer"})
+        'the --trainer function never returned (the process ended inside it, as os._exit(0) does)'
+        >>> why_incomplete({"mode": "command"}) is None  # no evidence either way
+        True
+        >>> why_incomplete({"framework": "keras", "fit": "started", "fit_steps": {"done": None, "planned": 8}})
+        'the fit started (8 steps planned) but never reached on_train_end'
+    """
+    mode = manifest.get("mode") if mode is None else mode
+    if manifest.get("fit") == FIT_STARTED:
+        hook = _END_HOOKS.get(str(manifest.get("framework")), "its end")
+        done, planned = _steps(manifest.get("fit_steps"))
+        of = f" of {planned}" if planned is not None else ""
+        recorded = last_recorded_step(run_dir) if done is None and run_dir is not None else None
+        if done is not None:
+            why = f"the fit stopped at step {done}{of} and never reached {hook}"
+        elif recorded is not None:
+            why = f"the fit started (step {recorded}{of} recorded) but never reached {hook}"
+        else:
+            plan = f" ({planned} step{'s' * (planned != 1)} planned)" if planned is not None else ""
+            why = f"the fit started{plan} but never reached {hook}"
+    elif mode == "trainer" and not isinstance(manifest.get("trainer_end"), str):
+        why = "the --trainer function never returned (the process ended inside it, as os._exit(0) does)"
+    else:
+        return None
+    exception = manifest.get("exception")
+    if isinstance(exception, str) and exception.strip():
+        line = " ".join(exception.split())
+        why += f"; {line[: _EXCEPTION_CHARS - 3]}..." if len(line) > _EXCEPTION_CHARS else f"; {line}"
+    return why
+
+
+def incomplete_reason(
+    manifest: Mapping[str, Any], mode: Optional[str] = None, *, run_dir: Union[str, os.PathLike[str], None] = None
+) -> Optional[str]:
+    """The ``reason`` of a run that exited with code 0 before its training ended (:func:`why_incomplete`, after
+    :data:`INCOMPLETE_PREFIX`), or ``None`` when it is completed.
+
+    Example:
+        >>> incomplete_reason({"fit": "ended"}) is None
+        True
+    """
+    why = why_incomplete(manifest, mode, run_dir=run_dir)
+    return None if why is None else INCOMPLETE_PREFIX + why
+
+
+def last_recorded_step(run_dir: Union[str, os.PathLike[str]]) -> Optional[int]:
+    """The highest ``step`` in the run's ``metrics.parquet``, from the footer's column statistics (no row is read);
+    ``None`` when there is no file, or its footer does not tell.
+
+    Example:
+        >>> import tempfile
+        >>> from deviate_cb.store.metrics import MetricsFile
+        >>> run_dir = tempfile.mkdtemp()
+        >>> columns = {"step": [1, 2, 3, 4], "epoch": [0] * 4, "stage": ["train"] * 4, "scope": ["step"] * 4,
+        ...            "name": ["loss"] * 4, "value": [0.5] * 4, "wall_time": [0.0] * 4}
+        >>> _ = MetricsFile(os.path.join(run_dir, METRICS_FILE)).append(columns)
+        >>> last_recorded_step(run_dir), last_recorded_step("/nonexistent")
+        (4, None)
+    """
+    path = os.path.join(run_dir, METRICS_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        footer = pq.ParquetFile(path).metadata
+        column = footer.schema.to_arrow_schema().get_field_index("step")
+        highest: Optional[int] = None
+        for group in range(footer.num_row_groups):
+            statistics = footer.row_group(group).column(column).statistics
+            if statistics is None or not statistics.has_min_max:
+                return None
+            highest = int(statistics.max) if highest is None else max(highest, int(statistics.max))
+        return highest
+    except Exception:  # an unreadable file: the reason goes without the step
+        return None
+
+
+def _steps(value: Any) -> tuple[Optional[int], Optional[int]]:
+    """``(done, planned)`` of a manifest's ``fit_steps``, each ``None`` when it is not a count."""
+    if not isinstance(value, Mapping):
+        return None, None
+    counts = []
+    for key in ("done", "planned"):
+        number = value.get(key)
+        ok = isinstance(number, int) and not isinstance(number, bool) and number >= 0
+        counts.append(number if ok else None)
+    return counts[0], counts[1]
