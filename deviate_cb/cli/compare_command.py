@@ -15,7 +15,7 @@ from deviate_cb.cli._common import (
     say,
 )
 from deviate_cb.errors import UsageError
-from deviate_cb.report.text import printable, printable_errors
+from deviate_cb.report.text import printable, printable_errors, unseen
 
 __all__ = ["add_compare", "add_power"]
 
@@ -192,7 +192,7 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if args.dirs:  # the runs' directories are known: both groups' training curves
             unread: list[str] = []
             curves = compare_curves([("A", sources[0], group_a), ("B", sources[-1], group_b)], unread)
-            for line in unread:
+            for line in unseen(unread, warnings):  # a file the runs' reading warned about: warned once
                 say(err, "warning", printable(line))
         page = compare_page(
             rows, group_a, group_b, label_a=label_a, label_b=label_b, title=title, notes=notes, human=COMPARE_HUMAN,

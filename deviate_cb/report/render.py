@@ -6,8 +6,9 @@ same columns (NaN is an empty cell). The terminal table and Markdown also list t
 runs that were left out of the statistics, and the study's problems
 (:class:`~deviate_cb.report.problems.Problem`): the table under the group each concerns, Markdown in a
 "Problems" section after the statistics. The table and Markdown escape the control characters of stored text
-(names, manifest strings: :func:`~deviate_cb.report.text.printable`) and never read it as rich markup; CSV and
-JSON keep it as it is.
+(names, manifest strings: :func:`~deviate_cb.report.text.printable`) and never read it as rich markup; Markdown
+also escapes HTML (``<b>`` as ``&lt;b&gt;``, ``&`` as ``&amp;``: :func:`~deviate_cb.report.text.markdown`) and
+``|`` in table cells; CSV and JSON keep it as it is.
 
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
@@ -29,7 +30,7 @@ from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow
 from deviate_cb.report.terminal import make_console, print_fitted, print_wrapped
-from deviate_cb.report.text import percent, printable, printable_message
+from deviate_cb.report.text import markdown, percent, printable, printable_message
 
 __all__ = [
     "FORMATS",
@@ -279,11 +280,11 @@ def render_records(
         return buffer.getvalue()
     cells = human or {c: (lambda r, c=c: _cell(r.get(c))) for c in columns}
     if fmt == "md":
-        lines = [f"# {printable(title)}", ""] if title else []
-        lines.append("| " + " | ".join(cells) + " |")
+        lines = [f"# {markdown(title)}", ""] if title else []
+        lines.append("| " + " | ".join(map(_md, cells)) + " |")
         lines.append("|" + "---|" * len(cells))
         lines += ["| " + " | ".join(_md(f(r)) for f in cells.values()) + " |" for r in records]
-        lines += ["", *map(printable, notes)] if notes else []
+        lines += ["", *map(markdown, notes)] if notes else []
         return "\n".join(lines) + "\n"
     from rich import box
     from rich.table import Table
@@ -385,8 +386,9 @@ def _exit(run: RunRecord) -> str:
 
 
 def _md(cell: Any) -> str:
-    """A Markdown table cell: control characters escaped (so a newline cannot end the row), ``|`` escaped."""
-    return printable(cell).replace("|", "\\|")
+    """Markdown text, or a table cell: control characters escaped (so a newline cannot end the row), HTML
+    escaped (:func:`~deviate_cb.report.text.markdown`), ``|`` escaped."""
+    return markdown(cell).replace("|", "\\|")
 
 
 def _is_nan(x: Any) -> bool:

@@ -6,10 +6,12 @@ names (``experiment=``, ``variant=``), metric names, manifest strings (``excepti
 newline, a terminal escape sequence (``\\x1b[2J`` clears the screen) or bytes that are not UTF-8.
 :func:`printable` escapes every character that is not printable the way :func:`repr` does (``\\n``, ``\\x1b``,
 ``\\u2028``), so one cell stays one cell and one warning one line; the terminal table, Markdown and warnings
-use it. A stored *message* (an exception, a stderr line, a reason) is often coloured by the program that
-wrote it (a coloured log line, a rich or Python 3.13 traceback): :func:`printable_message` drops those colour and
-hyperlink sequences, which only style the text, before escaping the rest, so the message reads as written. CSV and
-JSON keep the data as it is (both formats escape what they need themselves).
+use it. Markdown also renders HTML, so :func:`markdown` escapes ``&``, ``<`` and ``>`` as well: a name such as
+``<script>`` or ``a & b`` reads as typed. A stored *message* (an exception, a stderr line, a reason) is often
+coloured by the program that wrote it (a coloured log line, a rich or Python 3.13 traceback):
+:func:`printable_message` drops those colour and hyperlink sequences, which only style the text, before escaping
+the rest, so the message reads as written. CSV and JSON keep the data as it is (both formats escape what they
+need themselves). :func:`unseen` keeps a file that was warned about from being warned about again.
 
 Example:
     >>> printable("loss\\n\\x1b[2J")
@@ -24,13 +26,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
 
-__all__ = ["percent", "printable", "printable_errors", "printable_message", "reason", "strip_styles"]
+__all__ = [
+    "markdown",
+    "percent",
+    "printable",
+    "printable_errors",
+    "printable_message",
+    "reason",
+    "strip_styles",
+    "unseen",
+]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Styling only: SGR (colours, bold: ESC [ ... m) and OSC 8 hyperlinks (ESC ] 8 ; params ; uri, ended by ST or BEL).
@@ -72,6 +83,17 @@ def printable(text: Any) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def markdown(text: Any) -> str:
+    r"""Stored text for a Markdown document: :func:`printable`, then ``&``, ``<`` and ``>`` as HTML entities, so
+    a renderer shows a name as typed and never reads it as a tag or an entity (``|`` is left to table cells).
+
+    Example:
+        >>> markdown("<script>x</script> & a\x07")
+        '&lt;script&gt;x&lt;/script&gt; &amp; a\\x07'
+    """
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def strip_styles(text: str) -> str:
@@ -126,6 +148,37 @@ def reason(exc: BaseException, path: Any = None, limit: int = 200) -> str:
         text = text.replace(f" '{name}'", "").replace(f" {name}", "").replace(name, "the file")
     text = printable(" ".join(text.split())) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def unseen(lines: Iterable[str], earlier: Iterable[str]) -> list[str]:
+    """``lines`` without those that repeat an ``earlier`` line or name a file (``<path>: ...``) that an earlier
+    line, or an earlier one of ``lines``, names first: one warning per damaged file, however often it is read
+    (the HTML page reads the metrics files again for its curves).
+
+    Example:
+        >>> earlier = ["/r/metrics.parquet: not a readable Parquet file; skipped."]
+        >>> unseen(["/r/metrics.parquet: left out of the training curves", "/s/metrics.parquet: bad"], earlier)
+        ['/s/metrics.parquet: bad']
+    """
+    seen = list(earlier)
+    named = {_named_file(line) for line in seen} - {None}
+    out = []
+    for line in lines:
+        path = _named_file(line)
+        if line in seen or path in named:
+            continue
+        out.append(line)
+        seen.append(line)
+        named.add(path)
+    return out
+
+
+def _named_file(line: str) -> Optional[str]:
+    """The path a warning starts with (``<path>: ...``: a file such as ``metrics.parquet`` or a ``key=value``
+    folder), or ``None`` (``metric `a/b`: ...`` names no file)."""
+    head, sep, _ = line.partition(": ")
+    name = os.path.basename(head)
+    return head if sep and name != head and "`" not in head and ("." in name or "=" in name) else None
 
 
 @contextmanager

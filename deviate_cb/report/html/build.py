@@ -40,15 +40,20 @@ def html_report(
     curves: bool = True,
 ) -> str:
     """The whole page: ``curves`` reads the completed runs' training curves (a ``--table`` report has none);
-    files that cannot be read are named in ``warnings``."""
+    files that cannot be read are named in ``warnings``, unless the report (``report.warnings``) or ``warnings``
+    named them already: one warning per damaged file."""
     from deviate_cb.report.html.curves import read_curves
     from deviate_cb.report.html.page import report_page
     from deviate_cb.report.problems import format_problem
+    from deviate_cb.report.text import unseen
 
     drawn = {}
     if curves:
         wanted = {(row.experiment, row.variant, row.metric) for row in report.rows}
-        drawn = read_curves(report.completed, warnings if warnings is not None else [], wanted=wanted)
+        said: list[str] = []
+        drawn = read_curves(report.completed, said, wanted=wanted)
+        if warnings is not None:
+            warnings += unseen(said, [*report.warnings, *warnings])
     return report_page(
         report,
         source=source,

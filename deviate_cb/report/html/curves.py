@@ -36,6 +36,7 @@ import numpy as np
 
 from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.text import reason
 from deviate_cb.store.run_directory import METRICS_FILE
 
 __all__ = ["Curves", "read_curves"]
@@ -185,7 +186,7 @@ def _read(path: Path, warnings: list[str]) -> Optional[dict[tuple[str, str], tup
         steps = table.column("step").to_numpy()
         stages, names = (_codes(table.column(c), pc) for c in ("stage", "name"))
     except (pa.ArrowException, OSError, ValueError) as exc:
-        warnings.append(f"{path}: left out of the training curves ({' '.join(str(exc).split())[:200]})")
+        warnings.append(f"{path}: left out of the training curves ({reason(exc, path)}).")
         return None
     width = max(len(names.dictionary), 1)
     codes = stages.indices.to_numpy(zero_copy_only=False).astype(np.int64) * width

@@ -8,8 +8,11 @@
 - Values on hover: every data mark (a point, a line, a bar, a band, a cell) carries an SVG ``<title>``:
   :class:`Tips` hands out a placeholder link per mark (``artist.set_url``/``set_urls``), and :func:`render`
   turns each link matplotlib writes into a ``<g class="mark">`` with the ``<title>``.
-- Stored names are drawn as typed: :func:`label` escapes control characters and ``$`` (mathtext would read
-  ``$x$`` as a formula).
+- Text is drawn as typed: :func:`render` turns math rendering off for every text of a figure (``parse_math``,
+  ``usetex``; and in an rc context while the figure is drawn, for the tick labels made then), so a ``$`` in a
+  name is a dollar sign, never a formula nor a mathtext error;
+  :func:`label` escapes a stored name's control characters, and :func:`render` escapes any control character
+  still in a figure's text, or in the SVG it writes (``\\x07``), so none is ever drawn or written into the page.
 - Axes are labelled with what they measure and its unit where there is one.
 
 matplotlib is imported when a figure is first made, with the ``Agg`` backend; without it
@@ -19,8 +22,8 @@ Example:
     >>> markup = distribution_figure("val_acc", [("algo", [0.80, 0.82, 0.81]), ("control", [0.81, 0.81, 0.81])])
     >>> markup.startswith("<svg") and markup.count('<g class="mark"><title>') >= 6
     True
-    >>> label("cost $5 and $6"), label("_hidden")
-    ('cost \\\\$5 and \\\\$6', ' _hidden')
+    >>> label("cost_$_per_$_item"), label("bell\\x07"), label("_hidden")
+    ('cost_$_per_$_item', 'bell\\\\x07', ' _hidden')
 """
 
 from __future__ import annotations
@@ -111,9 +114,9 @@ def _horizontal(plt: Any) -> dict[str, Any]:
 
 
 def label(value: Any) -> str:
-    """A stored name as matplotlib must get it to draw it as typed: control characters escaped, ``$`` escaped
-    (no mathtext), a leading ``_`` kept (matplotlib hides legend labels that start with one)."""
-    shown = printable(str(value)).replace("$", r"\$")
+    """A stored name as matplotlib must get it to draw it as typed: control characters escaped, a leading ``_``
+    kept (matplotlib hides legend labels that start with one); a ``$`` stays itself (math rendering is off)."""
+    shown = printable(str(value))
     return " " + shown if shown.startswith("_") else shown
 
 
@@ -134,13 +137,23 @@ class Tips:
 def render(plt: Any, fig: Any, title: str, tips: Optional[Tips] = None, marks: int = 0) -> str:
     """The figure as inline markup (``title`` its accessible label), every tipped mark given its ``<title>``;
     PNG on white when it has more than a few hundred ``marks``. Closes the figure."""
+    import matplotlib
+    from matplotlib.text import Text
+
+    for artist in fig.findobj(Text):  # every text as typed: no math, a control character drawn as its escape
+        artist.set_parse_math(False)
+        artist.set_usetex(False)
+        if _CONTROL.search(artist.get_text()):
+            artist.set_text(_CONTROL.sub(_visible, artist.get_text()))
     buffer = io.BytesIO()
     try:
-        if marks > _SVG_MARKS:
-            fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", transparent=False, facecolor="white")
-            data = base64.b64encode(buffer.getvalue()).decode("ascii")
-            return f'<img class="plot" alt="{_attr(title)}" src="data:image/png;base64,{data}">'
-        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+        # and the tick labels made while the figure is drawn: no mathtext for a `$`, no LaTeX
+        with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+            if marks > _SVG_MARKS:
+                fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", transparent=False, facecolor="white")
+                data = base64.b64encode(buffer.getvalue()).decode("ascii")
+                return f'<img class="plot" alt="{_attr(title)}" src="data:image/png;base64,{data}">'
+            fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     finally:
         plt.close(fig)
     svg = buffer.getvalue().decode("utf-8")
@@ -154,8 +167,19 @@ def render(plt: Any, fig: Any, title: str, tips: Optional[Tips] = None, marks: i
         return f'<g class="mark"><title>{_attr(printable(tip))}</title>'
 
     svg = re.sub(r'<a xlink:href="#tip-(\d+)"[^>]*>', titled, svg).replace("</a>", "</g>")
-    svg = svg.replace(FG, "var(--fg)")
+    svg = _TEXT.sub(lambda m: m.group(1) + _CONTROL.sub(_visible, m.group(2)), svg)
+    svg = _CONTROL_XML.sub(_visible, svg.replace(FG, "var(--fg)"))
     return svg.replace("<svg ", f'<svg role="img" aria-label="{_attr(printable(title))}" class="plot" ', 1)
+
+
+# The text of an SVG element that shows it (drawn text, a hover title): no control character may be written there
+_TEXT = re.compile(r"(<(?:text|tspan|title)\b[^>]*>)([^<]*)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # invalid anywhere in XML (tab, newline, CR are not)
+
+
+def _visible(match: re.Match[str]) -> str:
+    return printable(match.group(0))
 
 
 def _attr(value: str) -> str:
