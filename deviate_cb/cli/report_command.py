@@ -186,6 +186,10 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         )
     for line in report.warnings:
         say(err, "warning", printable(line))
+    from deviate_cb.report.metrics.per_run import nonfinite_notes
+
+    for line in nonfinite_notes(report.completed, report.values, report.aggregate, stage=args.stage):
+        say(err, "warning", printable(line))  # NaN/Inf values the aggregate left out, per metric
     if args.format in ("csv", "json"):
         for run in report.excluded:
             say(err, "warning", printable(excluded_line(run)))
@@ -236,15 +240,17 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if args.format == "json":
             out.write("\n")
     elif args.decomposition and args.format in ("csv", "json"):
+        from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS, missing_note
         from deviate_cb.report.render import decomposition_json, render_records
 
         if args.format == "json":
             out.write(decomposition_json(report) + "\n")
         else:
-            from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
-
             rows = [d.as_dict() for d in report.decomposition]
             out.write(render_records(rows, DECOMPOSITION_COLUMNS, "csv"))
+        note = missing_note(report.groups, report.decomposition)
+        if note:  # the data stay data (a header, or []): why there are no rows goes to stderr
+            say(err, "note", printable(note))
     else:
         out.write(render(report, args.format, problems=problems, headlines=headlines))
         if args.format == "json":

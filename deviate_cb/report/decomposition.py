@@ -5,7 +5,9 @@ narrower setting keeps: ``std(impl) / std(algo+impl)`` (implementation noise alo
 implementation noise) and ``std(control) / std(algo)`` (everything fixed against only the seed varying), with
 the F interval of the ratio (:func:`deviate_cb.stats.decompose`: exact for normal runs, capped at 1, since the
 narrower setting's noise is part of the wider one's).
-A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number.
+A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number. Bit-identical
+runs have a std of exactly 0, as in the report's table: identical narrow runs give a share of 0 with the
+interval ``[0, 0]``, identical wide runs an undefined share with a note.
 
 Example:
     >>> series = {("mlp", "impl", "acc"): [0.80, 0.82, 0.81, 0.83], ("mlp", "algo+impl", "acc"): [0.78, 0.84, 0.80, 0.86]}
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["DECOMPOSITION_COLUMNS", "PAIRS", "DecompositionRow", "decompose_series"]
+__all__ = ["DECOMPOSITION_COLUMNS", "PAIRS", "DecompositionRow", "decompose_series", "missing_note"]
 
 # (narrow setting, wide setting): accepted spellings of each variant name.
 PAIRS = (
@@ -118,28 +120,56 @@ def _row(
     if len(x) < 2 or len(y) < 2:
         nan = math.nan
         return DecompositionRow(*head, nan, nan, nan, nan, nan, level, "fewer than 2 finite runs in a group")
-    import numpy as np
-
-    std_x, std_y = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
     try:
         result = decompose(x, y, level=level, rng=seed, method="F")
-        low, high = result.confidence_interval()
-        note = str(result.settings.get("note", ""))
-        if std_y == 0.0:  # the statistics name their argument (`algo_impl`); here the variant has a name
-            note = f"{wide} has no spread (all runs equal), so the share is undefined"
-        return DecompositionRow(*head, std_x, std_y, float(result.statistic), low, high, level, note)
     except ValueError as exc:  # degenerate data
-        return DecompositionRow(
-            *head,
-            std_x,
-            std_y,
-            std_x / std_y if std_y else math.nan,
-            math.nan,
-            math.nan,
-            level,
-            f"no interval: {' '.join(str(exc).split())}",
-        )
+        nan = math.nan
+        return DecompositionRow(*head, nan, nan, nan, nan, nan, level, f"no interval: {' '.join(str(exc).split())}")
+    # The stds as the statistics computed them: exactly 0 for bit-identical runs, as in the report's table
+    std_x, std_y = float(result.settings["std_impl"]), float(result.settings["std_algo_impl"])
+    low, high = result.confidence_interval()
+    note = str(result.settings.get("note", ""))
+    if std_y == 0.0:  # the statistics name their argument (`algo_impl`); here the variant has a name
+        note = f"{wide} has no spread (all runs equal), so the share is undefined"
+    return DecompositionRow(*head, std_x, std_y, float(result.statistic), low, high, level, note)
 
 
 def _finite(values: Sequence[float]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(v)]
+
+
+def missing_note(groups: Sequence[tuple[str, str, int]], rows: Sequence[DecompositionRow] = ()) -> str:
+    """Why a study has no decomposition row, in one line (``""`` when ``rows`` holds some): the variants it
+    needs and those each experiment has (``groups``: ``(experiment, variant, completed runs)``, as
+    :attr:`Report.groups <deviate_cb.report.summary.Report.groups>`).
+
+    Example:
+        >>> missing_note([("mlp", "algo", 3), ("mlp", "impl", 0)])
+        'no variance decomposition: it needs the variants impl and algo+impl, or control and algo, in one experiment, each with completed runs; experiment mlp has algo (3 runs), impl (no completed run).'
+    """  # noqa: E501
+    if rows:
+        return ""
+    variants: dict[str, list[str]] = {}
+    paired = []
+    for experiment, variant, n in groups:
+        variants.setdefault(experiment, []).append(f"{variant} ({_runs(n)})")
+    for experiment in variants:
+        present = {v for e, v, n in groups if e == experiment and n > 0}
+        if any(any(v in present for v in narrow) and any(v in present for v in wide) for narrow, wide in PAIRS):
+            paired.append(experiment)
+    if paired:
+        return f"no variance decomposition: the paired variants of experiment {', '.join(paired)} share no metric."
+    shown = [f"experiment {e} has {', '.join(vs)}" for e, vs in list(variants.items())[:_SHOWN]]
+    more = f"; {len(variants) - _SHOWN} more experiments" if len(variants) > _SHOWN else ""
+    has = "; ".join(shown) + more if shown else "the study has no runs"
+    return (
+        "no variance decomposition: it needs the variants impl and algo+impl, or control and algo, in one "
+        f"experiment, each with completed runs; {has}."
+    )
+
+
+_SHOWN = 5  # experiments named in the note, at most
+
+
+def _runs(n: int) -> str:
+    return "no completed run" if n == 0 else f"{n} run" + ("s" if n != 1 else "")

@@ -20,7 +20,9 @@ with the upper end capped at 1: the narrow variant's noise is part of the wide v
 [0, 1] (``settings["capped"]`` is True when the cap applied at :attr:`level`; where even the lower end exceeds 1
 both ends are 1 and ``settings["note"]`` says the data contradict that ordering). The statistic itself stays the
 raw ratio, and ``settings["exceeds_one"]`` says when it is above 1. An ``impl`` group with no spread gives share
-0 with interval ``[0, 0]``.
+0 with interval ``[0, 0]``. Bit-identical values have a std of exactly 0 (as in
+:func:`~deviate_cb.stats.describe`): the mean-subtraction residue of floating point (``std([0.7] * 3)`` is
+``1.4e-16`` the naive way) never becomes a spread.
 
 The bootstrap intervals stay selectable (``method="BCa"``, ``"percentile"``, ``"basic"``; each group
 resampled independently with ``scipy.stats.bootstrap``): computed once with the resampling seed and recomputed
@@ -96,7 +98,7 @@ def decompose(
         1
     """
     x, y, level, n_resamples, method = _validate_decompose(impl, algo_impl, level, n_resamples, method)
-    std_x, std_y = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
+    std_x, std_y = _sample_std(x), _sample_std(y)
     settings: dict[str, Any] = {
         "std_impl": std_x,
         "std_algo_impl": std_y,
@@ -132,6 +134,8 @@ def decompose(
                 "which its noise being part of the wide variant's rules out"
             )
         return StatResult("decompose", share, level=level, settings=settings, interval=f_interval)
+    if share == 0.0:  # identical narrow runs: every resample has std 0, so the interval is [0, 0] exactly
+        return StatResult("decompose", share, level=level, settings=settings, interval=lambda lv: (0.0, 0.0))
     first = _bootstrap(x, y, level, n_resamples, method, generator, None)
 
     def interval(new_level: float) -> tuple[float, float]:
@@ -165,9 +169,20 @@ def f_share_interval(
     return np.minimum(low, 1.0), np.minimum(high, 1.0), capped
 
 
+def _sample_std(values: np.ndarray) -> float:
+    """The sample std (``ddof=1``), exactly 0 for identical values (as :func:`~deviate_cb.stats.describe` gives
+    it), never the residue of subtracting their floating-point mean."""
+    return 0.0 if float(np.ptp(values)) == 0.0 else float(np.std(values, ddof=1))
+
+
 def _std_ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``std(x) / std(y)`` along ``axis`` (the bootstrap's resamples), a resample of identical values with std 0."""
+
+    def std(values: np.ndarray) -> np.ndarray:
+        return np.where(np.ptp(values, axis=axis) == 0, 0.0, np.std(values, ddof=1, axis=axis))
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.std(x, ddof=1, axis=axis) / np.std(y, ddof=1, axis=axis)
+        return std(x) / std(y)
 
 
 def _bootstrap(
