@@ -83,10 +83,16 @@ def test_out_that_is_not_writable(cli, tmp_path: Path) -> None:
 
 
 def test_trainer_error_keeps_earlier_runs_and_removes_only_new_directories(cli, tmp_path: Path) -> None:
-    first = cli("--trainer", ECHO, "-n", "1", "--experiment", "exp")
+    # the same --trainer (one configuration: another trainer would be refused before anything runs), whose module
+    # breaks between the two launches
+    module = tmp_path / "project" / "model.py"
+    module.parent.mkdir()
+    module.write_text("def main():\n    return {'acc': 1.0}\n")
+    first = cli("--trainer", f"{module}:main", "-n", "1", "--experiment", "exp")
     assert first.returncode == 0
     before = tree(first.out)
-    done = cli("--trainer", trainer("raises_at_import.py:main"), "-n", "3", "--experiment", "exp")
+    module.write_text("raise RuntimeError('boom at import')\n\n\ndef main():\n    return {}\n")
+    done = cli("--trainer", f"{module}:main", "-n", "3", "--experiment", "exp")
     assert done.returncode == 2
     _check_one_line(done.stderr, "boom at import")
     assert "replica 0 (seed 0): skipped (already completed)" in done.stdout
