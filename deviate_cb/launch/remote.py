@@ -212,11 +212,15 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     assert rc is not None
     name = signal_name(rc)
     outcome = Outcome(returncode=rc, signal=name, timed_out=timed_out, started_at=started, ended_at=time.time())
-    end = {**end_fields(outcome, stderr_path), **start, "pid": process.pid}
+    compact_what_it_left(run)  # first: an exit 0 is judged on what the replica recorded (its fit, its steps)
+    try:
+        left = run.read_manifest()
+    except Exception:  # unreadable: judged on the exit status alone
+        left = None
+    end = {**end_fields(outcome, stderr_path, manifest=left, run_dir=run.path), **start, "pid": process.pid}
     lost = getattr(process, "lost", None)  # a forked replica whose template died
     if lost:
         end["warm_lost"] = lost
-    compact_what_it_left(run)
     run.update_manifest(**end)
     return {"returncode": rc, "signal": name, "timed_out": timed_out, "started_at": started, "pid": process.pid}
 
