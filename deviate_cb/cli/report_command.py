@@ -186,10 +186,6 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         )
     for line in report.warnings:
         say(err, "warning", printable(line))
-    from deviate_cb.report.metrics.per_run import nonfinite_notes
-
-    for line in nonfinite_notes(report.completed, report.values, report.aggregate, stage=args.stage):
-        say(err, "warning", printable(line))  # NaN/Inf values the aggregate left out, per metric
     if args.format in ("csv", "json"):
         for run in report.excluded:
             say(err, "warning", printable(excluded_line(run)))

@@ -230,7 +230,7 @@ def load_per_run(
     fast = per_run_from_scan(completed, scan, aggregate, directions, metrics, stage, warnings)
     warnings += scan.problems  # malformed footer summaries (those files were read instead)
     if fast is not None:
-        return PerRun(tuple(runs), tuple(completed), tuple(warnings), fast)
+        return _with_nonfinite_notes(PerRun(tuple(runs), tuple(completed), tuple(warnings), fast), aggregate, stage)
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -259,7 +259,16 @@ def load_per_run(
         name="metric",
     )
     warnings += [skipped_warning(metric) for metric in result.skipped]
-    return PerRun(tuple(runs), tuple(completed), tuple(warnings), rows_from_table(result.table))
+    loaded = PerRun(tuple(runs), tuple(completed), tuple(warnings), rows_from_table(result.table))
+    return _with_nonfinite_notes(loaded, aggregate, stage)
+
+
+def _with_nonfinite_notes(loaded: PerRun, aggregate: str, stage: Optional[str]) -> PerRun:
+    """``loaded`` with one warning per metric whose NaN/Inf values the aggregate left out (report, compare, power)."""
+    from deviate_cb.report.metrics.per_run import nonfinite_notes
+
+    notes = nonfinite_notes(loaded.completed, loaded.series(), aggregate, stage=stage)
+    return replace(loaded, warnings=(*loaded.warnings, *notes)) if notes else loaded
 
 
 def _import_analysis_modules() -> None:

@@ -163,4 +163,7 @@ def table_report(
         decomposition = tuple(decompose_series(series, level=level, seed=seed))
     groups = tuple((experiment, v, n) for v, n in sorted(counts.items()))
     values = {key: tuple(found) for key, found in series.items()}
+    from deviate_cb.report.metrics.per_run import nonfinite_notes
+
+    warnings = [*warnings, *nonfinite_notes((), values, "as given")]  # NaN/Inf values of the table, per metric
     return Report(tuple(rows), (), tuple(warnings), "as given", level, len(runs), groups, decomposition, values=values)
