@@ -204,3 +204,11 @@ def test_compare_warns_once_per_damaged_file(capsys, tmp_path: Path, damaged: st
     assert code == 0 and out, err
     naming = [line for line in _lines(err) if str(path) in line]
     assert len(naming) == 1, err
+
+
+def test_compare_and_power_say_what_their_aggregate_left_out(capsys, tmp_path: Path) -> None:
+    root = _nonfinite_study(tmp_path)
+    code, _, err = run_cli(capsys, "compare", str(root), str(root), "--aggregate", "mean", "--metric", "val_loss")
+    assert "6 NaN or Inf values, in 3 of 4 runs, are left out of --aggregate mean" in err, (code, err)
+    code, _, err = run_cli(capsys, "power", str(root), "--aggregate", "mean", "--metric", "val_loss", "--effect", "0.1")
+    assert "6 NaN or Inf values, in 3 of 4 runs, are left out of --aggregate mean" in err, (code, err)
