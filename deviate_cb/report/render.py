@@ -26,6 +26,7 @@ import math
 from collections.abc import Sequence
 from typing import IO, Any, Optional
 
+from deviate_cb.report.configurations import NOT_POOLED
 from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow
@@ -170,11 +171,21 @@ def print_table(
         console.print()
     for experiment, variant, n_completed in groups:
         rows = [r for r in report.rows if (r.experiment, r.variant) == (experiment, variant)]
+        unpooled = sum(
+            r.status == NOT_POOLED and (r.experiment, r.variant) == (experiment, variant) for r in report.excluded
+        )
         runs = f"{n_completed} completed run{'s' if n_completed != 1 else ''}, " if report.groups else ""
+        if unpooled:  # completed, but not one configuration: never pooled
+            runs = f"{unpooled} completed runs of different configurations, "
         title = printable(f"experiment={experiment}  variant={variant}  ({runs}aggregate={report.aggregate})")
         mine = [p for p in problems if (p.experiment, p.variant) == (experiment, variant)]
         if not rows:
-            console.print(Text(f"{title}: no metrics from completed runs.", style="bold"))
+            why = (
+                "not reported: pooling them would count the difference as noise"
+                if unpooled
+                else "no metrics from completed runs"
+            )
+            console.print(Text(f"{title}: {why}.", style="bold"))
             print_problems(mine)
             if mine:
                 console.print()

@@ -153,6 +153,8 @@ def test_force_reruns_and_the_report_refuses_to_pool_leftovers(cli: Callable[...
     assert "Traceback" not in text
     rows = [line for line in report.stdout.splitlines() if line.startswith("lr_fn,")]
     assert rows == [], report.stdout  # nothing of the mixed group is in the statistics
+    table = _report(first.out)
+    assert "(3 completed runs of different configurations, aggregate=last): not reported" in table.stdout, table.stdout
 
 
 def test_absurd_runs_is_refused_at_once(cli: Callable[..., Completed], tmp_path: Path) -> None:
