@@ -4,7 +4,9 @@ Useful after ``deviate-replicate --backend slurm --no-wait``: ``queued``/``runni
 cluster's queue, ``lost`` ones left it without recording an end (rerun the same command to run them again).
 After the table, the problems of the completed replicas (:mod:`deviate_cb.report.problems`: seeds or switches
 not in effect, seeded replicas that came out identical, control replicas that differ, ...) are warnings on
-stderr, and so is each manifest that cannot be read (its replica is shown as ``unreadable``). Names and manifest
+stderr, and so is each manifest that cannot be read (its replica is shown as ``unreadable``, or ``unknown`` when this
+user may not read it or its folder), each folder that cannot be read and each symbolic link where a study folder
+should be (not followed: nothing is read or written through it). Names and manifest
 strings are printed with control characters escaped (:func:`deviate_cb.report.text.printable`). Exit status 0, or
 2 when ``DIR`` holds no run directories.
 
@@ -22,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import IO, Any
@@ -56,9 +59,16 @@ def _run_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         raise UsageError(
             f"`DIR` must be an existing run directory (the --out of deviate-replicate). Received: {args.dir}."
         )
+    try:
+        os.scandir(root).close()
+    except PermissionError:
+        raise UsageError(f"`DIR` cannot be read (permission denied). Received: {args.dir}.") from None
     warnings: list[str] = []
     with printable_errors():
         rows = collect_status(root, ask_cluster=not args.no_cluster, warnings=warnings)
+        if not rows:  # the usage error below would hide why (folders that cannot be read, links)
+            for line in warnings:
+                say(err, "warning", printable(line))
         # Directory names and manifest strings (host, backend, status) are printed with control characters escaped
         text: dict[str, Any]
         shown = []

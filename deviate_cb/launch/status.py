@@ -7,6 +7,11 @@ queue without recording an end: cancelled, out of memory, node failure; a rerun 
 written, except that a local replica whose launcher was killed outright and whose processes are gone is
 recorded ``killed`` (:func:`deviate_cb.launch.liveness.settle_replica`), as ``deviate report`` does.
 
+Shared storage and links, as ``deviate report`` reads them (:mod:`deviate_cb.report.runs`): a replica whose
+folder or manifest this user may not read is shown ``unknown`` after a warning naming it; an ``experiment=`` or
+``variant=`` folder that cannot be read, and a partition folder that is a symbolic link, are named in a warning
+and not followed (a replica behind a link is shown ``unknown``): nothing is read or written through a link.
+
 Example:
     >>> import tempfile
     >>> collect_status(Path(tempfile.mkdtemp()))
@@ -15,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +49,20 @@ class ReplicaStatus:
 
 
 def _read(path: Path, warnings: list[str]) -> dict[str, Any]:
-    """The manifest at ``path``, or ``{"status": "unreadable"}`` after a warning naming it and what is wrong."""
+    """The manifest at ``path``: ``{"status": "new"}`` when there is none yet; ``{"status": "unknown"}`` when
+    this user may not read it, ``{"status": "unreadable"}`` when it is damaged, each after a warning naming it."""
     import json
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))  # UnicodeDecodeError is a ValueError
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    except FileNotFoundError:
+        return {"status": "new"}
+    except PermissionError:  # shared storage: its folder or the file is another user's
+        where = path if _can_stat(path) else path.parent
+        warnings.append(f"{where}: unreadable (permission denied); the replica is shown as 'unknown'.")
+        return {"status": "unknown"}
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else " ".join(str(exc).split())[:200]
         warnings.append(f"{path}: unreadable manifest ({why}); the replica is shown as 'unreadable'.")
@@ -63,9 +76,55 @@ def _replica_number(run_dir: Path) -> Optional[int]:
     return int(value) if value.isascii() and value.isdigit() else None
 
 
-def _replica_dirs(out: Path) -> Iterable[tuple[str, str, Path]]:
-    for exp in sorted(out.glob("experiment=*")):
-        for var in sorted(exp.glob("variant=*")):
+def _can_stat(path: Path) -> bool:
+    try:
+        path.stat()
+    except PermissionError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _listing(parent: Path, key: str, warnings: list[str]) -> Optional[list[os.DirEntry[str]]]:
+    """The ``key=*`` entries of ``parent``, by name; ``None`` after a warning naming ``parent`` when it cannot be
+    listed (another user's folder on shared storage)."""
+    try:
+        with os.scandir(parent) as entries:
+            return sorted((e for e in entries if e.name.startswith(f"{key}=")), key=lambda e: e.name)
+    except OSError as exc:
+        why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
+        warnings.append(f"{parent}: unreadable ({why}); the replicas in it, if any, are not shown.")
+        return None
+
+
+def _folders(parent: Path, key: str, warnings: list[str]) -> list[Path]:
+    """The ``key=*`` folders of ``parent``; one that is a symbolic link is named in a warning instead: nothing is
+    read or written through a link (``deviate-replicate`` writes none)."""
+    found = []
+    for entry in _listing(parent, key, warnings) or []:
+        if entry.is_symlink():
+            warnings.append(f"{_link(entry.path)}; the replicas behind it are not shown.")
+        elif entry.is_dir():
+            found.append(Path(entry.path))
+    return found
+
+
+def _link(path: str) -> str:
+    """A warning's start for a partition folder that is a symbolic link."""
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return (
+        f"{path}: a symbolic link{target}, not followed: deviate reads and writes a study only in its own folders "
+        "(deviate-replicate refuses links there too)"
+    )
+
+
+def _replica_dirs(out: Path, warnings: list[str]) -> Iterable[tuple[str, str, Path]]:
+    for exp in _folders(out, "experiment", warnings):
+        for var in _folders(exp, "variant", warnings):
             yield exp.name.partition("=")[2], var.name.partition("=")[2], var
 
 
@@ -81,12 +140,21 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
 
     sink = warnings if warnings is not None else []
     rows: list[ReplicaStatus] = []
-    for experiment, variant, var_dir in _replica_dirs(out):
+    for experiment, variant, var_dir in _replica_dirs(out, sink):
+        listing = _listing(var_dir, "replica", sink)
+        if listing is None:
+            continue
         jobs = read_jobs_file(var_dir).get("replicas", {})
         found = []
-        numbered = [(k, p) for p in var_dir.glob("replica=*") if (k := _replica_number(p)) is not None]
+        numbered = [(k, Path(e.path)) for e in listing if (k := _replica_number(Path(e.path))) is not None]
         for _, run_dir in sorted(numbered):
-            manifest = _read(run_dir / MANIFEST_FILE, sink) if (run_dir / MANIFEST_FILE).exists() else {"status": "new"}
+            if run_dir.is_symlink():  # shown, never read or written through
+                sink.append(f"{_link(str(run_dir))}; the replica is shown as 'unknown'.")
+                found.append((run_dir, {"status": "unknown"}, ""))
+                continue
+            if not run_dir.is_dir():
+                continue
+            manifest = _read(run_dir / MANIFEST_FILE, sink)
             if manifest.get("status") == "running" and settle_replica(run_dir):  # its launcher died with it
                 manifest = _read(run_dir / MANIFEST_FILE, sink)
             found.append((run_dir, manifest, str(manifest.get("slurm_job_id") or jobs.get(run_dir.name, ""))))

@@ -9,6 +9,15 @@ replica's processes are gone is settled as it is read (:func:`deviate_cb.launch.
 it is recorded ``killed`` with the reason, on disk too, so ``deviate report``, ``compare`` and ``power`` list
 it with the runs that did not complete instead of as running.
 
+Shared storage: a run directory (or its ``run.json``, or the ``metrics.parquet`` of a completed run) that this
+user may not read is listed with status ``unknown`` and error ``unreadable: permission denied``, after one
+warning naming it; an ``experiment=`` or ``variant=`` folder that cannot be read is named in a warning too (the
+runs in it cannot even be counted). A partition folder (``experiment=``, ``variant=``, ``replica=``) below the
+directory given that is a symbolic link is not followed: one warning names it, and nothing behind it is read or
+written (``deviate-replicate`` refuses to write through links, so what is there is not the study's). The
+directory given may itself be a link; a run reached through a partition folder that is one is read but never
+settled or compacted.
+
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
@@ -32,7 +41,7 @@ from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
-__all__ = ["RUN_LAYOUT", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
+__all__ = ["RUN_LAYOUT", "RunDirectories", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
 
 RUN_LAYOUT = "<DIR>/experiment=<name>/variant=<v>/replica=<k>/run.json"
 _KEYS = ("experiment", "variant", "replica")
@@ -113,11 +122,27 @@ def find_runs(directory: Path, warnings: Optional[list[str]] = None) -> list[Run
     return read_runs(run_directories(directory), warnings)
 
 
-def run_directories(directory: Path) -> list[tuple[Path, tuple[str, str, str]]]:
+class RunDirectories(list[tuple[Path, tuple[str, str, str]]]):
+    """The run directories :func:`run_directories` found, and ``problems``: one warning line per partition folder
+    it could not search (unreadable) or did not follow (a symbolic link), which :func:`read_runs` reports."""
+
+    problems: list[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.problems = []
+
+
+def run_directories(directory: Path) -> RunDirectories:
     """The run directories under ``directory`` and their partition values, without reading any manifest.
 
     A directory counts as a run when it sits at ``experiment=/variant=/replica=`` and holds ``run.json`` or
-    ``metrics.parquet``. Folders whose name starts with a dot are not searched.
+    ``metrics.parquet``, or cannot be listed (it is then read as unreadable: status ``unknown``). Folders whose
+    name starts with a dot are not searched; a partition folder that is a symbolic link is not followed, and an
+    ``experiment=`` or ``variant=`` folder that cannot be read is skipped; each is named in ``problems``.
+
+    Raises:
+        UsageError: ``directory`` itself cannot be read (permission denied).
 
     Example:
         >>> import tempfile
@@ -127,17 +152,75 @@ def run_directories(directory: Path) -> list[tuple[Path, tuple[str, str, str]]]:
         >>> [keys for _, keys in run_directories(root)]
         [('mlp', 'algo', '3')]
     """
+    found = RunDirectories()
     root = os.path.abspath(directory)
-    found = []
-    for current, subdirs, files in os.walk(root):
+    stack = [root]
+    while stack:
+        current = stack.pop()
         keys = _partition_keys(current)
-        if keys is None:
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except NotADirectoryError:
             continue
-        subdirs[:] = []
-        if MANIFEST_FILE in files or METRICS_FILE in files:
-            found.append((Path(current), keys))
+        except OSError as exc:
+            if keys is not None:  # a run that cannot be listed: read as such (status unknown), never left out
+                found.append((Path(current), keys))
+            elif current == root and isinstance(exc, PermissionError):
+                raise UsageError(
+                    f"`DIR` cannot be read (permission denied). Received: DIR={os.fspath(directory)!r}."
+                ) from None
+            elif current == root or _partition_key(os.path.basename(current)):
+                found.problems.append(
+                    f"{current}: unreadable ({_why(exc)}); the runs in it, if any, are left out of every count."
+                )
+            continue
+        if keys is not None:
+            if any(entry.name in (MANIFEST_FILE, METRICS_FILE) for entry in entries):
+                found.append((Path(current), keys))
+            continue
+        below = []
+        for entry in entries:
+            if entry.name.startswith(".") or not _is_dir(entry):
+                continue
+            if entry.is_symlink() and _partition_key(entry.name):
+                found.problems.append(_link_problem(entry.path))
+                continue
+            if not entry.is_symlink():  # a link to a folder that is not a partition: not searched, as before
+                below.append(entry.path)
+        stack.extend(reversed(below))  # depth first, in name order
     return found
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _partition_key(name: str) -> bool:
+    """Whether a folder name is a partition of the run layout (``experiment=...``, ``variant=...``, ``replica=...``)."""
+    key, sep, value = name.partition("=")
+    return bool(sep) and key in _KEYS and bool(value)
+
+
+def _link_problem(path: str) -> str:
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return (
+        f"{path}: a symbolic link{target}, not followed: deviate reads and writes a study only in its own folders "
+        "(deviate-replicate refuses links there too); the runs behind it are left out."
+    )
+
+
+def _why(exc: OSError) -> str:
+    """``permission denied``, or the error's own words, for a warning."""
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror.lower() if isinstance(exc.strerror, str) and exc.strerror else type(exc).__name__
 
 
 def read_runs(
@@ -149,6 +232,7 @@ def read_runs(
         SchemaVersionError: A manifest was written by a newer deviate-cb.
     """
     sink = warnings if warnings is not None else []
+    sink.extend(getattr(directories, "problems", ()))
     return sorted((_read_run(path, keys, sink) for path, keys in directories), key=lambda r: r.sort_key)
 
 
@@ -180,11 +264,16 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
             manifest = read_manifest_file(manifest_path)  # as recorded now: killed, with the reason
     except SchemaVersionError:
         raise
+    except PermissionError:  # shared storage: this user may not read the run (its folder, or its manifest)
+        return _unreadable(path if not _can_stat(manifest_path) else Path(manifest_path), path, keys, warnings)
     except (UsageError, OSError, UnicodeDecodeError) as exc:
         why = reason(exc, manifest_path).rstrip(".")
         warnings.append(f"{manifest_path}: unreadable manifest ({why}); the run is listed as status 'unknown'.")
         return RunRecord(path, *keys, status="unknown", error="unreadable run.json")
     status = manifest.get("status")
+    metrics = path / METRICS_FILE
+    if status == "completed" and not os.access(metrics, os.R_OK) and os.path.lexists(metrics):
+        return _unreadable(metrics, path, keys, warnings)  # its statistics cannot be read: counted, not dropped
     if status != "running" and any(os.path.isdir(path / name) for name in _PARTS_DIRS):
         _compact_left_parts(path, warnings)
     summary = manifest.get("metrics_summary")
@@ -203,12 +292,36 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
     )
 
 
+def _unreadable(what: Path, path: Path, keys: tuple[str, str, str], warnings: list[str]) -> RunRecord:
+    """The record of a run this user may not read (``what``: its folder or a file of it), after one warning."""
+    warnings.append(f"{what}: unreadable (permission denied); the run is listed as status 'unknown'.")
+    return RunRecord(path, *keys, status="unknown", error="unreadable: permission denied")
+
+
+def _can_stat(path: str) -> bool:
+    """Whether ``path``'s folder lets this user look it up (a file there may still be unreadable itself)."""
+    try:
+        os.stat(path)
+    except PermissionError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _compact_left_parts(path: Path, warnings: list[str]) -> None:
     """Merge the parts that a run which is no longer running left uncompacted (it died, or its disk was full
     at its end) into its files, as its settler would; say so when some cannot be merged."""
     import warnings as python_warnings
 
-    from deviate_cb.launch.liveness import compact_what_it_left
+    from deviate_cb.launch.liveness import compact_what_it_left, linked_partition
+
+    if (link := linked_partition(path)) is not None:
+        warnings.append(
+            f"{path}: its parts are not merged into its files, since it is reached through the symbolic link {link} "
+            "(nothing is written through links); the rows in them are left out."
+        )
+        return
     from deviate_cb.store.parts import list_parts
     from deviate_cb.store.run_directory import RunDirectory
 
@@ -234,8 +347,14 @@ def _settle(path: Path, warnings: list[str]) -> bool:
     A replica of another host or a cluster backend, one still alive, or one whose manifest cannot be written
     (a read-only study) is left as it is. An error while settling leaves it too, with a warning.
     """
-    from deviate_cb.launch.liveness import settle_replica
+    from deviate_cb.launch.liveness import linked_partition, settle_replica
 
+    if (link := linked_partition(path)) is not None:
+        warnings.append(
+            f"{os.path.join(path, MANIFEST_FILE)}: says 'running' and is reached through the symbolic link {link}; "
+            "it is not checked for a launcher that is gone (nothing is written through links) and is listed as running."
+        )
+        return False
     try:
         return settle_replica(path) is not None
     except Exception as exc:  # reading goes on: the run is listed as its manifest says
