@@ -374,7 +374,9 @@ def _exit_code(manifest: dict[str, Any]) -> Optional[int]:
 
 
 def _first_error_line(manifest: dict[str, Any]) -> Optional[str]:
-    for key in _ERROR_KEYS:
+    # An incomplete run exited 0: its `reason` says why it is not completed (and ends with the exception, if any).
+    keys = ("reason", *_ERROR_KEYS) if manifest.get("status") == "incomplete" else _ERROR_KEYS
+    for key in keys:
         value = manifest.get(key)
         if isinstance(value, (list, tuple)):
             value = "\n".join(str(v) for v in value)

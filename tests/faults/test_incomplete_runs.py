@@ -223,7 +223,10 @@ def test_the_report_leaves_incomplete_runs_out_and_lists_them_with_why(lightning
     assert rows and {row["n"] for row in rows} == {2}  # replicas 0 and 3 only
     warned = [line for line in done.stderr.splitlines() if "left out of the statistics" in line]
     assert len(warned) == 2, done.stderr
-    assert "replica=1 left out of the statistics: incomplete (exit code 0)" in warned[0]
+    assert warned[0].endswith(
+        "replica=1 left out of the statistics: incomplete (exit code 0): exited with code 0 before its training "
+        "ended: the fit stopped at step 7 of 20 and never reached on_fit_end; SystemExit: 0"
+    ), warned[0]
     assert warned[1].endswith(
         "replica=2 left out of the statistics: incomplete (exit code 0): exited with code 0 before its training "
         "ended: the fit started (step 4 recorded) but never reached on_fit_end"
