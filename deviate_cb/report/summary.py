@@ -220,7 +220,10 @@ def load_per_run(
     _import_analysis_modules()
     if not runs:
         state = "is empty; it contains no runs" if not any(directory.iterdir()) else "contains no runs"
-        raise UsageError(f"`DIR` {state} (expected {RUN_LAYOUT}). Received: DIR={os.fspath(directory)!r}.")
+        # what the walk could not read is often why nothing was found: the error says it (warnings end here)
+        more = f" (and {len(warnings) - 1} more)" if len(warnings) > 1 else ""
+        seen = f" Found but not read: {warnings[0].rstrip('.')}{more}." if warnings else ""
+        raise UsageError(f"`DIR` {state} (expected {RUN_LAYOUT}). Received: DIR={os.fspath(directory)!r}.{seen}")
     completed = [r for r in runs if r.completed]
     present = set(scan.files)  # the metrics files that exist
     for run in completed:
