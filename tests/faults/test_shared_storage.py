@@ -209,6 +209,17 @@ def test_an_unreadable_variant_folder_is_named(tmp_path: Path, no_access) -> Non
     assert "unreadable (permission denied); the replicas in it, if any, are not shown" in _naming(err, variant)
 
 
+def test_a_study_whose_only_variant_folder_is_unreadable_says_so_in_its_error(tmp_path: Path, no_access) -> None:
+    _study(tmp_path / "runs")
+    for variant in ("algo", "control"):
+        no_access(tmp_path / "runs" / "experiment=mlp" / f"variant={variant}")
+    for command in (["report", "runs"], ["power", "runs", "--effect", "0.01"]):
+        code, out, err = _deviate(tmp_path, *command)
+        assert (code, out) == (2, ""), (command, err)
+        assert err.count("\n") == 1 and "`DIR` contains no runs" in err, err
+        assert "Found but not read: " in err and "unreadable (permission denied)" in err and "(and 1 more)" in err
+
+
 def test_a_dir_that_cannot_be_read_is_a_usage_error(tmp_path: Path, no_access) -> None:
     _study(tmp_path / "runs", runs=2)
     no_access(tmp_path / "runs")
