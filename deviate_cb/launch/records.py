@@ -38,6 +38,7 @@ __all__ = [
     "ERROR_TAIL_LINES",
     "StoreWriteError",
     "end_fields",
+    "exception_line",
     "load_average",
     "machine_fields",
     "rewrite_manifest_in_place",
@@ -230,6 +231,30 @@ def tail_lines(path: Path, lines: int = ERROR_TAIL_LINES, max_bytes: int = 64 * 
     shown = [line.rstrip("\r").rsplit("\r", 1)[-1].rstrip() for line in text.split("\n")]
     shown = [line for line in shown if line]
     return "\n".join(shown[-lines:])
+
+
+def exception_line(text: str) -> Optional[str]:
+    """The exception a Python traceback in ``text`` ends with (``Type: message``, its first line), else ``None``.
+
+    The last traceback counts (a chained exception's, the one that ended the process); its exception line is the
+    first line after the traceback's indented frames.
+
+    Example:
+        >>> frames = ["Traceback (most recent call last):", '  File "t.py", line 1', "    f()"]
+        >>> exception_line("\\n".join(["epoch 3", *frames, "ValueError: bad lr", "more text"]))
+        'ValueError: bad lr'
+        >>> exception_line("epoch 3") is None
+        True
+    """
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if not starts:
+        return None
+    for line in lines[starts[-1] + 1 :]:
+        if line.strip() and not line[:1].isspace():
+            found = " ".join(line.split())
+            return found if len(found) <= 2000 else found[:1997] + "..."
+    return None
 
 
 def load_average() -> Optional[list[float]]:

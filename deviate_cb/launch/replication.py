@@ -39,6 +39,7 @@ from deviate_cb.launch.progress import Progress
 from deviate_cb.launch.records import (
     StoreWriteError,
     end_fields,
+    exception_line,
     rewrite_manifest_in_place,
     start_fields,
     status_of,
@@ -219,6 +220,17 @@ class Replication:
         note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
         if status == INCOMPLETE:
             note = fields["reason"].removeprefix(INCOMPLETE_PREFIX)
+        elif status == "failed" and outcome.signal is None:  # what it raised, not "exited with code 1"
+            recorded = manifest.get("exception") if manifest is not None else None
+            raised = (
+                recorded
+                if isinstance(recorded, str) and recorded
+                else exception_line(tail_lines(job.stderr_path, lines=400, max_bytes=256 * 1024))
+            )
+            if raised:
+                note = raised
+                if not recorded:  # a command's Python, or a crash before the child could record it
+                    fields["exception"] = raised
         try:
             with writing(run.manifest_path):
                 fields.update(self._command_fields(run, job, outcome))
@@ -323,6 +335,7 @@ class Replication:
             missing = sorted(wanted - set(found))
             if missing:
                 fields["output_metrics_missing"] = missing
+            if missing and outcome.returncode == 0:  # a failed replica's failure line says more; no noise before it
                 self.progress.message(
                     f"{WARNING} replica {job.payload.replica}: --metric-regex found no value for "
                     f"{', '.join(missing)} in stdout.log or stderr.log"
