@@ -178,11 +178,14 @@ def _warm_start() -> Optional[dict[str, Any]]:
         return None
     if not isinstance(facts, dict) or not isinstance(facts.get("ready_at"), (int, float)):
         return None
-    return {
+    found = {
         "template_pid": facts.get("template_pid"),
         "template_import_s": facts.get("import_s"),
         "ready_to_run_s": round(time.time() - facts["ready_at"], 3),
     }
+    if isinstance(facts.get("skipped"), list):  # pre-imports that failed in the template: left to the replica
+        found["template_skipped"] = [str(item) for item in facts["skipped"][:20]]
+    return found
 
 
 def is_recording_process(environ: Optional[Mapping[str, str]] = None, argv: Optional[Sequence[str]] = None) -> bool:

@@ -87,22 +87,32 @@ def main(argv: Sequence[str]) -> int:
     channel = socket.socket(fileno=fd)
     began = time.time()
     imported: list[str] = []
+    skipped: list[str] = []
     for name in modules:
         try:
             __import__(name)
-        except BaseException as exc:  # a replica would meet this itself: the launcher starts them cold instead
-            _send_ready(channel, began, imported, f"importing {name} failed ({type(exc).__name__}: {exc})")
-            return 0
+        except Exception as exc:  # often imported only when available (`if _TORCHVISION_AVAILABLE:`): skipped;
+            # a replica that needs it meets the error itself, as a cold one would
+            skipped.append(f"{name} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+            continue
         imported.append(name)
     problem = fork_problem()
-    ready = _send_ready(channel, began, imported, problem)
+    ready = _send_ready(channel, began, imported, problem, skipped)
     if problem is not None:
         return 0
     return _serve(channel, ready)
 
 
-def _send_ready(channel: socket.socket, began: float, imported: list[str], problem: Optional[str]) -> dict[str, Any]:
-    ready = {"template_pid": os.getpid(), "import_s": round(time.time() - began, 3), "ready_at": time.time()}
+def _send_ready(
+    channel: socket.socket, began: float, imported: list[str], problem: Optional[str], skipped: Sequence[str] = ()
+) -> dict[str, Any]:
+    ready: dict[str, Any] = {
+        "template_pid": os.getpid(),
+        "import_s": round(time.time() - began, 3),
+        "ready_at": time.time(),
+    }
+    if skipped:  # each forked replica records them (`warm.template_skipped`)
+        ready["skipped"] = list(skipped)
     _send(channel, {"ready": {**ready, "modules": imported, "problem": problem}})
     return ready
 

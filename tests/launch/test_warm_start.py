@@ -3,6 +3,7 @@ alone, die with their launcher, and start cold (with a note) wherever forking co
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -173,7 +174,9 @@ def test_a_command_with_interpreter_options_starts_cold_and_says_why(tmp_path: P
     )
 
 
-def test_a_framework_that_cannot_be_imported_makes_the_study_start_cold(tmp_path: Path) -> None:
+def test_a_framework_that_cannot_be_imported_is_skipped_and_the_study_stays_warm(tmp_path: Path) -> None:
+    if importlib.util.find_spec("optax") is not None:
+        pytest.skip("optax is installed here: its import cannot fail")
     script = tmp_path / "optional.py"
     script.write_text(
         "try:\n    import optax\nexcept ImportError:\n    optax = None\n\n"
@@ -181,9 +184,10 @@ def test_a_framework_that_cannot_be_imported_makes_the_study_start_cold(tmp_path
     )
     done = _run(["--trainer", f"{script}:main", "-n", "2", "--out", str(tmp_path / "runs")], tmp_path)
     assert done.returncode == 0, (done.stdout, done.stderr)
-    assert done.stdout.count("cold start: the warm-start template is not safe to fork: importing optax failed") == 1
+    assert "cold start" not in done.stdout, done.stdout
     record = manifest(_variant(tmp_path / "runs", "optional", "algo+impl") / "replica=0")
-    assert record["start_mode"] == "cold" and "importing optax failed" in record["cold_reason"]
+    assert record["start_mode"] == "warm" and "cold_reason" not in record
+    assert record["warm"]["template_skipped"] == ["optax (ModuleNotFoundError: No module named 'optax')"]
 
 
 def test_a_template_whose_imports_start_a_thread_is_refused(tmp_path: Path) -> None:
