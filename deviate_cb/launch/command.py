@@ -39,7 +39,7 @@ from typing import Optional
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.source_checks import check_python_source, find_module_file
 
-__all__ = ["PLACEHOLDERS", "Command", "PythonInvocation"]
+__all__ = ["PLACEHOLDERS", "Command", "PythonInvocation", "run_dir_alias", "uses_run_dir_after_equals"]
 
 PLACEHOLDERS = ("seed", "replica", "run_dir", "variant", "experiment")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -131,12 +131,22 @@ class Command:
     def fill(self, **values: object) -> list[str]:
         """The command as run for one replica: placeholders filled, the program resolved.
 
+        ``run_dir_alias``, when given, is what ``{run_dir}`` becomes inside a ``key=value`` word (after an ``=``:
+        Hydra overrides, ``--out_dir=...`` configurators), whose parsers split on ``=``: a path to the run
+        directory without ``=`` in it (:func:`run_dir_alias`).
+
         Raises:
             KeyError: A placeholder this command uses has no value in ``values``.
         """
 
+        def value(match: re.Match[str], text: str) -> str:
+            name = match.group(1)
+            if name == "run_dir" and "run_dir_alias" in values and "=" in text[: match.start()]:
+                return str(values["run_dir_alias"])  # a key=value word: its parser splits on `=`
+            return str(values[name])
+
         def word(text: str) -> str:
-            return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), text)
+            return _PLACEHOLDER.sub(lambda m: value(m, text), text)
 
         script = _shell_script_index(self.given)
         return [
@@ -199,6 +209,56 @@ class Command:
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "ash", "yash", "posh", "busybox"})
 # Options of those shells that take the next word as their value.
 _SHELL_OPTIONS_WITH_VALUE = frozenset({"--rcfile", "--init-file"})
+
+
+def run_dir_alias(run_dir: Path, out_root: Path, cwd: Path) -> Optional[str]:
+    """A path to ``run_dir`` without ``=`` in it, for ``{run_dir}`` inside a ``key=value`` word; ``None`` if none.
+
+    The run directory's own path holds ``experiment=``, ``variant=`` and ``replica=``, which a parser that splits a
+    ``key=value`` argument on ``=`` (a configurator's ``key, val = arg.split('=')``, Hydra's override grammar)
+    cannot take. The alias is a symbolic link ``<out>/.run-dirs/<experiment>/<variant>/<replica>`` to it, in a
+    dot-folder that no reader of the store visits; it is created here (replacing an older one), and given as an
+    absolute path, or relative to ``cwd`` when only that has no ``=``. ``None`` when neither has no ``=`` (an
+    ``--out`` with ``=`` in it, and in the way) or the link cannot be made.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> run = root / "experiment=e" / "variant=algo" / "replica=3"
+        >>> alias = run_dir_alias(run, root, root)
+        >>> Path(alias).relative_to(root).as_posix(), os.readlink(alias)
+        ('.run-dirs/e/algo/3', '../../../experiment=e/variant=algo/replica=3')
+    """
+    relative = run_dir.relative_to(out_root)
+    names = [part.partition("=")[2] for part in relative.parts]
+    link = out_root.joinpath(".run-dirs", *names)
+    choices = [str(link), os.path.relpath(link, cwd)]
+    chosen = next((path for path in choices if "=" not in path), None)
+    if chosen is None or "=" in "".join(names):
+        return None
+    try:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        target = os.path.relpath(run_dir, link.parent)
+        if os.path.islink(link) and os.readlink(link) == target:
+            return chosen
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(target, link)
+    except OSError:
+        return None
+    return chosen
+
+
+def uses_run_dir_after_equals(words: Sequence[str]) -> bool:
+    """Whether some word holds ``{run_dir}`` after an ``=`` (a ``key=value`` argument).
+
+    Example:
+        >>> uses_run_dir_after_equals(["python", "t.py", "hydra.run.dir={run_dir}/out"])
+        True
+        >>> uses_run_dir_after_equals(["python", "t.py", "--out", "{run_dir}"])
+        False
+    """
+    return any("=" in word.partition("{run_dir}")[0] for word in words if "{run_dir}" in word)
 
 
 def _shell_script_index(words: Sequence[str]) -> Optional[int]:

@@ -31,7 +31,7 @@ from typing import Any, Optional, TextIO, Union, cast
 from deviate_cb.capture.audit.settings import AUDIT_ENV
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Job, backend_class
-from deviate_cb.launch.command import Command
+from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after_equals
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
@@ -272,9 +272,14 @@ def _job(
         argv: Sequence[str] = CHILD_COMMAND
     else:
         ctx = plan.context
-        argv = command.fill(
+        values: dict[str, object] = dict(
             seed=ctx.seed, replica=ctx.replica, run_dir=ctx.run_dir, variant=ctx.variant, experiment=ctx.experiment
         )
+        if uses_run_dir_after_equals(command.given):  # `key={run_dir}/...`: a path its parser can split on `=`
+            alias = run_dir_alias(Path(ctx.run_dir), Path(ctx.run_dir).parents[2], Path.cwd())
+            if alias is not None:
+                values["run_dir_alias"] = alias
+        argv = command.fill(**values)
     return Job(
         key=f"replica={plan.replica}",
         argv=tuple(argv),
