@@ -74,9 +74,13 @@ class DeviateCallback(keras.callbacks.Callback):
 
     Args:
         out_dir: Root of the run store when standalone. Default: ``deviate_runs``.
-        experiment: Experiment name when standalone. Default: ``default``.
+        experiment: Experiment name when standalone. Default: the script's name (``train`` for ``train.py``;
+            ``default`` with no script: interactive, ``python -c``, notebooks).
         seed: Seed for ``random``, NumPy, the backend and Keras' global seed, applied when the callback is
             created (create it before the model). Never imports TensorFlow on the torch or JAX backend.
+            ``None``: not seeded; standalone, ``run.json`` records the seed set before the fit
+            (``keras.utils.set_random_seed(7)``, ``tf.random.set_seed``, ``torch.manual_seed``) where it can be
+            read back, and ``seed_source`` says where it was read.
         deterministic: ``True`` turns the backend's determinism on (TensorFlow op determinism; torch
             deterministic algorithms and cuDNN; JAX ``XLA_FLAGS``, effective only if set before JAX starts, as
             ``deviate-replicate`` does), ``"warn"`` the warn-only variant where the backend has one,

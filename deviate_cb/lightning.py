@@ -56,9 +56,12 @@ class DeviateCallback(pl.Callback):
 
     Args:
         out_dir: Root of the run store when standalone. Default: ``deviate_runs``.
-        experiment: Experiment name when standalone. Default: ``default``.
+        experiment: Experiment name when standalone. Default: the script's name (``train`` for ``train.py``;
+            ``default`` with no script: interactive, ``python -c``, notebooks).
         seed: Seed for ``random``, NumPy, torch and DataLoader workers, applied when the callback is
-            created: create it before the model so that weight initialisation is seeded. ``None``: not seeded.
+            created: create it before the model so that weight initialisation is seeded. ``None``: not seeded;
+            standalone, ``run.json`` records the seed set before the fit (``L.seed_everything(42)``,
+            ``torch.manual_seed(3)``) where it can be read back, and ``seed_source`` says where it was read.
         deterministic: ``True`` turns deterministic algorithms and cuDNN determinism on (again at
             ``setup``, after the Trainer applied its own flags), ``"warn"`` does so with warnings only, ``False``
             or ``None`` leaves the framework's settings alone. What is in effect is verified and recorded.

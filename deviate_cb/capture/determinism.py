@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from types import ModuleType
 from typing import Any, Optional
 
@@ -32,10 +33,12 @@ __all__ = [
     "apply_determinism",
     "determinism_record",
     "seed_everything",
+    "seed_set_before",
     "verify_determinism",
 ]
 
 _CUBLAS_CONFIG = ":4096:8"
+_SEED_SOURCES = ("PL_GLOBAL_SEED", "torch.initial_seed", "keras.utils.set_random_seed", "tf.random.set_seed")
 _XLA_DETERMINISTIC = "--xla_gpu_deterministic_ops=true"
 
 
@@ -193,3 +196,88 @@ def determinism_record(seed: Optional[int], deterministic: Optional[Deterministi
         "problems": problems,
         "verified": not problems,
     }
+
+
+def seed_set_before(*, prefer: str = "torch") -> dict[str, Any]:
+    """The seed the process was seeded with before a standalone callback was given none, where it can be read back.
+
+    Read back, never guessed: Keras' global seed (set only by ``keras.utils.set_random_seed``), TensorFlow's global
+    seed (``tf.random.set_seed``), and ``torch.initial_seed()`` below ``2**32``. Torch starts from a random 64-bit
+    seed of its own (an older torch from a fixed one above ``2**32``), which falls below ``2**32`` by chance once in
+    about four billion processes; a seed of ``2**32`` or more asked of ``torch.manual_seed`` is not recorded either.
+    Torch's seed is credited to Lightning's ``seed_everything`` when ``PL_GLOBAL_SEED`` (which it sets) agrees with
+    it; ``PL_GLOBAL_SEED`` alone (inherited, or torch seeded since with another seed) is not trusted. ``random`` and
+    NumPy seeds cannot be read back. Nothing is imported: a framework not imported yet was not seeded.
+
+    Args:
+        prefer: ``"torch"`` (Lightning) or ``"keras"``: whose seed wins where several were set and disagree.
+
+    Returns:
+        ``{"seed", "source", "note"}``: the seed (``None``: none found), where it was read (one of
+        ``PL_GLOBAL_SEED``, ``torch.initial_seed``, ``keras.utils.set_random_seed``, ``tf.random.set_seed``), and a
+        note on what else was seen (``None`` when there is nothing to say).
+
+    Example:
+        >>> sorted(seed_set_before())
+        ['note', 'seed', 'source']
+    """
+    env = os.environ.get("PL_GLOBAL_SEED")
+    found: dict[str, int] = {}
+    torch = sys.modules.get("torch")
+    torch_seed = _read_seed(lambda: torch.initial_seed()) if torch is not None else None
+    if torch_seed is not None and torch_seed < 2**32:
+        found["PL_GLOBAL_SEED" if env is not None and env.strip() == str(torch_seed) else "torch.initial_seed"] = (
+            torch_seed
+        )
+    if "keras" in sys.modules:
+        keras_seed = _read_seed(_keras_seed)
+        if keras_seed is not None:
+            found["keras.utils.set_random_seed"] = keras_seed
+    if "tensorflow" in sys.modules:
+        tf_seed = _read_seed(_tf_seed)
+        if tf_seed is not None:
+            found["tf.random.set_seed"] = tf_seed
+    order = [s for s in _SEED_SOURCES if s.startswith("keras")] if prefer == "keras" else []
+    order += [s for s in _SEED_SOURCES if s not in order]
+    sources = [s for s in order if s in found]
+    notes: list[str] = []
+    if sources:
+        source = sources[0]
+        seed: Optional[int] = found[source]
+        others = [f"{s} gives {found[s]}" for s in sources[1:] if found[s] != seed]
+        if others:
+            notes.append(f"seeds disagree ({'; '.join(others)}): {source}'s is recorded")
+    else:
+        source, seed = None, None
+        if env is not None:
+            notes.append(
+                f"PL_GLOBAL_SEED is {env!r} but torch was not seeded with it (inherited, or torch seeded since): "
+                "not recorded"
+            )
+        if torch_seed is not None and torch_seed >= 2**32:
+            notes.append(
+                "torch.initial_seed() is not below 2**32: torch's own random seed (or a seed of 2**32 or more), "
+                "not recorded"
+            )
+        notes.append("no seed was given to the callback and none could be read back (random and NumPy seeds cannot be)")
+    return {"seed": seed, "source": source, "note": "; ".join(notes) or None}
+
+
+def _read_seed(read: Any) -> Optional[int]:
+    try:
+        value = read()
+    except Exception:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _keras_seed() -> Any:
+    from keras.src.backend.common import global_state
+
+    return global_state.get_global_attribute("global_random_seed")
+
+
+def _tf_seed() -> Any:
+    from tensorflow.python.eager import context
+
+    return context.global_seed()

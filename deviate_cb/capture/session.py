@@ -1,15 +1,18 @@
 """A run as the callbacks see it: where it is written, what was requested, and when it is flushed.
 
 Framework-free; the Lightning and Keras adapters are thin layers that call it from their hooks. Under
-``deviate-replicate`` the run directory, seed and determinism come from the :class:`RunContext` (and win
-over arguments, with a warning); standalone, the session claims the next free replica under
-``<out_dir>/experiment=<name>/variant=standalone/``. The launcher owns a replica's ``status``; standalone
-the session sets it (running, then completed, failed, killed, or incomplete: see :meth:`RunSession.close`). The
-adapters mark each fit's start and end (:meth:`RunSession.begin_fit`, :meth:`RunSession.end_fit`: ``fit`` and
-``fit_steps`` in ``run.json``), from which :mod:`deviate_cb.store.completion` tells a run that exited with code 0
-before its training ended. Once the run is under way (:attr:`RunSession.under_way`),
-:meth:`RunSession.flush` and :meth:`RunSession.close` never raise: a step that fails becomes a ``problems`` entry of
-``run.json`` and a warning (:mod:`deviate_cb.capture.guard`), and the steps after it still run.
+``deviate-replicate`` the run directory, seed and determinism come from the :class:`RunContext` (and win over
+arguments, with a warning); standalone, the session claims the next free replica under
+``<out_dir>/experiment=<name>/variant=standalone/``, ``<name>`` the script's name unless given
+(:func:`script_experiment`), and records the seed the user set before it when it was given none
+(:func:`~deviate_cb.capture.determinism.seed_set_before`; ``seed_source`` in ``run.json``). The launcher owns a
+replica's ``status``; standalone the session sets it (running, then completed, failed, killed, or incomplete: see
+:meth:`RunSession.close`). The adapters mark each fit's start and end (:meth:`RunSession.begin_fit`,
+:meth:`RunSession.end_fit`: ``fit`` and ``fit_steps`` in ``run.json``), from which
+:mod:`deviate_cb.store.completion` tells a run that exited with code 0 before its training ended. Once the run is
+under way (:attr:`RunSession.under_way`), :meth:`RunSession.flush` and :meth:`RunSession.close` never raise: a step
+that fails becomes a ``problems`` entry of ``run.json`` and a warning (:mod:`deviate_cb.capture.guard`), and the
+steps after it still run.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
+from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything, seed_set_before
 from deviate_cb.capture.guard import ProblemLog, guarded
 from deviate_cb.capture.recorder import MetricRecorder, ValuesToFloats, floats_of
 from deviate_cb.capture.run_timings import RunTimings
@@ -33,9 +36,10 @@ from deviate_cb.store.completion import FIT_ENDED, FIT_STARTED, INCOMPLETE
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value, claim_replica, iso_time
 
-__all__ = ["STANDALONE_VARIANT", "RunSession"]
+__all__ = ["DEFAULT_EXPERIMENT", "STANDALONE_VARIANT", "RunSession", "script_experiment"]
 
 STANDALONE_VARIANT = "standalone"
+DEFAULT_EXPERIMENT = "default"
 
 
 class RunSession:
@@ -43,8 +47,9 @@ class RunSession:
 
     Args:
         out_dir: Root of the run store when standalone (default ``deviate_runs``).
-        experiment: Experiment name when standalone (default ``default``).
-        seed: Seed to apply when standalone (``None``: do not seed).
+        experiment: Experiment name when standalone (default: the script's name, :func:`script_experiment`).
+        seed: Seed to apply when standalone (``None``: do not seed; the seed the user set, where it can be read
+            back, is recorded).
         deterministic: ``True``, ``False``, ``"warn"`` or ``None`` (leave the framework's settings alone).
         metrics: Names or ``fnmatch`` patterns of metrics to keep (``None``: all).
         framework: Name recorded in the manifest (``lightning``, ``keras``).
@@ -82,7 +87,7 @@ class RunSession:
         else:
             self.seed, self.deterministic = seed, deterministic
         self.out_dir = Path(out_dir if out_dir is not None else "deviate_runs")
-        self.experiment = experiment or "default"
+        self.experiment = experiment or script_experiment()
         self.recorder = MetricRecorder(keep=metrics, to_floats=to_floats)
         self.enabled = True
         self.run: Optional[RunDirectory] = None
@@ -92,6 +97,7 @@ class RunSession:
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
         self.problems = ProblemLog()
+        self.recorded_seed: Optional[int] = self.seed  # run.json's `seed`: standalone, also one the user set before
         self.fit: Optional[str] = None  # the last fit: "started", "ended" (None: no fit yet)
         self.fit_planned: Optional[int] = None  # the steps it plans, once the adapter knows (None: unknown)
         self._fit_done: Optional[int] = None  # the step it reached, when it ended or the run closed
@@ -168,7 +174,7 @@ class RunSession:
                 experiment=self.experiment,
                 variant=STANDALONE_VARIANT,
                 replica=int(run.path.name.partition("=")[2]),
-                seed=self.seed,
+                **self._seed_fields(),
                 deterministic=self.deterministic,
                 argv=list(sys.argv),
                 host=socket.gethostname(),
@@ -179,6 +185,16 @@ class RunSession:
         if "determinism" not in manifest or self.seed is not None or self.deterministic is not None:
             self.record_determinism()  # a continued run keeps its record unless this session asks for something
         return run
+
+    def _seed_fields(self) -> dict[str, Any]:
+        """Standalone ``seed``, ``seed_source`` and ``seed_note``: the callback's seed, else the one the user set
+        before the run started, where it can be read back (``seed_note`` says how, or why none is recorded)."""
+        if self.seed is not None:
+            self.recorded_seed = self.seed
+            return {"seed": self.seed, "seed_source": "callback", "seed_note": None}
+        found = seed_set_before(prefer="keras" if self.framework == "keras" else "torch")
+        self.recorded_seed = found["seed"]
+        return {"seed": found["seed"], "seed_source": found["source"], "seed_note": found["note"]}
 
     def record_determinism(self) -> list[str]:
         """Record what was requested and what is verifiably in effect; warn about each mismatch."""
@@ -217,7 +233,7 @@ class RunSession:
     def write_fingerprint(self, **facts: Any) -> None:
         """Record the fingerprint (adapters call this once the stage's DataLoaders exist)."""
         if self.run is not None and self.enabled:
-            self.run.write_fingerprint(collect_fingerprint(seed=self.seed, **facts))
+            self.run.write_fingerprint(collect_fingerprint(seed=self.recorded_seed, **facts))
             self._fingerprinted = True
 
     @property
@@ -343,6 +359,37 @@ class RunSession:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if self.run is None:  # a run already open keeps going where it is
             self._restored = dict(state)
+
+
+def script_experiment() -> str:
+    """The experiment of a standalone run given none: the running script's name (``train`` for ``train.py``; the
+    module for ``python -m pkg.train``), made a valid partition value (``/``, ``\\``, ``=`` and unprintable
+    characters become ``_``); ``default`` where no script runs (interactive, ``python -c``, notebooks).
+
+    Example:
+        >>> name = script_experiment()
+        >>> check_partition_value("experiment", name) == name
+        True
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str) or not path:
+        return DEFAULT_EXPERIMENT
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None) or ""
+    name = name[: -len(".__main__")] if name.endswith(".__main__") else name
+    if not name or name == "__main__":
+        stem = Path(path).stem
+        name = Path(path).resolve().parent.name if stem == "__main__" else stem  # `python dir/` runs dir/__main__.py
+    name = "".join(c if c.isprintable() and c not in "/\\=" else "_" for c in name).strip()
+    while len(name.encode("utf-8", "surrogatepass")) > 200 or len(name) > 100:
+        name = name[:-1].rstrip()
+    if not name or name in {".", ".."}:
+        return DEFAULT_EXPERIMENT
+    try:
+        return check_partition_value("experiment", name)
+    except Exception:
+        return DEFAULT_EXPERIMENT
 
 
 def _count(value: Any) -> Optional[int]:

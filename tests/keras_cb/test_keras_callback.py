@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from deviate_cb.capture.session import script_experiment
 from deviate_cb.keras import DeviateCallback
 from keras_cb.models import data, model
 
@@ -86,7 +87,7 @@ def test_steps_per_execution(tmp_path: Path) -> None:
         tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    recorded = rows(tmp_path / "runs/experiment=default/variant=standalone/replica=0")
+    recorded = rows(tmp_path / "runs/experiment=on_tensorflow/variant=standalone/replica=0")  # the script's name
     steps = [r["step"] for r in recorded if r["name"] == "loss" and r["scope"] == "step"]
     assert steps == [2, 4, 6, 8, 10, 12]  # Keras reports every 2 batches; steps count batches
 
@@ -116,7 +117,8 @@ def test_fine_tuning_with_a_new_callback_continues_the_run(tmp_path: Path) -> No
     second = DeviateCallback(tmp_path / "runs")
     m.fit(x, y, batch_size=50, epochs=2, initial_epoch=1, callbacks=[second], verbose=0)
     assert second.run_dir == first.run_dir
-    assert sorted(p.name for p in (tmp_path / "runs/experiment=default/variant=standalone").iterdir()) == ["replica=0"]
+    standalone = tmp_path / "runs" / f"experiment={script_experiment()}" / "variant=standalone"
+    assert sorted(p.name for p in standalone.iterdir()) == ["replica=0"]
     recorded = rows(first.run_dir)
     assert [r["epoch"] for r in recorded if r["scope"] == "epoch" and r["name"] == "loss"] == [0, 1]
     assert [r["step"] for r in recorded if r["scope"] == "step" and r["name"] == "loss"] == list(range(1, 9))
@@ -232,7 +234,7 @@ def test_a_crash_mid_epoch_keeps_the_finished_epochs_and_the_buffered_batches(tm
         tmp_path,
     )
     assert done.returncode == 1 and "boom" in done.stderr
-    run_dir = tmp_path / "runs/experiment=default/variant=standalone/replica=0"
+    run_dir = tmp_path / "runs/experiment=on_torch/variant=standalone/replica=0"  # the script's name
     recorded = rows(run_dir)
     assert [r["epoch"] for r in recorded if r["scope"] == "epoch" and r["name"] == "loss"] == [0, 1]
     # epoch 2's three finished batches were buffered when the exception hit: flushed at exit

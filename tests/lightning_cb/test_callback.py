@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from deviate_cb.capture.session import script_experiment
 from deviate_cb.lightning import DeviateCallback
 from deviate_cb.store.run_directory import RunDirectory
 from lightning_cb.models import TinyModule, loader, trainer
@@ -81,7 +82,8 @@ def test_default_out_dir_is_deviate_runs(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.chdir(tmp_path)
     cb = DeviateCallback()
     trainer([cb], max_epochs=1).fit(TinyModule(), loader())
-    assert Path(cb.run_dir).resolve() == (tmp_path / "deviate_runs/experiment=default/variant=standalone/replica=0")
+    experiment = f"experiment={script_experiment()}"  # the running script's name (pytest's, here)
+    assert Path(cb.run_dir).resolve() == (tmp_path / "deviate_runs" / experiment / "variant=standalone/replica=0")
 
 
 def test_nan_and_inf_are_kept_and_flagged(tmp_path: Path) -> None:
