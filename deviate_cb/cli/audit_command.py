@@ -10,8 +10,10 @@ parameter after the optimizer step, with the size of the difference and the dive
 
 Exit status: 0 every replica ended its training normally and they agree bit for bit over the audited steps, 1
 they diverge within the steps compared (even if a replica stopped later), 2 usage error, 3 the audit could not be
-made or is incomplete: fewer than two replicas recorded anything (a replica failed before recording, or training
-that uses neither a Lightning ``Trainer`` nor Keras ``fit``), or a replica did not end its training normally
+made or is incomplete: the project imports neither Lightning nor Keras (told from its source before anything
+runs, :mod:`deviate_cb.launch.audit_scan`: a plain training loop has nothing to hook), fewer than two replicas
+recorded anything (a replica failed before recording, or trained without a Lightning ``Trainer.fit`` or a Keras
+``Model.fit``: the line says so, with how long it ran), or a replica did not end its training normally
 (failed, timed out, was killed, or exited 0 inside ``fit``: status ``incomplete``, or an ``exception`` or
 ``fit: "started"`` left in its manifest) or has no record while others do. Its record then stops early, so nothing
 is compared after the last step every such replica recorded; one line says so and names each replica with how it
@@ -58,6 +60,8 @@ EXIT_NOT_AUDITED = 3
 _VARIANTS = ("control", "impl")
 # How the launcher's reason for a replica that exited 0 before its training ended (status incomplete) starts.
 _EXITED_EARLY = "exited with code 0 before its training ended"
+# What a replica that ended with no record and no fit did (its stderr.log has nothing to add).
+_NOT_HOOKED = "trained without a Lightning Trainer.fit or Keras Model.fit"
 _WHAT = {
     "input": "the input batch `{name}`",
     "forward": "the forward output of module `{name}`",
@@ -75,7 +79,8 @@ def add_audit(commands: Any) -> None:
         description="Run N replicas under the control variant, record a bit-exact digest of every tensor of the "
         "first training steps (input batch, forward outputs, loss, gradients, parameters after the step) and "
         "report where they first differ. Exit status 0 identical (every replica ended its training), 1 diverged, "
-        "2 usage error, 3 not audited (a replica failed, timed out, was killed or stopped inside fit).",
+        "2 usage error, 3 not audited (the project imports neither Lightning nor Keras: refused before anything runs; "
+        "a replica failed, timed out, was killed, stopped inside fit or trained without a fit).",
         usage="deviate audit [options] (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
     )
     parser.add_argument("--trainer", metavar="SPEC", help="module:function or path/to/file.py:function")
@@ -116,6 +121,10 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             timeout = -1.0
         if not timeout > 0:
             raise UsageError(f"`--timeout` must be a number of seconds > 0. Received: --timeout={args.timeout}.")
+    refusal = _refusal(args.trainer, args.after)
+    if refusal:  # before anything runs: a plain training loop would train to its end for nothing
+        say(err, "error", refusal)
+        return EXIT_NOT_AUDITED
     from deviate_cb.launch.runner import replicate
 
     result = replicate(
@@ -167,6 +176,23 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if compared.diverged:
         return 1  # a difference within the steps every replica recorded, whatever stopped a replica later
     return EXIT_NOT_AUDITED if stopped else 0
+
+
+def _refusal(trainer: str | None, after: Sequence[str] | None) -> str:
+    """Why the target cannot be audited, read from its source (:mod:`deviate_cb.launch.audit_scan`); ``""`` when
+    it may be, when the source does not tell, or when the target is wrong (the launcher then says how)."""
+    from deviate_cb.launch.audit_scan import audit_refusal
+    from deviate_cb.launch.command import Command
+    from deviate_cb.launch.trainer_spec import TrainerSpec
+
+    try:
+        target: TrainerSpec | Command = (
+            TrainerSpec.parse(trainer) if trainer is not None else Command.parse(after or ())
+        )
+        target.precheck()
+    except UsageError:
+        return ""
+    return audit_refusal(target, Path.cwd())
 
 
 @dataclass(frozen=True)
@@ -278,11 +304,13 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
         except ValueError as exc:
             problem = f"{how + ' and ' if how else ''}has an unreadable audit record: {exc}"
         if not rows and not problem:
-            if ended:
-                problem = (
-                    "completed without recording any training step: its training uses neither a Lightning Trainer "
-                    "(fit) nor Keras Model.fit, or it trained no step"
+            if ended and manifest and "fit" not in manifest:  # no callback saw a fit start: nothing was hooked
+                ran = getattr(replica, "duration_s", None)
+                problem = f"{_NOT_HOOKED}, so nothing was hooked" + (
+                    f" (it ran {ran:.0f} s)" if isinstance(ran, (int, float)) else ""
                 )
+            elif ended:
+                problem = "completed without recording any training step: its fit trained no step"
             else:
                 problem = f"{how} before recording any training step"
         steps = len({row["step"] for row in rows})
@@ -295,8 +323,10 @@ def _not_audited(audited: Sequence[AuditedReplica], recorded: int, where: Path) 
     if not any(a.ended for a in audited):
         named = "; ".join(f"replica {a.replica} {a.how}" for a in audited)
         return [f"no replica completed: {named}; see their stderr.log in {where}"]
-    lines = [f"replica {a.replica} {a.problem}; see {where / f'replica={a.replica}' / 'stderr.log'}"
-             for a in audited if not a.rows]  # fmt: skip
+    if not recorded and all(a.problem.startswith(_NOT_HOOKED) for a in audited):  # one line says it all
+        return ["nothing to audit: " + "; ".join(f"replica {a.replica} {a.problem}" for a in audited)]
+    lines = [f"replica {a.replica} {a.problem}" + ("" if a.problem.startswith(_NOT_HOOKED) else
+             f"; see {where / f'replica={a.replica}' / 'stderr.log'}") for a in audited if not a.rows]  # fmt: skip
     lines.append(f"the audit needs the records of at least 2 replicas; {recorded} recorded one.")
     return lines
 

@@ -107,4 +107,5 @@ def test_training_without_a_framework_callback_cannot_be_audited_exit_3(tmp_path
     script.write_text("def main():\n    return {'loss': 0.5}\n")
     done = audit(["--trainer", f"{script}:main", "--out", str(tmp_path / "r")], tmp_path)
     assert done.returncode == 3, (done.stdout, done.stderr)
-    assert "neither a Lightning Trainer (fit) nor Keras Model.fit" in done.stderr and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stdout == "", done.stderr  # refused before anything runs
+    assert "it imports neither Lightning nor Keras" in done.stderr and not (tmp_path / "r").exists()

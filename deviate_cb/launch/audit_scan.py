@@ -1,0 +1,249 @@
+"""Whether ``deviate audit`` can hook a project's training, told from its source before anything runs.
+
+The audit is recorded by the Lightning callback (a ``Trainer``'s ``fit``) or the Keras callback (``Model.fit``):
+a program that reaches neither (a plain PyTorch loop) would train to its end for nothing. :func:`audit_refusal`
+reads with :mod:`ast` the file a replica starts from (:func:`~deviate_cb.launch.preimport.project_files`) and
+every module of the project's own that it imports, at any depth and anywhere in a file (inside functions too,
+relative imports included), and says why the audit cannot be made when none of them imports Lightning or Keras
+(``tensorflow`` counts: ``tf.keras``), nor an installed package that requires one of them.
+
+It refuses only when that is certain. The answer is ``""`` (go on and launch) whenever the scan cannot tell: a
+command that is not a Python script or module, an interpreter other than this one, a file that does not parse,
+a module found nowhere, an installed package of unknown origin, more than :data:`MAX_FILES` files, or code that
+imports or runs things by name (``importlib.import_module``, ``hydra.utils.instantiate``, ``runpy``, ``exec``,
+``subprocess``, ``os.system``).
+
+Example:
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "loop.py").write_text("import torch\\ndef main():\\n    import time\\n")
+    >>> print(audit_refusal(TrainerSpec.parse(f"{folder / 'loop.py'}:main"), folder))  # doctest: +ELLIPSIS
+    cannot audit .../loop.py:main: it imports neither Lightning nor Keras (loop.py read), and the audit hooks ...
+    >>> _ = (folder / "fit.py").write_text("def main():\\n    import lightning as L\\n")
+    >>> audit_refusal(TrainerSpec.parse(f"{folder / 'fit.py'}:main"), folder)
+    ''
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import shlex
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Optional, Union
+
+from deviate_cb.launch.command import Command
+from deviate_cb.launch.preimport import project_files
+from deviate_cb.launch.source_checks import find_module_file
+from deviate_cb.launch.trainer_spec import TrainerSpec
+
+__all__ = ["AUDITABLE", "MAX_FILES", "audit_refusal", "reaches_audited_framework"]
+
+#: Top-level modules whose import means the audit may hook the training (``tensorflow``: ``tf.keras``).
+AUDITABLE = frozenset({"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core"})
+#: Distributions (normalised names) that provide them: an installed package requiring one may train with it.
+_AUDITABLE_DISTRIBUTIONS = frozenset(
+    {"lightning", "pytorch-lightning", "keras", "keras-nightly", "keras-core", "tf-keras", "tensorflow",
+     "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly"}
+)  # fmt: skip
+#: Installed packages known to train nothing with Lightning or Keras themselves (no metadata lookup needed).
+_PLAIN = frozenset(
+    {"numpy", "scipy", "pandas", "pyarrow", "sklearn", "torch", "torchvision", "torchaudio", "torchmetrics", "jax",
+     "jaxlib", "flax", "optax", "yaml", "omegaconf", "tqdm", "matplotlib", "PIL", "seaborn", "safetensors"}
+)  # fmt: skip
+#: The project files read at most; a project with more is not refused (the scan could not end).
+MAX_FILES = 300
+# Calls that import or run code named at run time: what they reach cannot be read from the source.
+_BY_NAME = frozenset(
+    {"import_module", "__import__", "run_module", "run_path", "exec", "instantiate", "locate", "get_class",
+     "get_method", "load_entry_point", "entry_points", "Popen", "check_call", "check_output"}
+)  # fmt: skip
+
+
+class _Inconclusive(Exception):
+    """The scan cannot tell: the audit goes on."""
+
+
+def audit_refusal(target: Union[TrainerSpec, Command], cwd: Path) -> str:
+    """Why ``deviate audit`` cannot audit ``target`` (one line, starting ``cannot audit``), or ``""`` when it
+    may (or when the source does not tell: the audit then goes on)."""
+    if isinstance(target, Command) and target.python is not None and target.kind == "python":
+        if Path(target.program).absolute() != Path(sys.executable).absolute():
+            return ""  # another interpreter: its installed packages are not these
+    elif isinstance(target, Command):
+        return ""  # a shell script, a console script, a program: what it runs is not read here
+    files = project_files(target, cwd)
+    if not files:
+        return ""
+    try:
+        read = reaches_audited_framework(files, cwd)
+    except _Inconclusive:
+        return ""
+    if read is None:
+        return ""
+    what = target.text if isinstance(target, TrainerSpec) else f"`{shlex.join(target.given)}`"
+    others = f" and {read - 1} module(s) of its own" if read > 1 else ""
+    return (
+        f"cannot audit {what}: it imports neither Lightning nor Keras ({files[0].name}{others} read), and the "
+        "audit hooks into a Lightning Trainer's fit or a Keras Model.fit; a plain training loop has nothing to "
+        "hook, so nothing was run"
+    )
+
+
+def reaches_audited_framework(files: list[Path], cwd: Path) -> Optional[int]:
+    """``None`` when the project starting at ``files`` imports Lightning or Keras (directly, through its own
+    modules, or through an installed package requiring one), else the number of project files read.
+
+    Raises:
+        _Inconclusive: The source does not tell (see the module's docstring).
+    """
+    library = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "purelib", "platlib")}
+    queue = [path.resolve() for path in files]
+    if any(_in_library(path, library) for path in queue):
+        raise _Inconclusive  # `python -m some_installed_tool`: not the project's source
+    seen: set[Path] = set()
+    while queue:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        if len(seen) >= MAX_FILES:
+            raise _Inconclusive
+        seen.add(path)
+        tree = _parse(path)
+        for name, local, optional in _imports(tree, path):
+            top = name.split(".")[0]
+            if top in AUDITABLE or name in ("deviate_cb.lightning", "deviate_cb.keras"):
+                return None
+            if top == "deviate_cb" or top in sys.stdlib_module_names or top == "__future__":
+                continue
+            if local:  # a relative import
+                queue.extend(file for found in local for file in _with_packages(found))
+                continue
+            found = _module_file(name, [path.parent, cwd])
+            if found is None and optional:
+                continue  # `from pkg import name`: a name, not a module
+            if found is None:
+                raise _Inconclusive  # found nowhere from here: the replica's path may differ
+            if not _in_library(found, library):
+                queue.extend(_with_packages(found))
+                continue
+            if top not in _PLAIN and _requires_audited(top):
+                return None
+    return len(seen)
+
+
+def _parse(path: Path) -> ast.Module:
+    try:
+        return ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        raise _Inconclusive from None
+
+
+def _imports(tree: ast.Module, path: Path) -> Iterator[tuple[str, list[Path], bool]]:
+    """Every import of the file, anywhere in it: ``name``, for a relative import the project files it names, and
+    whether the name may be no module (``from pkg import name``: ``pkg.name``).
+
+    Raises:
+        _Inconclusive: The file imports or runs code named at run time.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, [], False
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module, [], False
+            for alias in node.names:  # `from pkg import sub`: sub may be a module
+                if alias.name != "*":
+                    yield f"{node.module}.{alias.name}", [], True
+        elif isinstance(node, ast.ImportFrom):
+            base = path.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            parts = node.module.split(".") if node.module else []
+            package = base.joinpath(*parts)
+            files = [package / "__init__.py", package.with_suffix(".py") if parts else None]
+            files += [package / f"{alias.name}.py" for alias in node.names if alias.name != "*"]
+            files += [package / alias.name / "__init__.py" for alias in node.names if alias.name != "*"]
+            existing = [f.resolve() for f in files if f is not None and f.is_file()]
+            if not existing:
+                raise _Inconclusive
+            yield f"{'.' * node.level}{node.module or ''}", existing, False
+        elif isinstance(node, ast.Call) and _called_by_name(node.func):
+            raise _Inconclusive
+
+
+def _called_by_name(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in _BY_NAME
+    if isinstance(func, ast.Attribute):
+        owner = func.value.id if isinstance(func.value, ast.Name) else ""
+        if owner == "os" and func.attr.startswith(("exec", "spawn", "system", "popen")):
+            return True
+        return func.attr in _BY_NAME or owner == "subprocess"
+    return False
+
+
+def _module_file(name: str, folders: list[Path]) -> Optional[Path]:
+    """The file of module ``name`` found from ``folders`` (then ``sys.path``); ``None``: none (a namespace
+    package has none either)."""
+    for folder in folders:
+        found = find_module_file(name, folder, package_main=False)
+        if found is not None and found.is_file():
+            return found.resolve()
+    return None
+
+
+def _with_packages(path: Path) -> list[Path]:
+    """``path`` and the ``__init__.py`` of the packages holding it, which importing it runs."""
+    found = [path]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        found.append(folder / "__init__.py")
+        folder = folder.parent
+    return found
+
+
+def _in_library(path: Path, library: set[Path]) -> bool:
+    resolved = path.resolve()
+    return any(root == resolved or root in resolved.parents for root in library)
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requires_audited(top: str) -> bool:
+    """Whether the installed package ``top`` requires Lightning or Keras: directly, with any of its extras that is
+    installed, or through what it requires unconditionally.
+
+    Raises:
+        _Inconclusive: ``top`` belongs to no installed distribution that its metadata names.
+    """
+    distributions = importlib.metadata.packages_distributions().get(top)
+    if not distributions:
+        raise _Inconclusive
+    seen: set[str] = set()
+    queue = [(_normal(d), True) for d in distributions]
+    while queue:
+        name, with_extras = queue.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.distribution(name).requires or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed: nothing of it runs
+        if name in _AUDITABLE_DISTRIBUTIONS:
+            return True
+        for requirement in requires:
+            match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+            if match is None:
+                continue
+            if "extra" in requirement.partition(";")[2] and not with_extras:
+                continue
+            queue.append((_normal(match.group(1)), False))
+    return False
