@@ -76,7 +76,9 @@ COLOURED = "\\x1b[31mcannot load the data module\\x1b[0m\\x07"
 def coloured_trainer(tmp_path: Path) -> str:
     """A trainer whose module raises at import with a coloured message (a spec error: exit status 3)."""
     path = tmp_path / "coloured.py"
-    path.write_text(f'raise RuntimeError("{COLOURED}")\n\n\ndef main():\n    return {{"acc": 1.0}}\n')
+    # main imports Lightning (never reached): `deviate audit` would refuse a trainer that imports no framework
+    body = '\n\n\ndef main():\n    import lightning  # noqa: F401\n\n    return {"acc": 1.0}\n'
+    path.write_text(f'raise RuntimeError("{COLOURED}")' + body)
     return f"{path}:main"
 
 
