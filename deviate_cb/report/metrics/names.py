@@ -1,8 +1,8 @@
 """How the report names, selects and orients metrics: ``name``, or ``stage/name`` when a name is in several stages.
 
-``--metric`` and ``--direction`` also take a metric as its framework spells it: ``stage_name`` (Keras reports the
-validation loss as ``val_loss``, recorded as stage ``val``, name ``loss``), so one model in Lightning and in Keras
-is selected with the same words.
+``--metric`` and ``--direction`` also take a metric in several stages as its framework spells it: ``stage_name``
+(Keras reports the validation loss as ``val_loss``, recorded as stage ``val``, name ``loss``, beside the training
+``loss``), so one model in Lightning and in Keras is selected with the same words.
 
 Shared by the two ways the report gets its per-run values (the long-table path and the summary path), so
 both name, filter and warn alike.
@@ -46,7 +46,7 @@ def kept_metrics(patterns: Sequence[str], display: Mapping[tuple[str, str], str]
     keep = {
         metric
         for (stage_, name), metric in display.items()
-        if any(fnmatch.fnmatchcase(c, p) for p in patterns for c in _spellings(stage_, name, metric))
+        if any(fnmatch.fnmatchcase(c, p) for p in patterns for c in _spellings(stage_, name, metric == name, metric))
     }
     if not keep and display:
         raise UsageError(
@@ -60,7 +60,7 @@ def name_directions(directions: Optional[Mapping[str, str]], display: Mapping[tu
     """Directions keyed by displayed metric: an entry for ``name`` covers every ``stage/name`` of it."""
     out: dict[str, str] = {}
     for (stage, name), metric in display.items():
-        for key in _spellings(stage, name):
+        for key in _spellings(stage, name, metric == name):
             if directions and key in directions:
                 out[metric] = directions[key]
     return out
@@ -68,13 +68,14 @@ def name_directions(directions: Optional[Mapping[str, str]], display: Mapping[tu
 
 def direction_warnings(directions: Optional[Mapping[str, str]], display: Mapping[tuple[str, str], str]) -> list[str]:
     """One line per ``--direction`` that names no metric of the report."""
-    known = {key for (stage, name) in display for key in _spellings(stage, name)}
+    known = {key for (stage, name), metric in display.items() for key in _spellings(stage, name, metric == name)}
     return [
         f"`--direction {key}={(directions or {})[key]}` names no metric of this report; it is ignored."
         for key in sorted(set(directions or {}) - known)
     ]
 
 
-def _spellings(stage: str, name: str, *more: str) -> tuple[str, ...]:
-    """The words that name a metric: its name, ``stage/name``, and ``stage_name`` as Keras spells it."""
-    return (name, *more, f"{stage}/{name}", f"{stage}_{name}")
+def _spellings(stage: str, name: str, alone: bool, *more: str) -> tuple[str, ...]:
+    """The words that name a metric: its name, ``stage/name``, and, for a name in several stages (``alone`` false:
+    Keras logs ``loss`` for training and validation), ``stage_name`` as Keras spells it (``val_loss``)."""
+    return (name, *more, f"{stage}/{name}") if alone else (name, *more, f"{stage}/{name}", f"{stage}_{name}")
