@@ -136,6 +136,23 @@ def compact_what_it_left(run: RunDirectory) -> int:
 _PARTITION_KEYS = ("experiment", "variant", "replica")
 
 
+def link_warning(path: str) -> str:
+    """The start of the warning for a partition folder that is a symbolic link (the readers do not follow it).
+
+    Example:
+        >>> link_warning("/nowhere/experiment=e").endswith("(deviate-replicate refuses links there too)")
+        True
+    """
+    try:
+        target = f" (to {os.readlink(path)})"
+    except OSError:
+        target = ""
+    return (
+        f"{path}: a symbolic link{target}, not followed: deviate reads and writes a study only in its own folders "
+        "(deviate-replicate refuses links there too)"
+    )
+
+
 def linked_partition(run_dir: Path) -> Optional[Path]:
     """The first of ``run_dir``'s partition folders (``replica=``, ``variant=``, ``experiment=``, from the inside
     out) that is a symbolic link, or ``None``. A run reached through one is never written (settled, compacted),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.liveness import link_warning
 from deviate_cb.store.run_directory import MANIFEST_FILE
 
 __all__ = ["ReplicaStatus", "collect_status", "format_status"]
@@ -104,22 +105,10 @@ def _folders(parent: Path, key: str, warnings: list[str]) -> list[Path]:
     found = []
     for entry in _listing(parent, key, warnings) or []:
         if entry.is_symlink():
-            warnings.append(f"{_link(entry.path)}; the replicas behind it are not shown.")
+            warnings.append(f"{link_warning(entry.path)}; the replicas behind it are not shown.")
         elif entry.is_dir():
             found.append(Path(entry.path))
     return found
-
-
-def _link(path: str) -> str:
-    """A warning's start for a partition folder that is a symbolic link."""
-    try:
-        target = f" (to {os.readlink(path)})"
-    except OSError:
-        target = ""
-    return (
-        f"{path}: a symbolic link{target}, not followed: deviate reads and writes a study only in its own folders "
-        "(deviate-replicate refuses links there too)"
-    )
 
 
 def _replica_dirs(out: Path, warnings: list[str]) -> Iterable[tuple[str, str, Path]]:
@@ -149,7 +138,7 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
         numbered = [(k, Path(e.path)) for e in listing if (k := _replica_number(Path(e.path))) is not None]
         for _, run_dir in sorted(numbered):
             if run_dir.is_symlink():  # shown, never read or written through
-                sink.append(f"{_link(str(run_dir))}; the replica is shown as 'unknown'.")
+                sink.append(f"{link_warning(str(run_dir))}; the replica is shown as 'unknown'.")
                 found.append((run_dir, {"status": "unknown"}, ""))
                 continue
             if not run_dir.is_dir():

@@ -206,14 +206,9 @@ def _partition_key(name: str) -> bool:
 
 
 def _link_problem(path: str) -> str:
-    try:
-        target = f" (to {os.readlink(path)})"
-    except OSError:
-        target = ""
-    return (
-        f"{path}: a symbolic link{target}, not followed: deviate reads and writes a study only in its own folders "
-        "(deviate-replicate refuses links there too); the runs behind it are left out."
-    )
+    from deviate_cb.launch.liveness import link_warning  # the warning `deviate status` gives too
+
+    return f"{link_warning(path)}; the runs behind it are left out."
 
 
 def _why(exc: OSError) -> str:
