@@ -1,6 +1,7 @@
 """Helpers for the real-project suite: ``deviate-replicate -- COMMAND`` run for real on a project folder.
 
-The projects under ``projects/`` never import deviate-cb; each is replicated through command mode with the
+The projects under ``projects/`` never import deviate-cb (but ``standalone_seeded``, which uses its callback
+itself); each is replicated through command mode with the
 ``deviate-replicate`` console script installed next to the running interpreter, as a real subprocess whose
 working directory is the project folder (as a user would run it), writing its run store under a temporary
 directory.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -108,9 +110,20 @@ def replicate(
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     timeout: float = 420,
+    copy: bool = False,
 ) -> Replicated:
-    """``deviate-replicate -n N --variant V --out <tmp>/runs --experiment PROJECT ARGS -- COMMAND`` in the project."""
+    """``deviate-replicate -n N --variant V --out <tmp>/runs --experiment PROJECT ARGS -- COMMAND`` in the project.
+
+    With ``copy`` the project runs from a copy of its folder, ``<tmp>/project`` (for a project that writes into its
+    own folder: the repository's copy stays as it is); ``project``, ``project_before`` and ``project_after`` are
+    then the copy's. The replicas' temporary directory is then ``<tmp>/tmpdir`` (``TMPDIR``), outside the copy:
+    writes under the temporary directory are not counted as the project's outside writes, and ``<tmp>`` is in it.
+    """
     folder = PROJECTS / project
+    if copy:
+        folder = Path(shutil.copytree(folder, tmp / "project"))
+        (tmp / "tmpdir").mkdir()
+        env = {"TMPDIR": str(tmp / "tmpdir"), **(env or {})}
     out = tmp / "runs"
     argv = [
         str(deviate_replicate()),

@@ -1,0 +1,233 @@
+"""Projects that do things their own way (issue 26), replicated through command mode as users would (CPU only).
+
+- ``configurator``: nanoGPT's shape: module-level defaults overridden by a configurator that splits ``key=value``
+  and ``--key=value`` on ``=`` (``literal_eval``), a plain PyTorch loop seeded with ``torch.manual_seed(1337)``,
+  a checkpoint at ``os.path.join(out_dir, 'ckpt.pt')`` (``out_dir = 'out-tiny'``; ``init_from=resume`` resumes
+  from it) and ``history.json`` in the working directory. It runs from a copy of its folder, since it writes
+  there. ``--out_dir={run_dir}/out`` (unquoted: ``{run_dir}`` after ``=`` is the ``.run-dirs`` link) puts each
+  replica's checkpoint in its own run directory (``control`` replicas identical, ``algo`` replicas different).
+- ``self_deterministic``: a PyTorch script that switches determinism on itself
+  (``torch.use_deterministic_algorithms(True)``, ``torch.backends.cudnn.deterministic = True``), and
+  ``train_keras.py``, a keras-io recipe doing the same on TensorFlow (``keras.utils.set_random_seed(42)``,
+  ``tf.config.experimental.enable_op_determinism()``). ``control`` replicas are identical and deterministic,
+  ``algo+impl`` replicas differ.
+- ``standalone_seeded``: a Lightning script that uses ``DeviateCallback(metrics=["val_*"])`` itself after
+  ``L.seed_everything(42)``: run alone (``python train.py``), its run.json records seed 42 and where it was read,
+  under an experiment named after the script; replicated, the script's own callback records every replica (no
+  second one is injected) and the seeding takeover gives each ``algo`` replica its own seed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_projects_helpers import PROJECTS, Replicated, child_env, replicate, seed_call
+from test_real_projects import (
+    METRIC_REGEXES,
+    argv_of,
+    assert_all_differ,
+    assert_bit_identical,
+    assert_completed,
+    assert_project_untouched,
+    assert_taken_over,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _ckpt(path: Path) -> dict[str, Any]:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def _same_weights(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(bool((a[k] == b[k]).all()) for k in a)
+
+
+# ------------------------------------------------------------------------------------------ nanoGPT configurator
+
+CONFIGURATOR_COMMAND = ["python", "train.py", "--out_dir={run_dir}/out", "max_iters=20"]
+
+
+@pytest.fixture(scope="module")
+def configurator_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Replicated]:
+    return {
+        variant: replicate(
+            "configurator",
+            tmp_path_factory.mktemp(f"configurator-{variant}"),
+            CONFIGURATOR_COMMAND,
+            variant=variant,
+            args=["--parallel", "2", *METRIC_REGEXES],
+            copy=True,
+        )
+        for variant in ("control", "algo")
+    }
+
+
+def test_configurator_run_dir_after_equals_reaches_the_script(configurator_runs: dict[str, Replicated]) -> None:
+    for variant, done in configurator_runs.items():
+        assert_completed(done, 2)
+        for replica in range(2):
+            record = done.manifest(replica)
+            assert argv_of(record["command"]) == CONFIGURATOR_COMMAND
+            link = done.out / ".run-dirs" / "configurator" / variant / str(replica)
+            ran = argv_of(record["command_run"])
+            assert ran[1:] == ["train.py", f"--out_dir={link}/out", "max_iters=20"], ran
+            assert "=" not in str(link)  # the configurator's key, val = arg.split("=") takes it
+            assert link.resolve() == done.run_dir(replica).resolve()
+            assert f"Overriding: out_dir = {link}/out\n" in done.log(replica)
+
+
+def test_configurator_checkpoints_land_in_their_run_dirs(configurator_runs: dict[str, Replicated]) -> None:
+    for variant, done in configurator_runs.items():
+        assert "out-tiny/ckpt.pt" not in done.project_after  # the default out_dir was overridden
+        for replica in range(2):
+            ckpt = _ckpt(done.run_dir(replica) / "out" / "ckpt.pt")
+            assert ckpt["iter_num"] == 20
+            assert ckpt["config"]["max_iters"] == 20 and ckpt["config"]["seed"] == 1337
+            assert ckpt["config"]["out_dir"] == f"{done.out}/.run-dirs/configurator/{variant}/{replica}/out"
+            last = ckpt["history"][-1]
+            assert done.final(replica)["loss"] == pytest.approx(last["val_loss"], abs=1e-6)
+
+
+def test_configurator_control_identical_and_algo_differs(configurator_runs: dict[str, Replicated]) -> None:
+    control, algo = configurator_runs["control"], configurator_runs["algo"]
+    weights = {
+        variant: [_ckpt(done.run_dir(k) / "out" / "ckpt.pt")["model"] for k in range(2)]
+        for variant, done in configurator_runs.items()
+    }
+    assert _same_weights(*weights["control"]), "control replicas saved different weights"
+    assert control.final(0) == control.final(1) and "loss" in control.final(0)
+    assert not _same_weights(*weights["algo"]), "algo replicas saved the same weights: no seed variance"
+    assert algo.final(0)["loss"] != algo.final(1)["loss"]
+
+
+@pytest.mark.parametrize("variant", ["control", "algo"])
+def test_configurator_manual_seed_is_taken_over(configurator_runs: dict[str, Replicated], variant: str) -> None:
+    assert_taken_over(configurator_runs[variant], 2, "torch.manual_seed", 1337)
+
+
+# ------------------------------------------------------------------------------ a script that is deterministic itself
+
+SELF_DETERMINISTIC_COMMAND = ["python", "train.py", "--epochs", "3"]
+
+
+@pytest.fixture(scope="module")
+def self_deterministic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Replicated]:
+    runs = {}
+    for key, variant, extra in (
+        ("control", "control", []),
+        ("algo+impl", "algo+impl", []),
+    ):
+        runs[key] = replicate(
+            "self_deterministic",
+            tmp_path_factory.mktemp(f"self-deterministic-{key}"),
+            SELF_DETERMINISTIC_COMMAND,
+            variant=variant,
+            args=["--parallel", "2", *METRIC_REGEXES, *extra],
+        )
+    return runs
+
+
+def test_self_deterministic_control_identical_and_algo_impl_differs(
+    self_deterministic_runs: dict[str, Replicated],
+) -> None:
+    control, noisy = self_deterministic_runs["control"], self_deterministic_runs["algo+impl"]
+    for done in self_deterministic_runs.values():
+        assert_completed(done, 2)
+        assert_project_untouched(done)
+    assert control.log(0) == control.log(1)  # every epoch's printed metrics, to 6 decimals
+    assert control.final(0) == control.final(1)
+    assert noisy.final(0)["loss"] != noisy.final(1)["loss"]
+
+
+def test_self_deterministic_switches_agree_with_control(self_deterministic_runs: dict[str, Replicated]) -> None:
+    """``control`` asks for determinism too: the project's switches are recorded and applied as asked."""
+    done = self_deterministic_runs["control"]
+    for replica in range(2):
+        assert "determinism: algorithms=True cudnn=True benchmark=False\n" in done.log(replica)
+        determinism = done.manifest(replica)["determinism"]
+        assert determinism["in_effect"]["torch"]["deterministic_algorithms"] is True
+        assert determinism["verified"] is True, determinism
+
+
+# ------------------------------------------------------------------------------- standalone DeviateCallback script
+
+STANDALONE_SCRIPT = PROJECTS / "standalone_seeded" / "train.py"
+VAL_NAMES = {"val_loss", "val_acc"}
+
+
+def test_standalone_script_run_alone_records_its_seed_under_its_name(tmp_path: Path) -> None:
+    """``python train.py`` without deviate-replicate: the callback files the run under ``experiment=train``."""
+    env = child_env()
+    env.pop("PYTHONPATH", None)  # deviate-cb as the user has it installed, nothing of the test's
+    done = subprocess.run(
+        [sys.executable, str(STANDALONE_SCRIPT), "--epochs", "2"],
+        cwd=tmp_path,  # DeviateCallback() writes deviate_runs/ in the working directory
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "deviate callbacks: 1\n" in done.stdout
+    manifests = sorted((tmp_path / "deviate_runs").glob("experiment=*/variant=*/replica=*/run.json"))
+    assert [m.relative_to(tmp_path).as_posix() for m in manifests] == [
+        "deviate_runs/experiment=train/variant=standalone/replica=0/run.json"
+    ]
+    record = json.loads(manifests[0].read_text())
+    assert record["status"] == "completed" and record["experiment"] == "train"
+    assert (record["seed"], record["seed_source"], record["seed_note"]) == (42, "PL_GLOBAL_SEED", None)
+    run = Replicated(
+        0, done.stdout, done.stderr, tmp_path / "deviate_runs", "train", "standalone", [], tmp_path, {}, {}
+    )
+    assert {name for _, _, name, *_ in run.logged(0)} == VAL_NAMES  # the script's metrics=["val_*"]
+    assert not (PROJECTS / "standalone_seeded" / "deviate_runs").exists()
+
+
+@pytest.fixture(scope="module")
+def standalone_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Replicated]:
+    return {
+        variant: replicate(
+            "standalone_seeded",
+            tmp_path_factory.mktemp(f"standalone-{variant}"),
+            ["python", "train.py", "--epochs", "2"],
+            variant=variant,
+            args=["--parallel", "2"],
+        )
+        for variant in ("control", "algo")
+    }
+
+
+def test_standalone_script_replicated_keeps_its_own_callback(standalone_runs: dict[str, Replicated]) -> None:
+    for done in standalone_runs.values():
+        assert_completed(done, 2)
+        assert_project_untouched(done)  # no deviate_runs/ (nor lightning_logs/) in the project folder
+        for replica in range(2):
+            assert "deviate callbacks: 1\n" in done.log(replica)  # the script's, no second one injected
+            assert {name for _, _, name, *_ in done.logged(replica)} == VAL_NAMES  # recorded by the script's own
+            record = done.manifest(replica)
+            assert record["experiment"] == "standalone_seeded" and record["variant"] == done.variant
+            assert record["seed"] == (replica if done.variant == "algo" else 0)
+            assert "is ignored" not in done.log(replica, "stderr.log")  # DeviateCallback() overrode nothing
+
+
+def test_standalone_script_replicated_control_identical_and_algo_differs(
+    standalone_runs: dict[str, Replicated],
+) -> None:
+    assert_bit_identical(standalone_runs["control"], 2, min_rows=4)  # 2 epochs of val_loss and val_acc
+    assert_all_differ(standalone_runs["algo"], 2, min_rows=4)
+
+
+@pytest.mark.parametrize("variant", ["control", "algo"])
+def test_standalone_script_seed_everything_is_taken_over(standalone_runs: dict[str, Replicated], variant: str) -> None:
+    applied = assert_taken_over(standalone_runs[variant], 2, "lightning.seed_everything", 42)
+    for replica, seed in enumerate(applied):
+        assert seed_call(standalone_runs[variant].seeding(replica), "lightning.seed_everything", 42)["applied"] == seed
