@@ -270,11 +270,22 @@ def add_power(commands: argparse._SubParsersAction) -> None:
         help="how many runs per group you need to detect a difference, from the spread measured",
         description="Per group (experiment, variant; or the --group-by column of --table) and metric: the measured "
         "std (ddof=1), the runs per group Welch's t-test needs to detect a difference of --effect (in the metric's "
-        "units) at --power, and the power of the runs already made.",
+        "units) at --power, and the power of the runs already made. With --budget, first a sentence per group and "
+        "metric: what those runs cost in run-hours (the mean wall time, run.json duration_s, of the group's completed "
+        "runs) and the smallest difference the runs the budget buys detect (half the budget to each of the two "
+        "groups of a comparison).",
     )
     _add_sources(p, "study directory")
-    p.add_argument("--effect", type=float, required=True, help="difference of means to detect, in the metric's units")
+    p.add_argument("--effect", type=float, help="difference of means to detect, in the metric's units")
     p.add_argument("--power", type=float, default=0.8, help="wanted power (default 0.8)")
+    p.add_argument(
+        "--budget",
+        metavar="DURATION",
+        help="run-hours to spend (20h, 90m, 3600s; a plain number is hours), split evenly between the two groups of "
+        "a comparison: with it, what the runs needed cost (the mean measured wall time, run.json duration_s, of "
+        "each group's completed runs) and the smallest difference the runs the budget buys detect; --effect may "
+        "then be left out",
+    )
     p.add_argument(
         "--group", action="append", default=[], metavar="KEY=VALUE", help="only runs with these keys (repeatable)"
     )
@@ -294,7 +305,17 @@ def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     _check_alpha(args.alpha)
     per_run_options(args)
-    if not args.effect > 0:
+    budget_h = None
+    if args.budget is not None:
+        from deviate_cb.report.budget import parse_budget
+
+        budget_h = parse_budget(args.budget)
+    elif args.effect is None:
+        raise UsageError(
+            "the following arguments are required: --effect. (With `--budget`, it may be left out: the smallest "
+            "difference the budget detects is given.)"
+        )
+    if args.effect is not None and not args.effect > 0:
         raise UsageError(f"`--effect` must be a positive number. Received: --effect={args.effect!r}.")
     if not 0.0 < args.power < 1.0:
         raise UsageError(f"`--power` must be in (0, 1). Received: --power={args.power!r}.")
@@ -315,6 +336,8 @@ def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         else:
             label = f"experiment={run.keys['experiment']} variant={run.keys['variant']}"
         groups.setdefault(label, []).append(run)
+    if budget_h is not None:
+        return _power_budget(args, sources[0], dict(sorted(groups.items())), budget_h, out)
     rows = power_rows(sorted(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power)
     notes = tuple(r["summary"] for r in rows) if args.format in ("table", "md") else ()
     title = (
@@ -322,5 +345,55 @@ def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     )
     out.write(render_records(rows, POWER_COLUMNS, args.format, title=title, human=POWER_HUMAN, notes=notes, file=out))
     out.write("\n" if args.format == "json" else "")
+    out.flush()
+    return 0
+
+
+def _power_budget(args: argparse.Namespace, source: str, groups: dict[str, list], budget_h: float, out: IO[str]) -> int:
+    """``power --budget``: a sentence per group and metric first (the runs needed for --effect, what they cost,
+    what the budget buys and detects), then the table with the cost and budget columns."""
+    from deviate_cb.report.budget import BUDGET_COLUMNS, BUDGET_NOTE, budget_rows, format_hours, spread_rows, wall_times
+    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
+    from deviate_cb.report.render import render_records
+    from deviate_cb.report.terminal import make_console, print_wrapped
+
+    if args.effect is not None:
+        base = power_rows(list(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power)
+    else:
+        base = spread_rows(groups, alpha=args.alpha, power=args.power)
+    times = {} if args.table else wall_times(source)
+    rows = budget_rows(
+        base, groups, times, budget_h=budget_h, budget_text=f"{budget_h:.4g} h", table=bool(args.table)
+    )  # fmt: skip
+    columns = (*POWER_COLUMNS, *BUDGET_COLUMNS)
+    if args.format in ("csv", "json"):
+        out.write(render_records(rows, columns, args.format) + ("\n" if args.format == "json" else ""))
+        out.flush()
+        return 0
+    lead = [r["budget_summary"] for r in rows]
+    human = {
+        **POWER_HUMAN,
+        "per run": lambda r: "-" if r["run_s"] is None else format_hours(r["run_s"]),
+        "cost (run-h)": lambda r: "-" if r["cost_h"] is None else f"{r['cost_h']:.3g}",
+        "budget runs": lambda r: "-" if r["budget_runs"] is None else str(r["budget_runs"]),
+        "budget detects": lambda r: "-" if r["budget_effect"] is None else f"{r['budget_effect']:.3g}",
+    }
+    what = "a difference" if args.effect is None else f"a difference of {args.effect:g}"
+    title = (
+        f"power to detect {what} and what {budget_h:.4g} run-hours buy (alpha {args.alpha:g}, Welch t, "
+        f"aggregate={args.aggregate})"
+    )
+    notes = (*(r["summary"] for r in rows if r["summary"]), BUDGET_NOTE)
+    if args.format == "md":
+        from deviate_cb.report.text import markdown
+
+        out.write("\n\n".join(markdown(line) for line in lead) + "\n\n")
+    else:
+        console = make_console(out)
+        for line in lead:
+            print_wrapped(console, line)
+        console.print()
+    text = render_records(rows, columns, args.format, title=title, human=human, notes=notes, file=out)
+    out.write(text)
     out.flush()
     return 0
