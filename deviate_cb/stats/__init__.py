@@ -7,6 +7,9 @@
   difference with intervals from Welch's test, a variance test, :func:`spread_ratio` with the interval of the
   Brown-Forsythe test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
 - k groups: :func:`multi_aso` (Almost Stochastic Order of every ordered pair, Bonferroni-corrected, a ranking);
+- sequential stopping (issue 27): :func:`plan_sequential`, :func:`plan_looks`, :func:`sequential_look` (a
+  group-sequential test with repeated confidence intervals), :func:`simulate_sequential`, :func:`naive_rate`,
+  :func:`std_precision`, :func:`runs_for_precision`;
 - planning: :func:`runs_needed`, :func:`achieved_power`, :func:`detectable_effect`, :func:`power_curve`,
   :func:`noether_runs`, :func:`power_report`;
 - noise sources: :func:`decompose` (the share of spread due to implementation noise);
@@ -48,6 +51,15 @@ from deviate_cb.stats.power import (
     power_report,
     runs_needed,
 )
+from deviate_cb.stats.sequential import (
+    SequentialLook,
+    SequentialPlan,
+    plan_looks,
+    plan_sequential,
+    runs_for_precision,
+    sequential_look,
+    std_precision,
+)
 from deviate_cb.stats.spread import spread_ratio
 from deviate_cb.stats.stability.groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates
 from deviate_cb.stats.stability.predictions import (
@@ -66,6 +78,7 @@ from deviate_cb.stats.stability.sketch import (
     weight_distance_blocks,
     weight_distance_from_sketches,
 )
+from deviate_cb.stats.stopping import SequentialSimulation, naive_rate, simulate_sequential
 
 __all__ = [
     "AGGREGATES",
@@ -83,6 +96,9 @@ __all__ = [
     "PerClassAccuracy",
     "PowerReport",
     "SampleInstability",
+    "SequentialLook",
+    "SequentialPlan",
+    "SequentialSimulation",
     "StatResult",
     "SubgroupRates",
     "WeightDistance",
@@ -106,20 +122,27 @@ __all__ = [
     "mean_confidence_interval",
     "mean_difference",
     "multi_aso",
+    "naive_rate",
     "noether_runs",
     "parse_aggregate",
     "per_class_accuracy",
+    "plan_looks",
+    "plan_sequential",
     "power_curve",
     "power_report",
     "prediction_churn",
     "prob_improvement",
     "reject",
     "resolve_direction",
+    "runs_for_precision",
     "runs_needed",
     "sample_instability",
+    "sequential_look",
+    "simulate_sequential",
     "sketch_vector",
     "spread_ratio",
     "std_confidence_interval",
+    "std_precision",
     "student_t",
     "subgroup_rates",
     "variance_test",
