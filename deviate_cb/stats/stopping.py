@@ -1,0 +1,413 @@
+"""The simulation kernels of :mod:`~deviate_cb.stats.sequential`: test statistics at every look of many studies.
+
+A *path* (one simulated study) holds the runs of groups A and B in the order they are made; a look at
+``(n_a, n_b)`` sees the first ``n_a`` and ``n_b`` of them. For each path and look the kernels compute, vectorised:
+
+- the mean: the difference of means and the pooled (Student) standard error, from prefix sums of the values and
+  of their squares (:func:`mean_parts`);
+- the spread: the mean and variance of the absolute deviations from each group's median at every look, the
+  parts of the Brown-Forsythe test (:func:`abs_dev_parts`; the median by ``np.partition``, ``sum |x - m|`` as
+  the upper half's sum less the lower half's, ``sum (x - m)^2 = Q - 2 m S + n m^2``), and from them the pooled
+  t of "A and ``c`` B spread alike" (:func:`bf_t`; ``scipy.stats.levene(center="median")`` is its square).
+
+:func:`calibrate_nominal` draws standard normal paths (seeded, in chunks) and returns the Pocock-type nominal
+level ``p*``: the ``alpha`` quantile of each path's smallest p-value over the looks, so that a fraction ``alpha``
+of the null paths reject at some look. Only the looks whose p-value is below ``alpha`` are evaluated exactly
+(``p* <= alpha``), so it costs little more than drawing the data. :func:`null_paths` draws data for the other
+simulations (normal or t with 3 degrees of freedom, scaled to unit variance).
+
+Example:
+    >>> looks = ((5, 5), (10, 10), (15, 15), (20, 20))
+    >>> round(calibrate_nominal(looks, 0.05, "mean", 0, 200_000), 4)  # Pocock's 0.0182 for 4 looks, df -> inf
+    0.0188
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, Optional, Protocol
+
+import numpy as np
+
+from deviate_cb.stats._looks import check_dist, check_looks, check_on, check_seed
+
+__all__ = [
+    "PlanLike",
+    "SequentialSimulation",
+    "abs_dev_parts",
+    "bf_t",
+    "calibrate_nominal",
+    "look_t",
+    "mean_parts",
+    "naive_rate",
+    "null_paths",
+    "simulate_sequential",
+    "small_p",
+    "two_sided_p",
+]
+
+Looks = tuple[tuple[int, int], ...]
+
+
+class PlanLike(Protocol):
+    """What the simulations read of a :class:`~deviate_cb.stats.sequential.SequentialPlan` (which imports this
+    module, so it is not imported here)."""
+
+    @property
+    def looks(self) -> Looks: ...
+    @property
+    def on(self) -> str: ...
+    @property
+    def nominal(self) -> float: ...
+    @property
+    def effect(self) -> Optional[float]: ...
+    @property
+    def direction(self) -> str: ...
+
+
+_CHUNK_VALUES = 2_000_000  # values per group and chunk: bounds the memory of a simulation to tens of MB
+
+
+def null_paths(
+    looks: Looks, dist: str, count: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Chunks of ``(x, y)``: ``count`` paths in all, each row the runs of A (``x``) and B (``y``) up to the last
+    look, drawn from the standard normal or the unit-variance t(3) (``dist``).
+
+    Example:
+        >>> x, y = next(null_paths(((2, 3),), "t3", 4, np.random.default_rng(0)))
+        >>> x.shape, y.shape
+        ((4, 2), (4, 3))
+    """
+    n_a, n_b = looks[-1]
+    chunk = max(1, _CHUNK_VALUES // max(n_a, n_b))
+    done = 0
+    while done < count:
+        size = min(chunk, count - done)
+        if dist == "normal":
+            x, y = rng.standard_normal((size, n_a)), rng.standard_normal((size, n_b))
+        else:
+            x, y = rng.standard_t(3, (size, n_a)) / math.sqrt(3.0), rng.standard_t(3, (size, n_b)) / math.sqrt(3.0)
+        done += size
+        yield x, y
+
+
+def mean_parts(x: np.ndarray, y: np.ndarray, looks: Looks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The difference of means, Welch's standard error and degrees of freedom at each look: ``(paths, looks)``.
+
+    Example:
+        >>> diff, se, dof = mean_parts(np.array([[1.0, 2.0, 3.0]]), np.array([[2.0, 3.0, 4.0]]), ((3, 3),))
+        >>> float(diff[0, 0]), round(float(diff[0, 0] / se[0, 0]), 4), float(dof[0, 0])  # as scipy's Welch t
+        (-1.0, -1.2247, 4.0)
+    """
+    n_a = np.array([look[0] for look in looks], dtype=np.float64)
+    n_b = np.array([look[1] for look in looks], dtype=np.float64)
+    sum_a, sq_a = _prefix(x, n_a)
+    sum_b, sq_b = _prefix(y, n_b)
+    part_a = np.maximum(sq_a - sum_a**2 / n_a, 0.0) / ((n_a - 1.0) * n_a)  # var_a / n_a
+    part_b = np.maximum(sq_b - sum_b**2 / n_b, 0.0) / ((n_b - 1.0) * n_b)
+    se2 = part_a + part_b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = se2**2 / (part_a**2 / (n_a - 1.0) + part_b**2 / (n_b - 1.0))
+    return sum_a / n_a - sum_b / n_b, np.sqrt(se2), dof
+
+
+def _prefix(x: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    index = sizes.astype(np.intp) - 1
+    return np.cumsum(x, axis=1)[:, index], np.cumsum(x * x, axis=1)[:, index]
+
+
+def abs_dev_parts(x: np.ndarray, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance (``ddof=1``) of ``|x - median(x)|`` over the first ``n`` values of each row, for each
+    ``n`` in ``sizes``: two ``(rows, len(sizes))`` arrays.
+
+    Example:
+        >>> mean, var = abs_dev_parts(np.array([[1.0, 5.0, 2.0, 9.0]]), (3, 4))
+        >>> mean.round(4).tolist(), var.round(4).tolist()  # |[1,5,2] - 2| = [1,3,0]; |[1,5,2,9] - 3.5|
+        ([[1.3333, 2.75]], [[2.3333, 3.5833]])
+    """
+    cum_sum, cum_sq = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
+    mean = np.empty((x.shape[0], len(sizes)))
+    var = np.empty_like(mean)
+    done: dict[int, int] = {}
+    for k, n in enumerate(sizes):
+        if n in done:
+            mean[:, k], var[:, k] = mean[:, done[n]], var[:, done[n]]
+            continue
+        done[n] = k
+        half = n // 2
+        part = np.partition(x[:, :n], half, axis=1)  # one kth: numpy's partition at two is five times slower
+        lower = part[:, :half]
+        total, lower_sum = cum_sum[:, n - 1], lower.sum(axis=1)
+        if n % 2:
+            med = part[:, half]
+            sum_abs = total - 2.0 * lower_sum - med
+        else:
+            med = 0.5 * (lower.max(axis=1) + part[:, half])
+            sum_abs = total - 2.0 * lower_sum
+        sum_sq = cum_sq[:, n - 1] - 2.0 * med * total + n * med * med
+        mean[:, k] = sum_abs / n
+        var[:, k] = np.maximum(sum_sq - sum_abs**2 / n, 0.0) / (n - 1)
+    return mean, var
+
+
+def bf_t(
+    parts_a: tuple[np.ndarray, np.ndarray], parts_b: tuple[np.ndarray, np.ndarray], looks: Looks, c: float = 1.0
+) -> np.ndarray:
+    """The Brown-Forsythe pooled t of "A and ``c`` B spread alike" at each look (decreasing in ``c``).
+
+    Example:
+        >>> import warnings
+        >>> from scipy.stats import levene
+        >>> x, y = np.array([[0.1, 0.9, 0.4, 0.3]]), np.array([[1.0, -2.0, 0.5]])
+        >>> t = bf_t(abs_dev_parts(x, (4,)), abs_dev_parts(y, (3,)), ((4, 3),))
+        >>> bool(np.isclose(t[0, 0] ** 2, levene(x[0], y[0], center="median").statistic))
+        True
+    """
+    (mean_u, var_u), (mean_v, var_v) = parts_a, parts_b
+    n_a = np.array([look[0] for look in looks], dtype=np.float64)
+    n_b = np.array([look[1] for look in looks], dtype=np.float64)
+    pooled = ((n_a - 1.0) * var_u + c * c * (n_b - 1.0) * var_v) / (n_a + n_b - 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (mean_u - c * mean_v) / np.sqrt(pooled * (1.0 / n_a + 1.0 / n_b))
+
+
+def two_sided_p(t: np.ndarray, dof: np.ndarray) -> np.ndarray:
+    """The two-sided p-value of Student's t with ``dof`` degrees of freedom.
+
+    Example:
+        >>> round(float(two_sided_p(np.array(2.0), np.array(10.0))), 4)
+        0.0734
+    """
+    from scipy.special import stdtr
+
+    return 2.0 * stdtr(dof, -np.abs(t))
+
+
+def look_t(x: np.ndarray, y: np.ndarray, looks: Looks, on: str) -> tuple[np.ndarray, np.ndarray]:
+    """The test's t at each look under "no difference" and its degrees of freedom (the mean: Welch's t; the
+    spread: Brown-Forsythe's pooled t, ``n_a + n_b - 2``).
+
+    Example:
+        >>> t, dof = look_t(np.array([[1.0, 2.0, 3.0]]), np.array([[2.0, 3.0, 4.0]]), ((3, 3),), "mean")
+        >>> t.round(4).tolist(), dof.tolist()
+        ([[-1.2247]], [[4.0]])
+    """
+    if on == "mean":
+        diff, se, dof = mean_parts(x, y, looks)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return diff / se, dof
+    sizes_a, sizes_b = tuple(n for n, _ in looks), tuple(n for _, n in looks)
+    t = bf_t(abs_dev_parts(x, sizes_a), abs_dev_parts(y, sizes_b), looks)
+    return t, np.broadcast_to(np.array([a + b - 2.0 for a, b in looks]), t.shape)
+
+
+def small_p(t: np.ndarray, dof: np.ndarray, looks: Looks, level: float) -> np.ndarray:
+    """The two-sided p-values of ``t`` where they are below ``level``, 1 elsewhere.
+
+    Only the ``|t|`` above the critical value at ``n_a + n_b - 2`` degrees of freedom (the most a look has:
+    Welch's are fewer) are evaluated, a few percent of them, so a calibration costs little more than its data.
+
+    Example:
+        >>> small_p(np.array([[3.0, 1.0]]), np.array([[10.0, 10.0]]), ((6, 6), (7, 7)), 0.05).round(4).tolist()
+        [[0.0133, 1.0]]
+    """
+    from scipy.special import stdtrit
+
+    crit = stdtrit(np.array([a + b - 2.0 for a, b in looks]), 1.0 - level / 2.0)
+    candidate = np.abs(t) > crit
+    p = np.ones(t.shape)
+    p[candidate] = two_sided_p(t[candidate], dof[candidate])
+    return np.where(p < level, p, 1.0)
+
+
+@functools.lru_cache(maxsize=64)
+def calibrate_nominal(looks: Looks, alpha: float, on: str, seed: int, paths: int) -> float:
+    """The nominal two-sided level ``p*`` at which rejecting at any look has probability ``alpha`` under H0.
+
+    One look: ``alpha`` itself. Otherwise ``paths`` standard normal null paths (seeded by ``seed``; cached by
+    the arguments), each's smallest p-value over the looks, and their ``alpha`` quantile (at most ``alpha``).
+
+    Example:
+        >>> calibrate_nominal(((5, 5),), 0.05, "mean", 0, 1000)
+        0.05
+    """
+    if len(looks) == 1:
+        return alpha
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 27, 0]))
+    smallest = []
+    for x, y in null_paths(looks, "normal", paths, rng):
+        smallest.append(small_p(*look_t(x, y, looks, on), looks, alpha).min(axis=1))
+    ordered = np.sort(np.concatenate(smallest))
+    return float(min(alpha, ordered[math.floor(alpha * ordered.size)]))
+
+
+@dataclass(frozen=True)
+class SequentialSimulation:
+    """What a sequential plan does over many simulated studies (:func:`simulate_sequential`).
+
+    Attributes:
+        studies, dist, effect_sd, std_ratio: What was simulated (B standard, A ``effect_sd + std_ratio * B``).
+        decided: The rate of "A better" or "B better" (under no difference: the false-positive rate);
+            a_better, b_better, equivalent, undecided: the rate of each outcome.
+        mean_runs_a, mean_runs_b: Runs used per group, on average (:attr:`mean_runs`: both groups).
+        coverage: How often the repeated interval at the stopping look holds the truth;
+            simultaneous_coverage: how often every look's interval holds it (the design's ``1 - alpha``).
+    """
+
+    studies: int
+    dist: str
+    effect_sd: float
+    std_ratio: float
+    decided: float
+    a_better: float
+    b_better: float
+    equivalent: float
+    undecided: float
+    mean_runs_a: float
+    mean_runs_b: float
+    coverage: float
+    simultaneous_coverage: float
+
+    @property
+    def mean_runs(self) -> float:
+        """Runs used by both groups together, on average."""
+        return self.mean_runs_a + self.mean_runs_b
+
+    @property
+    def decided_se(self) -> float:
+        """The Monte-Carlo standard error of :attr:`decided`."""
+        return math.sqrt(self.decided * (1.0 - self.decided) / self.studies)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {**asdict(self), "mean_runs": self.mean_runs, "decided_se": self.decided_se}
+
+
+def simulate_sequential(
+    plan: PlanLike,
+    *,
+    effect_sd: float = 0.0,
+    std_ratio: float = 1.0,
+    dist: str = "normal",
+    studies: int = 10_000,
+    seed: int = 0,
+) -> SequentialSimulation:
+    """Run ``plan`` on ``studies`` simulated studies, each stopped at its first decision, and tally the outcomes.
+
+    B's runs are standard (normal, or t(3) scaled to unit variance); A's are ``effect_sd + std_ratio`` times
+    such draws, so the mean difference is ``effect_sd`` standard deviations of B and the std ratio
+    ``std_ratio``; ``plan.effect`` is read in B's standard deviations. The seeds differ from the calibration's.
+
+    Example:
+        >>> from deviate_cb.stats.sequential import plan_looks, plan_sequential
+        >>> sim = simulate_sequential(plan_sequential(plan_looks(3, 3, 1, 20)), effect_sd=2.0, studies=2000)
+        >>> sim.decided > 0.95, sim.mean_runs < 20
+        (True, True)
+    """
+    dist, studies, seed = _check_sim(dist, studies, seed)
+    for value, name, least in ((effect_sd, "effect_sd", -math.inf), (std_ratio, "std_ratio", 0.0)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not least < value < math.inf:
+            what = "a finite number" if name == "effect_sd" else "a positive finite number"
+            raise ValueError(f"`{name}` must be {what}. Received: {name}={value!r}.")
+    from scipy.special import stdtrit
+
+    looks, on = plan.looks, plan.on
+    crit = stdtrit(np.array([a + b - 2.0 for a, b in looks]), 1.0 - plan.nominal / 2.0)  # the spread's
+    n_a, n_b = np.array([a for a, _ in looks]), np.array([b for _, b in looks])
+    counts = dict.fromkeys(("a_better", "b_better", "equivalent", "undecided", "runs_a", "runs_b", "cover", "all"), 0.0)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 27, 1]))
+    for x, y in null_paths(looks, dist, studies, rng):
+        x = effect_sd + std_ratio * x
+        above, below, equivalent, covers = _look_outcomes(plan, x, y, crit, effect_sd, std_ratio)
+        decided = above | below
+        stop = decided | equivalent
+        stop[:, -1] = True
+        at = np.argmax(stop, axis=1)
+        rows = np.arange(at.size)
+        a_better = (below if on == "spread" or plan.direction == "min" else above)[rows, at]
+        counts["a_better"] += float(np.sum(a_better))
+        counts["b_better"] += float(np.sum(decided[rows, at] & ~a_better))
+        counts["equivalent"] += float(np.sum(equivalent[rows, at] & ~decided[rows, at]))
+        counts["undecided"] += float(np.sum(~decided[rows, at] & ~equivalent[rows, at]))
+        counts["runs_a"] += float(np.sum(n_a[at]))
+        counts["runs_b"] += float(np.sum(n_b[at]))
+        counts["cover"] += float(np.sum(covers[rows, at]))
+        counts["all"] += float(np.sum(covers.all(axis=1)))
+    rate = {key: value / studies for key, value in counts.items()}
+    return SequentialSimulation(
+        studies, dist, float(effect_sd), float(std_ratio), rate["a_better"] + rate["b_better"], rate["a_better"],
+        rate["b_better"], rate["equivalent"], rate["undecided"], rate["runs_a"], rate["runs_b"], rate["cover"],
+        rate["all"],
+    )  # fmt: skip
+
+
+def _look_outcomes(
+    plan: PlanLike, x: np.ndarray, y: np.ndarray, crit: np.ndarray, shift: float, ratio: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per path and look: the interval above / below "no difference", inside the effect bounds, holding the truth."""
+    looks, effect = plan.looks, plan.effect
+    if plan.on == "mean":
+        from scipy.special import stdtr
+
+        # the interval diff +- q se, q = t_{dof, 1-p*/2}, read through the t distribution's tail
+        diff, se, dof = mean_parts(x, y, looks)
+        tail = plan.nominal / 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            outside = stdtr(dof, -np.abs(diff) / se) < tail  # the interval excludes 0
+            covers = stdtr(dof, -np.abs(diff - shift) / se) >= tail
+            if effect is None:
+                equivalent = np.zeros(diff.shape, bool)
+            else:
+                margin = (effect - np.abs(diff)) / se
+                equivalent = (margin > 0) & (stdtr(dof, -margin) < tail)
+        return outside & (diff > 0), outside & (diff < 0), equivalent, covers
+    # the interval of the std ratio is the c whose t(c) is within +-crit, and t(c) decreases in c
+    parts_a = abs_dev_parts(x, tuple(n for n, _ in looks))
+    parts_b = abs_dev_parts(y, tuple(n for _, n in looks))
+    t_one = bf_t(parts_a, parts_b, looks)
+    if effect is not None:
+        equivalent = (bf_t(parts_a, parts_b, looks, 1.0 / effect) > crit) & (
+            bf_t(parts_a, parts_b, looks, effect) < -crit
+        )
+    else:
+        equivalent = np.zeros(t_one.shape, bool)
+    return t_one > crit, t_one < -crit, equivalent, np.abs(bf_t(parts_a, parts_b, looks, ratio)) <= crit
+
+
+def naive_rate(
+    looks: tuple[tuple[int, int], ...],
+    *,
+    alpha: float = 0.05,
+    on: str = "mean",
+    dist: str = "normal",
+    studies: int = 10_000,
+    seed: int = 0,
+) -> float:
+    """How often re-testing at ``alpha`` after every look rejects somewhere when there is no difference.
+
+    Example:
+        >>> naive_rate(tuple((n, n) for n in range(3, 21)), studies=4000) > 0.12
+        True
+    """
+    from deviate_cb.stats._results import check_level
+
+    on = check_on(on)
+    looks = check_looks(looks, on)
+    alpha = check_level(alpha, "alpha")
+    dist, studies, seed = _check_sim(dist, studies, seed)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 27, 2]))
+    hits = 0
+    for x, y in null_paths(looks, dist, studies, rng):
+        hits += int(np.sum((small_p(*look_t(x, y, looks, on), looks, alpha) < alpha).any(axis=1)))
+    return hits / studies
+
+
+def _check_sim(dist: object, studies: object, seed: object) -> tuple[str, int, int]:
+    from deviate_cb.stats._checks import positive_int
+
+    return check_dist(dist), positive_int(studies, "studies"), check_seed(seed)
