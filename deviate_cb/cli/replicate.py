@@ -106,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
     )
     parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run each replica in its own working directory <run_dir>/.workdir, which links every top-level entry "
+        "of this directory, so files the project writes to relative paths (history.json, ./out/ckpt.pt) are its own",
+    )
+    parser.add_argument(
         "--cold",
         action="store_true",
         help="start every replica as a fresh interpreter (default: fork them from a template that has imported "
@@ -186,6 +192,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             trainer_args=(after or ()) if ns.trainer is not None else (),
             keep_project_seeds=ns.keep_project_seeds,
             cold=ns.cold,
+            isolate=ns.isolate,
             metric_regex=ns.metric_regex,
             runs=_number(ns.runs, int),
             variant=ns.variant,

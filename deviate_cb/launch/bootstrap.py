@@ -16,7 +16,10 @@ re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstr
 4. every Lightning ``Trainer`` and Keras ``fit``/``evaluate`` gets a ``DeviateCallback``
    (:mod:`deviate_cb.launch.inject`), and ``import keras`` fails with one line when its backend is missing;
 5. the project's outputs are isolated per replica (:mod:`deviate_cb.launch.project_outputs`): Lightning's
-   ``default_root_dir`` when the project sets none, Hydra's run and sweep directories.
+   ``default_root_dir`` when the project sets none, Hydra's run and sweep directories;
+6. writes outside the run directory, and reads of files another replica wrote there, are watched
+   (:mod:`deviate_cb.capture.outside_writes`): ``outside_writes``/``outside_reads`` in ``run.json`` and the
+   study's ledger.
 
 The first process to record (global rank zero, not a multiprocessing or DataLoader worker) appends itself to the
 manifest's ``bootstrap`` list; the launcher reads that list to tell whether a command ran any Python it could
@@ -43,6 +46,7 @@ from types import FrameType
 from typing import Any, Optional
 
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
+from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover
 from deviate_cb.context import RunContext, is_rank_zero
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
@@ -131,6 +135,7 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     install_keras_injection()
     install_backend_guard()
     install_hydra_outputs(ctx.run_dir)
+    _watch_outside_writes(run, ctx, recording)
     warm = _warm_start()
     if recording:
         _record_process(run, warm)
@@ -164,6 +169,19 @@ def preimport(environ: Optional[MutableMapping[str, str]] = None) -> list[str]:
             break
         imported.append(str(name))
     return imported
+
+
+def _watch_outside_writes(run: RunDirectory, ctx: RunContext, recording: bool) -> None:
+    """Watch writes outside the run directory (:mod:`deviate_cb.capture.outside_writes`); only the recording
+    process writes what it saw into the manifest, every process appends to the study's ledger."""
+
+    def record(fields: dict[str, Any]) -> None:
+        run.update_manifest(**fields)
+
+    try:
+        install_outside_writes(ctx.run_dir, ctx.experiment, ctx.variant, ctx.replica, record if recording else None)
+    except Exception as exc:  # a watch that cannot start must not stop the training
+        sys.stderr.write(f"{_PROG}: warning: writes outside the run directory are not watched: {exc}\n")
 
 
 def _warm_start() -> Optional[dict[str, Any]]:

@@ -12,7 +12,10 @@ project writes by default, replicas would overwrite each other's checkpoints and
   (:func:`deviate_cb.launch.inject.patch_trainer_class`), so ``lightning_logs/`` and default checkpoints go
   there too.
 
-Projects that choose paths themselves read ``DEVIATE_RUN_DIR`` (README, "Your project as it is").
+Projects that choose paths themselves read ``DEVIATE_RUN_DIR`` (README, "Your project as it is"); a project that
+writes to its own fixed paths anyway is caught (:mod:`deviate_cb.capture.outside_writes`: the paths several
+replicas wrote are named as a problem) and ``--isolate`` gives each replica its own working directory
+(:mod:`deviate_cb.launch.isolation`).
 
 Example:
     >>> for item in hydra_overrides(["model=small"], Path("/runs/experiment=a/variant=algo/replica=0")):

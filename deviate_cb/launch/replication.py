@@ -32,6 +32,7 @@ from deviate_cb.launch.base import Backend, Job, Outcome, Placement
 from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
+from deviate_cb.launch.isolation import WORKDIR, make_workdir
 from deviate_cb.launch.liveness import compact_what_it_left, live_processes, stop_processes
 from deviate_cb.launch.output_metrics import metrics_from_logs
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt
@@ -170,6 +171,9 @@ class Replication:
                     plan.run_dir.mkdir(parents=True)
                     created = True
                     self.created_run_dirs.append(plan.run_dir)
+                isolated = job.cwd is not None and Path(job.cwd) == plan.run_dir / WORKDIR
+                if isolated:  # --isolate: the replica's own working directory, linking the project's files
+                    make_workdir(plan.run_dir, Path.cwd(), plan.run_dir.parents[2])
             run = RunDirectory(plan.run_dir)
             with writing(run.manifest_path):
                 run.update_manifest(
@@ -184,7 +188,8 @@ class Replication:
                         command=None if self.command is None else self.command.given,
                         command_run=None if self.command is None else job.argv,
                         configuration=self.configuration,
-                    )
+                    ),
+                    **({"isolate": True, "workdir": str(job.cwd)} if isolated else {}),
                 )
         except StoreWriteError as exc:
             self.stop(exc)

@@ -32,6 +32,7 @@ from deviate_cb.capture.audit.settings import AUDIT_ENV
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Job, backend_class
 from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after_equals
+from deviate_cb.launch.isolation import WORKDIR
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
@@ -88,6 +89,7 @@ def replicate(
     kill_grace_s: float = 5.0,
     audit: Optional[int] = None,
     max_replicas: int = MAX_REPLICAS,
+    isolate: bool = False,
 ) -> ReplicationResult:
     """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) or of ``command``.
 
@@ -119,6 +121,9 @@ def replicate(
             what ``deviate audit`` runs); ``None``: no audit.
         max_replicas: The most replicas one launch may plan (default :data:`MAX_REPLICAS`); a larger ``runs``
             is refused as a likely typo (``--max-replicas`` lifts it).
+        isolate: Run each replica in its own working directory, ``<run_dir>/.workdir``, which links every
+            top-level entry of the launch directory (:mod:`deviate_cb.launch.isolation`), so that files the
+            project writes to relative paths are the replica's own.
 
     Returns:
         What became of each replica; ``stopped`` says why the study stopped early when the run directory could
@@ -162,6 +167,7 @@ def replicate(
         metric_regex=metric_regex,
         keep_project_seeds=keep_project_seeds,
         audit_steps=audit,
+        isolate=isolate,
     )
     try:
         plan = ReplicationPlan(
@@ -217,7 +223,9 @@ def replicate(
             reason = f"still queued/running: {running[replica]}" if replica in running else "already completed"
             progress.add(replica, replica_plan.seed, skipped="" if replica_plan.run else reason)
             if replica_plan.run:
-                job = _job(replica_plan, timeout, keras_backend, target if isinstance(target, Command) else None)
+                job = _job(
+                    replica_plan, timeout, keras_backend, target if isinstance(target, Command) else None, isolate
+                )
                 env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
                 if audit:
                     env[AUDIT_ENV] = str(audit)
@@ -260,8 +268,13 @@ def replicate(
 
 
 def _job(
-    plan: ReplicaPlan, timeout: Optional[float], keras_backend: Optional[str] = None, command: Optional[Command] = None
+    plan: ReplicaPlan,
+    timeout: Optional[float],
+    keras_backend: Optional[str] = None,
+    command: Optional[Command] = None,
+    isolate: bool = False,
 ) -> Job:
+    cwd = plan.run_dir / WORKDIR if isolate else Path.cwd()  # the workdir is made by Replication.prepare
     env = plan.context.to_env()
     if keras_backend is not None:
         env["KERAS_BACKEND"] = keras_backend
@@ -276,7 +289,7 @@ def _job(
             seed=ctx.seed, replica=ctx.replica, run_dir=ctx.run_dir, variant=ctx.variant, experiment=ctx.experiment
         )
         if uses_run_dir_after_equals(command.given):  # `key={run_dir}/...`: a path its parser can split on `=`
-            alias = run_dir_alias(Path(ctx.run_dir), Path(ctx.run_dir).parents[2], Path.cwd())
+            alias = run_dir_alias(Path(ctx.run_dir), Path(ctx.run_dir).parents[2], cwd)
             if alias is not None:
                 values["run_dir_alias"] = alias
         argv = command.fill(**values)
@@ -287,7 +300,7 @@ def _job(
         stdout_path=plan.run_dir / "stdout.log",
         stderr_path=plan.run_dir / "stderr.log",
         timeout_s=timeout,
-        cwd=Path.cwd(),
+        cwd=cwd,
         payload=plan,
     )
 

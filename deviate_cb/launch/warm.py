@@ -35,6 +35,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from deviate_cb.launch.isolation import launch_dir_of
 from deviate_cb.launch.liveness import die_with_parent
 
 __all__ = ["PER_REPLICA", "Template", "WarmProcess", "WarmStartUnavailable", "WarmStarter", "cold_reason"]
@@ -277,7 +278,8 @@ class WarmStarter:
         if reason is not None:
             return None, reason
         shared = {k: v for k, v in env.items() if not k.startswith("DEVIATE_") and k not in PER_REPLICA}
-        key = (tuple(modules), cwd, tuple(sorted(shared.items())))
+        home = launch_dir_of(cwd)  # --isolate: one template in the launch directory for all the workdirs
+        key = (tuple(modules), home, tuple(sorted(shared.items())))
         if key in self.refused:
             return None, self.refused[key]
         template = self.templates.get(key)
@@ -291,7 +293,7 @@ class WarmStarter:
             template = None
         if template is None:
             try:
-                template = self.templates[key] = Template(modules, shared, cwd, timeout_s=self.timeout_s)
+                template = self.templates[key] = Template(modules, shared, home, timeout_s=self.timeout_s)
             except WarmStartUnavailable as exc:  # it would fail the same way again: the study starts cold
                 self.refused[key] = str(exc)
                 return None, str(exc)

@@ -25,6 +25,11 @@ The kinds (:data:`KINDS`):
 - ``no_injection``: the manifest's ``injection`` is ``"none"`` (its ``injection_note`` says why).
 - ``recording_failed``: the manifest's ``problems``: what the callback could not record once training had
   started (:mod:`deviate_cb.capture.guard`), each ``where: error`` text grouped across replicas.
+- ``shared_outputs``: paths outside the run directories that two or more replicas of the study wrote (in this
+  group or another), from the study's ledger (:mod:`deviate_cb.store.ledger`, entries of each replica's current
+  attempt) and the manifests' ``outside_writes``: they overwrote each other's files.
+- ``read_other_replica``: a replica read a file outside its run directory that another replica wrote (the
+  ledger's reads and the manifests' ``outside_reads``): its result may depend on another replica's run.
 
 Example:
     >>> import tempfile
@@ -59,6 +64,7 @@ from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord, read_runs, run_directories
 from deviate_cb.report.text import printable, strip_styles
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
+from deviate_cb.store.ledger import read_ledger
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 from deviate_cb.variants import VARIANTS
 
@@ -72,6 +78,8 @@ KINDS = (
     "project_seeds_kept",
     "determinism_not_in_effect",
     "control_differs",
+    "shared_outputs",
+    "read_other_replica",
 )
 IDENTICAL_REASON = "the seeds did not reach the training (the project may seed itself; see run.json 'seeding')"
 _NO_INJECTION_NOTE = (
@@ -81,6 +89,7 @@ _NO_INJECTION_NOTE = (
 _MAX_METRICS = 5  # metrics named in a control_differs line
 _MAX_CALLS = 3  # seeding calls named in a project_seeds_kept line
 _MAX_TEXT = 300  # characters kept of a recorded text (a problem, a note)
+_MAX_NAMED = 5  # paths and other replicas named in a shared_outputs or read_other_replica line
 
 # A run's metrics as compared: ("summary" | "values", ((key, exact value...), ...)) with every item as text
 _Fingerprint = tuple[str, tuple[tuple[str, ...], ...]]
@@ -199,11 +208,16 @@ def find_problems(
     for row in rows:
         by_group.setdefault((str(getattr(row, "experiment", "")), str(getattr(row, "variant", ""))), []).append(row)
     problems: list[Problem] = []
-    for (experiment, variant), members in sorted(groups.items()):
-        members.sort(key=lambda m: m[0])
-        manifests = [(replica, run, _manifest(run)) for replica, run in members]
+    read = {
+        key: [(replica, run, _manifest(run)) for replica, run in sorted(m, key=lambda m: m[0])]
+        for key, m in groups.items()
+    }
+    outside = _outside_problems(read)
+    for (experiment, variant), _members in sorted(groups.items()):
+        manifests = read[(experiment, variant)]
         found = _manifest_problems(experiment, variant, manifests)
         found += _metric_problems(experiment, variant, manifests, values or {}, by_group.get((experiment, variant), []))
+        found += outside.get((experiment, variant), [])
         problems += sorted(found, key=lambda p: (KINDS.index(p.kind), p.replicas, p.message))
     return problems
 
@@ -323,6 +337,105 @@ def _one_line(text: str) -> str:
 def _seeds_differ(variant: str) -> bool:
     known = VARIANTS.get(variant)
     return known is not None and known.seed_per_replica
+
+
+# -- what replicas wrote outside their run directories --------------------------------------------------------
+
+_Writer = tuple[str, str, str]  # experiment, variant, replica
+
+
+def _outside_problems(
+    groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, dict[str, Any]]]],
+) -> dict[GroupKey, list[Problem]]:
+    """``shared_outputs`` and ``read_other_replica`` of each group: what its replicas and every other replica of
+    the study (any group, any status, its current attempt) recorded in the ledger and the manifests."""
+    writes: dict[str, set[_Writer]] = {}
+    reads: dict[_Writer, dict[str, str]] = {}  # reader -> path -> writer
+    attempts: dict[tuple[Path, _Writer], Optional[int]] = {}
+    roots = {
+        Path(run.path).parents[2]
+        for members in groups.values()
+        for _, run, _ in members
+        if len(Path(run.path).parents) > 2
+    }
+    for root in sorted(roots):
+        for path, entries in read_ledger(root).items():
+            for entry in entries:
+                who = (str(entry.get("experiment")), str(entry.get("variant")), str(entry.get("replica")))
+                if not _current(root, who, entry.get("attempt"), attempts):
+                    continue
+                if entry.get("op", "write") == "write":
+                    writes.setdefault(path, set()).add(who)
+                elif isinstance(entry.get("written_by"), str):
+                    reads.setdefault(who, {})[path] = _one_line(entry["written_by"])
+    for (experiment, variant), members in groups.items():
+        for replica, _, manifest in members:
+            who = (experiment, variant, str(replica))
+            listed = manifest.get("outside_writes")
+            paths = listed.get("paths") if isinstance(listed, Mapping) else None
+            for path in paths if isinstance(paths, list) else []:
+                if isinstance(path, str):
+                    writes.setdefault(path, set()).add(who)
+            for entry in manifest.get("outside_reads") or [] if isinstance(manifest.get("outside_reads"), list) else []:
+                if (
+                    isinstance(entry, Mapping)
+                    and isinstance(entry.get("path"), str)
+                    and isinstance(entry.get("written_by"), str)
+                ):
+                    reads.setdefault(who, {}).setdefault(entry["path"], _one_line(entry["written_by"]))
+    shared = {path: writers for path, writers in writes.items() if len(writers) > 1}
+    found: dict[GroupKey, list[Problem]] = {}
+    for key in groups:
+        where = f"experiment={key[0]} variant={key[1]}"
+        paths = sorted(path for path, writers in shared.items() if any(w[:2] == key for w in writers))
+        if paths:
+            here = sorted({int(w[2]) for p in paths for w in shared[p] if w[:2] == key and w[2].isdigit()})
+            others = sorted({w for p in paths for w in shared[p] if w[:2] != key})
+            names = replica_list(here) if here else "replicas"
+            if others:
+                names += " and " + ", ".join(
+                    f"experiment={e} variant={v} replica={k}" for e, v, k in others[:_MAX_NAMED]
+                )
+                names += f" and {len(others) - _MAX_NAMED} more" if len(others) > _MAX_NAMED else ""
+            message = (
+                f"{where}: {names} wrote the same paths outside their run directories ({_paths_text(paths)}): they "
+                "overwrote each other's files; rerun with --isolate, or point the paths into {run_dir}"
+            )
+            found.setdefault(key, []).append(Problem(key[0], key[1], "shared_outputs", tuple(here), message))
+        readers = sorted((w, got) for w, got in reads.items() if w[:2] == key and w[2].isdigit())
+        if readers:
+            replicas = tuple(sorted(int(w[2]) for w, _ in readers))
+            pairs = sorted({(path, writer) for _, got in readers for path, writer in got.items()})
+            named = "; ".join(f"{path} written by {writer}" for path, writer in pairs[:_MAX_NAMED])
+            named += f"; {len(pairs) - _MAX_NAMED} more" if len(pairs) > _MAX_NAMED else ""
+            message = (
+                f"{where}: {replica_list(replicas)} read files that another replica wrote outside the run "
+                f"directories ({named}): a result may depend on another replica's run (a checkpoint it resumed "
+                "from); rerun with --isolate, or point the paths into {run_dir}"
+            )
+            found.setdefault(key, []).append(Problem(key[0], key[1], "read_other_replica", replicas, message))
+    return found
+
+
+def _current(root: Path, who: _Writer, attempt: Any, attempts: dict[tuple[Path, _Writer], Optional[int]]) -> bool:
+    """Whether a ledger entry of replica ``who`` belongs to its current attempt (its run directory is there and its
+    manifest records that attempt; an entry without one counts)."""
+    if (root, who) not in attempts:
+        try:
+            manifest = read_manifest_file(
+                os.path.join(root, f"experiment={who[0]}", f"variant={who[1]}", f"replica={who[2]}", MANIFEST_FILE)
+            )
+        except (DeviateError, OSError, ValueError):
+            manifest = None
+        recorded = manifest.get("attempt", 1) if isinstance(manifest, dict) and manifest else None
+        attempts[(root, who)] = recorded if isinstance(recorded, int) else (1 if manifest else None)
+    current = attempts[(root, who)]
+    return current is not None and (not isinstance(attempt, int) or attempt == current)
+
+
+def _paths_text(paths: Sequence[str]) -> str:
+    text = ", ".join(paths[:_MAX_NAMED])
+    return text + (f" and {len(paths) - _MAX_NAMED} more" if len(paths) > _MAX_NAMED else "")
 
 
 # -- what the metrics say ------------------------------------------------------------------------------------

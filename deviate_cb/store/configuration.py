@@ -2,7 +2,8 @@
 
 Replicas are pooled (one group, one spread) only when they ran the same configuration: the same trainer spec or
 command, the same arguments, variant, base seed, Keras backend, the same ``--metric-regex`` patterns, the same
-``--keep-project-seeds`` choice and the same audit. The launcher records them in ``run.json`` as
+``--keep-project-seeds`` choice, the same audit and the same ``--isolate`` choice (a replica run in its own
+working directory writes where one without it does not). The launcher records them in ``run.json`` as
 ``configuration`` (:func:`configuration_fields`); a rerun into a group whose completed replicas ran another
 configuration is refused (:mod:`deviate_cb.launch.planner`), and the report refuses to pool replicas whose
 recorded configurations differ (:mod:`deviate_cb.report.configurations`). A manifest written before the field
@@ -47,6 +48,7 @@ CONFIGURATION_LABELS: dict[str, str] = {
     "metric_regex": "--metric-regex",
     "keep_project_seeds": "--keep-project-seeds",
     "audit_steps": "audited steps",
+    "isolate": "--isolate",
 }
 # Keys a manifest older than `configuration` records at its top level.
 _LEGACY_KEYS = (
@@ -60,7 +62,7 @@ _LEGACY_KEYS = (
     "keep_project_seeds",
 )
 # Where an absent value means the default.
-_DEFAULTS: dict[str, Any] = {"trainer_args": [], "metric_regex": [], "keep_project_seeds": False}
+_DEFAULTS: dict[str, Any] = {"trainer_args": [], "metric_regex": [], "keep_project_seeds": False, "isolate": False}
 
 
 def configuration_fields(
@@ -75,6 +77,7 @@ def configuration_fields(
     metric_regex: Sequence[str] = (),
     keep_project_seeds: bool = False,
     audit_steps: Optional[int] = None,
+    isolate: bool = False,
 ) -> dict[str, Any]:
     """The ``configuration`` the launcher records in every replica's manifest (JSON values only).
 
@@ -91,6 +94,7 @@ def configuration_fields(
         "metric_regex": list(metric_regex),
         "keep_project_seeds": bool(keep_project_seeds),
         "audit_steps": audit_steps,
+        "isolate": bool(isolate),
     }
 
 
@@ -151,6 +155,6 @@ def describe_value(value: Any) -> str:
 def _normal(key: str, value: Any) -> Any:
     if isinstance(value, tuple):
         value = list(value)
-    if key == "keep_project_seeds":
+    if key in ("keep_project_seeds", "isolate"):
         return bool(value)
     return value

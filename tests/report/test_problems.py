@@ -291,6 +291,8 @@ def test_kinds_are_the_documented_ones() -> None:
         "project_seeds_kept",
         "no_injection",
         "recording_failed",
+        "shared_outputs",
+        "read_other_replica",
     }
 
 

@@ -1,0 +1,97 @@
+"""The study's ledger of writes outside the run directories: which replica wrote which path of the project.
+
+Replicas that write to the project's own fixed paths (``./out/ckpt.pt``, ``history.json`` in the working
+directory) overwrite each other's files, and one may load what another wrote. Each replica's processes
+(:mod:`deviate_cb.capture.outside_writes`) append one JSON line per write to
+``<out>/.deviate/writes/<sha1 of the path>.jsonl``; appends of one short line (``O_APPEND``) from processes
+on one machine do not interleave. The files are read by the replicas themselves (was the file this one
+reads written by another?) and by the report (:mod:`deviate_cb.report.problems`: which paths several
+replicas wrote). Standard library only; dot-folders under ``--out`` are skipped by the run finder.
+
+An entry: ``{"path": "/abs/out/ckpt.pt", "experiment": "gpt", "variant": "algo", "replica": 1, "attempt": 1,
+"pid": 4242, "time": 1764130000.5}`` (``time``: seconds since the epoch).
+
+Example:
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> append_write(root, {"path": "/p/ckpt.pt", "experiment": "e", "variant": "algo", "replica": 0, "time": 1.0})
+    >>> [entry["replica"] for entry in writes_of(root, "/p/ckpt.pt")], list(read_ledger(root))
+    ([0], ['/p/ckpt.pt'])
+    >>> writer_name({"experiment": "e", "variant": "algo", "replica": 0})
+    'experiment=e variant=algo replica=0'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Union
+
+__all__ = ["LEDGER_DIR", "append_write", "ledger_file", "read_ledger", "writer_name", "writes_of"]
+
+LEDGER_DIR = (".deviate", "writes")
+_MAX_ENTRIES = 10_000  # entries read per path (a project rewriting one file every step)
+
+
+def ledger_file(root: Union[str, os.PathLike[str]], path: str) -> Path:
+    """The ledger file of ``path`` (absolute) in the study under ``root``."""
+    return Path(root).joinpath(
+        *LEDGER_DIR, hashlib.sha1(path.encode("utf-8", "surrogateescape")).hexdigest() + ".jsonl"
+    )
+
+
+def append_write(root: Union[str, os.PathLike[str]], entry: Mapping[str, Any]) -> None:
+    """Append ``entry`` (with its ``path``) to the path's ledger file; raises ``OSError`` when it cannot."""
+    target = ledger_file(root, str(entry["path"]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(dict(entry), separators=(",", ":")) + "\n").encode("utf-8", "surrogateescape")
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def writes_of(root: Union[str, os.PathLike[str]], path: str) -> list[dict[str, Any]]:
+    """The entries recorded for ``path`` (none when it has no ledger file or it cannot be read)."""
+    return _entries(ledger_file(root, path), path)
+
+
+def read_ledger(root: Union[str, os.PathLike[str]]) -> dict[str, list[dict[str, Any]]]:
+    """Every path in the study's ledger with its entries; ``{}`` when there is none."""
+    folder = Path(root).joinpath(*LEDGER_DIR)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name in names:
+        if name.endswith(".jsonl"):
+            for entry in _entries(folder / name, None):
+                found.setdefault(entry["path"], []).append(entry)
+    return found
+
+
+def writer_name(entry: Mapping[str, Any]) -> str:
+    """``experiment=<e> variant=<v> replica=<k>``: the replica an entry names."""
+    return f"experiment={entry.get('experiment')} variant={entry.get('variant')} replica={entry.get('replica')}"
+
+
+def _entries(file: Path, path: Union[str, None]) -> list[dict[str, Any]]:
+    try:
+        with open(file, "rb") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines[-_MAX_ENTRIES:]:
+        try:
+            entry = json.loads(line.decode("utf-8", "surrogateescape"))
+        except ValueError:
+            continue  # a line cut by a full disk or a killed writer
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str) and (path is None or entry["path"] == path):
+            entries.append(entry)
+    return entries
