@@ -30,6 +30,7 @@ _ENV_DETERMINISTIC = "DEVIATE_DETERMINISTIC"
 _ENV_TRAINER = "DEVIATE_TRAINER"
 _ENV_TRAINER_ARGS = "DEVIATE_TRAINER_ARGS"
 _ENV_KEEP_PROJECT_SEEDS = "DEVIATE_KEEP_PROJECT_SEEDS"
+_ENV_KEEP_PROJECT_DETERMINISM = "DEVIATE_KEEP_PROJECT_DETERMINISM"
 _ENV_HASH_SEED = "DEVIATE_HASH_SEED"
 
 
@@ -68,6 +69,9 @@ class RunContext:
         trainer_args: The arguments after ``--`` with ``--trainer``: the function sees them as ``sys.argv[1:]``.
         keep_project_seeds: ``True`` when the project's own global seeding calls keep their seeds
             (``--keep-project-seeds``); by default they are taken over (:mod:`deviate_cb.capture.seed_takeover`).
+        keep_project_determinism: ``True`` when the project's own determinism switches keep their effect
+            (``--keep-project-determinism``); by default they are taken over
+            (:mod:`deviate_cb.capture.switch_takeover`).
         hash_seed: ``PYTHONHASHSEED`` of the replica's interpreter (str/bytes hashing, set iteration order);
             ``None``: the replica's seed. ``deviate-replicate`` gives every replica of a study its base seed, so a
             replica forked from a warm-start template (whose hash seed is fixed when it starts) and one started
@@ -89,6 +93,7 @@ class RunContext:
     trainer_args: tuple[str, ...] = ()
     keep_project_seeds: bool = False
     hash_seed: Optional[int] = None
+    keep_project_determinism: bool = False
 
     @property
     def python_hash_seed(self) -> int:
@@ -124,6 +129,8 @@ class RunContext:
             env[_ENV_TRAINER_ARGS] = json.dumps(list(self.trainer_args))
         if self.keep_project_seeds:
             env[_ENV_KEEP_PROJECT_SEEDS] = "1"
+        if self.keep_project_determinism:
+            env[_ENV_KEEP_PROJECT_DETERMINISM] = "1"
         if self.hash_seed is not None:
             env[_ENV_HASH_SEED] = str(self.hash_seed)
         if self.deterministic:
@@ -149,6 +156,7 @@ class RunContext:
                 trainer_args=_string_list(environ.get(_ENV_TRAINER_ARGS)),
                 keep_project_seeds=environ.get(_ENV_KEEP_PROJECT_SEEDS, "") in ("1", "true"),
                 hash_seed=int(environ[_ENV_HASH_SEED]) if environ.get(_ENV_HASH_SEED) else None,
+                keep_project_determinism=environ.get(_ENV_KEEP_PROJECT_DETERMINISM, "") in ("1", "true"),
             )
         except (KeyError, ValueError) as exc:
             raise RuntimeError(

@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from deviate_cb.capture.import_hooks import when_imported
 from deviate_cb.capture.seed_takeover import deviate_seeding, expected_seed, last_seeding_call, seeding_record
+from deviate_cb.capture.switch_takeover import determinism_calls_record, deviate_switching, last_determinism_call
 from deviate_cb.context import Deterministic, parse_deterministic
 from deviate_cb.fingerprint.switches import determinism_in_effect
 
@@ -103,13 +104,18 @@ def apply_determinism(deterministic: Optional[Deterministic]) -> None:
     warn_only = deterministic == "warn"
 
     def _torch_switches(torch: ModuleType) -> None:
-        torch.use_deterministic_algorithms(True, warn_only=warn_only)
-        torch.backends.cudnn.deterministic = True
-        torch.backends.cudnn.benchmark = False
+        with deviate_switching():  # the library's own switches: the determinism takeover lets them pass
+            torch.use_deterministic_algorithms(True, warn_only=warn_only)
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+
+    def _tf_switch(tf: ModuleType) -> None:
+        with deviate_switching():
+            tf.config.experimental.enable_op_determinism()
 
     when_imported("torch", _torch_switches)
     if not warn_only:
-        when_imported("tensorflow", lambda tf: tf.config.experimental.enable_op_determinism())
+        when_imported("tensorflow", _tf_switch)
 
 
 def verify_determinism(
@@ -155,9 +161,54 @@ def verify_determinism(
     if seed is not None and keras_state is not None:
         problem = _seed_problem("Keras' global random seed", keras_state["global_random_seed"], seed, "keras")
         problems += [problem] if problem else []
-    if deterministic is False and torch_state is not None and torch_state["deterministic_algorithms"]:
-        problems.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
-    return problems
+    if deterministic is False:
+        problems += _on_although_off(in_effect)
+    return [_with_project_call(text) for text in problems]
+
+
+def _on_although_off(in_effect: dict[str, Any]) -> list[str]:
+    """Determinism switches on in a replica whose variant requested determinism off (``impl``, ``algo+impl``)."""
+    found = []
+    torch_state = in_effect.get("torch")
+    if torch_state is not None and torch_state["deterministic_algorithms"]:
+        found.append("deterministic tooling was requested off, but torch deterministic algorithms are on")
+    if torch_state is not None and torch_state["cudnn_deterministic"]:
+        found.append("deterministic tooling was requested off, but torch.backends.cudnn.deterministic is True")
+    tf_state = in_effect.get("tensorflow")
+    if tf_state is not None and tf_state["op_determinism"]:
+        found.append("deterministic tooling was requested off, but TensorFlow's op determinism is on")
+    env = in_effect.get("env", {})
+    if tf_state is not None:
+        for name in ("TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC"):
+            if str(env.get(name) or "").strip().lower() in ("1", "true"):
+                found.append(f"deterministic tooling was requested off, but {name} is {env.get(name)!r}")
+    if "jax" in in_effect and in_effect["jax"]["xla_deterministic_ops"]:
+        found.append("deterministic tooling was requested off, but XLA_FLAGS has --xla_gpu_deterministic_ops=true")
+    return found
+
+
+_SWITCH_KINDS = (
+    ("cudnn.deterministic", "cudnn.deterministic"),
+    ("cudnn.benchmark", "cudnn.benchmark"),
+    ("tensorflow", "tensorflow"),
+    ("tf_", "tensorflow"),
+    ("tf.", "tensorflow"),
+    ("xla", "jax"),
+)
+
+
+def _with_project_call(text: str) -> str:
+    """``text``, naming the project's own call kept by ``--keep-project-determinism`` where one set the switch."""
+    record = determinism_calls_record()
+    if record is None or record["take_over"] or "seed" in text.lower():
+        return text
+    lowered = text.lower()
+    kind = next((k for key, k in _SWITCH_KINDS if key in lowered), "torch")
+    call = last_determinism_call(kind)
+    if call is None:
+        return text
+    asked = f"({call['asked']!r})" if call["call"] == "torch.use_deterministic_algorithms" else ""
+    return f"{text}: the project switched it itself ({call['call']}{asked}) and --keep-project-determinism kept it"
 
 
 def _seed_problem(what: str, actual: Any, seed: int, kind: str) -> Optional[str]:

@@ -303,6 +303,9 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
             pass
         except ValueError as exc:
             problem = f"{how + ' and ' if how else ''}has an unreadable audit record: {exc}"
+        refused = manifest.get("audit_refused")  # deviate_cb.launch.fit_guard stopped it at its first step
+        if not rows and not problem and isinstance(refused, str) and refused.startswith(_NOT_HOOKED):
+            problem = _one_line(refused)
         if not rows and not problem:
             if ended and manifest and "fit" not in manifest:  # no callback saw a fit start: nothing was hooked
                 ran = getattr(replica, "duration_s", None)
@@ -320,11 +323,11 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
 
 def _not_audited(audited: Sequence[AuditedReplica], recorded: int, where: Path) -> list[str]:
     """The error lines when fewer than two replicas recorded anything."""
+    if not recorded and audited and all(a.problem.startswith(_NOT_HOOKED) for a in audited):  # one line says it all
+        return ["nothing to audit: " + "; ".join(f"replica {a.replica} {a.problem}" for a in audited)]
     if not any(a.ended for a in audited):
         named = "; ".join(f"replica {a.replica} {a.how}" for a in audited)
         return [f"no replica completed: {named}; see their stderr.log in {where}"]
-    if not recorded and all(a.problem.startswith(_NOT_HOOKED) for a in audited):  # one line says it all
-        return ["nothing to audit: " + "; ".join(f"replica {a.replica} {a.problem}" for a in audited)]
     lines = [f"replica {a.replica} {a.problem}" + ("" if a.problem.startswith(_NOT_HOOKED) else
              f"; see {where / f'replica={a.replica}' / 'stderr.log'}") for a in audited if not a.rows]  # fmt: skip
     lines.append(f"the audit needs the records of at least 2 replicas; {recorded} recorded one.")

@@ -106,11 +106,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
     )
     parser.add_argument(
+        "--keep-project-determinism",
+        action="store_true",
+        help="leave the project's own determinism switches (torch.use_deterministic_algorithms, "
+        "enable_op_determinism, Trainer(deterministic=...)) in effect; the variant may then not measure what it says",
+    )
+    parser.add_argument(
         "--isolate",
         action="store_true",
         help="run each replica in its own working directory <run_dir>/.workdir, which links every top-level entry "
         "of this directory, so files the project writes to relative paths (history.json, ./out/ckpt.pt) are its own",
     )
+    rounds = parser.add_argument_group("replicate until the answer is known (rounds of --parallel replicas, or one)")
+    rounds.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="run this group and the --against group in rounds until a group-sequential test decides which is "
+        "better on --metric (or, with --effect, that no difference that large exists), or --max-runs",
+    )
+    rounds.add_argument("--against", action="append", default=[], metavar="KEY=VALUE",
+                        help="the group to compare with, e.g. experiment=baseline (repeatable, ANDed)")  # fmt: skip
+    rounds.add_argument(
+        "--until-precision",
+        metavar="REL",
+        help="run this group in rounds until its std of --metric is known to +-REL (half-width of the interval over "
+        "the std, e.g. 0.25), or --max-runs",
+    )
+    rounds.add_argument("--metric", metavar="NAME", help="the metric the rounds decide on, e.g. val_acc")
+    rounds.add_argument("--max-runs", metavar="N", help="the most runs per group")
+    rounds.add_argument("--direction", metavar="max|min", help="whether higher is better (default: from the name)")
+    rounds.add_argument("--effect", metavar="X", help="a difference that matters, in the metric's units")
+    rounds.add_argument("--alpha", default="0.05", metavar="A", help="error rate over the whole sequence (0.05)")
+    rounds.add_argument("--on", default="mean", choices=("mean", "spread"), help="decide on the mean or the spread")
+    rounds.add_argument("--level", default="0.95", metavar="L", help="--until-precision: the std interval's level")
     parser.add_argument(
         "--cold",
         action="store_true",
@@ -186,11 +214,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             if signum is not None:
                 previous[signum] = signal.signal(signum, _raise_terminated)
-        result = replicate(
-            ns.trainer,
+        launch: dict[str, Any] = dict(
+            trainer=ns.trainer,
             command=after if ns.trainer is None else None,
             trainer_args=(after or ()) if ns.trainer is not None else (),
             keep_project_seeds=ns.keep_project_seeds,
+            keep_project_determinism=ns.keep_project_determinism,
             cold=ns.cold,
             isolate=ns.isolate,
             metric_regex=ns.metric_regex,
@@ -209,6 +238,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             argv=[PROG, *args],
             **({} if ns.max_replicas is None else {"max_replicas": _number(ns.max_replicas, int)}),
         )
+        if ns.until_decided or ns.until_precision is not None:
+            return _until(ns, launch)
+        result = replicate(**launch)
     except (UsageError, MissingDependencyError) as exc:  # may quote a replica's trainer_error: printable
         print(f"{PROG}: error: {printable_message(' '.join(str(exc).split()))}", file=sys.stderr)
         return 2
@@ -221,6 +253,58 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             signal.signal(signum, handler)
     if result.stopped:  # the run directory could not be written (disk full): the study stopped early
         print(f"{PROG}: error: {printable_message(' '.join(result.stopped.split()))}", file=sys.stderr)
+    return result.exit_status
+
+
+def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
+    """``--until-decided`` / ``--until-precision``: the study in rounds (:mod:`deviate_cb.launch.rounds`)."""
+    from deviate_cb.launch.rounds import replicate_until
+
+    if ns.until_decided and ns.until_precision is not None:
+        raise UsageError("give `--until-decided` or `--until-precision`, not both. Received: both.")
+    if ns.max_runs is None:
+        raise UsageError("`--max-runs` is required with --until-decided and --until-precision. Received: none.")
+    if getattr(ns, "no_wait", False):
+        raise UsageError(
+            "`--no-wait` cannot be used with --until-decided or --until-precision: each round's results decide "
+            "whether another round runs. Received: --no-wait."
+        )
+    if ns.direction is not None and ns.direction not in ("max", "min"):
+        raise UsageError(f"`--direction` must be max or min. Received: --direction={ns.direction}.")
+    numbers = {
+        "--max-runs": _number(ns.max_runs, int),
+        "--alpha": _number(ns.alpha, float),
+        "--effect": None if ns.effect is None else _number(ns.effect, float),
+        "--until-precision": None if ns.until_precision is None else _number(ns.until_precision, float),
+        "--level": _number(ns.level, float),
+    }
+    for option, value in numbers.items():
+        if isinstance(value, str):
+            raise UsageError(f"`{option}` must be a number. Received: {option}={value}.")
+    if not isinstance(launch.get("runs"), int):
+        raise UsageError(f"`--runs` must be a positive integer. Received: --runs={launch.get('runs')!r}.")
+    if ns.metric is None:
+        raise UsageError("`--metric` is required with --until-decided and --until-precision. Received: none.")
+    from deviate_cb.stats.directions import infer_direction
+
+    direction = ns.direction or infer_direction(ns.metric)
+    if direction is None and ns.until_decided:
+        raise UsageError(
+            f"cannot tell whether a higher or a lower {ns.metric} is better: pass --direction max or --direction min. "
+            f"Received: --metric={ns.metric}."
+        )
+    result = replicate_until(
+        launch=launch,
+        metric=ns.metric,
+        max_runs=numbers["--max-runs"],
+        against=ns.against,
+        precision=numbers["--until-precision"],
+        direction=direction,
+        effect=numbers["--effect"],
+        alpha=numbers["--alpha"],
+        on=ns.on,
+        level=numbers["--level"],
+    )
     return result.exit_status
 
 

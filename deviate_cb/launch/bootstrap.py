@@ -12,7 +12,9 @@ re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstr
 2. ``random``/NumPy/torch/TensorFlow/Keras are seeded with the replica's seed, and the requested determinism
    switches are applied (:mod:`deviate_cb.capture.determinism`);
 3. the project's own global seeding calls are taken over (:mod:`deviate_cb.capture.seed_takeover`), unless
-   ``--keep-project-seeds``; each call taken over is recorded in ``run.json`` under ``seeding``;
+   ``--keep-project-seeds``; each call taken over is recorded in ``run.json`` under ``seeding``; so are its own
+   determinism switches (:mod:`deviate_cb.capture.switch_takeover`), unless ``--keep-project-determinism``,
+   recorded under ``determinism_calls``;
 4. every Lightning ``Trainer`` and Keras ``fit``/``evaluate`` gets a ``DeviateCallback``
    (:mod:`deviate_cb.launch.inject`), and ``import keras`` fails with one line when its backend is missing;
 5. the project's outputs are isolated per replica (:mod:`deviate_cb.launch.project_outputs`): Lightning's
@@ -48,7 +50,9 @@ from typing import Any, Optional
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover
+from deviate_cb.capture.switch_takeover import install_switch_takeover
 from deviate_cb.context import RunContext, is_rank_zero
+from deviate_cb.launch.fit_guard import install_audit_guard
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import install_backend_guard
 from deviate_cb.launch.project_outputs import install_hydra_outputs
@@ -131,6 +135,15 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     install_seed_takeover(
         ctx.seed, take_over=not ctx.keep_project_seeds, on_record=record_seeding if recording else None
     )
+
+    def record_switches(record: dict[str, Any]) -> None:
+        run.update_manifest(determinism_calls=record)
+
+    install_switch_takeover(
+        ctx.deterministic,
+        take_over=not ctx.keep_project_determinism,
+        on_record=record_switches if recording else None,
+    )
     install_trainer_injection(default_root_dir=str(ctx.run_dir))
     install_keras_injection()
     install_backend_guard()
@@ -140,6 +153,7 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     if recording:
         _record_process(run, warm)
         atexit.register(_complete_at_exit, run, ctx, os.getpid())
+        install_audit_guard(run)  # deviate audit: a training outside any fit stops at its first optimizer step
     return True
 
 

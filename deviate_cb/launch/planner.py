@@ -105,6 +105,7 @@ class ReplicationPlan:
         trainer: Optional[str] = None,
         trainer_args: tuple[str, ...] = (),
         keep_project_seeds: bool = False,
+        keep_project_determinism: bool = False,
         force: bool = False,
         configuration: Optional[Mapping[str, Any]] = None,
     ) -> None:
@@ -131,6 +132,7 @@ class ReplicationPlan:
             keep_project_seeds,
             force,
         )
+        self.keep_project_determinism = keep_project_determinism
         self.configuration = None if configuration is None else dict(configuration)
         self.variant_dir = run_path(self.out, experiment, variant, 0).parent
         check_store_path(self.variant_dir.parent, "an experiment directory", str(out))
@@ -167,6 +169,7 @@ class ReplicationPlan:
             trainer=self.trainer,
             trainer_args=self.trainer_args,
             keep_project_seeds=self.keep_project_seeds,
+            keep_project_determinism=self.keep_project_determinism,
             hash_seed=self.base_seed,  # one PYTHONHASHSEED per study: warm-start templates fix it when they start
         )
 
@@ -229,6 +232,7 @@ def plan_replicas(
     trainer: Optional[str] = None,
     trainer_args: tuple[str, ...] = (),
     keep_project_seeds: bool = False,
+    keep_project_determinism: bool = False,
     force: bool = False,
     configuration: Optional[Mapping[str, Any]] = None,
 ) -> list[ReplicaPlan]:
@@ -254,6 +258,7 @@ def plan_replicas(
         trainer=trainer,
         trainer_args=trainer_args,
         keep_project_seeds=keep_project_seeds,
+        keep_project_determinism=keep_project_determinism,
         force=force,
         configuration=configuration,
     )

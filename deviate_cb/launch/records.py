@@ -332,7 +332,9 @@ def start_fields(
         "mode": "trainer" if command is None else "command",
         "trainer": ctx.trainer,
         "keep_project_seeds": ctx.keep_project_seeds,
+        "keep_project_determinism": ctx.keep_project_determinism,
         "argv": list(argv),
+        "launch_dir": os.getcwd(),  # where the launcher ran: a relaunch of the group (--until-decided) runs there
         "started_at": iso_time(),
         "host": placement.host or socket.gethostname(),
         "launcher_pid": os.getpid(),

@@ -50,7 +50,7 @@ from deviate_cb.store.configuration import configuration_fields
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 from deviate_cb.variants import VARIANTS
 
-__all__ = ["KEEP_SEEDS_WARNING", "MAX_REPLICAS", "SITE_DIR", "replicate"]
+__all__ = ["KEEP_DETERMINISM_WARNING", "KEEP_SEEDS_WARNING", "MAX_REPLICAS", "SITE_DIR", "experiment_name", "replicate"]
 
 # The most replicas one launch plans unless `--max-replicas` says more: above it, `-n` is most likely a typo.
 MAX_REPLICAS = 10_000
@@ -61,6 +61,12 @@ KEEP_SEEDS_WARNING = (
     "--keep-project-seeds: the project's own seeding calls keep their seeds, so a project that seeds itself "
     "with a fixed seed (seed_everything(42)) trains every replica from that seed and seed variance is suppressed"
 )
+KEEP_DETERMINISM_WARNING = (
+    "--keep-project-determinism: the project's own determinism switches stay in effect, so a project that switches "
+    "determinism on itself suppresses the implementation noise impl and algo+impl measure, and one that switches it "
+    "off (cudnn.benchmark = True) makes algo and control replicas nondeterministic; each replica where this happened "
+    "is listed as a problem"
+)
 
 
 def replicate(
@@ -69,6 +75,7 @@ def replicate(
     command: Optional[Sequence[str]] = None,
     trainer_args: Sequence[str] = (),
     keep_project_seeds: bool = False,
+    keep_project_determinism: bool = False,
     cold: bool = False,
     metric_regex: Sequence[str] = (),
     runs: int = 1,
@@ -100,6 +107,9 @@ def replicate(
         trainer_args: With ``trainer``: the arguments after ``--``, which the function sees as ``sys.argv[1:]``.
         keep_project_seeds: Leave the project's own seeding calls alone (no seeding takeover); the launcher
             warns that seed variance may be suppressed.
+        keep_project_determinism: Leave the project's own determinism switches in effect (no determinism
+            takeover, :mod:`deviate_cb.capture.switch_takeover`); the launcher warns, and each replica whose
+            switches disagree with its variant is a problem of the study.
         cold: Start every replica as a fresh interpreter. By default a Python replica is forked from a warm-start
             template that has imported the project's frameworks once (:mod:`deviate_cb.launch.warm`), with the
             same numbers; where that cannot be exact, the replica starts cold and a note says why.
@@ -166,6 +176,7 @@ def replicate(
         keras_backend=keras_backend,
         metric_regex=metric_regex,
         keep_project_seeds=keep_project_seeds,
+        keep_project_determinism=keep_project_determinism,
         audit_steps=audit,
         isolate=isolate,
     )
@@ -179,6 +190,7 @@ def replicate(
             trainer=target.text if isinstance(target, TrainerSpec) else None,
             trainer_args=tuple(trainer_args),
             keep_project_seeds=keep_project_seeds,
+            keep_project_determinism=keep_project_determinism,
             force=force,
             configuration=configuration,
         )
@@ -198,6 +210,8 @@ def replicate(
     )
     if keep_project_seeds:
         progress.message(f"{WARNING} {KEEP_SEEDS_WARNING}")
+    if keep_project_determinism:
+        progress.message(f"{WARNING} {KEEP_DETERMINISM_WARNING}")
     if plan.other_configurations:
         progress.message(f"{WARNING} {_other_configurations_line(plan)}")
     replication = Replication(
@@ -400,3 +414,19 @@ def _check_experiment(experiment: Optional[str], spec: Union[TrainerSpec, Comman
             .replace("Received: experiment=", "Received: --experiment=", 1)
         )
         raise UsageError(message.rstrip(".") + f"{derived}.") from None
+
+
+def experiment_name(
+    trainer: Optional[str],
+    command: Optional[Sequence[str]] = None,
+    trainer_args: Sequence[str] = (),
+    experiment: Optional[str] = None,
+) -> str:
+    """The experiment :func:`replicate` files the replicas under: ``experiment``, else the one derived from the
+    trainer or command (as ``--experiment`` would be checked; a one-line :class:`UsageError` otherwise).
+
+    Example:
+        >>> experiment_name(None, ["python", "-m", "json.tool"]), experiment_name(None, ["ls"], experiment="mlp")
+        ('json.tool', 'mlp')
+    """
+    return _check_experiment(experiment, _target(trainer, command, trainer_args))

@@ -7,7 +7,10 @@ the F interval of the ratio (:func:`deviate_cb.stats.decompose`: exact for norma
 narrower setting's noise is part of the wider one's).
 A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number. Bit-identical
 runs have a std of exactly 0, as in the report's table: identical narrow runs give a share of 0 with the
-interval ``[0, 0]``, identical wide runs an undefined share with a note.
+interval ``[0, 0]``, identical wide runs an undefined share with a note. Where the ``impl`` or ``algo+impl``
+replicas ran with a determinism switch on (the project's own, kept by ``--keep-project-determinism``), the
+implementation noise was not there to measure: that pair gives no number, and its note says
+``not measurable: determinism was in effect``.
 
 Example:
     >>> series = {("mlp", "impl", "acc"): [0.80, 0.82, 0.81, 0.83], ("mlp", "algo+impl", "acc"): [0.78, 0.84, 0.80, 0.86]}
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Optional
 
 __all__ = ["DECOMPOSITION_COLUMNS", "PAIRS", "DecompositionRow", "decompose_series", "missing_note"]
 
@@ -73,7 +76,11 @@ class DecompositionRow:
 
 
 def decompose_series(
-    series: Mapping[tuple[str, str, str], Sequence[float]], *, level: float = 0.95, seed: int = 0
+    series: Mapping[tuple[str, str, str], Sequence[float]],
+    *,
+    level: float = 0.95,
+    seed: int = 0,
+    deterministic: Optional[Mapping[tuple[str, str], str]] = None,
 ) -> list[DecompositionRow]:
     """Decomposition rows for every ``(experiment, metric)`` present in both variants of a known pair.
 
@@ -81,6 +88,14 @@ def decompose_series(
         series: ``(experiment, variant, metric) -> per-run values``.
         level: Confidence level of the interval.
         seed: Bootstrap seed.
+        deterministic: ``(experiment, variant) -> what was on`` for the groups of ``impl`` or ``algo+impl`` whose
+            replicas ran with determinism in effect: their pair is not measurable.
+
+    Example:
+        >>> series = {("m", "impl", "acc"): [0.8, 0.8, 0.8], ("m", "algo+impl", "acc"): [0.7, 0.8, 0.9]}
+        >>> row = decompose_series(series, deterministic={("m", "impl"): "TensorFlow op determinism"})[0]
+        >>> row.note
+        'not measurable: determinism was in effect in impl (TensorFlow op determinism)'
     """
     from deviate_cb.stats import decompose
 
@@ -101,6 +116,15 @@ def decompose_series(
             for metric in metrics:
                 x = _finite(series[(experiment, narrow, metric)])
                 y = _finite(series[(experiment, wide, metric)])
+                on = [(v, (deterministic or {}).get((experiment, v))) for v in (narrow, wide) if narrow == "impl"]
+                on = [(v, what) for v, what in on if what]
+                if on:
+                    nan = math.nan
+                    where = "; ".join(f"in {v} ({what})" for v, what in on)
+                    note = f"not measurable: determinism was in effect {where}"
+                    head = (experiment, metric, f"{narrow} / {wide}", narrow, wide, len(x), len(y))
+                    rows.append(DecompositionRow(*head, nan, nan, nan, nan, nan, level, note))
+                    continue
                 rows.append(_row(decompose, experiment, metric, narrow, wide, x, y, level, seed))
     return rows
 

@@ -400,10 +400,12 @@ def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseL
         return ShareLine(pair, reason="fewer than 2 completed runs in a variant")
     if wide_line.identical:
         return ShareLine(pair, reason=f"the {wide} runs have no spread (all identical), so the ratio is undefined")
-    if narrow_line.identical:
-        return ShareLine(pair, 0.0, 0.0, 0.0, reason="")
     key = (experiment, metric, impl, wide)
     row = next((d for d in report.decomposition if (d.experiment, d.metric, d.narrow, d.wide) == key), None)
+    if row is not None and row.note.startswith("not measurable"):  # impl ran deterministic: nothing to measure
+        return ShareLine(pair, reason=row.note.removeprefix("not measurable: "))
+    if narrow_line.identical:
+        return ShareLine(pair, 0.0, 0.0, 0.0, reason="")
     if row is None or not math.isfinite(row.share):
         return ShareLine(pair, reason=(row.note if row is not None and row.note else "no decomposition computed"))
     return ShareLine(pair, row.share, row.share_ci_low, row.share_ci_high)

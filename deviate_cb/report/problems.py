@@ -22,6 +22,8 @@ The kinds (:data:`KINDS`):
 - ``control_differs``: ``control`` replicas that are not all bit-identical, with the metrics that differ.
 - ``project_seeds_kept``: the manifest's ``seeding`` says the project seeded itself and its seeds were kept
   (``take_over`` false), in a variant whose seeds differ.
+- ``project_determinism_kept``: a ``determinism.problems`` text saying that the project switched determinism
+  itself against its variant and ``--keep-project-determinism`` kept it (``run.json`` ``determinism_calls``).
 - ``no_injection``: the manifest's ``injection`` is ``"none"`` (its ``injection_note`` says why).
 - ``recording_failed``: the manifest's ``problems``: what the callback could not record once training had
   started (:mod:`deviate_cb.capture.guard`), each ``where: error`` text grouped across replicas.
@@ -76,6 +78,7 @@ KINDS = (
     "seeds_not_in_effect",
     "identical_replicas",
     "project_seeds_kept",
+    "project_determinism_kept",
     "determinism_not_in_effect",
     "control_differs",
     "shared_outputs",
@@ -243,6 +246,8 @@ def _manifest_problems(
     for replica, _, manifest in manifests:
         for text in _determinism_problems(manifest):
             kind = "seeds_not_in_effect" if "seed" in text.lower() else "determinism_not_in_effect"
+            if "--keep-project-determinism" in text:
+                kind = "project_determinism_kept"
             found.setdefault((kind, re.sub(r"\d+", "#", text)), []).append((replica, text))
         injection = manifest.get("injection")
         if injection == "none":
@@ -266,6 +271,8 @@ def _manifest_problems(
             message = f"{head}: the seed was not in effect: {text}"
         elif kind == "determinism_not_in_effect":
             message = f"{head}: a determinism switch was not in effect: {text}"
+        elif kind == "project_determinism_kept":
+            message = f"{head}: the variant's determinism was not in effect: {text}"
         elif kind == "recording_failed":
             message = f"{head}: the callback could not record everything (the training went on): {text}"
         elif kind == "no_injection":

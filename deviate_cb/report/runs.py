@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -41,7 +42,16 @@ from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 
-__all__ = ["RUN_LAYOUT", "RunDirectories", "RunRecord", "find_runs", "partition_base", "read_runs", "run_directories"]
+__all__ = [
+    "RUN_LAYOUT",
+    "RunDirectories",
+    "RunRecord",
+    "find_runs",
+    "partition_base",
+    "read_runs",
+    "run_directories",
+    "switches_on",
+]
 
 RUN_LAYOUT = "<DIR>/experiment=<name>/variant=<v>/replica=<k>/run.json"
 _KEYS = ("experiment", "variant", "replica")
@@ -69,6 +79,9 @@ class RunRecord:
         error: The first informative line of the recorded error, when there is one.
         configuration: What the replica trained (:func:`deviate_cb.store.configuration.configuration_of`), when
             the manifest records it; replicas of one group are pooled only when theirs agree.
+        determinism_on: The determinism switches its manifest records in effect (``"torch deterministic
+            algorithms, TensorFlow op determinism"``), ``None`` when none was: a replica of ``impl`` or
+            ``algo+impl`` with one on measured no implementation noise.
     """
 
     path: Path
@@ -81,6 +94,7 @@ class RunRecord:
     signal: Optional[str] = None
     metrics_summary: Optional[dict[str, Any]] = None
     configuration: Optional[dict[str, Any]] = None
+    determinism_on: Optional[str] = None
 
     @property
     def metrics_path(self) -> Path:
@@ -284,7 +298,34 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
         metrics_summary=summary if isinstance(summary, dict) else None,
         configuration=configuration_of(manifest),
+        determinism_on=switches_on(manifest),
     )
+
+
+def switches_on(manifest: Mapping[str, Any]) -> Optional[str]:
+    """The determinism switches ``manifest`` records in effect, as a phrase; ``None`` when none was on.
+
+    Example:
+        >>> switches_on({"determinism": {"in_effect": {"tensorflow": {"op_determinism": True}}}})
+        'TensorFlow op determinism'
+        >>> switches_on({"determinism": {"in_effect": {"torch": {"deterministic_algorithms": False}}}}) is None
+        True
+    """
+    record = manifest.get("determinism")
+    in_effect = record.get("in_effect") if isinstance(record, Mapping) else None
+    if not isinstance(in_effect, Mapping):
+        return None
+    found = []
+    torch_state, tf_state, jax_state = (in_effect.get(key) for key in ("torch", "tensorflow", "jax"))
+    if isinstance(torch_state, Mapping) and torch_state.get("deterministic_algorithms") is True:
+        found.append("torch deterministic algorithms")
+    if isinstance(torch_state, Mapping) and torch_state.get("cudnn_deterministic") is True:
+        found.append("cuDNN determinism")
+    if isinstance(tf_state, Mapping) and tf_state.get("op_determinism") is True:
+        found.append("TensorFlow op determinism")
+    if isinstance(jax_state, Mapping) and jax_state.get("xla_deterministic_ops") is True:
+        found.append("XLA deterministic ops")
+    return ", ".join(found) or None
 
 
 def _unreadable(what: Path, path: Path, keys: tuple[str, str, str], warnings: list[str]) -> RunRecord:

@@ -177,7 +177,11 @@ def build_report(
     if decompose:
         from deviate_cb.report.decomposition import decompose_series
 
-        decomposition = tuple(decompose_series(series, level=level, seed=seed))
+        on: dict[tuple[str, str], str] = {}
+        for run in completed:  # impl noise is not measurable where the replicas ran deterministic
+            if run.determinism_on and run.variant in ("impl", "algo+impl", "algo_impl", "algo-impl"):
+                on.setdefault((run.experiment, run.variant), run.determinism_on)
+        decomposition = tuple(decompose_series(series, level=level, seed=seed, deterministic=on))
     values = {key: tuple(found) for key, found in series.items()}
     return Report(
         tuple(rows),

@@ -47,6 +47,7 @@ CONFIGURATION_LABELS: dict[str, str] = {
     "keras_backend": "Keras backend",
     "metric_regex": "--metric-regex",
     "keep_project_seeds": "--keep-project-seeds",
+    "keep_project_determinism": "--keep-project-determinism",
     "audit_steps": "audited steps",
     "isolate": "--isolate",
 }
@@ -62,7 +63,13 @@ _LEGACY_KEYS = (
     "keep_project_seeds",
 )
 # Where an absent value means the default.
-_DEFAULTS: dict[str, Any] = {"trainer_args": [], "metric_regex": [], "keep_project_seeds": False, "isolate": False}
+_DEFAULTS: dict[str, Any] = {
+    "trainer_args": [],
+    "metric_regex": [],
+    "keep_project_seeds": False,
+    "keep_project_determinism": False,
+    "isolate": False,
+}
 
 
 def configuration_fields(
@@ -77,6 +84,7 @@ def configuration_fields(
     metric_regex: Sequence[str] = (),
     keep_project_seeds: bool = False,
     audit_steps: Optional[int] = None,
+    keep_project_determinism: bool = False,
     isolate: bool = False,
 ) -> dict[str, Any]:
     """The ``configuration`` the launcher records in every replica's manifest (JSON values only).
@@ -93,6 +101,7 @@ def configuration_fields(
         "keras_backend": keras_backend,
         "metric_regex": list(metric_regex),
         "keep_project_seeds": bool(keep_project_seeds),
+        "keep_project_determinism": bool(keep_project_determinism),
         "audit_steps": audit_steps,
         "isolate": bool(isolate),
     }
@@ -155,6 +164,6 @@ def describe_value(value: Any) -> str:
 def _normal(key: str, value: Any) -> Any:
     if isinstance(value, tuple):
         value = list(value)
-    if key in ("keep_project_seeds", "isolate"):
+    if key in ("keep_project_seeds", "keep_project_determinism", "isolate"):
         return bool(value)
     return value

@@ -8,7 +8,8 @@ that said nothing. Now:
   nor Keras is refused at once: exit 3 in well under the training's time, one error line saying why, nothing run;
 - a project that reaches Lightning through a package of its own (``from mypkg.model import train``, ``mypkg``
   importing lightning) is not refused: it runs, and when it trains without a ``Trainer.fit`` after all, the one
-  error line says so and how long each replica ran, instead of pointing at an empty stderr.log.
+  error line says so and how long each replica ran, instead of pointing at an empty stderr.log; a replica that
+  takes an optimizer step outside any fit is stopped there (``deviate_cb.launch.fit_guard``), not at its end.
 """
 
 from __future__ import annotations
@@ -119,7 +120,25 @@ def test_lightning_reached_through_the_projects_own_package_is_not_refused(tmp_p
     lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(
-        "deviate: error: nothing to audit: replica 0 trained without a Lightning Trainer.fit or Keras Model.fit, so "
-        "nothing was hooked (it ran "
+        "deviate: error: nothing to audit: replica 0 trained without a Lightning Trainer.fit or Keras Model.fit: "
+        "stopped at its first optimizer step, after "
     ), lines
     assert "; replica 1 trained without a Lightning Trainer.fit" in lines[0] and "stderr.log" not in lines[0]
+
+
+def test_a_loop_outside_any_fit_is_stopped_at_its_first_optimizer_step(tmp_path: Path) -> None:
+    """The scan cannot tell (the project imports Lightning), so the replica starts; its first optimizer step outside
+    any fit stops it, instead of its 60 s of training."""
+    (tmp_path / "train.py").write_text(
+        "import lightning  # noqa: F401\n" + LOOP.replace("STEPS", "60").replace("PAUSE", "1.0")
+    )
+    done, took = audit(tmp_path, "--", "python", "train.py")
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert took < 50, (took, done.stderr)  # 2 replicas x 60 s had they trained to the end
+    lines = error_lines(done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        "deviate: error: nothing to audit: replica 0 trained without a Lightning Trainer.fit or Keras Model.fit: "
+        "stopped at its first optimizer step, after "
+    ), lines
+    assert "stderr.log" not in lines[0]

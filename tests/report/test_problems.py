@@ -289,6 +289,7 @@ def test_kinds_are_the_documented_ones() -> None:
         "identical_replicas",
         "control_differs",
         "project_seeds_kept",
+        "project_determinism_kept",
         "no_injection",
         "recording_failed",
         "shared_outputs",
