@@ -71,6 +71,9 @@ demo: $(STAMP)
 		--parallel 2 --out $(DEMO_OUT) --experiment mlp
 	$(BIN)/deviate-replicate --trainer examples/lightning_mlp.py:main -n 3 --variant control \
 		--parallel 2 --out $(DEMO_OUT) --experiment mlp
+	$(BIN)/deviate-replicate --trainer examples/lightning_mlp.py:main_low_lr -n 3 --variant algo+impl \
+		--parallel 2 --out $(DEMO_OUT) --experiment mlp_low_lr --until-decided --against experiment=mlp \
+		--against variant=algo+impl --metric val_acc --max-runs 10
 	$(BIN)/deviate report $(DEMO_OUT)
 
 test: $(STAMP) browser-packages

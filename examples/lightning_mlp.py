@@ -9,6 +9,12 @@ or replicate it under a noise variant and report the spread::
     deviate-replicate --trainer examples/lightning_mlp.py:main -n 4 --variant algo+impl --out runs/
     deviate report runs/
 
+and ask whether a lower learning rate is worse, replicating both until the answer is known::
+
+    deviate-replicate --trainer examples/lightning_mlp.py:main_low_lr -n 3 --variant algo+impl --out runs/ \
+        --experiment mlp_low_lr --until-decided --against experiment=mlp --against variant=algo+impl \
+        --metric val_acc --max-runs 10 --parallel 2
+
 The data set is fixed (its own generator, seed 0) so that replicas differ only in what the variant
 varies: weight initialisation, batch order and dropout masks (the global seed) and kernel behaviour.
 """
@@ -73,10 +79,10 @@ class MLP(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr, momentum=0.9)
 
 
-def main(epochs: int = 5) -> dict[str, float]:
+def main(epochs: int = 5, lr: float = 1e-2) -> dict[str, float]:
     """Train once and return the final validation metrics (recorded by deviate-replicate as ``final``)."""
     train, val = make_data()
-    model = MLP()
+    model = MLP(lr=lr)
     trainer = L.Trainer(
         max_epochs=epochs,
         callbacks=[DeviateCallback()],  # optional under deviate-replicate: it injects one if missing
@@ -92,6 +98,15 @@ def main(epochs: int = 5) -> dict[str, float]:
         DataLoader(val, batch_size=200),
     )
     return {name: float(value) for name, value in trainer.callback_metrics.items() if name.startswith("val_")}
+
+
+def main_low_lr() -> dict[str, float]:
+    """The same MLP with a learning rate 20 times lower: is it worse, or is the difference noise?
+
+    ``deviate-replicate --trainer examples/lightning_mlp.py:main_low_lr --until-decided --against experiment=mlp``
+    runs it and tops up ``main`` in rounds until a sequential test decides.
+    """
+    return main(lr=5e-4)
 
 
 if __name__ == "__main__":

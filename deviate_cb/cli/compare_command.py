@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import IO, Any, Optional
 
 from deviate_cb.cli._common import (
     add_output_arguments,
@@ -170,6 +170,9 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         _warn_problems(args, [(sources[0], [*group_a, *group_b])], err)
     else:
         _warn_problems(args, [(sources[0], group_a), (sources[1], group_b)], err)
+    sequential = _sequential_note(sources, group_a, group_b) if args.dirs and len(sources) == 1 else None
+    if sequential:
+        say(err, "note", printable(sequential))
     correction = None if args.correction == "none" else args.correction
     rows = compare_groups(group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed)
     for row in rows:
@@ -214,6 +217,20 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     out.write(text + ("\n" if args.format == "json" else ""))
     out.flush()
     return 0
+
+
+def _sequential_note(sources: Sequence[str], group_a: Sequence[Any], group_b: Sequence[Any]) -> Optional[str]:
+    """The note for two groups replicated until decided (``deviate-replicate --until-decided``), if they were."""
+    from pathlib import Path
+
+    from deviate_cb.report.sequential import compare_note, study_sequences
+
+    groups = [{(r.keys.get("experiment"), r.keys.get("variant")) for r in g} for g in (group_a, group_b)]
+    if any(len(g) != 1 for g in groups):
+        return None
+    (a,), (b,) = groups
+    records = study_sequences(Path(sources[0]))
+    return compare_note(records, {"experiment": a[0], "variant": a[1]}, {"experiment": b[0], "variant": b[1]})
 
 
 def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err: IO[str]) -> int:

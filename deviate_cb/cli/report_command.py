@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from deviate_cb.cli._common import (
@@ -200,9 +202,11 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     headlines = (
         build_headlines(report, problems=problems, metrics=args.metric or None, effect=effect) if answers else []
     )
+    sequences = _sequences(args) if args.format in ("table", "md", "html") else []
     if args.format == "html":
-        out.write(_html(args, report, problems, stability, timing_groups, err, headlines))
+        out.write(_html(args, report, problems, stability, timing_groups, err, headlines, sequences))
     elif args.format == "table":
+        _write_sequences(sequences, out, markdown=False)
         print_table(report, out, problems=problems, headlines=headlines)
         if timing_groups:
             from deviate_cb.report.timings import write_timings_section
@@ -248,6 +252,8 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if note:  # the data stay data (a header, or []): why there are no rows goes to stderr
             say(err, "note", printable(note))
     else:
+        if args.format == "md":
+            _write_sequences(sequences, out, markdown=True)
         out.write(render(report, args.format, problems=problems, headlines=headlines))
         if args.format == "json":
             out.write("\n")
@@ -271,6 +277,7 @@ def _html(
     timings: list[Any],
     err: IO[str],
     headlines: Any = (),
+    sequences: Sequence[str] = (),
 ) -> str:
     """The report as one self-contained HTML page (:mod:`deviate_cb.report.html.build`, as ``Study.html``)."""
     from deviate_cb.report.html.build import html_report
@@ -285,10 +292,32 @@ def _html(
         headlines=headlines,
         warnings=warnings,
         curves=args.dir is not None,
+        sequences=sequences,
     )
     for line in warnings:
         say(err, "warning", printable(line))
     return page
+
+
+def _sequences(args: argparse.Namespace) -> list[str]:
+    """The decisions of the study's sequences (``--until-decided``/``--until-precision``), one line each."""
+    if args.dir is None:
+        return []
+    from deviate_cb.report.sequential import sequence_lines, study_sequences
+
+    return sequence_lines(study_sequences(Path(args.dir)))
+
+
+def _write_sequences(lines: Sequence[str], out: IO[str], *, markdown: bool) -> None:
+    """The sequences' decisions first: they answer "is A better" with the error rate the rounds kept."""
+    from deviate_cb.report.text import markdown as markdown_text
+
+    if not lines:
+        return
+    out.write("## Replicated until decided\n\n" if markdown else "Replicated until decided\n")
+    for line in lines:
+        out.write(f"- {markdown_text(line)}\n" if markdown else f"  {printable(line)}\n")
+    out.write("\n")
 
 
 def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:

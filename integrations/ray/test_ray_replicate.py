@@ -8,6 +8,7 @@ gets its own fake GPU through ``--num-gpus``; asking for more GPUs than the clus
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -122,3 +123,37 @@ def test_more_gpus_than_the_cluster_has_is_a_usage_error(tmp_path: Path, ray_add
     )  # fmt: skip
     assert result.returncode == 2, result.stdout + result.stderr
     assert "--num-gpus=4" in result.stderr and result.stderr.count("\n") == 1
+
+
+ROUNDS_TRAINER = """\
+import random
+import sys
+
+
+def base(seed):
+    return {"acc": 0.80 + 0.01 * random.Random(seed).gauss(0.0, 1.0)}
+
+
+if __name__ == "__main__":  # the new group, in command mode: its final line is read with --metric-regex
+    print(f"acc={0.90 + 0.01 * random.Random(int(sys.argv[1])).gauss(0.0, 1.0):.6f}")
+"""
+
+
+def test_until_decided_runs_its_rounds_on_ray(tmp_path: Path, ray_address: str) -> None:
+    (tmp_path / "fns.py").write_text(ROUNDS_TRAINER)
+    out = tmp_path / "runs"
+    ray = ["--backend", "ray", "--address", ray_address]
+    base = replicate(["--trainer", "fns.py:base", "-n", "2", "--variant", "algo", "--experiment", "a", *ray], out)
+    assert base.returncode == 0, base.stdout + base.stderr
+    args = ["-n", "2", "--variant", "algo", "--experiment", "b", "--until-decided", "--against", "experiment=a",
+            "--metric", "acc", "--max-runs", "6", "--parallel", "2", "--metric-regex", r"acc=(?P<acc>[0-9.]+)", *ray,
+            "--", "python", "fns.py", "{seed}"]  # fmt: skip
+    done = replicate(args, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "A better" in done.stdout, done.stdout
+    record = json.loads(next((out / ".sequential").glob("*.json")).read_text())
+    assert record["decision"] == "A better"
+    n = record["looks"][-1]["n_a"]
+    assert done.manifest("b", "algo", n - 1)["backend"] == "ray"
+    assert done.manifest("a", "algo", n - 1)["backend"] == "ray"  # B topped up on Ray in the same rounds
+    assert done.manifest("a", "algo", n - 1)["configuration"]["trainer"] == "fns.py:base"

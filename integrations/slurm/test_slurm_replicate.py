@@ -255,3 +255,38 @@ def test_ctrl_c_cancels_the_array_and_records_killed(tmp_path: Path) -> None:
         time.sleep(0.5)
     else:
         raise AssertionError(f"{job_id} still queued after Ctrl-C: {queue}")
+
+
+ROUNDS_TRAINER = """\
+import random
+import sys
+
+
+def base(seed):
+    return {"acc": 0.80 + 0.01 * random.Random(seed).gauss(0.0, 1.0)}
+
+
+if __name__ == "__main__":  # the new group, in command mode: its final line is read with --metric-regex
+    print(f"acc={0.90 + 0.01 * random.Random(int(sys.argv[1])).gauss(0.0, 1.0):.6f}")
+"""
+
+
+def test_until_decided_runs_its_rounds_on_slurm(tmp_path: Path) -> None:
+    (tmp_path / "fns.py").write_text(ROUNDS_TRAINER)
+    out = tmp_path / "runs"
+    base = replicate(["--trainer", "fns.py:base", "-n", "2", "--variant", "algo", "--experiment", "a"], out)
+    assert base.returncode == 0, base.stdout + base.stderr  # the baseline, made locally
+    args = ["-n", "2", "--variant", "algo", "--experiment", "b", "--until-decided", "--against", "experiment=a",
+            "--metric", "acc", "--max-runs", "6", "--parallel", "2", "--metric-regex", r"acc=(?P<acc>[0-9.]+)",
+            "--backend", "slurm", "--", "python", "fns.py", "{seed}"]  # fmt: skip
+    done = replicate(args, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads(next((out / ".sequential").glob("*.json")).read_text())
+    assert record["decision"] == "A better", record["looks"]
+    n = record["looks"][-1]["n_a"]
+    assert done.manifest("b", "algo", n - 1)["backend"] == "slurm"
+    if n > 2:  # B topped up in the same rounds, on the backend of this launch, as its manifests record it
+        assert done.manifest("a", "algo", n - 1)["backend"] == "slurm"
+        assert done.manifest("a", "algo", n - 1)["configuration"]["trainer"] == "fns.py:base"
+    no_wait = replicate([*args[:-4], "--no-wait", "--", "python", "fns.py", "{seed}"], out)
+    assert no_wait.returncode == 2 and "`--no-wait` cannot be used with --until-decided" in no_wait.stderr

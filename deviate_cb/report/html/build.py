@@ -38,6 +38,7 @@ def html_report(
     headlines: Sequence[Any] = (),
     warnings: Optional[list[str]] = None,
     curves: bool = True,
+    sequences: Sequence[str] = (),
 ) -> str:
     """The whole page: ``curves`` reads the completed runs' training curves (a ``--table`` report has none);
     files that cannot be read are named in ``warnings``, unless the report (``report.warnings``) or ``warnings``
@@ -62,6 +63,7 @@ def html_report(
         stability=stability,
         timings=timings,
         headlines=headlines,
+        sequences=sequences,
     )
 
 

@@ -51,14 +51,19 @@ def report_page(
     timings: Sequence[Any] = (),
     timing_notes: Sequence[str] = (),
     headlines: Sequence[Any] = (),
+    sequences: Sequence[str] = (),
 ) -> str:
     """The page of a :class:`~deviate_cb.report.summary.Report` (see the module docstring); ``headlines``: the
-    :class:`~deviate_cb.report.headline.Headline` list of the report, shown first."""
+    :class:`~deviate_cb.report.headline.Headline` list of the report, shown first, after the decisions of the
+    studies replicated until decided (``sequences``: :func:`deviate_cb.report.sequential.sequence_lines`)."""
     from deviate_cb.report.render import excluded_line
 
     metrics = list(dict.fromkeys(row.metric for row in report.rows))
     anchors = {metric: f"m{i}" for i, metric in enumerate(metrics)}
     body = [headline_section(headlines, anchors), _summary(report, problems)]
+    if sequences:
+        items = "".join(f"<li>{text(line)}</li>" for line in sequences)
+        body.insert(0, f"<h2>Replicated until decided</h2><ul>{items}</ul>")
     if metrics:
         links = " ".join(f'<a href="#m{i}">{text(m)}</a>' for i, m in enumerate(metrics))
         body.append(f"<h2>Metrics</h2><nav>{links}</nav>")

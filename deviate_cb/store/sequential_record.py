@@ -1,0 +1,72 @@
+"""Where a study replicated in rounds keeps its sequence: the plan, every look, the decision.
+
+``deviate-replicate --until-decided`` (two groups, a group-sequential test after each round) and
+``--until-precision`` (one group, until its std is known to a relative precision) write one JSON record per
+sequence under ``<out>/.sequential/``, next to the groups. A rerun of the same command reads it back and continues
+from the looks recorded (the test's error rate is spent over the plan once, never restarted); ``deviate report``,
+``compare`` and the HTML page show the decisions. The folder starts with a dot, so readers of the run store's
+``experiment=``/``variant=``/``replica=`` partitions never take it for a group.
+
+Example:
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> path = record_path(out, ("a", "algo"), ("b", "algo"))
+    >>> path.name
+    'a.algo--vs--b.algo.json'
+    >>> write_record(path, {"kind": "until-decided", "looks": []})
+    >>> [r["kind"] for r in read_records(out)]
+    ['until-decided']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.store.atomic import atomic_write_bytes
+
+__all__ = ["SEQUENTIAL_DIR", "read_record", "read_records", "record_path", "write_record"]
+
+SEQUENTIAL_DIR = ".sequential"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
+
+
+def record_path(out: Path, group: tuple[str, str], against: Optional[tuple[str, str]] = None) -> Path:
+    """The record of the sequence of ``group`` (``(experiment, variant)``), tested against ``against`` if given."""
+    name = ".".join(_UNSAFE.sub("_", part) for part in group)
+    if against is not None:
+        name += "--vs--" + ".".join(_UNSAFE.sub("_", part) for part in against)
+    return Path(out) / SEQUENTIAL_DIR / f"{name}.json"
+
+
+def read_record(path: Path) -> Optional[dict[str, Any]]:
+    """The record at ``path``; ``None`` when there is none (or it cannot be read as a JSON object)."""
+    try:
+        found = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def read_records(out: Path) -> list[dict[str, Any]]:
+    """Every readable record under ``<out>/.sequential/``, sorted by file name."""
+    folder = Path(out) / SEQUENTIAL_DIR
+    try:
+        paths = sorted(p for p in folder.iterdir() if p.suffix == ".json" and p.is_file() and not p.is_symlink())
+    except OSError:
+        return []
+    records = []
+    for path in paths:
+        found = read_record(path)
+        if found is not None:
+            records.append(found)
+    return records
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` atomically (a reader never sees half of it), creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, (json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n").encode())

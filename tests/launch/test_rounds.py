@@ -1,0 +1,202 @@
+"""``deviate-replicate --until-decided`` and ``--until-precision``: replicate in rounds until the answer is known.
+
+Real ``deviate-replicate`` subprocesses run a ``--trainer`` whose final metric is drawn from its seed (normal
+noise around a mean the test sets per group), so that each decision is known in advance: a difference of 100 noise
+stds is decided at the first look, equal groups run to ``--max-runs`` undecided, a large ``--effect`` ends them as
+"no difference of at least". The baseline group B is topped up in the same rounds, relaunched as its manifests
+record it; the looks are recorded under ``<out>/.sequential/`` and a rerun continues from them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replicate_helpers import REPO, child_env
+
+pytestmark = pytest.mark.slow
+
+TRAINER = """\
+import os
+import random
+from pathlib import Path
+
+
+def _value(seed, mean):
+    return mean + 0.01 * random.Random(seed).gauss(0.0, 1.0)
+
+
+def good(seed):
+    return {"acc": _value(seed, 0.90)}
+
+
+def base(seed):
+    if Path(os.environ.get("FAIL_MARKER", "/nonexistent")).exists() and seed >= 3:
+        raise RuntimeError("the cluster lost this node")
+    return {"acc": _value(seed, 0.80)}
+
+
+def same(seed):
+    if Path(os.environ.get("FAIL_A_MARKER", "/nonexistent")).exists() and seed >= 3:
+        raise RuntimeError("out of memory")
+    return {"acc": _value(seed + 1025, 0.80)}
+"""
+
+
+def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", "--out", str(tmp_path / "runs"), *args],
+        cwd=tmp_path,
+        env=child_env({"PYTHONPATH": str(REPO), **(env or {})}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _records(tmp_path: Path) -> list[dict[str, Any]]:
+    folder = tmp_path / "runs" / ".sequential"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    (tmp_path / "fns.py").write_text(TRAINER)
+    done = _run(tmp_path, "--trainer", "fns.py:base", "-n", "3", "--variant", "algo", "--experiment", "a")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tmp_path
+
+
+def _replicas(tmp_path: Path, experiment: str) -> list[str]:
+    folder = tmp_path / "runs" / f"experiment={experiment}" / "variant=algo"
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_clear_difference_is_decided_at_the_first_look(study: Path) -> None:
+    args = ("--trainer", "fns.py:good", "-n", "3", "--variant", "algo", "--experiment", "b", "--until-decided",
+            "--against", "experiment=a", "--metric", "acc", "--max-runs", "9", "--parallel", "3")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 looks at 3, 6, 9 runs per group" in done.stdout
+    assert "look 1 of 3" in done.stdout and ": A better" in done.stdout, done.stdout
+    (record,) = _records(study)
+    assert record["decision"] == "A better" and len(record["looks"]) == 1
+    assert record["against"]["experiment"] == "a" and record["plan"]["alpha"] == 0.05
+    assert _replicas(study, "b") == ["replica=0", "replica=1", "replica=2"]  # stopped: no more runs made
+    low, high = record["looks"][0]["low"], record["looks"][0]["high"]
+    assert 0 < low < 0.1 < high  # the repeated interval around the true difference, 0.1
+    report = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "report", str(study / "runs")],
+        env=child_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    shown = " ".join(report.stdout.split())
+    assert "Replicated until decided" in shown
+    assert "acc, A = experiment=b variant=algo vs B = experiment=a variant=algo: A better (look 1 of 3" in shown
+    compare = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "compare", str(study / "runs"), "--a", "experiment=b",
+         "--b", "experiment=a"],
+        env=child_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "replicated until a sequential test decided" in " ".join(compare.stderr.split()), compare.stderr
+    again = _run(study, *args)  # decided: the rerun only says so
+    assert again.returncode == 0 and "already decided at look 1" in again.stdout, again.stdout + again.stderr
+
+
+def test_equal_groups_run_to_max_runs_and_b_is_topped_up_as_recorded(study: Path) -> None:
+    args = ("--trainer", "fns.py:same", "-n", "3", "--variant", "algo", "--experiment", "c", "--until-decided",
+            "--against", "experiment=a", "--against", "variant=algo", "--metric", "acc", "--max-runs", "5",
+            "--parallel", "2")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = _records(study)
+    assert [look["n"] for look in record["looks"]] == [3, 5]
+    assert record["decision"] == "undecided", record["looks"]
+    assert len(_replicas(study, "a")) == 5 and len(_replicas(study, "c")) == 5  # B topped up in the same rounds
+    manifest = json.loads((study / "runs/experiment=a/variant=algo/replica=4/run.json").read_text())
+    assert manifest["configuration"]["trainer"] == "fns.py:base" and manifest["seed"] == 4  # its seed series goes on
+
+
+def test_a_large_effect_ends_as_no_difference_that_large(study: Path) -> None:
+    args = ("--trainer", "fns.py:same", "-n", "4", "--variant", "algo", "--experiment", "d", "--until-decided",
+            "--against", "experiment=a", "--metric", "acc", "--max-runs", "8", "--parallel", "4",
+            "--effect", "0.5")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = _records(study)
+    assert record["decision"].startswith("no difference of at least"), record
+
+
+def test_an_interrupted_sequence_resumes_from_its_recorded_looks(study: Path) -> None:
+    marker = study / "fail"
+    marker.write_text("")
+    args = ("--trainer", "fns.py:same", "-n", "3", "--variant", "algo", "--experiment", "e", "--until-decided",
+            "--against", "experiment=a", "--metric", "acc", "--max-runs", "6", "--parallel", "3")  # fmt: skip
+    first = _run(study, *args, env={"FAIL_MARKER": str(marker)})
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "look 2 needs 6 completed runs" in " ".join(first.stdout.split()), first.stdout
+    (record,) = _records(study)
+    assert len(record["looks"]) == 1 and record["decision"] is None
+    marker.unlink()
+    second = _run(study, *args, env={"FAIL_MARKER": str(marker)})
+    assert second.returncode == 0, second.stdout + second.stderr
+    (record,) = _records(study)
+    assert [look["k"] for look in record["looks"]] == [1, 2]  # look 1 kept, not made again
+    changed = _run(study, *args[:-2], "--parallel", "1")  # another plan over the same runs
+    assert changed.returncode == 2, changed.stderr
+    assert "records a sequence started with round size (--parallel) 3, not 1" in changed.stderr, changed.stderr
+
+
+def test_a_sequence_resumes_after_b_was_topped_up(study: Path) -> None:
+    """A's round failed, B's ran: B has more runs than when the sequence was planned; the plan is kept."""
+    marker = study / "fail-a"
+    marker.write_text("")
+    args = ("--trainer", "fns.py:same", "-n", "3", "--variant", "algo", "--experiment", "f", "--until-decided",
+            "--against", "experiment=a", "--metric", "acc", "--max-runs", "6", "--parallel", "3")  # fmt: skip
+    first = _run(study, *args, env={"FAIL_A_MARKER": str(marker)})
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert len(_replicas(study, "a")) == 6  # B was topped up to the second look
+    marker.unlink()
+    second = _run(study, *args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    (record,) = _records(study)
+    assert [(look["n_a"], look["n_b"]) for look in record["looks"]] == [(3, 3), (6, 6)]
+
+
+def test_until_precision_stops_when_the_std_is_known(study: Path) -> None:
+    args = ("--trainer", "fns.py:good", "-n", "3", "--variant", "algo", "--experiment", "p", "--until-precision",
+            "0.5", "--metric", "acc", "--max-runs", "30", "--parallel", "5")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = _records(study)
+    assert record["decision"] == "known"
+    ns = [look["n"] for look in record["looks"]]
+    assert ns[0] == 3 and ns[-1] < 30 and record["looks"][-1]["precision"] <= 0.5
+    assert all(look["precision"] > 0.5 for look in record["looks"][:-1])
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (("--until-decided", "--metric", "acc", "--max-runs", "6"), "`--until-decided` needs `--against KEY=VALUE`"),
+        (("--until-decided", "--against", "experiment=zz", "--metric", "acc", "--max-runs", "6"), "`--against`"),
+        (("--until-decided", "--against", "experiment=a", "--metric", "loss", "--max-runs", "6"),
+         "`--metric` 'loss' is not a metric of experiment=a variant=algo"),
+        (("--until-decided", "--against", "experiment=a", "--metric", "acc", "--max-runs", "2"),
+         "`--max-runs` must be at least -n (3). Received: --max-runs=2."),
+        (("--until-decided", "--against", "experiment=a", "--metric", "acc"), "`--max-runs` is required"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_nothing_is_launched(study: Path, extra: tuple[str, ...], expected: str) -> None:
+    done = _run(study, "--trainer", "fns.py:good", "-n", "3", "--variant", "algo", "--experiment", "bad", *extra)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], lines
+    assert not (study / "runs" / "experiment=bad").exists()
