@@ -5,7 +5,12 @@
   a checkpoint at ``os.path.join(out_dir, 'ckpt.pt')`` (``out_dir = 'out-tiny'``; ``init_from=resume`` resumes
   from it) and ``history.json`` in the working directory. It runs from a copy of its folder, since it writes
   there. ``--out_dir={run_dir}/out`` (unquoted: ``{run_dir}`` after ``=`` is the ``.run-dirs`` link) puts each
-  replica's checkpoint in its own run directory (``control`` replicas identical, ``algo`` replicas different).
+  replica's checkpoint in its own run directory (``control`` replicas identical, ``algo`` replicas different)
+  and leaves ``history.json`` shared, which the launcher names. Left fixed, both paths are named as written by
+  several replicas (``shared_outputs``, run.json ``outside_writes``), and a replica that resumes from the
+  checkpoint another replica wrote is named too (``read_other_replica``, run.json ``outside_reads``); with
+  ``--isolate`` each replica runs in its own working directory: nothing is shared, nothing named, and the
+  project folder is left as it was.
 - ``self_deterministic``: a PyTorch script that switches determinism on itself
   (``torch.use_deterministic_algorithms(True)``, ``torch.backends.cudnn.deterministic = True``), and
   ``train_keras.py``, a keras-io recipe doing the same on TensorFlow (``keras.utils.set_random_seed(42)``,
@@ -113,6 +118,105 @@ def test_configurator_manual_seed_is_taken_over(configurator_runs: dict[str, Rep
     assert_taken_over(configurator_runs[variant], 2, "torch.manual_seed", 1337)
 
 
+FIXED_COMMAND = ["python", "train.py", "max_iters=20"]
+RESUME_COMMAND = ["python", "train.py", "max_iters=20", "init_from=resume"]
+
+
+@pytest.fixture(scope="module")
+def fixed_path_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Replicated]:
+    """The configurator run as it is, its paths left fixed: with and without ``--isolate``."""
+    runs = {}
+    for key, command, extra in (
+        ("fixed", FIXED_COMMAND, ["--parallel", "2"]),  # both replicas write out-tiny/ckpt.pt and history.json
+        ("resumed", RESUME_COMMAND, []),  # one at a time: replica 1 resumes from replica 0's checkpoint
+        ("isolated", RESUME_COMMAND, ["--parallel", "2", "--isolate"]),
+    ):
+        runs[key] = replicate(
+            "configurator",
+            tmp_path_factory.mktemp(f"configurator-{key}"),
+            command,
+            variant="algo",
+            args=[*extra, *METRIC_REGEXES],
+            copy=True,
+        )
+    return runs
+
+
+def _outside_writes(done: Replicated, replica: int) -> list[str]:
+    record = done.manifest(replica)
+    assert "outside_writes" in record, f"run.json of replica {replica} has no 'outside_writes': {sorted(record)}"
+    return record["outside_writes"]["paths"]
+
+
+def _problem_lines(done: Replicated, words: str) -> list[str]:
+    """The launcher's warnings (one line each) that hold ``words``."""
+    return [line for line in _launcher_warnings(done) if words in line]
+
+
+def test_configurator_history_json_is_still_shared(configurator_runs: dict[str, Replicated]) -> None:
+    """``--out_dir={run_dir}/out`` moves the checkpoint; ``history.json`` in the working directory stays shared."""
+    for done in configurator_runs.values():
+        history = str(done.project / "history.json")
+        for replica in range(2):
+            assert _outside_writes(done, replica) == [history]
+        shared = _problem_lines(done, "wrote the same paths outside their run directories")
+        assert len(shared) == 1 and "replicas 0, 1" in shared[0] and "history.json" in shared[0], done.output
+        assert "ckpt.pt" not in shared[0]
+
+
+def test_fixed_paths_are_named_as_shared_outputs(fixed_path_runs: dict[str, Replicated]) -> None:
+    done = fixed_path_runs["fixed"]
+    assert_completed(done, 2)
+    ckpt, history = done.project / "out-tiny" / "ckpt.pt", done.project / "history.json"
+    assert {"out-tiny/ckpt.pt", "history.json"} <= set(done.project_after) - set(done.project_before)
+    for replica in range(2):
+        assert _outside_writes(done, replica) == sorted([str(ckpt), str(history)])
+        assert not (done.run_dir(replica) / "out-tiny").exists()
+    shared = _problem_lines(done, "wrote the same paths outside their run directories")
+    assert len(shared) == 1, done.output
+    assert "replicas 0, 1" in shared[0] and "out-tiny/ckpt.pt" in shared[0] and "history.json" in shared[0]
+    assert "--isolate" in shared[0]  # the way out is named
+    assert not _problem_lines(done, "read files that another replica wrote"), done.output
+
+
+def test_resuming_from_a_fixed_path_reads_another_replica(fixed_path_runs: dict[str, Replicated]) -> None:
+    done = fixed_path_runs["resumed"]
+    assert_completed(done, 2)
+    assert "no checkpoint in out-tiny: starting from scratch\n" in done.log(0)
+    assert "Resuming training from out-tiny\n" in done.log(1)  # replica 0's checkpoint, already at max_iters
+    assert done.final(1) == done.final(0), "replica 1 should have resumed replica 0's finished run"
+    ckpt = str(done.project / "out-tiny" / "ckpt.pt")
+    reads = done.manifest(1).get("outside_reads")
+    assert reads and [entry["path"] for entry in reads] == [ckpt], reads
+    assert "replica=0" in reads[0]["written_by"] or "replica 0" in reads[0]["written_by"], reads
+    assert not done.manifest(0).get("outside_reads")
+    read = _problem_lines(done, "read files that another replica wrote")
+    assert len(read) == 1 and "replica 1" in read[0] and "ckpt.pt" in read[0], done.output
+
+
+def test_isolate_gives_each_replica_its_own_working_directory(fixed_path_runs: dict[str, Replicated]) -> None:
+    done = fixed_path_runs["isolated"]
+    assert_completed(done, 2)
+    assert_project_untouched(done)  # no out-tiny/, no history.json in the project folder
+    assert not _problem_lines(done, "outside their run directories") and not _problem_lines(done, "another replica")
+    finals = []
+    for replica in range(2):
+        run_dir, record = done.run_dir(replica), done.manifest(replica)
+        assert record["isolate"] is True, sorted(record)
+        workdir = Path(record["workdir"])
+        assert workdir.parent == run_dir and (workdir / "train.py").resolve() == done.project / "train.py"
+        assert "no checkpoint in out-tiny: starting from scratch\n" in done.log(replica)  # nobody else's
+        (ckpt,) = [path for path in run_dir.rglob("ckpt.pt")]  # rglob does not follow the links into the project
+        assert ckpt == workdir / "out-tiny" / "ckpt.pt"
+        assert not ckpt.is_symlink() and not ckpt.parent.is_symlink()
+        assert _ckpt(ckpt)["iter_num"] == 20
+        assert (workdir / "history.json").is_file() and not (workdir / "history.json").is_symlink()
+        assert not done.manifest(replica).get("outside_writes", {}).get("paths")
+        assert not done.manifest(replica).get("outside_reads")
+        finals.append(done.final(replica))
+    assert finals[0]["loss"] != finals[1]["loss"]
+
+
 # ------------------------------------------------------------------------------ a script that is deterministic itself
 
 SELF_DETERMINISTIC_COMMAND = ["python", "train.py", "--epochs", "3"]
@@ -135,6 +239,10 @@ def self_deterministic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[st
     return runs
 
 
+def _launcher_warnings(done: Replicated) -> list[str]:
+    return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("deviate-replicate: warning")]
+
+
 def test_self_deterministic_control_identical_and_algo_impl_differs(
     self_deterministic_runs: dict[str, Replicated],
 ) -> None:
@@ -155,6 +263,7 @@ def test_self_deterministic_switches_agree_with_control(self_deterministic_runs:
         determinism = done.manifest(replica)["determinism"]
         assert determinism["in_effect"]["torch"]["deterministic_algorithms"] is True
         assert determinism["verified"] is True, determinism
+    assert not _launcher_warnings(done), done.output
 
 
 # ------------------------------------------------------------------------------- standalone DeviateCallback script
