@@ -14,8 +14,10 @@
 - ``self_deterministic``: a PyTorch script that switches determinism on itself
   (``torch.use_deterministic_algorithms(True)``, ``torch.backends.cudnn.deterministic = True``), and
   ``train_keras.py``, a keras-io recipe doing the same on TensorFlow (``keras.utils.set_random_seed(42)``,
-  ``tf.config.experimental.enable_op_determinism()``). ``control`` replicas are identical and deterministic,
-  ``algo+impl`` replicas differ.
+  ``tf.config.experimental.enable_op_determinism()``). Under ``algo+impl`` the variant's setting is in effect
+  (determinism off) and the project's calls are recorded in run.json ``determinism_calls``; with
+  ``--keep-project-determinism`` the project's switches stay on, the launcher warns before and after, and
+  ``deviate report`` lists the problem.
 - ``standalone_seeded``: a Lightning script that uses ``DeviateCallback(metrics=["val_*"])`` itself after
   ``L.seed_everything(42)``: run alone (``python train.py``), its run.json records seed 42 and where it was read,
   under an experiment named after the script; replicated, the script's own callback records every replica (no
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_projects_helpers import PROJECTS, Replicated, child_env, replicate, seed_call
+from real_projects_helpers import PROJECTS, Replicated, child_env, replicate, require, seed_call
 from test_real_projects import (
     METRIC_REGEXES,
     argv_of,
@@ -220,6 +222,7 @@ def test_isolate_gives_each_replica_its_own_working_directory(fixed_path_runs: d
 # ------------------------------------------------------------------------------ a script that is deterministic itself
 
 SELF_DETERMINISTIC_COMMAND = ["python", "train.py", "--epochs", "3"]
+KEPT = "--keep-project-determinism kept it"
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +231,7 @@ def self_deterministic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[st
     for key, variant, extra in (
         ("control", "control", []),
         ("algo+impl", "algo+impl", []),
+        ("kept", "algo+impl", ["--keep-project-determinism"]),
     ):
         runs[key] = replicate(
             "self_deterministic",
@@ -237,6 +241,14 @@ def self_deterministic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[st
             args=["--parallel", "2", *METRIC_REGEXES, *extra],
         )
     return runs
+
+
+def _determinism_call(done: Replicated, replica: int, call: str) -> dict[str, Any]:
+    record = done.manifest(replica)
+    assert "determinism_calls" in record, f"run.json of replica {replica} has no 'determinism_calls': {sorted(record)}"
+    found = [c for c in record["determinism_calls"]["calls"] if c["call"] == call]
+    assert len(found) == 1, f"expected one {call} in {record['determinism_calls']}"
+    return found[0]
 
 
 def _launcher_warnings(done: Replicated) -> list[str]:
@@ -263,7 +275,106 @@ def test_self_deterministic_switches_agree_with_control(self_deterministic_runs:
         determinism = done.manifest(replica)["determinism"]
         assert determinism["in_effect"]["torch"]["deterministic_algorithms"] is True
         assert determinism["verified"] is True, determinism
+        entry = _determinism_call(done, replica, "torch.use_deterministic_algorithms")
+        assert (entry["asked"], entry["applied"]) == (True, True)
     assert not _launcher_warnings(done), done.output
+
+
+def test_self_deterministic_switches_are_taken_over_under_algo_impl(
+    self_deterministic_runs: dict[str, Replicated],
+) -> None:
+    """``algo+impl`` asks for determinism off: the project's own switches are recorded, not applied."""
+    done = self_deterministic_runs["algo+impl"]
+    for replica in range(2):
+        assert "determinism: algorithms=False cudnn=False benchmark=False\n" in done.log(replica)
+        determinism = done.manifest(replica)["determinism"]
+        assert determinism["requested"]["deterministic"] is False
+        torch_state = determinism["in_effect"]["torch"]
+        assert torch_state["deterministic_algorithms"] is False and torch_state["cudnn_deterministic"] is False
+        assert determinism["verified"] is True and determinism["problems"] == [], determinism
+        calls = done.manifest(replica)["determinism_calls"]
+        assert calls["take_over"] is True and calls["requested"] is False, calls
+        for call in ("torch.use_deterministic_algorithms", "torch.backends.cudnn.deterministic = True"):
+            entry = _determinism_call(done, replica, call)
+            assert (entry["asked"], entry["applied"], entry["count"]) == (True, False, 1), entry
+    assert not _launcher_warnings(done), done.output
+
+
+def test_keep_project_determinism_keeps_the_switches_and_warns(self_deterministic_runs: dict[str, Replicated]) -> None:
+    done = self_deterministic_runs["kept"]
+    assert done.final(0)["loss"] != done.final(1)["loss"]  # still seed noise: only implementation noise is lost
+    for replica in range(2):
+        assert "determinism: algorithms=True cudnn=True benchmark=False\n" in done.log(replica)
+        determinism = done.manifest(replica)["determinism"]
+        assert determinism["in_effect"]["torch"]["deterministic_algorithms"] is True
+        assert determinism["verified"] is False
+        assert any("torch.use_deterministic_algorithms(True)" in p and KEPT in p for p in determinism["problems"])
+        calls = done.manifest(replica)["determinism_calls"]
+        assert calls["take_over"] is False, calls
+        entry = _determinism_call(done, replica, "torch.use_deterministic_algorithms")
+        assert (entry["asked"], entry["applied"]) == (True, True)
+    warnings = _launcher_warnings(done)
+    assert any("--keep-project-determinism:" in line for line in warnings), done.output  # said before it runs
+    assert any("replicas 0, 1" in line and KEPT in line for line in warnings), done.output  # and which replicas
+    report = subprocess.run(
+        [str(Path(sys.executable).parent / "deviate"), "report", str(done.out)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert report.returncode == 0, report.stderr
+    problems = " ".join(line.strip() for line in report.stdout.splitlines() if not line.startswith("|"))
+    assert "problem: experiment=self_deterministic variant=algo+impl: replicas 0, 1" in problems, report.stdout
+    assert "torch.use_deterministic_algorithms(True)) and --keep-project-determinism kept it" in problems
+
+
+KERAS_DETERMINISTIC_COMMAND = ["python", "train_keras.py", "--epochs", "2"]
+TF_SWITCH = "tf.config.experimental.enable_op_determinism()"
+
+
+@pytest.fixture(scope="module")
+def keras_deterministic_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Replicated]:
+    require("keras", "deviate-cb[keras]")
+    require("tensorflow", "tensorflow-cpu")
+    return {
+        key: replicate(
+            "self_deterministic",
+            tmp_path_factory.mktemp(f"keras-deterministic-{key}"),
+            KERAS_DETERMINISTIC_COMMAND,
+            variant="algo+impl",
+            args=["--parallel", "2", "--keras-backend", "tensorflow", *METRIC_REGEXES, *extra],
+        )
+        for key, extra in (("taken", []), ("kept", ["--keep-project-determinism"]))
+    }
+
+
+def test_keras_recipe_op_determinism_is_taken_over(keras_deterministic_runs: dict[str, Replicated]) -> None:
+    done = keras_deterministic_runs["taken"]
+    assert_completed(done, 2)
+    assert_project_untouched(done)
+    assert done.final(0)["loss"] != done.final(1)["loss"]
+    assert_taken_over(done, 2, "keras.utils.set_random_seed", 42)
+    for replica in range(2):
+        determinism = done.manifest(replica)["determinism"]
+        assert determinism["in_effect"]["tensorflow"]["op_determinism"] is False
+        assert determinism["verified"] is True, determinism
+        entry = _determinism_call(done, replica, TF_SWITCH)
+        assert (entry["asked"], entry["applied"]) == (True, False), entry
+    assert not _launcher_warnings(done), done.output
+
+
+def test_keras_recipe_op_determinism_kept_is_a_problem(keras_deterministic_runs: dict[str, Replicated]) -> None:
+    done = keras_deterministic_runs["kept"]
+    assert_completed(done, 2)
+    for replica in range(2):
+        determinism = done.manifest(replica)["determinism"]
+        assert determinism["in_effect"]["tensorflow"]["op_determinism"] is True
+        assert any(TF_SWITCH in p and KEPT in p for p in determinism["problems"]), determinism
+        entry = _determinism_call(done, replica, TF_SWITCH)
+        assert (entry["asked"], entry["applied"]) == (True, True), entry
+    assert any(TF_SWITCH in line and KEPT in line for line in _launcher_warnings(done)), done.output
 
 
 # ------------------------------------------------------------------------------- standalone DeviateCallback script
