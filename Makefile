@@ -1,9 +1,12 @@
 # Set-up commands, all working on a fresh machine:
-#   make demo       create .venv, install, replicate the bundled Lightning example and print the report
+#   make demo       create .venv, install, replicate the bundled Lightning example, ask in rounds whether a
+#                   lower learning rate is worse (--until-decided), and print the report
 #   make test       create .venv, install (as root also Debian's Chromium, for the browser test of the HTML
 #                   report), run tests/ and the Keras end-to-end suite (TensorFlow and torch)
-#                   and integrations/real_projects (small Hydra, LightningCLI, Keras and plain scripts
-#                   replicated through command mode, `deviate-replicate -- python train.py ...`)
+#                   and integrations/real_projects (small Hydra, LightningCLI, Keras and plain scripts, a
+#                   nanoGPT-style configurator writing fixed paths, scripts that switch determinism on
+#                   themselves, a standalone DeviateCallback script; replicated through command mode,
+#                   `deviate-replicate -- python train.py ...`)
 #   make screenshot render the demo study's HTML report and save docs/report.png (the README's picture)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend
 #   make test-integrations   install the slurm/ray extras (and, as root, Debian's Slurm + MariaDB packages when
