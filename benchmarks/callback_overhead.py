@@ -16,10 +16,20 @@ microseconds apart; on a shared machine whose speed drifts by tens of percent be
 figure that resolves a 2% effect.
 
     python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras]
+        [--pairs 25] [--fit-steps 125] [--parts startup,worst,steps,gpu]
 
 First it prints the callback's one-off start-up cost at fit start (run directory, manifest, determinism record,
-fingerprint). Then, for each installed Keras backend among TensorFlow and torch, ``keras_overhead.py`` runs the same
-step-interleaved measurement for ``deviate_cb.keras.DeviateCallback`` in its own process (goal: 1.03x).
+fingerprint). Then the **worst case** of issue 30, whole fits: a 32-64-1 MLP, batch 32, ``self.log`` of two metrics
+on every step, 4-epoch fits of ``--fit-steps`` steps an epoch, each paired with a bare fit in the same process (the
+order within a pair alternates), CPU time of the process over the whole ``trainer.fit`` (start-up, epoch-end
+flushes and the end-of-run compaction included); printed: the median over pairs of with/without, the median extra
+milliseconds per fit, and the **per-step microseconds** of the callback's own per-step hooks
+(``on_train_batch_start`` + ``on_train_batch_end``, ``time.perf_counter_ns`` around each call; goal <= 20 us).
+Goals (issue 30): <= 1.02x and <= 20 us a step. Then the **GPU-shaped** variant: a wider MLP on CUDA, throughput
+(samples/s, wall time, the device drained at the end of each fit) with and without the callback, interleaved;
+skipped, with a line saying so, where no CUDA device is present. Then, for each installed Keras backend among
+TensorFlow and torch, ``keras_overhead.py`` runs the step-interleaved measurement (goal: 1.03x) and the same
+worst case for ``deviate_cb.keras.DeviateCallback`` in its own process.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from deviate_cb.lightning import DeviateCallback
+from deviate_cb.store.timings import read_timings
 
 
 class MLP(L.LightningModule):
@@ -190,12 +201,196 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
     parser.add_argument("--only", choices=["lightning", "keras"], help="run one framework's part")
+    parser.add_argument("--pairs", type=int, default=25, help="worst case: fit pairs (bare, with)")
+    parser.add_argument("--fit-steps", type=int, default=125, help="worst case: steps per epoch of a 4-epoch fit")
+    parser.add_argument("--parts", default="startup,worst,steps,gpu", help="comma-separated parts to run")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     if args.only != "keras":
-        startup_part()
-        lightning_part(args)
+        if "startup" in parts:
+            startup_part()
+        if "worst" in parts:
+            worst_case_part(args)
+        if "steps" in parts:
+            lightning_part(args)
+        if "gpu" in parts:
+            gpu_part(args)
     if args.only != "lightning":
         keras_part(args)
+
+
+class WorstMLP(L.LightningModule):
+    """The worst case of issue 30: a 32-64-1 MLP, so small that the callback's share of a step is largest."""
+
+    def __init__(self, width: int = 64, features: int = 32) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(features, width), nn.ReLU(), nn.Linear(width, 1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        out = self.net(x)
+        loss = F.mse_loss(out, y)
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        self.log("train_mae", (out - y).abs().mean(), on_step=True, on_epoch=True)
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def hook_timer(callback: Any, names: tuple[str, ...]) -> list[int]:
+    """Wrap ``callback``'s per-step hooks (instance attributes shadow the methods) so that each call adds its
+    ``perf_counter_ns`` duration to the returned list (``len(names)`` entries a step)."""
+    spent: list[int] = []
+    for name in names:
+        method = getattr(callback, name)
+
+        def timed(*args: Any, _method: Any = method, **kwargs: Any) -> None:
+            start = time.perf_counter_ns()
+            _method(*args, **kwargs)
+            spent.append(time.perf_counter_ns() - start)
+
+        setattr(callback, name, timed)
+    return spent
+
+
+def per_step_us(spent: list[int], hooks: int) -> float:
+    """Median over steps of the summed time of a step's ``hooks`` hook calls, in microseconds."""
+    return statistics.median(sum(spent[i : i + hooks]) for i in range(0, len(spent) - hooks + 1, hooks)) / 1e3
+
+
+def worst_case_part(args: argparse.Namespace) -> None:
+    """Whole 4-epoch fits with and without the callback, pair by pair, process CPU time (see the module doc)."""
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        __import__("logging").getLogger(name).setLevel("ERROR")
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(32 * args.fit_steps, 32, generator=gen)
+    y = torch.randn(32 * args.fit_steps, 1, generator=gen)
+    loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)
+    hooks = ("on_train_batch_start", "on_train_batch_end")
+
+    def fit(callback: Any) -> float:
+        trainer = L.Trainer(
+            max_epochs=4,
+            accelerator="cpu",
+            devices=1,
+            callbacks=[] if callback is None else [callback],
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        module = WorstMLP()
+        start = time.process_time()
+        trainer.fit(module, loader)
+        return time.process_time() - start
+
+    ratios, extra, bare, spent_all = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))  # warm-up: imports, first calls
+        for pair in range(args.pairs):
+            callback = DeviateCallback(Path(tmp) / "runs", experiment="worst")
+            spent = hook_timer(callback, hooks)
+            if pair % 2:
+                with_s, without_s = fit(callback), fit(None)
+            else:
+                without_s, with_s = fit(None), fit(callback)
+            ratios.append(with_s / without_s)
+            extra.append(with_s - without_s)
+            bare.append(without_s)
+            spent_all.append(per_step_us(spent, len(hooks)))
+        kept = sum(pq.read_metadata(path).num_rows for path in Path(tmp, "runs").rglob("metrics.parquet"))
+    expected = args.pairs * 4 * (2 * args.fit_steps + 2)
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    print(
+        f"worst case (issue 30), Lightning: 32-64-1 MLP, batch 32, 2 metrics logged every step, 4 epochs x "
+        f"{args.fit_steps} steps, {args.pairs} pairs of whole fits, process CPU time"
+    )
+    print(
+        f"  bare fit {statistics.median(bare) * 1e3:.0f} ms ({statistics.median(bare) / (4 * args.fit_steps) * 1e6:.0f}"
+        f" us/step); with DeviateCallback {median:.3f}x (IQR {q1:.3f}-{q3:.3f}), "
+        f"+{statistics.median(extra) * 1e3:.1f} ms per fit (goal <= 1.02x)"
+    )
+    print(
+        f"  per-step hooks (on_train_batch_start + on_train_batch_end): {statistics.median(spent_all):.1f} us "
+        f"median per step (goal <= 20 us); rows kept: {kept} of {expected} logged values"
+    )
+    print()
+
+
+def gpu_part(args: argparse.Namespace) -> None:
+    """Throughput on CUDA with and without the callback (a GPU-shaped model: the GPU, not Python, is busy)."""
+    if not torch.cuda.is_available():
+        print("GPU-shaped variant skipped: no CUDA device here (torch.cuda.is_available() is False).")
+        print()
+        return
+    warnings.filterwarnings("ignore")
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        __import__("logging").getLogger(name).setLevel("ERROR")
+    features, width, batch, steps = 1024, 4096, 512, 150
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch * steps, features, generator=gen)
+    y = torch.randn(batch * steps, 1, generator=gen)
+    data = TensorDataset(x.cuda(), y.cuda())  # on the device: the loader is not what is measured
+    loader = DataLoader(data, batch_size=batch, shuffle=False)
+
+    class Window(L.Callback):
+        """Times epochs 1-2 (epoch 0 warms up), the device drained at both ends only."""
+
+        seconds = 0.0
+
+        def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+            if trainer.current_epoch == 1:
+                torch.cuda.synchronize()
+                self.start = time.perf_counter()
+
+        def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+            torch.cuda.synchronize()
+            self.seconds = time.perf_counter() - self.start
+
+    def fit(callback: Any) -> float:
+        window = Window()
+        trainer = L.Trainer(
+            max_epochs=3,
+            accelerator="cuda",
+            devices=1,
+            callbacks=[window] + ([] if callback is None else [callback]),
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        trainer.fit(WorstMLP(width=width, features=features), loader)
+        return 2 * batch * steps / window.seconds
+
+    rounds = max(args.pairs // 3, 3)
+    ratios, with_rate, without_rate = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))
+        for pair in range(rounds):
+            callback = DeviateCallback(Path(tmp) / "runs", experiment="gpu")
+            if pair % 2:
+                with_s, without_s = fit(callback), fit(None)
+            else:
+                without_s, with_s = fit(None), fit(callback)
+            ratios.append(with_s / without_s)
+            with_rate.append(with_s)
+            without_rate.append(without_s)
+        run_dir = next(Path(tmp, "runs").rglob("run.json")).parent
+        walls = [r["wall_s"] for r in read_timings(run_dir).to_pylist() if r["kind"] == "step"]
+    print(
+        f"GPU-shaped ({torch.cuda.get_device_name()}): {features}-{width}-1 MLP, batch {batch}, {steps} steps x 3 "
+        f"epochs (the last 2 timed), {rounds} pairs; throughput without {statistics.median(without_rate):,.0f} "
+        f"samples/s, with {statistics.median(with_rate):,.0f} samples/s: {statistics.median(ratios):.3f}x "
+        "(1.000 = no cost)"
+    )
+    print(
+        f"  recorded step times (wall_s; CUDA events: GPU time between a step's start and end): median "
+        f"{statistics.median(walls) * 1e3:.3f} ms over {len(walls)} steps"
+    )
+    print()
 
 
 def startup_part(repeats: int = 20) -> None:
@@ -235,8 +430,14 @@ def keras_part(args: argparse.Namespace) -> None:
             continue
         print()
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-        command = [sys.executable, str(script), f"--rounds={max(args.rounds * 2 // 3, 4)}", f"--epochs={args.epochs}"]
-        subprocess.run([*command, f"--steps={args.steps}"], env=env, check=True)
+        rounds = max(args.rounds * 2 // 3, 4) if "steps" in args.parts.split(",") else 0
+        command = [sys.executable, str(script), f"--rounds={rounds}", f"--epochs={args.epochs}"]
+        pairs = args.pairs if "worst" in args.parts.split(",") else 0
+        subprocess.run(
+            [*command, f"--steps={args.steps}", f"--pairs={pairs}", f"--fit-steps={args.fit_steps}"],
+            env=env,
+            check=True,
+        )
 
 
 def lightning_part(args: argparse.Namespace) -> None:

@@ -11,6 +11,12 @@ between consecutive batch starts (frameworks limited to one thread), which also 
 to its callback threads. Peers: Keras' own CSVLogger (epoch-level only) and a naive callback that keeps the
 batch logs, which is not ``async_safe`` and so makes Keras convert logs on the training thread every step.
 Goal (issue 3): DeviateCallback at most 1.03x.
+
+Then the worst case of issue 30, whole fits (``--pairs``, ``--fit-steps``): a 32-64-1 MLP (MSE, ``mae`` metric:
+two values logged every step), batch 32, 4 epochs, each fit paired with a bare one (the order within a pair
+alternates), process CPU time over the whole ``fit`` (start-up, epoch-end flushes and the run's end included), and
+the callback's per-step hooks (``on_train_batch_begin`` + ``on_train_batch_end``) timed with ``perf_counter_ns``.
+Goals: <= 1.02x and <= 20 us a step.
 """
 
 from __future__ import annotations
@@ -102,11 +108,77 @@ def alternating(subject: keras.callbacks.Callback, x: np.ndarray, y: np.ndarray,
     return statistics.median(alternator.times[True]) / statistics.median(alternator.times[False])
 
 
+def worst_model() -> keras.Model:
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", metrics=["mae"])
+    return model
+
+
+def hook_timer(callback: keras.callbacks.Callback, names: tuple[str, ...]) -> list[int]:
+    """Wrap ``callback``'s per-step hooks so that each call adds its ``perf_counter_ns`` duration to the list."""
+    spent: list[int] = []
+    for name in names:
+        method = getattr(callback, name)
+
+        def timed(*args: Any, _method: Any = method, **kwargs: Any) -> None:
+            start = time.perf_counter_ns()
+            _method(*args, **kwargs)
+            spent.append(time.perf_counter_ns() - start)
+
+        setattr(callback, name, timed)
+    return spent
+
+
+def worst_case(args: argparse.Namespace, backend: str) -> None:
+    """Whole 4-epoch fits with and without the callback, pair by pair (see the module doc)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32 * args.fit_steps, 32)).astype("float32")
+    y = rng.normal(size=(32 * args.fit_steps, 1)).astype("float32")
+    hooks = ("on_train_batch_begin", "on_train_batch_end")
+
+    def fit(callback: keras.callbacks.Callback | None) -> float:
+        model = worst_model()
+        start = time.process_time()
+        callbacks = [] if callback is None else [callback]
+        model.fit(x, y, batch_size=32, epochs=4, verbose=0, shuffle=True, callbacks=callbacks)
+        return time.process_time() - start
+
+    ratios, extra, bare, per_step = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))  # warm-up
+        for pair in range(args.pairs):
+            callback = DeviateCallback(Path(tmp) / "runs", experiment="worst")
+            spent = hook_timer(callback, hooks)
+            if pair % 2:
+                with_s, without_s = fit(callback), fit(None)
+            else:
+                without_s, with_s = fit(None), fit(callback)
+            ratios.append(with_s / without_s)
+            extra.append(with_s - without_s)
+            bare.append(without_s)
+            per_step.append(statistics.median(sum(spent[i : i + 2]) for i in range(0, len(spent) - 1, 2)) / 1e3)
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    print(
+        f"worst case (issue 30), Keras/{backend}: 32-64-1 MLP, batch 32, loss + mae every step, 4 epochs x "
+        f"{args.fit_steps} steps, {args.pairs} pairs of whole fits, process CPU time"
+    )
+    print(
+        f"  bare fit {statistics.median(bare) * 1e3:.0f} ms; with DeviateCallback {median:.3f}x (IQR {q1:.3f}-"
+        f"{q3:.3f}), +{statistics.median(extra) * 1e3:.1f} ms per fit (goal <= 1.02x)"
+    )
+    print(
+        f"  per-step hooks (on_train_batch_begin + on_train_batch_end): {statistics.median(per_step):.1f} us median "
+        "per step (goal <= 20 us)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
+    parser.add_argument("--pairs", type=int, default=25, help="worst case: fit pairs (bare, with); 0 skips it")
+    parser.add_argument("--fit-steps", type=int, default=125, help="worst case: steps per epoch of a 4-epoch fit")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     backend = keras.backend.backend()
@@ -119,6 +191,11 @@ def main() -> None:
 
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
+    if args.pairs > 0:
+        worst_case(args, backend)
+        print()
+    if args.rounds <= 0:
+        return
     rng = np.random.default_rng(0)
     x = rng.normal(size=(32 * args.steps, 32)).astype("float32")
     y = rng.integers(0, 4, size=32 * args.steps)

@@ -43,7 +43,7 @@ from deviate_cb.capture.stability.settings import (
     parse_predictions,
     parse_weights,
 )
-from deviate_cb.capture.step_timer import synchronizer
+from deviate_cb.capture.step_timer import cuda_events
 from deviate_cb.context import Deterministic, is_rank_zero
 from deviate_cb.errors import UsageError
 from deviate_cb.profiling.window import ProfileWindow
@@ -205,7 +205,7 @@ class DeviateCallback(keras.callbacks.Callback):
         if session.timings is None:
             with guarded(session, f"{hook}: step timing"):
                 backend = keras.backend.backend()
-                session.timings = RunTimings(self._profile, framework=backend, synchronize=_synchronize(backend))
+                session.timings = RunTimings(self._profile, framework=backend, events=_step_events(backend))
         if model is not None:
             _RUNS_OF_MODELS[model] = (str(session.run.path), self._steps_done)
 
@@ -277,7 +277,7 @@ class DeviateCallback(keras.callbacks.Callback):
                 session.timings.step_ended()
         with guarded(session, f"{hook}: metrics"):
             self._record_epoch(epoch, logs)
-        session.flush(hook=hook)
+        session.flush(hook=hook, when_due=True)  # short epochs share a write: see RunSession.flush
         if self._model is not None and session.run is not None:
             _RUNS_OF_MODELS[self._model] = (str(session.run.path), self._steps_done)
         if self._predictions is not None and logs is not None and self._predictions.due(epoch):
@@ -486,11 +486,12 @@ def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
             callback._session.close(error=error, hook="at exit", steps_done=done, exiting=not known)
 
 
-def _synchronize(backend: str) -> Optional[Callable[[], Any]]:
-    """The device synchronisation for honest step times: ``torch.cuda.synchronize`` on torch with CUDA."""
+def _step_events(backend: str) -> Optional[Callable[[], Any]]:
+    """Device timing events for the step timer: CUDA events on torch with CUDA (read at the flush, no per-step
+    synchronisation); ``None`` elsewhere (TensorFlow, JAX: the host clock, which never blocks)."""
     if backend == "torch":
         import torch
 
         if torch.cuda.is_available():
-            return synchronizer("cuda")
+            return cuda_events("cuda")
     return None

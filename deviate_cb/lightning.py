@@ -34,7 +34,7 @@ from deviate_cb.capture.stability.collector import (
 )
 from deviate_cb.capture.stability.extract import weight_arrays
 from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
-from deviate_cb.capture.step_timer import synchronizer
+from deviate_cb.capture.step_timer import cuda_events
 from deviate_cb.context import Deterministic
 from deviate_cb.errors import UsageError
 from deviate_cb.profiling.window import ProfileWindow
@@ -82,8 +82,9 @@ class DeviateCallback(pl.Callback):
             model is on a GPU) and record per-op times in ``timings.parquet``: ``True`` (5 plain steps, 1 warm-up,
             3 recorded), a dict of ``wait``/``warmup``/``active``/``repeat`` or a
             :class:`~deviate_cb.profiling.window.ProfileWindow`. Every run records each training batch's wall time in
-            ``timings.parquet`` anyway (device synchronised on CUDA; steps in a profiling window are flagged and
-            left out of step statistics). Default: off.
+            ``timings.parquet`` anyway (on CUDA the GPU time between two CUDA events recorded on the stream,
+            read at the epoch-end flush: no device synchronisation per step; steps in a profiling window are
+            flagged and left out of step statistics). Default: off.
         audit: Record a bit-exact digest of every tensor of the first ``audit`` training steps (``True``: 20) to
             ``audit.parquet``: the input batch, every module's forward output, every parameter's gradient (in the
             order backward produces them), the loss, and every parameter after the optimizer step. Digests are
@@ -161,8 +162,8 @@ class DeviateCallback(pl.Callback):
             self._audit = TorchAudit(self._audit_steps)
             self._audit.attach(named_modules(pl_module), named_parameters(pl_module))
         if stage == "fit" and self._session.timings is None:
-            sync = synchronizer(trainer.strategy.root_device)  # a CUDA sync when the model is on a GPU
-            self._session.timings = RunTimings(self._profile, framework="torch", synchronize=sync)
+            events = cuda_events(trainer.strategy.root_device)  # CUDA events when the model is on a GPU: no sync
+            self._session.timings = RunTimings(self._profile, framework="torch", events=events)
         # The Trainer applied its own `deterministic` flag in its constructor; a requested switch wins.
         self._session.apply_requested(seed=False)
         config = self._predictions
@@ -330,7 +331,7 @@ class DeviateCallback(pl.Callback):
             items = self._tap.epoch_values("train", trainer._results, keys=keys)  # every rank: may all-reduce
             self._record(trainer, "train", "epoch", items)
             self._train_epoch, self._train_epoch_keys = (trainer.current_epoch, trainer.global_step), keys
-        self._session.flush(hook=hook)
+        self._session.flush(hook=hook, when_due=True)  # short epochs share a write: see RunSession.flush
         config = self._predictions
         if config is not None and config.data is not None and config.due(trainer.current_epoch):
             with guarded(self._session, f"{hook}: predictions snapshot"):
@@ -373,7 +374,7 @@ class DeviateCallback(pl.Callback):
                 self._session.recorder.update_many(
                     step=step, epoch=epoch, stage="train", scope="epoch", items=items, wall_time=time.time()
                 )
-                self._session.flush(hook=hook)
+                self._session.flush(hook=hook, when_due=True)
 
     @override
     def on_validation_batch_end(
@@ -442,6 +443,7 @@ class DeviateCallback(pl.Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {}
+        self._session.flush(hook="state_dict")  # a checkpoint's rows are on disk before it records how many
         with guarded(self._session, "state_dict: checkpoint state"):  # a checkpoint is saved without it
             state = self._session.state_dict()
         if self._predictions is not None:

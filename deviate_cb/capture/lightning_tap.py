@@ -112,9 +112,19 @@ def tensors_to_floats(values: list[Any]) -> list[float]:
     """Convert buffered values to floats with one device transfer per (device, dtype) group.
 
     Example:
-        >>> tensors_to_floats([torch.tensor(0.5), 2, torch.tensor(float("nan"))])
-        [0.5, 2.0, nan]
+        >>> tensors_to_floats([torch.tensor(0.5), 2, torch.tensor(float("nan")), torch.tensor([1.5])])
+        [0.5, 2.0, nan, 1.5]
+        >>> tensors_to_floats([torch.tensor(0.25), torch.tensor(2**40 + 1)])  # an int64 next to a float32: exact
+        [0.25, 1099511627777.0]
     """
+    if values and isinstance(values[0], torch.Tensor):  # the usual case: one device and dtype, one stack
+        dtype = values[0].dtype
+        try:
+            if all(value.dtype is dtype for value in values):  # no promotion: each value converts as alone
+                stacked = torch.stack(values).reshape(len(values), -1)[:, 0]
+                return stacked.cpu().double().tolist()  # type: ignore[no-any-return]
+        except (AttributeError, TypeError, RuntimeError):  # not all tensors, shapes or devices differ
+            pass
     floats: list[float] = [0.0] * len(values)
     groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
     for index, value in enumerate(values):
@@ -123,7 +133,11 @@ def tensors_to_floats(values: list[Any]) -> list[float]:
         else:
             floats[index] = float(value)
     for indices in groups.values():
-        stacked = torch.stack([values[i].reshape(-1)[0] for i in indices])
+        group = [values[i] for i in indices]
+        try:  # the usual case: every value of the group has one shape (0-d, as self.log gives): one stack
+            stacked = torch.stack(group).reshape(len(group), -1)[:, 0]
+        except RuntimeError:  # shapes differ (0-d next to [1]): the first element of each
+            stacked = torch.stack([value.reshape(-1)[0] for value in group])
         for index, number in zip(indices, stacked.cpu().double().tolist(), strict=True):
             floats[index] = number
     return floats

@@ -47,7 +47,10 @@ class RunTimings:
         profile: The window to profile (:class:`~deviate_cb.profiling.window.ProfileWindow`), or ``None``.
         framework: ``torch`` (Lightning, Keras on torch), ``tensorflow`` or ``jax``: which profiler runs the
             window (JAX has none here: its steps are timed and a warning says the window is not profiled).
-        synchronize: Called before each clock read (``torch.cuda.synchronize`` when the model is on CUDA).
+        synchronize: Called before each host clock read (see :class:`~deviate_cb.capture.step_timer.StepTimer`).
+        events: Makes the device timing events of :class:`~deviate_cb.capture.step_timer.StepTimer`
+            (:func:`~deviate_cb.capture.step_timer.cuda_events` when the model is on CUDA): steps are timed on the
+            GPU's stream and read at the flush, without a synchronisation per step.
     """
 
     def __init__(
@@ -56,8 +59,9 @@ class RunTimings:
         *,
         framework: str = "torch",
         synchronize: Optional[Callable[[], Any]] = None,
+        events: Optional[Callable[[], Any]] = None,
     ) -> None:
-        self.timer = StepTimer(synchronize=synchronize)
+        self.timer = StepTimer(synchronize=synchronize, events=events)
         self.window: Any = None
         if profile is not None:
             if framework in PROFILERS:
@@ -74,25 +78,33 @@ class RunTimings:
         self._window_started = False
 
     def step_started(self, stage: str, epoch: int, step: int) -> None:
-        """A step begins (a step still open ends now)."""
+        """A step begins (a step still open ends now). The hot path: a few attribute reads and one clock read."""
         if self._open is not None:
             self.step_ended()
-        if self.window is not None and not self._window_started:
-            self.window.start()
-            self._window_started = True
-        profiled = self.window is not None and self.window.profiling
-        self._open = (stage, int(epoch), int(step), profiled)
+        window = self.window
+        if window is None:
+            self._open = (stage, epoch, step, False)
+        else:
+            if not self._window_started:
+                window.start()
+                self._window_started = True
+            self._open = (stage, epoch, step, window.profiling)
         self.timer.start_step()
 
     def step_ended(self) -> None:
         """The open step ends: its time is recorded and the profiling window moves on."""
-        if self._open is None:
+        opened = self._open
+        if opened is None:
             return
-        stage, epoch, step, profiled = self._open
         self._open = None
-        self.timer.end_step(stage, epoch, step, profiled=profiled)
+        self.timer.end_step(opened[0], opened[1], opened[2], profiled=opened[3])
         if self.window is not None:
             self.window.step()
+
+    @property
+    def unwritten(self) -> int:
+        """Step rows recorded and not written yet."""
+        return len(self.timer) - self._written
 
     def flush(self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None) -> int:
         """Append the step rows recorded since the last flush and the op rows of windows finished since, as one

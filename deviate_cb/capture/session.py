@@ -21,6 +21,7 @@ import json
 import os
 import socket
 import sys
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,10 +37,21 @@ from deviate_cb.store.completion import FIT_ENDED, FIT_STARTED, INCOMPLETE
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value, claim_replica, iso_time
 
-__all__ = ["DEFAULT_EXPERIMENT", "STANDALONE_VARIANT", "RunSession", "script_experiment"]
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "FLUSH_INTERVAL_S",
+    "FLUSH_MAX_ROWS",
+    "STANDALONE_VARIANT",
+    "RunSession",
+    "script_experiment",
+]
 
 STANDALONE_VARIANT = "standalone"
 DEFAULT_EXPERIMENT = "default"
+FLUSH_INTERVAL_S = 10.0
+"""An epoch-end flush (``flush(when_due=True)``) writes only when this many seconds passed since the last write..."""
+FLUSH_MAX_ROWS = 10_000
+"""... or when this many metric values and step times wait in memory (bounds the memory that holds them)."""
 
 
 class RunSession:
@@ -96,6 +108,8 @@ class RunSession:
         self._failed = False
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
+        self.flush_interval_s = FLUSH_INTERVAL_S
+        self._last_write = time.monotonic()  # of the last flush that wrote (or of the opening of the run)
         self.problems = ProblemLog()
         self.recorded_seed: Optional[int] = self.seed  # run.json's `seed`: standalone, also one the user set before
         self.fit: Optional[str] = None  # the last fit: "started", "ended" (None: no fit yet)
@@ -164,6 +178,7 @@ class RunSession:
             run = RunDirectory(path)
         run.path.mkdir(parents=True, exist_ok=True)
         self.run, self._metrics_file = run, run.metrics()
+        self._last_write = time.monotonic()
         same_run = restored.get("run_dir") and Path(restored["run_dir"]).resolve() == run.path.resolve()
         if same_run and self._metrics_file.truncate(int(restored.get("next_seq", self._metrics_file.next_seq))):
             self._copy_summary()
@@ -181,9 +196,12 @@ class RunSession:
                 pid=os.getpid(),
                 started_at=restored.get("started_at") or iso_time(),
             )
-        manifest = run.update_manifest(**fields)
-        if "determinism" not in manifest or self.seed is not None or self.deterministic is not None:
-            self.record_determinism()  # a continued run keeps its record unless this session asks for something
+        record = None
+        if self.seed is not None or self.deterministic is not None or "determinism" not in run.read_manifest():
+            record = fields["determinism"] = determinism_record(self.seed, self.deterministic)  # one write for both
+        run.update_manifest(**fields)  # a continued run keeps its determinism record unless this session asks
+        if record is not None:
+            self._warn_determinism(record["problems"])
         return run
 
     def _seed_fields(self) -> dict[str, Any]:
@@ -202,9 +220,12 @@ class RunSession:
         problems = record["problems"]
         if self.run is not None:
             self.run.update_manifest(determinism=record)
-        if problems and self.deterministic:
-            warnings.warn("deviate-cb: determinism not fully in effect: " + "; ".join(problems), stacklevel=2)
+        self._warn_determinism(problems, stacklevel=3)
         return problems
+
+    def _warn_determinism(self, problems: list[str], stacklevel: int = 2) -> None:
+        if problems and self.deterministic:
+            warnings.warn("deviate-cb: determinism not fully in effect: " + "; ".join(problems), stacklevel=stacklevel)
 
     # -- fits: the evidence that training ended as its framework ends it (deviate_cb.store.completion) ----------
     def begin_fit(self, *, planned_steps: Optional[int] = None) -> None:
@@ -242,10 +263,15 @@ class RunSession:
         flushed = self._metrics_file.next_seq if self._metrics_file is not None else 0
         return flushed + len(self.recorder)
 
-    def flush(self, *, hook: str = "flush") -> int:
+    def flush(self, *, hook: str = "flush", when_due: bool = False) -> int:
         """Append buffered values and new step times as one part each of ``metrics.parquet`` and
         ``timings.parquet`` (:mod:`deviate_cb.store.parts`; :meth:`close` compacts them); return the number of
         metric rows written.
+
+        ``when_due`` (the adapters' epoch ends): write only if :data:`FLUSH_INTERVAL_S` passed since the last
+        write or :data:`FLUSH_MAX_ROWS` rows wait; otherwise keep buffering (short epochs then share one write
+        instead of paying a part each). The ends of fits and stages, exceptions, checkpoints and the run's end
+        always write.
 
         Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"`` and ``"<hook>:
         metrics flush"``: a failing one is recorded as a problem (values that could not
@@ -256,6 +282,11 @@ class RunSession:
             return 0
         if self._metrics_file is None or self.run is None:
             return 0
+        if when_due and time.monotonic() - self._last_write < self.flush_interval_s:
+            waiting = len(self.recorder) + (self.timings.unwritten if self.timings is not None else 0)
+            if waiting < FLUSH_MAX_ROWS:
+                return 0
+        self._last_write = time.monotonic()
         if self.timings is not None:
             with guarded(self, f"{hook}: timings flush"):
                 self.timings.flush(self.run.path, attempt=self._metrics_file.attempt)
@@ -265,30 +296,39 @@ class RunSession:
         self.problems.write(self.run)  # counts of repeated problems
         return written
 
-    def compact(self, *, hook: str = "compact") -> None:
+    def compact(self, *, hook: str = "compact", copy_summary: bool = True) -> bool:
         """Merge the parts that the flushes appended into ``metrics.parquet`` and ``timings.parquet`` (once per
         run end: a flush costs only what it adds), and copy the metrics summary into ``run.json``. Each file's
         compaction is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: ... compaction"``; parts left by a
-        failed one stay readable and are compacted by whoever settles the replica."""
+        failed one stay readable and are compacted by whoever settles the replica. With ``copy_summary=False``
+        the copy is left to the caller (:meth:`close` writes it with the end of the run, one manifest write);
+        returns whether ``metrics.parquet`` was rewritten."""
         if not self.enabled or self.run is None or self._metrics_file is None:
-            return
+            return False
         if self.timings is not None:
             with guarded(self, f"{hook}: timings compaction"):
                 self.timings.compact(self.run.path, attempt=self._metrics_file.attempt)
+        compacted = False
         with guarded(self, f"{hook}: metrics compaction"):
-            if self._metrics_file.compact():
+            compacted = bool(self._metrics_file.compact())
+            if compacted and copy_summary:
                 self._copy_summary()
+        return compacted
 
     def _copy_summary(self) -> None:
         """Copy the metrics file's series summary into ``run.json`` (key ``metrics_summary``) with the file's
         size and modification time, so that a report reads it with the manifest instead of opening the
         Parquet footer; a report trusts the copy only while the file's size and time still match."""
+        copy = self._summary_copy()
+        if copy is not None and self.run is not None:
+            self.run.update_manifest(metrics_summary=copy)
+
+    def _summary_copy(self) -> Optional[dict[str, Any]]:
         metrics = self._metrics_file
         if self.run is None or metrics is None or metrics.summary is None:
-            return
+            return None
         stat = os.stat(metrics.path)
-        copy = {**json.loads(metrics.summary), "file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns}
-        self.run.update_manifest(metrics_summary=copy)
+        return {**json.loads(metrics.summary), "file_size": stat.st_size, "file_mtime_ns": stat.st_mtime_ns}
 
     def close(
         self,
@@ -314,11 +354,16 @@ class RunSession:
         self.flush(hook=hook)
         if self.run is None:
             return {}
-        self.compact(hook=hook)
+        compacted = self.compact(hook=hook, copy_summary=False)
         if not self._fingerprinted:  # the run ended before its adapter recorded one
             with guarded(self, f"{hook}: fingerprint"):
                 self.write_fingerprint()
         fields: dict[str, Any] = {}
+        if compacted:
+            with guarded(self, f"{hook}: metrics summary"):
+                summary = self._summary_copy()
+                if summary is not None:
+                    fields["metrics_summary"] = summary  # written with the end of the run: one manifest write
         unended = self.fit == FIT_STARTED
         if unended:
             self._fit_done = _count(steps_done) if steps_done is not None else self._fit_done

@@ -1,11 +1,12 @@
 """The step timer: wall time of every training step, cheaply, and its per-stage statistics.
 
-The adapters time every training step (a clock read and a list append, a few microseconds); the rows the
+The adapters time every training step (a clock read, or on CUDA an event recorded on the stream, and a few list
+appends: a microsecond or two, no device synchronisation); the rows the
 timer holds are the step rows of ``timings.parquet`` (:mod:`deviate_cb.store.timings`), and the steps a
 profiler window recorded (:mod:`deviate_cb.profiling.drivers`) are flagged so that statistics leave them out.
 
 Example:
-    >>> timer = StepTimer()                       # StepTimer(synchronize=torch.cuda.synchronize) on a GPU
+    >>> timer = StepTimer()                       # StepTimer(events=cuda_events(device)) on a GPU
     >>> for step in range(3):
     ...     timer.start_step()
     ...     _ = sum(range(1000))                  # the training step
@@ -22,20 +23,36 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
-__all__ = ["StepTimer", "step_statistics", "synchronizer"]
+__all__ = ["StepTimer", "cuda_events", "step_statistics", "synchronizer"]
 
 
 class StepTimer:
-    """Wall time of each step, measured with ``time.perf_counter`` around the step.
+    """Time of each step: host wall time (``time.perf_counter``) around the step, or GPU time between two events.
 
-    Call :meth:`start_step` when a step begins and :meth:`end_step` when it ends. With ``synchronize``
-    (``torch.cuda.synchronize`` when the model runs on CUDA) the device is synchronised before each clock read,
-    so a step's time includes the kernels it queued rather than only their launch. Statistics
-    (:meth:`compute`) leave out steps flagged ``profiled``: the profiler slows the steps it records.
+    Call :meth:`start_step` when a step begins and :meth:`end_step` when it ends. Statistics (:meth:`compute`)
+    leave out steps flagged ``profiled``: the profiler slows the steps it records.
+
+    Two clocks:
+
+    - **Host clock** (default; CPU, and TF/JAX on any device): ``wall_s`` is the host wall time between the two
+      calls, read with ``clock``. Nothing blocks.
+    - **Device events** (``events``: :func:`cuda_events` when a torch model runs on CUDA): :meth:`start_step`
+      and :meth:`end_step` each *record* an event on the current stream and return at once (no
+      synchronisation, the host keeps running ahead of the GPU); ``wall_s`` is the GPU time elapsed between
+      the two events, i.e. from when the stream reached the step's first queued work to when it finished the
+      step's last queued work. The events are read when the rows are asked for (:meth:`rows`,
+      :meth:`compute`, i.e. at a flush): one wait for the last recorded event, then ``elapsed_time`` of each
+      pair. Read events go back to a pool, so a long run creates about two events per step of one flush.
+
+    ``synchronize`` (kept for :mod:`deviate_cb.bench`, which measures with the device drained) is called before
+    each host clock read; it cannot be combined with ``events``.
 
     Args:
-        synchronize: Called before each clock read; ``None`` (CPU) reads the clock directly.
-        clock: The clock, in seconds (a parameter for tests).
+        synchronize: Called before each host clock read; ``None`` reads the clock directly.
+        clock: The host clock, in seconds (a parameter for tests).
+        events: Makes a timing event (an object with ``record()``, ``synchronize()`` and
+            ``elapsed_time(end)`` in milliseconds, like ``torch.cuda.Event(enable_timing=True)``); ``None``
+            uses the host clock.
 
     Example:
         >>> timer = StepTimer(clock=iter([0.0, 0.5, 1.0, 2.0]).__next__)
@@ -47,12 +64,21 @@ class StepTimer:
         0.75
     """
 
-    def __init__(self, synchronize: Optional[Callable[[], Any]] = None, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        synchronize: Optional[Callable[[], Any]] = None,
+        clock: Callable[[], float] = time.perf_counter,
+        events: Optional[Callable[[], Any]] = None,
+    ):
         if synchronize is not None and not callable(synchronize):
             raise TypeError(f"`synchronize` must be a callable or None. Received: synchronize={synchronize!r}.")
+        if events is not None and synchronize is not None:
+            raise ValueError("StepTimer: give `synchronize` (host clock) or `events` (device clock), not both.")
         self._sync = synchronize
         self._clock = clock
-        self._started: Optional[float] = None
+        self._events = events
+        self._pool: list[Any] = []  # events read at a flush, ready to be recorded again
+        self._started: Any = None  # the start: a clock reading, or a recorded event
         self.reset()
 
     def reset(self) -> None:
@@ -60,28 +86,47 @@ class StepTimer:
         self._stage: list[str] = []
         self._epoch: list[int] = []
         self._step: list[int] = []
-        self._wall: list[float] = []
+        self._wall: list[Any] = []  # seconds, or a (start, end) pair of events not read yet
         self._profiled: list[bool] = []
+        self._unread = 0  # index of the first entry of `_wall` that may still be an event pair
         self._started = None
 
+    def _event(self) -> Any:
+        event = self._pool.pop() if self._pool else self._events()  # type: ignore[misc]
+        event.record()
+        return event
+
     def start_step(self) -> None:
-        """Mark the beginning of a step (after synchronising the device, when a sync function was given)."""
+        """Mark the beginning of a step: read the host clock (after ``synchronize``), or record an event."""
+        if self._events is not None:
+            self._started = self._event()
+            return
         if self._sync is not None:
             self._sync()
         self._started = self._clock()
 
     def end_step(self, stage: str, epoch: int, step: int, *, profiled: bool = False) -> Optional[float]:
-        """Mark the end of the step begun by :meth:`start_step`, record it and return its wall time in seconds.
+        """Mark the end of the step begun by :meth:`start_step` and record it; return its time in seconds.
 
         Returns ``None`` (and records nothing) when no step was started, e.g. the first step after a resume.
+        With ``events`` the step is recorded and ``None`` returned: its time is read at the next :meth:`rows`.
         """
-        if self._started is None:
+        started = self._started
+        if started is None:
             return None
-        if self._sync is not None:
-            self._sync()
-        wall = self._clock() - self._started
         self._started = None
-        self.update(stage, epoch, step, wall, profiled=profiled)
+        if self._events is not None:
+            self._wall.append((started, self._event()))
+            wall = None
+        else:
+            if self._sync is not None:
+                self._sync()
+            wall = self._clock() - started
+            self._wall.append(wall)
+        self._stage.append(stage)
+        self._epoch.append(epoch)
+        self._step.append(step)
+        self._profiled.append(profiled)
         return wall
 
     def update(self, stage: str, epoch: int, step: int, wall_s: float, *, profiled: bool = False) -> None:
@@ -95,22 +140,61 @@ class StepTimer:
     def __len__(self) -> int:
         return len(self._wall)
 
+    def _read_events(self) -> None:
+        """Turn the event pairs recorded since the last read into seconds: one wait, for the last event."""
+        walls = self._wall
+        pairs = [i for i in range(self._unread, len(walls)) if isinstance(walls[i], tuple)]
+        if pairs:
+            walls[pairs[-1]][1].synchronize()  # the stream runs in order: every earlier event has completed too
+            for i in pairs:
+                start, end = walls[i]
+                walls[i] = start.elapsed_time(end) / 1000.0
+                self._pool += (start, end)
+        self._unread = len(walls)  # only once read: a failed read (a CUDA error) is tried again at the next flush
+
     def compute(self) -> dict[str, dict[str, Any]]:
         """Per stage: ``steps`` (unprofiled), ``profiled``, and the mean/median/std/min/max/total of their times."""
         return step_statistics(self.rows())
 
     def rows(self, start: int = 0) -> list[dict[str, Any]]:
         """The recorded steps from the ``start``-th on as step rows of ``timings.parquet`` (dicts with the step
-        columns): what is new since an earlier call costs only what is new."""
+        columns): what is new since an earlier call costs only what is new. Reads pending device events."""
+        if self._unread < len(self._wall):
+            self._read_events()
         columns = (self._stage, self._epoch, self._step, self._wall, self._profiled)
         return [
-            {"stage": s, "epoch": e, "step": k, "wall_s": w, "profiled": p}
+            {"stage": s, "epoch": int(e), "step": int(k), "wall_s": float(w), "profiled": bool(p)}
             for s, e, k, w, p in zip(*(column[start:] for column in columns), strict=True)
         ]
 
 
+def cuda_events(device: Any) -> Optional[Callable[[], Any]]:
+    """The ``events`` argument of :class:`StepTimer` for a torch device: CUDA timing events on CUDA, else ``None``.
+
+    Accepts a ``torch.device``, a string (``"cuda:0"``, ``"cpu"``) or ``None``; imports torch only for CUDA.
+
+    Example:
+        >>> cuda_events("cpu") is None, cuda_events(None) is None
+        (True, True)
+    """
+    if _device_kind(device) != "cuda":
+        return None
+    import functools
+
+    import torch
+
+    return functools.partial(torch.cuda.Event, enable_timing=True)
+
+
+def _device_kind(device: Any) -> Optional[str]:
+    return getattr(device, "type", None) or (str(device).split(":")[0] if device is not None else None)
+
+
 def synchronizer(device: Any) -> Optional[Callable[[], Any]]:
     """The ``synchronize`` argument of :class:`StepTimer` for a torch device: a CUDA sync on CUDA, else ``None``.
+
+    For :mod:`deviate_cb.bench`, which times steps with the device drained; the callbacks use :func:`cuda_events`
+    instead and never block per step.
 
     Accepts a ``torch.device``, a string (``"cuda:0"``, ``"cpu"``) or ``None``; imports torch only for CUDA.
 
@@ -118,8 +202,7 @@ def synchronizer(device: Any) -> Optional[Callable[[], Any]]:
         >>> synchronizer("cpu") is None, synchronizer(None) is None
         (True, True)
     """
-    kind = getattr(device, "type", None) or (str(device).split(":")[0] if device is not None else None)
-    if kind != "cuda":
+    if _device_kind(device) != "cuda":
         return None
     import functools
 

@@ -212,7 +212,7 @@ class MetricsFile:
         tables = []
         for part in parts:
             try:
-                tables.append(pq.ParquetFile(part.path).read().cast(metrics_schema()))
+                tables.append(pq.ParquetFile(part.path).read(use_threads=False).cast(metrics_schema()))
             except (OSError, pa.ArrowException) as exc:
                 warnings.warn(f"deviate-cb: {part.path}: unreadable metrics part ({exc}); left out.", stacklevel=3)
         return tables

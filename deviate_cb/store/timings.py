@@ -182,7 +182,7 @@ def _file_and_parts(path: Path, parts: list[Part]) -> pa.Table:
 
     schema = timings_schema()
     tables = [pq.read_table(path, schema=schema)] if path.is_file() else []
-    tables += [pq.ParquetFile(p.path).read().cast(schema) for p in parts]
+    tables += [pq.ParquetFile(p.path).read(use_threads=False).cast(schema) for p in parts]  # small: no thread pool
     if len(tables) == 1:
         return tables[0]
     return _merge(tables) if tables else schema.empty_table()

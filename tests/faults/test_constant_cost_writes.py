@@ -17,7 +17,7 @@ import sys
 import textwrap
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow.parquet as pq
 import pytest
@@ -177,7 +177,7 @@ def test_a_killed_process_leaves_whole_parts_that_settling_compacts(tmp_path: Pa
     assert json.loads((run_dir / "run.json").read_text())["status"] == "running"  # its settler says killed
 
 
-def test_lightning_run_appends_one_part_per_epoch_and_compacts_at_its_end(tmp_path: Path) -> None:
+def _watched_fit(tmp_path: Path, interval_s: Optional[float]) -> tuple[list[tuple[int, bool]], RunDirectory]:
     counts: list[tuple[int, bool]] = []
 
     class Watch(DeviateCallback):
@@ -187,15 +187,32 @@ def test_lightning_run_appends_one_part_per_epoch_and_compacts_at_its_end(tmp_pa
             counts.append((len(list_parts(metrics_path)), metrics_path.exists()))
 
     cb = Watch(tmp_path / "runs")
+    if interval_s is not None:
+        cb._session.flush_interval_s = interval_s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer([cb], max_epochs=4).fit(TinyModule(), loader())
-    assert [n for n, _ in counts] == [1, 2, 3, 4] and not any(exists for _, exists in counts)
     run = RunDirectory(cb.run_dir)
     assert not parts_dir(run.metrics_path).exists() and not parts_dir(run.path / TIMINGS_FILE).exists()
     table = pq.read_table(run.metrics_path)
     assert table.column("seq").to_pylist() == list(range(table.num_rows))
     assert read_timings(run.path).num_rows == 4 * 6  # every training step timed once
+    return counts, run
+
+
+def test_lightning_run_appends_one_part_per_epoch_and_compacts_at_its_end(tmp_path: Path) -> None:
+    counts, _ = _watched_fit(tmp_path, interval_s=0.0)  # every epoch end is due (epochs longer than the interval)
+    assert [n for n, _ in counts] == [1, 2, 3, 4] and not any(exists for _, exists in counts)
+
+
+def test_short_epochs_share_one_write_and_record_the_same_rows(tmp_path: Path) -> None:
+    """Epochs shorter than FLUSH_INTERVAL_S are not written one part each (issue 30): the run's end writes them,
+    and the files hold the same rows as with a part per epoch."""
+    counts, run = _watched_fit(tmp_path / "short", interval_s=None)
+    assert counts == [(0, False)] * 4
+    _, every_run = _watched_fit(tmp_path / "every", interval_s=0.0)
+    columns = ["seq", "step", "epoch", "stage", "scope", "name", "finite"]
+    assert pq.read_table(run.metrics_path, columns=columns) == pq.read_table(every_run.metrics_path, columns=columns)
 
 
 def test_a_report_compacts_what_an_ended_run_left_and_says_what_it_cannot(tmp_path: Path) -> None:

@@ -86,3 +86,80 @@ def test_rows_without_the_columns_are_refused_in_one_line(tmp_path: Path) -> Non
 def test_read_without_a_file_is_an_empty_table(tmp_path: Path) -> None:
     assert read_timings(tmp_path).num_rows == 0
     assert step_statistics([]) == {}
+
+
+class FakeEvent:
+    """Stands in for ``torch.cuda.Event(enable_timing=True)`` to test our own deferred reading: ``record`` stamps
+    the time a fake stream reaches it, ``elapsed_time`` is in milliseconds, ``synchronize`` is counted."""
+
+    stream_time = 0.0
+    made = 0
+    waits = 0
+
+    def __init__(self) -> None:
+        FakeEvent.made += 1
+        self.stamp: float | None = None
+
+    def record(self) -> None:
+        self.stamp = FakeEvent.stream_time
+
+    def synchronize(self) -> None:
+        FakeEvent.waits += 1
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.stamp is not None and end.stamp is not None
+        return (end.stamp - self.stamp) * 1000.0
+
+
+def test_device_events_are_read_at_the_flush_with_one_wait_and_recycled() -> None:
+    FakeEvent.stream_time, FakeEvent.made, FakeEvent.waits = 0.0, 0, 0
+    clock_reads: list[int] = []
+    timer = StepTimer(clock=lambda: clock_reads.append(1) or 0.0, events=FakeEvent)
+    for step in range(4):  # the fake stream spends (step + 1) * 0.25 s in each step, 1 s between steps
+        timer.start_step()
+        FakeEvent.stream_time += (step + 1) * 0.25
+        assert timer.end_step("train", 0, step, profiled=step == 2) is None  # not read per step: no wait
+        FakeEvent.stream_time += 1.0
+    assert FakeEvent.waits == 0 and not clock_reads and FakeEvent.made == 8 and len(timer) == 4
+    rows = timer.rows()
+    assert [r["wall_s"] for r in rows] == [0.25, 0.5, 0.75, 1.0] and FakeEvent.waits == 1
+    assert [(r["step"], r["profiled"]) for r in rows] == [(0, False), (1, False), (2, True), (3, False)]
+    assert timer.compute()["train"]["steps"] == 3 and FakeEvent.waits == 1  # read once only
+    for step in range(4, 6):  # the next flush's steps reuse the events read at the first
+        timer.start_step()
+        FakeEvent.stream_time += 2.0
+        timer.end_step("train", 1, step)
+    assert FakeEvent.made == 8
+    assert [r["wall_s"] for r in timer.rows(4)] == [2.0, 2.0] and FakeEvent.waits == 2
+
+
+def test_a_failed_event_read_is_tried_again_at_the_next_flush() -> None:
+    class Failing(FakeEvent):
+        fail = True
+
+        def synchronize(self) -> None:
+            if Failing.fail:
+                raise RuntimeError("CUDA error")
+
+    FakeEvent.stream_time = 0.0
+    timer = StepTimer(events=Failing)
+    timer.start_step()
+    FakeEvent.stream_time += 0.5
+    timer.end_step("train", 0, 0)
+    with pytest.raises(RuntimeError, match="CUDA error"):
+        timer.rows()
+    Failing.fail = False
+    assert [r["wall_s"] for r in timer.rows()] == [0.5]
+
+
+def test_events_and_synchronize_do_not_mix() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        StepTimer(synchronize=lambda: None, events=FakeEvent)
+
+
+def test_cuda_events_only_for_a_cuda_device() -> None:
+    from deviate_cb.capture.step_timer import cuda_events
+
+    assert cuda_events("cpu") is None and cuda_events(None) is None
+    factory = cuda_events("cuda:0")
+    assert factory is not None and factory.keywords == {"enable_timing": True}  # type: ignore[attr-defined]
