@@ -49,9 +49,11 @@ __all__ = [
 STANDALONE_VARIANT = "standalone"
 DEFAULT_EXPERIMENT = "default"
 FLUSH_INTERVAL_S = 10.0
-"""An epoch-end flush (``flush(when_due=True)``) writes only when this many seconds passed since the last write..."""
+"""An epoch-end flush (``flush(when_due=True)``) writes step times only when this many seconds passed since they were
+last written... (metric values are written at every epoch end: a replica that dies keeps its finished epochs'
+values, from which the launcher tells the last step it recorded)"""
 FLUSH_MAX_ROWS = 10_000
-"""... or when this many metric values and step times wait in memory (bounds the memory that holds them)."""
+"""... or when this many step times wait in memory (on CUDA each holds two events)."""
 
 
 class RunSession:
@@ -109,7 +111,7 @@ class RunSession:
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
         self.flush_interval_s = FLUSH_INTERVAL_S
-        self._last_write = time.monotonic()  # of the last flush that wrote (or of the opening of the run)
+        self._last_write = time.monotonic()  # when step times were last written (or the run opened)
         self.problems = ProblemLog()
         self.recorded_seed: Optional[int] = self.seed  # run.json's `seed`: standalone, also one the user set before
         self.fit: Optional[str] = None  # the last fit: "started", "ended" (None: no fit yet)
@@ -268,10 +270,10 @@ class RunSession:
         ``timings.parquet`` (:mod:`deviate_cb.store.parts`; :meth:`close` compacts them); return the number of
         metric rows written.
 
-        ``when_due`` (the adapters' epoch ends): write only if :data:`FLUSH_INTERVAL_S` passed since the last
-        write or :data:`FLUSH_MAX_ROWS` rows wait; otherwise keep buffering (short epochs then share one write
-        instead of paying a part each). The ends of fits and stages, exceptions, checkpoints and the run's end
-        always write.
+        ``when_due`` (the adapters' epoch ends): write the step times only if :data:`FLUSH_INTERVAL_S` passed
+        since they were last written or :data:`FLUSH_MAX_ROWS` of them wait (short epochs then share one timings
+        part instead of paying one each); the metric values are written in any case. The ends of fits and
+        stages, exceptions, checkpoints and the run's end write both.
 
         Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"`` and ``"<hook>:
         metrics flush"``: a failing one is recorded as a problem (values that could not
@@ -282,14 +284,15 @@ class RunSession:
             return 0
         if self._metrics_file is None or self.run is None:
             return 0
-        if when_due and time.monotonic() - self._last_write < self.flush_interval_s:
-            waiting = len(self.recorder) + (self.timings.unwritten if self.timings is not None else 0)
-            if waiting < FLUSH_MAX_ROWS:
-                return 0
-        self._last_write = time.monotonic()
-        if self.timings is not None:
+        timings = self.timings
+        due = not when_due or (
+            timings is not None
+            and (time.monotonic() - self._last_write >= self.flush_interval_s or timings.unwritten >= FLUSH_MAX_ROWS)
+        )
+        if timings is not None and due:
+            self._last_write = time.monotonic()
             with guarded(self, f"{hook}: timings flush"):
-                self.timings.flush(self.run.path, attempt=self._metrics_file.attempt)
+                timings.flush(self.run.path, attempt=self._metrics_file.attempt)
         written = 0
         with guarded(self, f"{hook}: metrics flush"):
             written = self.recorder.flush(self._metrics_file)

@@ -132,16 +132,21 @@ def append_timings_part(
     """
     import pyarrow as pa
 
-    steps = [dict(row) for row in step_rows]
-    ops = [dict(row) for row in op_rows]
+    steps = list(step_rows)
+    ops = list(op_rows)
     for row in steps:
         _check_columns(row, _STEP_COLUMNS, "step")
     for row in ops:
         _check_columns(row, _OP_COLUMNS, "op")
     if not steps and not ops:
         return None
-    rows = [{"kind": "step", **row} for row in steps] + [{"kind": "op", **row} for row in ops]
-    table = pa.Table.from_pylist(rows, schema=timings_schema())
+    schema = timings_schema()
+    columns: dict[str, list[Any]] = {"kind": ["step"] * len(steps) + ["op"] * len(ops)}
+    for name in schema.names[1:]:  # built column by column: a row dict per row costs more than the rows
+        column = [row[name] for row in steps] if name in _STEP_COLUMNS else [None] * len(steps)
+        column += [row[name] for row in ops] if name in _OP_COLUMNS else [None] * len(ops)
+        columns[name] = column
+    table = pa.table(columns, schema=schema)
     path = Path(run_dir) / TIMINGS_FILE
     attempt = _attempt(run_dir, attempt)
     written = [p.first for p in list_parts(path) if p.attempt == attempt]

@@ -177,14 +177,16 @@ def test_a_killed_process_leaves_whole_parts_that_settling_compacts(tmp_path: Pa
     assert json.loads((run_dir / "run.json").read_text())["status"] == "running"  # its settler says killed
 
 
-def _watched_fit(tmp_path: Path, interval_s: Optional[float]) -> tuple[list[tuple[int, bool]], RunDirectory]:
-    counts: list[tuple[int, bool]] = []
+def _watched_fit(tmp_path: Path, interval_s: Optional[float]) -> tuple[list[tuple[int, int, bool]], RunDirectory]:
+    counts: list[tuple[int, int, bool]] = []  # after each epoch end: metric parts, timing parts, metrics.parquet
 
     class Watch(DeviateCallback):
         def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
             super().on_train_epoch_end(trainer, pl_module)
-            metrics_path = self._session.run.metrics_path
-            counts.append((len(list_parts(metrics_path)), metrics_path.exists()))
+            run = self._session.run
+            metrics_path = run.metrics_path
+            timings = len(list_parts(run.path / TIMINGS_FILE))
+            counts.append((len(list_parts(metrics_path)), timings, metrics_path.exists()))
 
     cb = Watch(tmp_path / "runs")
     if interval_s is not None:
@@ -202,17 +204,19 @@ def _watched_fit(tmp_path: Path, interval_s: Optional[float]) -> tuple[list[tupl
 
 def test_lightning_run_appends_one_part_per_epoch_and_compacts_at_its_end(tmp_path: Path) -> None:
     counts, _ = _watched_fit(tmp_path, interval_s=0.0)  # every epoch end is due (epochs longer than the interval)
-    assert [n for n, _ in counts] == [1, 2, 3, 4] and not any(exists for _, exists in counts)
+    assert counts == [(1, 1, False), (2, 2, False), (3, 3, False), (4, 4, False)]
 
 
-def test_short_epochs_share_one_write_and_record_the_same_rows(tmp_path: Path) -> None:
-    """Epochs shorter than FLUSH_INTERVAL_S are not written one part each (issue 30): the run's end writes them,
-    and the files hold the same rows as with a part per epoch."""
+def test_short_epochs_share_one_timings_write_and_record_the_same_rows(tmp_path: Path) -> None:
+    """Epochs shorter than FLUSH_INTERVAL_S do not write a timings part each (issue 30): the run's end writes their
+    step times; their metric values are written at every epoch end all the same (a replica that dies keeps them)."""
     counts, run = _watched_fit(tmp_path / "short", interval_s=None)
-    assert counts == [(0, False)] * 4
+    assert counts == [(1, 0, False), (2, 0, False), (3, 0, False), (4, 0, False)]
     _, every_run = _watched_fit(tmp_path / "every", interval_s=0.0)
     columns = ["seq", "step", "epoch", "stage", "scope", "name", "finite"]
     assert pq.read_table(run.metrics_path, columns=columns) == pq.read_table(every_run.metrics_path, columns=columns)
+    keys = ["kind", "stage", "epoch", "step", "profiled"]
+    assert read_timings(run.path).select(keys) == read_timings(every_run.path).select(keys)
 
 
 def test_a_report_compacts_what_an_ended_run_left_and_says_what_it_cannot(tmp_path: Path) -> None:
