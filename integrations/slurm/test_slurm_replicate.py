@@ -290,3 +290,26 @@ def test_until_decided_runs_its_rounds_on_slurm(tmp_path: Path) -> None:
         assert done.manifest("a", "algo", n - 1)["configuration"]["trainer"] == "fns.py:base"
     no_wait = replicate([*args[:-4], "--no-wait", "--", "python", "fns.py", "{seed}"], out)
     assert no_wait.returncode == 2 and "`--no-wait` cannot be used with --until-decided" in no_wait.stderr
+
+
+ISOLATED = """\
+import os
+
+
+def main():
+    with open("history.json", "w") as f:  # a fixed path in the working directory
+        f.write(os.getcwd())
+    return {"acc": 0.5}
+"""
+
+
+def test_isolate_on_slurm_gives_each_replica_its_own_working_directory(tmp_path: Path) -> None:
+    (tmp_path / "fns.py").write_text(ISOLATED)  # the launcher runs in tmp_path, the project's folder
+    args = ["--trainer", "fns.py:main", "-n", "2", "--variant", "algo", "--experiment", "i", "--isolate"]
+    done = replicate([*args, "--backend", "slurm"], tmp_path / "runs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "history.json").exists()  # the project folder is left as it was
+    for k in range(2):
+        workdir = done.run_dir("i", "algo", k) / ".workdir"
+        assert (workdir / "history.json").read_text() == str(workdir)  # each replica ran in its own
+        assert done.manifest("i", "algo", k)["isolate"] is True
