@@ -51,6 +51,7 @@ from typing import Any
 import lightning as L
 import pyarrow.parquet as pq
 import torch
+from hook_timing import hook_timer, per_step_us
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.nn import functional as F
@@ -236,27 +237,6 @@ class WorstMLP(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01)
-
-
-def hook_timer(callback: Any, names: tuple[str, ...]) -> list[int]:
-    """Wrap ``callback``'s per-step hooks (instance attributes shadow the methods) so that each call adds its
-    ``perf_counter_ns`` duration to the returned list (``len(names)`` entries a step)."""
-    spent: list[int] = []
-    for name in names:
-        method = getattr(callback, name)
-
-        def timed(*args: Any, _method: Any = method, **kwargs: Any) -> None:
-            start = time.perf_counter_ns()
-            _method(*args, **kwargs)
-            spent.append(time.perf_counter_ns() - start)
-
-        setattr(callback, name, timed)
-    return spent
-
-
-def per_step_us(spent: list[int], hooks: int) -> float:
-    """Median over steps of the summed time of a step's ``hooks`` hook calls, in microseconds."""
-    return statistics.median(sum(spent[i : i + hooks]) for i in range(0, len(spent) - hooks + 1, hooks)) / 1e3
 
 
 def worst_case_part(args: argparse.Namespace) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 
 import keras
 import numpy as np
+from hook_timing import hook_timer, per_step_us
 from keras.callbacks import CallbackList
 
 from deviate_cb.keras import DeviateCallback
@@ -114,21 +115,6 @@ def worst_model() -> keras.Model:
     return model
 
 
-def hook_timer(callback: keras.callbacks.Callback, names: tuple[str, ...]) -> list[int]:
-    """Wrap ``callback``'s per-step hooks so that each call adds its ``perf_counter_ns`` duration to the list."""
-    spent: list[int] = []
-    for name in names:
-        method = getattr(callback, name)
-
-        def timed(*args: Any, _method: Any = method, **kwargs: Any) -> None:
-            start = time.perf_counter_ns()
-            _method(*args, **kwargs)
-            spent.append(time.perf_counter_ns() - start)
-
-        setattr(callback, name, timed)
-    return spent
-
-
 def worst_case(args: argparse.Namespace, backend: str) -> None:
     """Whole 4-epoch fits with and without the callback, pair by pair (see the module doc)."""
     rng = np.random.default_rng(0)
@@ -156,7 +142,7 @@ def worst_case(args: argparse.Namespace, backend: str) -> None:
             ratios.append(with_s / without_s)
             extra.append(with_s - without_s)
             bare.append(without_s)
-            per_step.append(statistics.median(sum(spent[i : i + 2]) for i in range(0, len(spent) - 1, 2)) / 1e3)
+            per_step.append(per_step_us(spent, len(hooks)))
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     print(
         f"worst case (issue 30), Keras/{backend}: 32-64-1 MLP, batch 32, loss + mae every step, 4 epochs x "
