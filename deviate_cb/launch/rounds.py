@@ -131,12 +131,13 @@ def replicate_until(
         force = False
         with _chdir(b_dir):
             b_result = _round(dict(b_launch, runs=n_b), stream)
-        a_values = _values(out, group, metric, n_a)
-        b_values = _values(out, b_group, metric, n_b)
+        study = _study_runs(out)  # once per look: both groups' values come from one read of the study
+        a_values = _values(study, group, metric, n_a)
+        b_values = _values(study, b_group, metric, n_b)
         if len(a_values) < n_a or len(b_values) < n_b:
             _say(stream, _short_line(k, (n_a, n_b), group, b_group, a_values, b_values, a_result, b_result))
             for who, g, n in (("A", group, n_a), ("B", b_group, n_b)):
-                bad = _not_finite(out, g, metric, n)
+                bad = _not_finite(study, g, metric, n)
                 if bad:
                     _say(stream, _diverged_line(who, g, metric, bad))
             write_record(path, record)
@@ -309,7 +310,7 @@ def _until_precision(
             continue
         result = _round(dict(launch, runs=n, force=force), stream)
         force = False
-        values = _values(out, group, metric, n)
+        values = _values(_study_runs(out), group, metric, n)
         if len(values) < n:
             _say(stream, f"{_PROG}: error: {_label(group)} has {len(values)} completed runs with {metric}, not {n}: "
                  f"{result.summary()}; rerun the same command to retry the failed replicas")  # fmt: skip
@@ -344,33 +345,38 @@ def _round(kwargs: dict[str, Any], stream: TextIO) -> Any:
     return replicate(**kwargs, stream=stream)
 
 
-def _values(out: Path, group: tuple[str, str], metric: str, n: int) -> list[float]:
+def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[float]:
     """The metric's per-run values (last value, as the report) of the group's completed replicas 0..n-1.
 
     A completed run whose value is NaN or infinite (a diverged training) has none: it is named by
     :func:`_not_finite`, since rerunning the command does not change it.
     """
     found = []
-    for run in _group_runs(out, group, n):
+    for run in _group_runs(runs, group, n):
         value = run.values.get(metric)
         if _finite(value):
             found.append(float(value))
     return found
 
 
-def _not_finite(out: Path, group: tuple[str, str], metric: str, n: int) -> list[str]:
+def _not_finite(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[str]:
     """The replicas of the group (below ``n``) that completed with a NaN or infinite ``metric``."""
     return [
         str(run.keys["replica"])
-        for run in _group_runs(out, group, n)
+        for run in _group_runs(runs, group, n)
         if metric in run.values and not _finite(run.values[metric])
     ]
 
 
-def _group_runs(out: Path, group: tuple[str, str], n: int) -> list[Any]:
+def _study_runs(out: Path) -> list[Any]:
+    """The study's completed runs with their per-run values (:func:`deviate_cb.report.selection.store_runs`)."""
     from deviate_cb.report.selection import store_runs
 
-    runs = store_runs(str(out), metrics=None, warnings=[])
+    return store_runs(str(out), metrics=None, warnings=[])
+
+
+def _group_runs(runs: Sequence[Any], group: tuple[str, str], n: int) -> list[Any]:
+    """The runs of ``group`` among ``runs`` whose replica is below ``n``, in replica order."""
     chosen = [r for r in runs if (r.keys["experiment"], r.keys["variant"]) == group and int(r.keys["replica"]) < n]
     return sorted(chosen, key=lambda r: int(r.keys["replica"]))
 
