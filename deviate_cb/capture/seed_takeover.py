@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Optional
 
+from deviate_cb.capture.call_log import CallLog
 from deviate_cb.capture.import_hooks import when_imported
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 _MASK32 = 0xFFFF_FFFF
-_MAX_ENTRIES = 50
 _MARK = "__deviate_seed_takeover__"
 _TF = ("tensorflow",)
 _KERAS = ("python", "numpy", "keras")  # and TensorFlow when installed, torch on the torch backend (_keras_kinds)
@@ -117,15 +117,11 @@ class _Call:
 class _State:
     replica_seed: int
     take_over: bool
-    on_record: Optional[Callable[[dict[str, Any]], None]]
+    log: CallLog
     pid: int = field(default_factory=os.getpid)
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    index: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    more: int = 0
     expected: dict[str, int] = field(default_factory=dict)
     last: dict[str, dict[str, Any]] = field(default_factory=dict)
     applied: set[int] = field(default_factory=set)
-    warned: bool = False
 
 
 _state: Optional[_State] = None
@@ -174,7 +170,7 @@ def install_seed_takeover(
     with _lock:
         if _state is not None:
             return
-        _state = _State(seed, bool(take_over), on_record)
+        _state = _State(seed, bool(take_over), CallLog("seeding calls", seeding_record, on_record))
     for module, attr, call in _SOURCES:
         when_imported(module, _patcher(attr, call))
     for module, attrs in _REEXPORTS:
@@ -195,9 +191,8 @@ def seeding_record() -> Optional[dict[str, Any]]:
     state = _state
     if state is None:
         return None
-    with _lock:
-        calls = [dict(entry) for entry in state.entries]
-        return {"take_over": state.take_over, "replica_seed": state.replica_seed, "calls": calls, "more": state.more}
+    calls, more = state.log.copy()
+    return {"take_over": state.take_over, "replica_seed": state.replica_seed, "calls": calls, "more": more}
 
 
 def expected_seed(kind: str) -> Optional[int]:
@@ -472,26 +467,4 @@ def _keras_kinds() -> tuple[str, ...]:
 
 def _record(state: _State, entry: dict[str, Any], *, new: bool) -> None:
     """Count ``entry`` (a re-application, ``new=False``, only counts where its pair is already recorded)."""
-    key = (entry["call"], json.dumps(entry["asked"]))
-    with _lock:
-        known = state.index.get(key)
-        if known is not None:
-            known["count"] += 1
-            return
-        if not new:
-            return
-        if len(state.entries) < _MAX_ENTRIES:
-            state.index[key] = {**entry, "count": 1}
-            state.entries.append(state.index[key])
-        else:
-            state.more += 1
-            if state.more > 1:
-                return
-    record = seeding_record()
-    if state.on_record is not None and record is not None:
-        try:
-            state.on_record(record)
-        except Exception as exc:
-            if not state.warned:
-                state.warned = True
-                print(f"deviate: warning: could not record the project's seeding calls: {exc!r}", file=sys.stderr)
+    state.log.count((entry["call"], json.dumps(entry["asked"])), entry, new=new)

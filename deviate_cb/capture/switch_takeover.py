@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Optional, Union
 
+from deviate_cb.capture.call_log import CallLog
 from deviate_cb.capture.import_hooks import when_imported
 
 __all__ = [
@@ -60,7 +61,6 @@ __all__ = [
     "last_determinism_call",
 ]
 
-_MAX_ENTRIES = 50
 _MARK = "__deviate_switch_takeover__"
 _XLA_FLAG = "--xla_gpu_deterministic_ops=true"
 _TF_ENV = ("TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC")
@@ -80,13 +80,9 @@ _DETERMINISTIC_VALUE = {
 class _State:
     requested: Union[bool, str]
     take_over: bool
-    on_record: Optional[Callable[[dict[str, Any]], None]]
+    log: CallLog
     pid: int = field(default_factory=os.getpid)
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    index: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     last: dict[str, dict[str, Any]] = field(default_factory=dict)
-    more: int = 0
-    warned: bool = False
 
 
 _state: Optional[_State] = None
@@ -154,7 +150,9 @@ def install_switch_takeover(
     with _lock:
         if _state is not None:
             return
-        _state = _State(requested, bool(take_over), on_record)
+        _state = _State(
+            requested, bool(take_over), CallLog("determinism switches", determinism_calls_record, on_record)
+        )
     _patch_environ()
     when_imported("torch", _patch_torch)
     when_imported("torch.backends.cudnn", _patch_cudnn)
@@ -175,9 +173,8 @@ def determinism_calls_record() -> Optional[dict[str, Any]]:
     state = _state
     if state is None:
         return None
-    with _lock:
-        calls = [dict(entry) for entry in state.entries]
-        return {"take_over": state.take_over, "requested": state.requested, "calls": calls, "more": state.more}
+    calls, more = state.log.copy()
+    return {"take_over": state.take_over, "requested": state.requested, "calls": calls, "more": more}
 
 
 def last_determinism_call(kind: str) -> Optional[dict[str, Any]]:
@@ -399,29 +396,8 @@ def _xla_flags(_: ModuleType) -> None:
 
 
 def _record(state: _State, kind: str, call: str, asked: Any, applied: Any) -> None:
-    try:
-        entry = {"call": call, "asked": asked, "applied": applied}
-        state.last[kind] = entry
-        if os.getpid() != state.pid:
-            return
-        key = (call, repr(asked))
-        with _lock:
-            known = state.index.get(key)
-            if known is not None:
-                known["count"] += 1
-                known["applied"] = applied
-                return
-            if len(state.entries) >= _MAX_ENTRIES:
-                state.more += 1
-                if state.more > 1:
-                    return
-            else:
-                state.index[key] = {**entry, "count": 1}
-                state.entries.append(state.index[key])
-        record = determinism_calls_record()
-        if state.on_record is not None and record is not None:
-            state.on_record(record)
-    except Exception as exc:  # never fail the project's call on the takeover's account
-        if not state.warned:
-            state.warned = True
-            print(f"deviate: warning: could not record the project's determinism switches: {exc!r}", file=sys.stderr)
+    """Remember the call as ``kind``'s last and, in the process that installed the takeover, count it."""
+    entry = {"call": call, "asked": asked, "applied": applied}
+    state.last[kind] = entry
+    if os.getpid() == state.pid:  # forked children keep the takeover but never record
+        state.log.count((call, repr(asked)), entry, refresh=("applied",))
