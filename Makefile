@@ -1,8 +1,9 @@
 # Set-up commands, all working on a fresh machine:
 #   make demo       create .venv, install, replicate the bundled Lightning example, ask in rounds whether a
 #                   lower learning rate is worse (--until-decided), and print the report
-#   make test       create .venv, install (as root also Debian's Chromium, for the browser test of the HTML
-#                   report), run tests/ and the Keras end-to-end suite (TensorFlow and torch)
+#   make test       create .venv, install (with the mlflow/tensorboard/wandb extras; as root also Debian's
+#                   Chromium, for the browser test of the HTML report), run tests/ (tests/trackers starts
+#                   a real MLflow server on loopback) and the Keras end-to-end suite (TensorFlow and torch)
 #                   and integrations/real_projects (small Hydra, LightningCLI, Keras and plain scripts, a
 #                   nanoGPT-style configurator writing fixed paths, scripts that switch determinism on
 #                   themselves, a standalone DeviateCallback script; replicated through command mode,
@@ -41,7 +42,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) "torch==2.13.0"
-	$(PIP_INSTALL) -e ".[lightning,keras,report,dev]" "$(TF_PACKAGE)"
+	$(PIP_INSTALL) -e ".[lightning,keras,report,mlflow,tensorboard,wandb,dev]" "$(TF_PACKAGE)"
 	touch $(STAMP)
 
 $(JAX_STAMP): $(STAMP)
