@@ -33,6 +33,7 @@ LAYERS = {
     "deviate_cb.launch": 3,
     "deviate_cb.report": 3,
     "deviate_cb.bench": 3,
+    "deviate_cb.trackers": 3,
     "deviate_cb.cli": 4,
     "deviate_cb.lightning": 4,
     "deviate_cb.keras": 4,
