@@ -25,6 +25,7 @@ from deviate_cb.cli._common import PROG, say
 from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.cli.bench_command import add_bench
 from deviate_cb.cli.compare_command import add_compare, add_power
+from deviate_cb.cli.export_command import add_export
 from deviate_cb.cli.fingerprint_command import add_fingerprint
 from deviate_cb.cli.report_command import add_report
 from deviate_cb.cli.status_command import add_status
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_audit(commands)
     add_fingerprint(commands)
     add_bench(commands)
+    add_export(commands)
     return parser
 
 

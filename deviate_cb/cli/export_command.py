@@ -1,0 +1,156 @@
+"""``deviate export mlflow|wandb DIR``: a study's replicas and answers as runs of the tracker the team looks at.
+
+``deviate export mlflow DIR --tracking-uri URI`` writes one parent run per experiment (the report's answers as
+metrics, the HTML page as an artifact) and one child run per replica (metric histories, configuration, tags);
+``deviate export wandb DIR`` writes the same to Weights & Biases (group = experiment, job type = variant),
+offline by default (``wandb sync`` uploads it later). See :mod:`deviate_cb.trackers.export.mlflow_runs` and
+:mod:`deviate_cb.trackers.export.wandb_runs`.
+
+Everything that can be checked is checked before any tracker run is created, in this order: the tracker's
+package (a missing extra is one line naming ``pip install 'deviate-cb[mlflow]'`` or ``[wandb]``), matplotlib
+for the page (``--no-page`` goes without), the study (a directory with runs), the tracker (the server answers;
+the offline folder can be written). Each is one line and exit status 2. Exporting again is idempotent: replicas
+already exported unchanged are left alone, changed ones are replaced, and the study run is updated.
+
+Example:
+    >>> import argparse, io
+    >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()
+    >>> add_export(commands)
+    >>> args = parser.parse_args(["export", "mlflow", "/nonexistent", "--tracking-uri", "http://127.0.0.1:1"])
+    >>> args.tracker, args.mlflow_experiment, args.page
+    ('mlflow', None, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import IO, Any
+
+from deviate_cb.cli._common import say
+from deviate_cb.errors import UsageError, require
+
+__all__ = ["add_export"]
+
+
+def add_export(commands: Any) -> None:
+    """Declare ``deviate export mlflow`` and ``deviate export wandb`` on the ``deviate`` subparsers."""
+    parser = commands.add_parser(
+        "export",
+        help="send a study to MLflow or Weights & Biases (a run per replica, the answers on a study run)",
+        description="Send a study to an experiment tracker: one run per replica (metric histories, configuration, "
+        "tags: experiment, variant, replica, seed, determinism, status, fingerprint) and a study run holding the "
+        "report's answers and its HTML page. Exporting again leaves unchanged replicas alone.",
+    )
+    trackers = parser.add_subparsers(dest="tracker", metavar="TRACKER")
+    trackers.required = True
+    mlflow = trackers.add_parser("mlflow", help="to an MLflow tracking server (or any MLflow tracking URI)")
+    _study_arguments(mlflow)
+    mlflow.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        default=None,
+        help="MLflow tracking URI (http://host:port, sqlite:///file.db); default: $MLFLOW_TRACKING_URI",
+    )
+    mlflow.add_argument(
+        "--mlflow-experiment",
+        metavar="NAME",
+        default=None,
+        help="the MLflow experiment to write to (default: one per deviate experiment, of the same name)",
+    )
+    mlflow.set_defaults(handler=_run_mlflow)
+    wandb = trackers.add_parser("wandb", help="to Weights & Biases (offline by default; `wandb sync` uploads)")
+    _study_arguments(wandb)
+    wandb.add_argument("--project", default=None, help="W&B project (default: deviate-<first experiment>)")
+    wandb.add_argument("--entity", default=None, help="W&B entity (team or user; default: yours)")
+    wandb.add_argument(
+        "--wandb-dir",
+        metavar="FOLDER",
+        default=None,
+        help="where W&B writes its run folders (default: DIR/.wandb-export; offline runs stay there until synced)",
+    )
+    wandb.add_argument(
+        "--mode",
+        choices=("offline", "online"),
+        default="offline",
+        help="offline (default): write run folders for `wandb sync`; online: upload now (needs `wandb login`)",
+    )
+    wandb.set_defaults(handler=_run_wandb)
+
+
+def _study_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR", help="the study: the --out directory of deviate-replicate")
+    p.add_argument(
+        "--metric", action="append", default=[], metavar="NAME", help="answer for these metrics (repeatable; fnmatch)"
+    )
+    p.add_argument("--effect", default=None, help="smallest difference worth reporting (default: 1%% of the mean)")
+    p.add_argument(
+        "--no-page", dest="page", action="store_false", help="do not attach the HTML page (no matplotlib needed)"
+    )
+
+
+def _prepare(args: argparse.Namespace, module: str, err: IO[str]) -> tuple[Any, Any]:
+    """Check the extra, matplotlib and the study, and read it: ``(export, page or None)``."""
+    require(module, module)
+    if args.page:
+        from deviate_cb.report.html.figures import matplotlib_or_error
+
+        matplotlib_or_error()
+    from deviate_cb.trackers.export.replicas import read_study
+
+    export = read_study(args.dir, metrics=args.metric or None, effect=args.effect)
+    page = export.study.html() if args.page else None
+    for line in export.study.warnings:
+        say(err, "warning", line)
+    return export, page
+
+
+def _run_mlflow(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.trackers.export.mlflow_runs import connect, export_to_mlflow
+
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        raise UsageError(
+            "`--tracking-uri` is needed: the MLflow server (http://host:port) or store (sqlite:///file.db) to write "
+            "to. Received: no --tracking-uri and no MLFLOW_TRACKING_URI."
+        )
+    export, page = _prepare(args, "mlflow", err)
+    client = connect(uri)
+    summary = export_to_mlflow(
+        export, client, experiment_name=args.mlflow_experiment, page=page, progress=lambda line: _line(out, line)
+    )
+    parents = ", ".join(f"{run_id} (experiment {name})" for name, run_id in summary.parents.items())
+    _line(out, f"{_counts(summary)} at {uri}; study runs: {parents}.")
+    return 0
+
+
+def _run_wandb(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.trackers.export.wandb_runs import check_folder, export_to_wandb
+
+    export, page = _prepare(args, "wandb", err)
+    folder = check_folder(args.wandb_dir, export.directory, args.mode)
+    summary = export_to_wandb(
+        export,
+        folder=folder,
+        project=args.project or f"deviate-{export.experiments[0]}",
+        entity=args.entity,
+        mode=args.mode,
+        page=page,
+        progress=lambda line: _line(out, line),
+    )
+    where = (
+        f"offline in {folder} (upload with: wandb sync {folder}/wandb/offline-run-*)"
+        if args.mode == "offline"
+        else "online"
+    )
+    _line(out, f"{_counts(summary)}, {where}.")
+    return 0
+
+
+def _counts(summary: Any) -> str:
+    return ", ".join(f"{summary.count(action)} {action}" for action in ("exported", "replaced", "unchanged"))
+
+
+def _line(out: IO[str], text: str) -> None:
+    out.write(text + "\n")
+    out.flush()

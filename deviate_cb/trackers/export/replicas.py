@@ -1,0 +1,344 @@
+"""A study as tracker runs: each replica's identity, tags, params and metric histories, and the study's answers.
+
+What ``deviate export`` sends to a tracker is read here once, the same way ``deviate report`` reads it
+(:func:`deviate_cb.report.study.load`): :func:`read_study` returns a :class:`StudyExport` holding one
+:class:`ReplicaRun` per replica found (completed or not; a run that did not complete keeps its status and is
+never presented as finished: :func:`tracker_status`) and, per experiment, the headline numbers of the report
+(:func:`headline_numbers`: each variant's mean, std and the std's interval on the metric of interest, the
+implementation share and the runs needed).
+
+Each replica has a stable :attr:`ReplicaRun.key` (the study directory, experiment, variant and replica) and a
+:attr:`ReplicaRun.version` (attempt, start, end, status and the metrics file's size and time): an exporter
+that finds a tracker run with the same key and version leaves it alone, one with another version replaces it.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from deviate_cb.store.run_directory import RunDirectory, run_path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for k, acc in enumerate([0.80, 0.84, 0.82]):
+    ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
+    ...     _ = run.update_manifest(status="completed", seed=k, variant="algo", replica=k)
+    ...     _ = run.metrics().append({"step": [4, 9], "epoch": [0, 1], "stage": ["val"] * 2, "scope": ["epoch"] * 2,
+    ...                               "name": ["val_acc"] * 2, "value": [0.5, acc], "wall_time": [1.0, 2.0]})
+    >>> study = read_study(root)
+    >>> first = study.runs[0]
+    >>> first.tags["deviate.variant"], first.tags["deviate.seed"], tracker_status(first.status)
+    ('algo', '0', 'FINISHED')
+    >>> [(p.step, p.value) for p in first.histories()["val_acc"]]
+    [(4, 0.5), (9, 0.8)]
+    >>> round(headline_numbers(study.study, "mlp")["val_acc/algo/mean"], 2)
+    0.82
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.study import Study, load
+from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+
+__all__ = [
+    "ExportSummary",
+    "Point",
+    "ReplicaRun",
+    "StudyExport",
+    "answers_text",
+    "headline_numbers",
+    "metric_key",
+    "read_study",
+    "tracker_status",
+]
+
+_STATUS = {"completed": "FINISHED", "running": "RUNNING", "killed": "KILLED"}
+_FINGERPRINT_FILE = "fingerprint.json"
+_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_\-. /:]")
+_MAX_VALUE_CHARS = 5000  # tracker param and tag values are bounded (MLflow: 6,000 characters)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One recorded value of a series: the global step, the value and its Unix wall time in seconds."""
+
+    step: int
+    value: float
+    wall_time: float
+
+
+@dataclass(frozen=True)
+class ReplicaRun:
+    """One replica of the study as a tracker run.
+
+    Attributes:
+        path: The run directory.
+        experiment, variant, replica: Its partition values.
+        status: Its status as the report reads it (``completed``, ``failed``, ``killed``, ...).
+        seed: The seed it ran with, when recorded.
+        started_ms, ended_ms: Start and end as Unix milliseconds, when recorded.
+        key: Stable identity across exports: a hash of the study directory, experiment, variant and replica.
+        version: What this export of it holds: a hash of attempt, start, end, status and the metrics file.
+        tags: ``deviate.*`` tags: experiment, variant, replica, seed, determinism asked and in effect, status,
+            the fingerprint's summary (torch, CUDA, device, host), the run directory, ``key`` and ``version``.
+        params: The replica's configuration (``run.json`` ``configuration``) and seed, as text.
+    """
+
+    path: Path
+    experiment: str
+    variant: str
+    replica: str
+    status: str
+    seed: Optional[int]
+    started_ms: Optional[int]
+    ended_ms: Optional[int]
+    key: str
+    version: str
+    tags: Mapping[str, str]
+    params: Mapping[str, str]
+
+    @property
+    def name(self) -> str:
+        """The tracker run's name: ``<variant>/replica=<k>``."""
+        return f"{self.variant}/replica={self.replica}"
+
+    def histories(self) -> dict[str, list[Point]]:
+        """Every recorded series, keyed by :func:`metric_key` (the report's metric name), in recording order."""
+        from deviate_cb.report.metrics.names import display_names
+        from deviate_cb.store.metrics import MetricsFile
+
+        attempt = _attempt(self.path)
+        table = MetricsFile(self.path / METRICS_FILE, attempt=attempt).read()
+        if table.num_rows == 0:
+            return {}
+        rows = table.select(["seq", "step", "stage", "scope", "name", "value", "wall_time"]).to_pylist()
+        rows.sort(key=lambda r: r["seq"])
+        scopes: dict[tuple[str, str], set[str]] = {}
+        for r in rows:
+            scopes.setdefault((r["stage"], r["name"]), set()).add(r["scope"])
+        names = display_names(scopes)
+        out: dict[str, list[Point]] = {}
+        for r in rows:
+            pair = (r["stage"], r["name"])
+            name = names[pair] if len(scopes[pair]) == 1 else f"{names[pair]}/{r['scope']}"
+            step = int(r["step"]) if r["step"] is not None else 0
+            wall = float(r["wall_time"]) if r["wall_time"] is not None else 0.0
+            out.setdefault(metric_key(name), []).append(Point(step, float(r["value"]), wall))
+        return out
+
+
+@dataclass(frozen=True)
+class StudyExport:
+    """A study read for export: the report's :class:`~deviate_cb.report.study.Study` and every replica."""
+
+    directory: Path
+    study: Study
+    runs: tuple[ReplicaRun, ...]
+
+    @property
+    def experiments(self) -> list[str]:
+        """The experiments of the study, sorted."""
+        return sorted({run.experiment for run in self.runs})
+
+    def study_key(self, experiment: str) -> str:
+        """Stable identity of the study run of ``experiment`` (the study directory and the experiment)."""
+        return _digest(str(self.directory), experiment)
+
+
+def read_study(
+    directory: os.PathLike[str] | str, *, metrics: Optional[Sequence[str]] = None, effect: Optional[str] = None
+) -> StudyExport:
+    """Read the study under ``directory`` as ``deviate report`` does, and every replica's tracker facts.
+
+    Raises:
+        UsageError: ``directory`` is not a study directory with runs, or ``metrics`` matches nothing.
+    """
+    path = Path(os.fspath(directory))
+    if not path.is_dir():
+        raise UsageError(
+            f"`DIR` must be a study directory written by deviate-replicate. Received: {os.fspath(directory)!r}, "
+            "which is not a directory."
+        )
+    study = load(path, metrics=metrics, effect=effect)
+    base = path.resolve()
+    records = sorted((*study.report.completed, *study.report.excluded), key=lambda r: r.sort_key)
+    return StudyExport(base, study, tuple(_replica(base, record) for record in records))
+
+
+def tracker_status(status: str) -> str:
+    """The tracker's run status for a deviate-cb status: only ``completed`` is ``FINISHED``.
+
+    Example:
+        >>> [tracker_status(s) for s in ("completed", "killed", "timeout", "incomplete", "running")]
+        ['FINISHED', 'KILLED', 'FAILED', 'FAILED', 'RUNNING']
+    """
+    return _STATUS.get(status, "FAILED")
+
+
+def metric_key(name: str) -> str:
+    """A metric or variant name as a tracker key: characters MLflow refuses (``+``, ``=``, ...) become ``_``.
+
+    Example:
+        >>> metric_key("val_acc/algo+impl/std")
+        'val_acc/algo_impl/std'
+    """
+    return _KEY_CHARACTERS.sub("_", name)
+
+
+def headline_numbers(study: Study, experiment: str) -> dict[str, float]:
+    """The report's answers for ``experiment`` as numbers keyed ``<metric>/<variant>/<what>``.
+
+    Per metric of interest: each variant's ``n``, ``mean``, ``std``, ``std_ci_low``, ``std_ci_high`` and ``cv``;
+    ``<metric>/impl_share`` with ``_ci_low``/``_ci_high`` when the implementation share was measured;
+    ``<metric>/runs_needed`` when it could be planned. NaN values are left out.
+    """
+    out: dict[str, float] = {}
+    for headline in study.headlines:
+        if headline.experiment != experiment:
+            continue
+        lines = ([headline.control_line] if headline.control_line is not None else []) + list(headline.noise)
+        for line in lines:
+            for what in ("n", "mean", "std", "std_ci_low", "std_ci_high", "cv"):
+                out[metric_key(f"{headline.metric}/{line.variant}/{what}")] = float(getattr(line, what))
+        share = headline.share
+        if share is not None and not share.reason:
+            for what, value in (("", share.share), ("_ci_low", share.ci_low), ("_ci_high", share.ci_high)):
+                out[metric_key(f"{headline.metric}/impl_share{what}")] = float(value)
+        if headline.runs is not None and headline.runs.runs_per_group is not None:
+            out[metric_key(f"{headline.metric}/runs_needed")] = float(headline.runs.runs_per_group)
+    return {key: value for key, value in out.items() if math.isfinite(value)}
+
+
+@dataclass
+class ExportSummary:
+    """What an export did: one ``(action, experiment, variant, replica, tracker run id)`` per replica, and the
+    parent (study) run of each experiment; ``action`` is ``exported``, ``replaced`` or ``unchanged``."""
+
+    replicas: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    parents: dict[str, str] = field(default_factory=dict)
+
+    def count(self, action: str) -> int:
+        return sum(1 for row in self.replicas if row[0] == action)
+
+
+def answers_text(export: StudyExport, experiment: str) -> str:
+    """The report's answers for ``experiment`` in words, as Markdown: a tracker run's description."""
+    lines = [f"deviate-cb study `{export.directory}`, experiment `{experiment}`.", ""]
+    for headline in export.study.headlines:
+        if headline.experiment == experiment:
+            lines += [f"**{headline.title()}**", "", *(f"- {s}" for s in headline.sentences), ""]
+    return "\n".join(lines)
+
+
+def _replica(base: Path, record: RunRecord) -> ReplicaRun:
+    """The tracker facts of one run, from its manifest and fingerprint (both may be missing)."""
+    from deviate_cb.report.runs import switches_on
+    from deviate_cb.store.run_directory import unix_time
+
+    manifest = _read_json_manifest(record.path)
+    fingerprint = _read_json(record.path / _FINGERPRINT_FILE)
+    seed = manifest.get("seed") if isinstance(manifest.get("seed"), int) else None
+    started, ended = manifest.get("started_at"), manifest.get("ended_at")
+    started_ms = _ms(unix_time(started)) if isinstance(started, str) else None
+    ended_ms = _ms(unix_time(ended)) if isinstance(ended, str) else None
+    metrics = record.path / METRICS_FILE
+    stat = metrics.stat() if metrics.is_file() else None
+    key = _digest(str(base), record.experiment, record.variant, record.replica)
+    version = _digest(
+        str(manifest.get("attempt")), str(started), str(ended), record.status,
+        str(stat.st_size if stat else None), str(stat.st_mtime_ns if stat else None),
+    )  # fmt: skip
+    requested = (
+        manifest.get("determinism", {}).get("requested", {}) if isinstance(manifest.get("determinism"), dict) else {}
+    )
+    asked = requested.get("deterministic") if isinstance(requested, dict) else None
+    tags = {
+        "deviate.experiment": record.experiment,
+        "deviate.variant": record.variant,
+        "deviate.replica": record.replica,
+        "deviate.seed": "" if seed is None else str(seed),
+        "deviate.status": record.status,
+        "deviate.determinism": "unknown" if asked is None else str(asked).lower(),
+        "deviate.determinism_in_effect": switches_on(manifest) or "none",
+        "deviate.run_dir": str(record.path),
+        "deviate.key": key,
+        "deviate.version": version,
+        **_fingerprint_tags(fingerprint),
+    }
+    if record.error:
+        tags["deviate.error"] = record.error
+    params = {f"configuration.{k}": _text(v) for k, v in sorted(_configuration(manifest).items())}
+    params["seed"] = tags["deviate.seed"]
+    return ReplicaRun(
+        record.path, record.experiment, record.variant, record.replica, record.status, seed, started_ms, ended_ms,
+        key, version, {k: _text(v) for k, v in tags.items()}, params,
+    )  # fmt: skip
+
+
+def _fingerprint_tags(fingerprint: Mapping[str, Any]) -> dict[str, str]:
+    """The fingerprint's summary: torch, CUDA and cuDNN versions, the device, the host."""
+
+    def get(*path: str) -> Any:
+        node: Any = fingerprint
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        return node
+
+    devices = get("gpus", "devices")
+    first = devices[0] if isinstance(devices, list) and devices and isinstance(devices[0], Mapping) else {}
+    device = first.get("name") if first else get("cpu", "model")
+    found = {
+        "deviate.torch": get("packages", "torch") or get("torch", "version"),
+        "deviate.cuda": get("cuda", "runtime"),
+        "deviate.cudnn": get("cuda", "cudnn"),
+        "deviate.device": f"{len(devices)} x {device}" if first else (f"cpu: {device}" if device else None),
+        "deviate.host": get("hostname"),
+        "deviate.python": get("python", "version"),
+    }
+    return {k: str(v) for k, v in found.items() if v not in (None, "")}
+
+
+def _configuration(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    configuration = manifest.get("configuration")
+    return dict(configuration) if isinstance(configuration, Mapping) else {}
+
+
+def _attempt(path: Path) -> int:
+    attempt = _read_json_manifest(path).get("attempt")
+    return attempt if isinstance(attempt, int) and attempt > 0 else 1
+
+
+def _read_json_manifest(path: Path) -> dict[str, Any]:
+    try:
+        return dict(read_manifest_file(str(path / MANIFEST_FILE)))
+    except (OSError, ValueError):
+        return {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+def _ms(seconds: Optional[float]) -> Optional[int]:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha1("\0".join(parts).encode("utf-8")).hexdigest()[:20]

@@ -1,0 +1,213 @@
+"""`deviate export mlflow`: a real study (deviate-replicate on a tiny Lightning trainer) sent to a real MLflow server.
+
+The server is the suite's loopback server (tests/trackers/conftest.py, SQLite backend). Read back with MlflowClient:
+one parent run per experiment with the report's answers and the HTML page, one child per replica with its whole
+metric history (equal to our Parquet), params and tags; a failed replica is FAILED, never FINISHED; exporting again
+changes nothing. Bad input is one line with exit status 2 and nothing created on the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENT = "tiny"
+
+TRAINER = """
+import lightning as L
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 2))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.net(x)
+        self.log("val_acc", (logits.argmax(-1) == y).float().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def loader(shuffle):
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(32, 4, generator=gen)
+    y = (x[:, 0] > 0).long()
+    return DataLoader(TensorDataset(x, y), batch_size=8, shuffle=shuffle)
+
+
+def main(ctx):
+    torch.set_num_threads(1)
+    if ctx.variant == "algo" and ctx.replica == 2:
+        raise RuntimeError("replica 2 fails on purpose")
+    trainer = L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu",
+                        default_root_dir=ctx.run_dir)
+    trainer.fit(Tiny(), loader(True), loader(False))
+"""
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def deviate(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", *args], cwd=cwd, env=env or child_env(), capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """control x2 and algo x3 (replica 2 of algo fails) of a tiny Lightning trainer, replicated for real."""
+    folder = tmp_path_factory.mktemp("export-study")
+    (folder / "train.py").write_text(textwrap.dedent(TRAINER))
+    out = folder / "runs"
+    for variant, n in (("control", "2"), ("algo", "3")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "deviate_cb.cli.replicate", "--trainer", "train.py:main", "-n", n, "--variant",
+             variant, "--experiment", EXPERIMENT, "--out", str(out), "--parallel", "1"],
+            cwd=folder, env=child_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    statuses = {p.parent.name + "/" + p.name: json.loads((p / "run.json").read_text())["status"]
+                for p in out.glob("experiment=*/variant=*/replica=*")}  # fmt: skip
+    assert sorted(statuses.values()) == ["completed"] * 4 + ["failed"], statuses
+    yield out
+
+
+def client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def study_runs(uri: str, name: str) -> tuple[Any, list[Any]]:
+    """(parent, children) of the MLflow experiment ``name``."""
+    c = client(uri)
+    experiment = c.get_experiment_by_name(name)
+    assert experiment is not None
+    runs = list(c.search_runs([experiment.experiment_id], max_results=1000))
+    parents = [r for r in runs if r.data.tags.get("deviate.role") == "study"]
+    assert len(parents) == 1, [r.data.tags for r in runs]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    return parents[0], children
+
+
+def test_export_sends_parent_and_replicas_and_is_idempotent(study: Path, mlflow_server: str, tmp_path: Path) -> None:
+    first = deviate("export", "mlflow", str(study), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                    "export-one", cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "5 exported" in first.stdout, first.stdout
+
+    parent, children = study_runs(mlflow_server, "export-one")
+    assert parent.info.status == "FINISHED"
+    # The report's answers as metrics: mean, std and its interval per variant on the metric of interest.
+    for variant in ("control", "algo"):
+        for what in ("mean", "std", "std_ci_low", "std_ci_high", "n"):
+            assert f"val_acc/{variant}/{what}" in parent.data.metrics, sorted(parent.data.metrics)
+    assert parent.data.metrics["val_acc/algo/n"] == 2  # the failed replica is not counted
+    assert parent.data.metrics["val_acc/control/std"] == 0.0  # control is bit-identical on one CPU
+    artifacts = [f.path for f in client(mlflow_server).list_artifacts(parent.info.run_id)]
+    assert artifacts == ["deviate-report.html"]
+    page = Path(client(mlflow_server).download_artifacts(parent.info.run_id, "deviate-report.html", str(tmp_path)))
+    assert "<html" in page.read_text().lower() and "val_acc" in page.read_text()
+
+    assert len(children) == 5
+    by_name = {r.info.run_name: r for r in children}
+    assert set(by_name) == {"control/replica=0", "control/replica=1", "algo/replica=0", "algo/replica=1",
+                            "algo/replica=2"}  # fmt: skip
+    failed = by_name["algo/replica=2"]
+    assert failed.info.status == "FAILED" and failed.data.tags["deviate.status"] == "failed"
+    assert "fails on purpose" in failed.data.tags["deviate.error"]
+    for name, run in by_name.items():
+        variant, replica = name.split("/replica=")
+        tags = run.data.tags
+        manifest = json.loads((study / f"experiment={EXPERIMENT}" / f"variant={variant}" / f"replica={replica}"
+                               / "run.json").read_text())  # fmt: skip
+        assert tags["deviate.experiment"] == EXPERIMENT and tags["deviate.variant"] == variant
+        assert tags["deviate.replica"] == replica and tags["deviate.seed"] == str(manifest["seed"])
+        assert tags["deviate.determinism"] == "true"  # control and algo both ask for determinism
+        assert tags["deviate.torch"].startswith("2.") and tags["deviate.device"].startswith("cpu")
+        assert run.data.params["seed"] == str(manifest["seed"])
+        assert run.data.params["configuration.variant"] == variant
+        if name != "algo/replica=2":
+            assert run.info.status == "FINISHED"
+            assert "torch" in tags["deviate.determinism_in_effect"].lower(), tags
+            # Every value of the history, with its step, equals our Parquet.
+            rows = pq.read_table(study / f"experiment={EXPERIMENT}" / f"variant={variant}" / f"replica={replica}"
+                                 / "metrics.parquet").to_pylist()  # fmt: skip
+            expected = [(r["step"], r["value"]) for r in rows if r["name"] == "val_acc"]
+            history = client(mlflow_server).get_metric_history(run.info.run_id, "val_acc")
+            assert sorted((m.step, m.value) for m in history) == sorted(expected) and len(expected) == 2
+            wall = {r["step"]: r["wall_time"] for r in rows if r["name"] == "val_acc"}
+            assert all(m.timestamp == round(wall[m.step] * 1000) for m in history)
+    seeds = {by_name[f"algo/replica={k}"].data.tags["deviate.seed"] for k in range(2)}
+    assert len(seeds) == 2  # algo varies the seed
+
+    again = deviate("export", "mlflow", str(study), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                    "export-one", cwd=tmp_path)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "0 exported" in again.stdout and "5 unchanged" in again.stdout, again.stdout
+    parent2, children2 = study_runs(mlflow_server, "export-one")
+    assert parent2.info.run_id == parent.info.run_id
+    assert sorted(r.info.run_id for r in children2) == sorted(r.info.run_id for r in children)
+
+
+def test_unreachable_server_is_one_line_and_creates_nothing(study: Path, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = deviate("export", "mlflow", str(study), "--tracking-uri", f"http://127.0.0.1:{port}", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("deviate: error: `--tracking-uri`"), proc.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_bad_study_and_missing_extra(mlflow_server: str, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    before = [e.name for e in client(mlflow_server).search_experiments()]
+    for target in (empty, tmp_path / "missing"):
+        proc = deviate("export", "mlflow", str(target), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                       "never-made", cwd=tmp_path)  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("deviate: error:"), proc.stderr
+    assert [e.name for e in client(mlflow_server).search_experiments()] == before
+
+    hide = "import sys; sys.modules['mlflow'] = None; from deviate_cb.cli.main import main; raise SystemExit(main())"
+    proc = subprocess.run(
+        [sys.executable, "-c", hide, "export", "mlflow", str(empty), "--tracking-uri", mlflow_server],
+        cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "pip install 'deviate-cb[mlflow]'" in proc.stderr, proc.stderr
