@@ -71,6 +71,10 @@ _WHAT = {
 }
 
 
+class _Default(str):
+    """A default argparse kept (a value given on the command line is a plain ``str``): ``--against`` replaces it."""
+
+
 def add_audit(commands: Any) -> None:
     """Declare ``deviate audit`` on the ``deviate`` subparsers."""
     parser = commands.add_parser(
@@ -84,8 +88,8 @@ def add_audit(commands: Any) -> None:
         usage="deviate audit [options] (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
     )
     parser.add_argument("--trainer", metavar="SPEC", help="module:function or path/to/file.py:function")
-    parser.add_argument("-n", "--runs", default="2", metavar="N", help="replicas to compare (default 2)")
-    parser.add_argument("--steps", default="20", metavar="K", help="training steps audited (default 20)")
+    parser.add_argument("-n", "--runs", default=_Default("2"), metavar="N", help="replicas (default 2; --against: 1)")
+    parser.add_argument("--steps", default=_Default("20"), metavar="K", help="steps audited (20; --against: its)")
     parser.add_argument("--variant", default="control", help="control (default) or impl (framework defaults)")
     parser.add_argument("--seed", default="0", metavar="SEED", help="the replicas' seed (default 0)")
     parser.add_argument("--out", default="deviate_audit", metavar="DIR", help="run store (default deviate_audit)")
@@ -96,13 +100,19 @@ def add_audit(commands: Any) -> None:
     parser.add_argument("--cold", action="store_true", help="start every replica as a fresh interpreter")
     parser.add_argument("--next", default="5", metavar="M", help="divergences shown after the first (default 5)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
+    parser.add_argument("--against", metavar="DIR", help="compare with a kept recording (an earlier --out)")
     parser.set_defaults(handler=_run_audit, after=None)
 
 
 def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.launch.options import integer_option
 
-    runs = integer_option("-n", 2)(args.runs)
+    against = None
+    if getattr(args, "against", None) is not None:  # a kept recording (deviate_cb.cli.against_check): its defaults
+        from deviate_cb.cli.against_check import open_against
+
+        against = open_against(args)
+    runs = integer_option("-n", 1 if against else 2)(args.runs)
     steps = integer_option("--steps", 1)(args.steps)
     parallel = integer_option("--parallel", 1)(args.parallel)
     shown = integer_option("--next", 0)(args.next)
@@ -124,6 +134,9 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     refusal = _refusal(args.trainer, args.after)
     if refusal:  # before anything runs: a plain training loop would train to its end for nothing
         say(err, "error", refusal)
+        return EXIT_NOT_AUDITED
+    if against is not None and against.unusable():  # the reference recorded nothing: nothing to compare with
+        say(err, "error", against.unusable())
         return EXIT_NOT_AUDITED
     from deviate_cb.launch.runner import replicate
 
@@ -149,10 +162,13 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     audited, not_covered = read_replicas(result.replicas)
     where = Path(result.out) / f"experiment={result.experiment}" / f"variant={result.variant}"
     records = {a.replica: a.rows for a in audited if a.rows}
-    if len(records) < 2:
+    if len(records) < (1 if against else 2):
         for line in _not_audited(audited, len(records), where):
             say(err, "error", line)
         return EXIT_NOT_AUDITED
+    if against is not None:  # the reference's replica first, as replica 0; this machine's replica i as i + 1
+        audited = against.relabel(read_replicas(against.replicas)[0], audited, result.replicas, err)
+        records = {a.replica: a.rows for a in audited if a.rows}
     from deviate_cb.report.audit import compare_audits
 
     complete = [a.replica for a in audited if a.ended]
@@ -170,9 +186,12 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             for a in audited
             if not a.ended
         ]
+        if against is not None:
+            payload.update(against.to_dict())
         out.write(json.dumps(payload, indent=2) + "\n")
     else:
-        out.write(render_audit(compared, steps=steps, where=str(where), not_covered=not_covered, stopped=stopped))
+        text = render_audit(compared, steps=steps, where=str(where), not_covered=not_covered, stopped=stopped)
+        out.write(against.wrap(text) if against is not None else text)
     if compared.diverged:
         return 1  # a difference within the steps every replica recorded, whatever stopped a replica later
     return EXIT_NOT_AUDITED if stopped else 0
