@@ -10,11 +10,11 @@ parameter after the optimizer step, with the size of the difference and the dive
 
 Exit status: 0 every replica ended its training normally and they agree bit for bit over the audited steps, 1
 they diverge within the steps compared (even if a replica stopped later), 2 usage error, 3 the audit could not be
-made or is incomplete: the project imports neither Lightning nor Keras (told from its source before anything
-runs, :mod:`deviate_cb.launch.audit_scan`: a plain training loop has nothing to hook), fewer than two replicas
-recorded anything (a replica failed before recording, or trained without a Lightning ``Trainer.fit`` or a Keras
-``Model.fit``: the line says so, with how long it ran), or a replica did not end its training normally
-(failed, timed out, was killed, or exited 0 inside ``fit``: status ``incomplete``, or an ``exception`` or
+made or is incomplete: the project imports neither torch nor Lightning nor Keras (told from its source before
+anything runs, :mod:`deviate_cb.launch.audit_scan`: nothing to hook), fewer than two replicas recorded anything (a
+replica failed before recording, or trained without a Lightning ``Trainer.fit``, a Keras ``Model.fit`` or a
+``torch.optim`` optimizer step: the line says so, with how long it ran), or a replica did not end its training
+normally (failed, timed out, was killed, or exited 0 inside ``fit``: status ``incomplete``, or an ``exception`` or
 ``fit: "started"`` left in its manifest) or has no record while others do. Its record then stops early, so nothing
 is compared after the last step every such replica recorded; one line says so and names each replica with how it
 ended (its exception, else what stopped it, else the last line of its stderr), and the verdict of the steps that
@@ -61,7 +61,7 @@ _VARIANTS = ("control", "impl")
 # How the launcher's reason for a replica that exited 0 before its training ended (status incomplete) starts.
 _EXITED_EARLY = "exited with code 0 before its training ended"
 # What a replica that ended with no record and no fit did (its stderr.log has nothing to add).
-_NOT_HOOKED = "trained without a Lightning Trainer.fit or Keras Model.fit"
+_NOT_HOOKED = "trained without a Lightning Trainer.fit, a Keras Model.fit or a torch.optim optimizer step"
 _WHAT = {
     "input": "the input batch `{name}`",
     "forward": "the forward output of module `{name}`",
@@ -83,8 +83,8 @@ def add_audit(commands: Any) -> None:
         description="Run N replicas under the control variant, record a bit-exact digest of every tensor of the "
         "first training steps (input batch, forward outputs, loss, gradients, parameters after the step) and "
         "report where they first differ. Exit status 0 identical (every replica ended its training), 1 diverged, "
-        "2 usage error, 3 not audited (the project imports neither Lightning nor Keras: refused before anything runs; "
-        "a replica failed, timed out, was killed, stopped inside fit or trained without a fit).",
+        "2 usage error, 3 not audited (the project imports neither torch nor Lightning nor Keras: refused before "
+        "anything runs; a replica failed, timed out, was killed, stopped inside fit or took no optimizer step).",
         usage="deviate audit [options] (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
     )
     parser.add_argument("--trainer", metavar="SPEC", help="module:function or path/to/file.py:function")
@@ -132,7 +132,7 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if not timeout > 0:
             raise UsageError(f"`--timeout` must be a number of seconds > 0. Received: --timeout={args.timeout}.")
     refusal = _refusal(args.trainer, args.after)
-    if refusal:  # before anything runs: a plain training loop would train to its end for nothing
+    if refusal:  # before anything runs: a program with nothing to hook would train to its end for nothing
         say(err, "error", refusal)
         return EXIT_NOT_AUDITED
     if against is not None and against.unusable():  # the reference recorded nothing: nothing to compare with
@@ -322,9 +322,6 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
             pass
         except ValueError as exc:
             problem = f"{how + ' and ' if how else ''}has an unreadable audit record: {exc}"
-        refused = manifest.get("audit_refused")  # deviate_cb.launch.fit_guard stopped it at its first step
-        if not rows and not problem and isinstance(refused, str) and refused.startswith(_NOT_HOOKED):
-            problem = _one_line(refused)
         if not rows and not problem:
             if ended and manifest and "fit" not in manifest:  # no callback saw a fit start: nothing was hooked
                 ran = getattr(replica, "duration_s", None)

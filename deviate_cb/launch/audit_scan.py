@@ -1,11 +1,13 @@
 """Whether ``deviate audit`` can hook a project's training, told from its source before anything runs.
 
-The audit is recorded by the Lightning callback (a ``Trainer``'s ``fit``) or the Keras callback (``Model.fit``):
-a program that reaches neither (a plain PyTorch loop) would train to its end for nothing. :func:`audit_refusal`
-reads with :mod:`ast` the file a replica starts from (:func:`~deviate_cb.launch.preimport.project_files`) and
-every module of the project's own that it imports, at any depth and anywhere in a file (inside functions too,
-relative imports included), and says why the audit cannot be made when none of them imports Lightning or Keras
-(``tensorflow`` counts: ``tf.keras``), nor an installed package that requires one of them.
+The audit is recorded by the Lightning callback (a ``Trainer``'s ``fit``), the Keras callback (``Model.fit``) or,
+for a plain PyTorch loop, torch's global module and optimizer hooks (:mod:`deviate_cb.capture.audit.plain_loop`):
+a program that reaches none of Lightning, Keras and torch (NumPy, JAX, a pure-Python loop) has nothing to hook and
+would train to its end for nothing. :func:`audit_refusal` reads with :mod:`ast` the file a replica starts from
+(:func:`~deviate_cb.launch.preimport.project_files`) and every module of the project's own that it imports, at any
+depth and anywhere in a file (inside functions too, relative imports included), and says why the audit cannot be
+made when none of them imports torch, Lightning or Keras (``tensorflow`` counts: ``tf.keras``), nor an installed
+package that requires one of them.
 
 It refuses only when that is certain. The answer is ``""`` (go on and launch) whenever the scan cannot tell: a
 command that is not a Python script or module, an interpreter other than this one, a file that does not parse,
@@ -16,11 +18,11 @@ imports or runs things by name (``importlib.import_module``, ``hydra.utils.insta
 Example:
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "loop.py").write_text("import torch\\ndef main():\\n    import time\\n")
+    >>> _ = (folder / "loop.py").write_text("import numpy\\ndef main():\\n    import time\\n")
     >>> print(audit_refusal(TrainerSpec.parse(f"{folder / 'loop.py'}:main"), folder))  # doctest: +ELLIPSIS
-    cannot audit .../loop.py:main: it imports neither Lightning nor Keras (loop.py read), and the audit hooks ...
-    >>> _ = (folder / "fit.py").write_text("def main():\\n    import lightning as L\\n")
-    >>> audit_refusal(TrainerSpec.parse(f"{folder / 'fit.py'}:main"), folder)
+    cannot audit .../loop.py:main: it imports neither Lightning nor Keras nor torch (loop.py read), and the audit ...
+    >>> _ = (folder / "plain.py").write_text("def main():\\n    import torch\\n")
+    >>> audit_refusal(TrainerSpec.parse(f"{folder / 'plain.py'}:main"), folder)
     ''
 """
 
@@ -43,17 +45,21 @@ from deviate_cb.launch.trainer_spec import TrainerSpec
 
 __all__ = ["AUDITABLE", "MAX_FILES", "audit_refusal", "reaches_audited_framework"]
 
-#: Top-level modules whose import means the audit may hook the training (``tensorflow``: ``tf.keras``).
-AUDITABLE = frozenset({"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core"})
+#: Top-level modules whose import means the audit may hook the training (``tensorflow``: ``tf.keras``; ``torch``:
+#: a plain loop, through torch's global hooks).
+AUDITABLE = frozenset(
+    {"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core", "torch", "torchvision",
+     "torchaudio", "torchmetrics"}
+)  # fmt: skip
 #: Distributions (normalised names) that provide them: an installed package requiring one may train with it.
 _AUDITABLE_DISTRIBUTIONS = frozenset(
     {"lightning", "pytorch-lightning", "keras", "keras-nightly", "keras-core", "tf-keras", "tensorflow",
-     "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly"}
+     "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly", "torch"}
 )  # fmt: skip
-#: Installed packages known to train nothing with Lightning or Keras themselves (no metadata lookup needed).
+#: Installed packages known to train nothing with torch, Lightning or Keras themselves (no metadata lookup needed).
 _PLAIN = frozenset(
-    {"numpy", "scipy", "pandas", "pyarrow", "sklearn", "torch", "torchvision", "torchaudio", "torchmetrics", "jax",
-     "jaxlib", "flax", "optax", "yaml", "omegaconf", "tqdm", "matplotlib", "PIL", "seaborn", "safetensors"}
+    {"numpy", "scipy", "pandas", "pyarrow", "sklearn", "jax", "jaxlib", "flax", "optax", "yaml", "omegaconf", "tqdm",
+     "matplotlib", "PIL", "seaborn", "safetensors"}
 )  # fmt: skip
 #: The project files read at most; a project with more is not refused (the scan could not end).
 MAX_FILES = 300
@@ -88,14 +94,14 @@ def audit_refusal(target: Union[TrainerSpec, Command], cwd: Path) -> str:
     what = target.text if isinstance(target, TrainerSpec) else f"`{shlex.join(target.given)}`"
     others = f" and {read - 1} module(s) of its own" if read > 1 else ""
     return (
-        f"cannot audit {what}: it imports neither Lightning nor Keras ({files[0].name}{others} read), and the "
-        "audit hooks into a Lightning Trainer's fit or a Keras Model.fit; a plain training loop has nothing to "
-        "hook, so nothing was run"
+        f"cannot audit {what}: it imports neither Lightning nor Keras nor torch ({files[0].name}{others} read), "
+        "and the audit hooks into a Lightning Trainer's fit, a Keras Model.fit or torch's modules and optimizers "
+        "(a plain PyTorch loop); with none of them there is nothing to hook, so nothing was run"
     )
 
 
 def reaches_audited_framework(files: list[Path], cwd: Path) -> Optional[int]:
-    """``None`` when the project starting at ``files`` imports Lightning or Keras (directly, through its own
+    """``None`` when the project starting at ``files`` imports torch, Lightning or Keras (directly, through its own
     modules, or through an installed package requiring one), else the number of project files read.
 
     Raises:
@@ -217,8 +223,8 @@ def _normal(name: str) -> str:
 
 
 def _requires_audited(top: str) -> bool:
-    """Whether the installed package ``top`` requires Lightning or Keras: directly, with any of its extras that is
-    installed, or through what it requires unconditionally.
+    """Whether the installed package ``top`` requires torch, Lightning or Keras: directly, with any of its extras
+    that is installed, or through what it requires unconditionally.
 
     Raises:
         _Inconclusive: ``top`` belongs to no installed distribution that its metadata names.

@@ -47,12 +47,12 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from types import FrameType
 from typing import Any, Optional
 
+from deviate_cb.capture.audit.plain_loop import install_plain_audit
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover
 from deviate_cb.capture.switch_takeover import install_switch_takeover
 from deviate_cb.context import RunContext, is_rank_zero
-from deviate_cb.launch.fit_guard import install_audit_guard
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import install_backend_guard
 from deviate_cb.launch.project_outputs import install_hydra_outputs
@@ -153,7 +153,7 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     if recording:
         _record_process(run, warm)
         atexit.register(_complete_at_exit, run, ctx, os.getpid())
-        install_audit_guard(run)  # deviate audit: a training outside any fit stops at its first optimizer step
+        install_plain_audit(run)  # deviate audit: a training outside any fit is audited through torch's global hooks
     return True
 
 

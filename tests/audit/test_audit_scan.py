@@ -1,5 +1,6 @@
-""":func:`deviate_cb.launch.audit_scan.audit_refusal`: a program that imports neither Lightning nor Keras is refused
-by ``deviate audit`` before it runs, and nothing else is: whenever the source does not tell, the audit goes on."""
+""":func:`deviate_cb.launch.audit_scan.audit_refusal`: a program that imports none of torch, Lightning and Keras has
+nothing to hook and is refused by ``deviate audit`` before it runs, and nothing else is: a plain PyTorch loop is
+audited (torch's global hooks), and whenever the source does not tell, the audit goes on."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from deviate_cb.launch.audit_scan import audit_refusal
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.trainer_spec import TrainerSpec
 
-PLAIN = "import time\nimport torch\n\ndef main():\n    torch.nn.Linear(2, 1)\n"
+PLAIN = "import time\nimport numpy\n\ndef main():\n    numpy.zeros(2)\n"  # nothing the audit can hook
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:
@@ -32,11 +33,14 @@ def command(folder: Path, *words: str) -> str:
     return audit_refusal(Command.parse(list(words)), folder)
 
 
-def test_a_plain_torch_trainer_and_script_are_refused(tmp_path: Path) -> None:
-    write(tmp_path, {"train.py": PLAIN + "from model import Net\n", "model.py": "import torch.nn as nn\n"})
+def test_a_program_without_torch_lightning_or_keras_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, {"train.py": PLAIN + "from model import Net\n", "model.py": "import scipy\nNet = None\n"})
     found = trainer(tmp_path)
-    assert found.startswith(f"cannot audit {tmp_path / 'train.py'}:main: it imports neither Lightning nor Keras ")
-    assert "(train.py and 1 module(s) of its own read)" in found
+    assert found.startswith(
+        f"cannot audit {tmp_path / 'train.py'}:main: it imports neither Lightning nor Keras nor torch "
+        "(train.py and 1 module(s) of its own read), and the audit hooks into a Lightning Trainer's fit, a Keras "
+        "Model.fit or torch's modules and optimizers (a plain PyTorch loop)"
+    ), found
     assert command(tmp_path, "python", "train.py").startswith("cannot audit `python train.py`: ")
     assert command(tmp_path, sys.executable, "train.py").startswith("cannot audit ")
 
@@ -44,6 +48,9 @@ def test_a_plain_torch_trainer_and_script_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "files",
     [
+        {"train.py": PLAIN + "import torch\n"},  # a plain PyTorch loop: torch's global hooks audit it
+        {"train.py": PLAIN + "from model import Net\n", "model.py": "import torch.nn as nn\nNet = nn.Linear\n"},
+        {"train.py": PLAIN + "    import torchvision\n"},
         {"train.py": PLAIN + "    import lightning as L\n"},  # inside a function
         {"train.py": PLAIN + "import pytorch_lightning as pl\n"},
         {"train.py": PLAIN + "import tensorflow as tf\n"},  # tf.keras
@@ -59,7 +66,7 @@ def test_a_plain_torch_trainer_and_script_are_refused(tmp_path: Path) -> None:
          "mypkg/helpers.py": "x = 1\n"},
     ],
 )  # fmt: skip
-def test_lightning_or_keras_anywhere_in_the_project_is_not_refused(tmp_path: Path, files: dict[str, str]) -> None:
+def test_torch_lightning_or_keras_anywhere_in_the_project_is_not_refused(tmp_path: Path, files: dict[str, str]) -> None:
     write(tmp_path, files)
     assert trainer(tmp_path) == ""
     assert command(tmp_path, "python", "train.py") == ""
@@ -97,9 +104,12 @@ def test_a_project_larger_than_the_scan_is_not_refused(tmp_path: Path, monkeypat
     assert trainer(tmp_path) == ""
 
 
-def test_an_installed_package_requiring_lightning_is_not_refused(tmp_path: Path) -> None:
+def test_an_installed_package_requiring_torch_or_lightning_is_not_refused(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
-    write(tmp_path, {"train.py": PLAIN + "import torchmetrics\n"})
-    assert trainer(tmp_path).startswith("cannot audit ")  # torchmetrics trains nothing with Lightning
+    write(tmp_path, {"train.py": PLAIN + "import yaml\n"})
+    assert trainer(tmp_path).startswith("cannot audit ")  # yaml requires none of them
+    write(tmp_path, {"train.py": PLAIN + "import lightning_utilities\n"})
+    assert trainer(tmp_path).startswith("cannot audit ")  # Lightning's helpers train nothing themselves
     assert audit_scan._requires_audited("pytorch_lightning") is True  # a distribution that requires one
+    assert audit_scan._requires_audited("torchmetrics") is True  # requires torch
     assert audit_scan._requires_audited("yaml") is False
