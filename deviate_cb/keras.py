@@ -44,6 +44,7 @@ from deviate_cb.capture.stability.settings import (
     parse_weights,
 )
 from deviate_cb.capture.step_timer import cuda_events
+from deviate_cb.capture.tracker_tags import live_tags, tag_active_runs
 from deviate_cb.context import Deterministic, is_rank_zero
 from deviate_cb.errors import UsageError
 from deviate_cb.profiling.window import ProfileWindow
@@ -221,6 +222,8 @@ class DeviateCallback(keras.callbacks.Callback):
             with guarded(self._session, "on_train_begin: fit record"):
                 plan = self._fit_plan
                 self._session.begin_fit(planned_steps=None if plan is None else plan[0] + plan[1] * plan[2])
+            with guarded(self._session, "on_train_begin: tracker tags"):  # the active MLflow/W&B run learns it
+                tag_active_runs(live_tags(self._session))
         if self._audit_steps and not self._audited and self._session.enabled and self._model is not None:
             self._audited = True
             with guarded(self._session, "on_train_begin: audit"):

@@ -35,6 +35,7 @@ from deviate_cb.capture.stability.collector import (
 from deviate_cb.capture.stability.extract import weight_arrays
 from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
 from deviate_cb.capture.step_timer import cuda_events
+from deviate_cb.capture.tracker_tags import live_tags, tag_lightning_loggers
 from deviate_cb.context import Deterministic
 from deviate_cb.errors import UsageError
 from deviate_cb.profiling.window import ProfileWindow
@@ -211,6 +212,8 @@ class DeviateCallback(pl.Callback):
         if trainer.is_global_zero:  # `fit: started`: a run that exits before on_fit_end is incomplete
             with guarded(self._session, "on_fit_start: fit record"):
                 self._session.begin_fit()
+            with guarded(self._session, "on_fit_start: tracker tags"):  # the user's loggers learn the replica
+                tag_lightning_loggers(trainer.loggers, live_tags(self._session))
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

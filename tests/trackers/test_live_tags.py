@@ -1,0 +1,167 @@
+"""Live tagging: the user's own MLflow, TensorBoard and W&B runs learn the replica they belong to.
+
+Real replicas of deviate-replicate train a tiny Lightning model with an ``MLFlowLogger`` (pointing at the suite's
+loopback MLflow server) and a ``TensorBoardLogger``; afterwards the MLflow runs carry ``deviate.variant``,
+``deviate.replica``, ``deviate.seed``, ``deviate.determinism`` and ``deviate.experiment`` as tags and Lightning's
+``hparams.yaml`` holds them. A plain run (no deviate-replicate) gets only the seed and determinism the callback was
+given. A Keras replica fitting inside ``mlflow.start_run()`` gets the tags on that run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+LIGHTNING = """
+import os
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from deviate_cb.lightning import DeviateCallback
+
+
+class Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def fit(root, callbacks=None):
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(16, 4, generator=gen)
+    data = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)
+    loggers = [TensorBoardLogger(save_dir=str(root), name="tb")]
+    if os.environ.get("LIVE_MLFLOW_URI"):
+        loggers.append(MLFlowLogger(experiment_name="live-tags", tracking_uri=os.environ["LIVE_MLFLOW_URI"]))
+    trainer = L.Trainer(max_epochs=1, logger=loggers, callbacks=callbacks, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                        default_root_dir=str(root))
+    trainer.fit(Tiny(), data)
+
+
+def main(ctx):
+    fit(ctx.run_dir)
+
+
+if __name__ == "__main__":  # a plain run: the callback is given a seed, no deviate-replicate
+    fit(os.environ["PLAIN_ROOT"], callbacks=[DeviateCallback(seed=5, out_dir=os.environ["PLAIN_ROOT"])])
+"""
+
+KERAS = """
+import os
+
+import mlflow
+import numpy as np
+import keras
+
+
+def main(ctx):
+    mlflow.set_tracking_uri(os.environ["LIVE_MLFLOW_URI"])
+    mlflow.set_experiment("live-tags-keras")
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with mlflow.start_run(run_name=f"keras-{ctx.replica}"):
+        model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+"""
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def replicate(folder: Path, script: str, *args: str, env: dict[str, str]) -> Path:
+    out = folder / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", "--trainer", f"{script}:main", *args, "--out", str(out)],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "train.py").write_text(textwrap.dedent(LIGHTNING))
+    env = child_env(LIVE_MLFLOW_URI=mlflow_server)
+    out = replicate(tmp_path, "train.py", "-n", "2", "--variant", "algo+impl", "--experiment", "live", env=env)
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment = client.get_experiment_by_name("live-tags")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    tags = sorted(({k: v for k, v in r.data.tags.items() if k.startswith("deviate.")} for r in runs),
+                  key=lambda t: t.get("deviate.replica", ""))  # fmt: skip
+    seeds = []
+    for k, found in enumerate(tags):
+        manifest = json.loads((out / "experiment=live" / "variant=algo+impl" / f"replica={k}" / "run.json").read_text())
+        seeds.append(manifest["seed"])
+        assert found == {
+            "deviate.experiment": "live",
+            "deviate.variant": "algo+impl",
+            "deviate.replica": str(k),
+            "deviate.seed": str(manifest["seed"]),
+            "deviate.determinism": "false",
+        }
+    assert len(tags) == 2 and seeds[0] != seeds[1]
+
+    for k in range(2):  # Lightning's TensorBoardLogger wrote them with the hyperparameters
+        run_dir = out / "experiment=live" / "variant=algo+impl" / f"replica={k}"
+        hparams = yaml.safe_load((run_dir / "tb" / "version_0" / "hparams.yaml").read_text())
+        assert hparams["deviate.variant"] == "algo+impl" and hparams["deviate.replica"] == str(k)
+        assert hparams["deviate.seed"] == str(seeds[k])
+        assert list((run_dir / "tb" / "version_0").glob("events.out.tfevents.*"))
+
+
+def test_a_plain_run_gets_only_the_seed_it_was_given(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(textwrap.dedent(LIGHTNING))
+    root = tmp_path / "plain"
+    proc = subprocess.run(
+        [sys.executable, "train.py"], cwd=tmp_path, env=child_env(PLAIN_ROOT=str(root)), capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hparams = yaml.safe_load((root / "tb" / "version_0" / "hparams.yaml").read_text())
+    assert {k: v for k, v in hparams.items() if k.startswith("deviate.")} == {"deviate.seed": "5"}
+
+
+def test_a_keras_replica_tags_the_active_mlflow_run(mlflow_server: str, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "train.py").write_text(textwrap.dedent(KERAS))
+    env = child_env(LIVE_MLFLOW_URI=mlflow_server, KERAS_BACKEND="torch")
+    replicate(tmp_path, "train.py", "-n", "1", "--variant", "control", "--experiment", "k", env=env)
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment = client.get_experiment_by_name("live-tags-keras")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.tags["deviate.variant"] == "control" and run.data.tags["deviate.replica"] == "0"
+    assert run.data.tags["deviate.determinism"] == "true" and run.data.tags["deviate.experiment"] == "k"
