@@ -27,6 +27,7 @@ from deviate_cb.cli.bench_command import add_bench
 from deviate_cb.cli.compare_command import add_compare, add_power
 from deviate_cb.cli.export_command import add_export
 from deviate_cb.cli.fingerprint_command import add_fingerprint
+from deviate_cb.cli.import_command import add_import
 from deviate_cb.cli.report_command import add_report
 from deviate_cb.cli.status_command import add_status
 from deviate_cb.errors import MissingDependencyError, UsageError
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_audit(commands)
     add_fingerprint(commands)
     add_bench(commands)
+    add_import(commands)
     add_export(commands)
     return parser
 

@@ -1,0 +1,225 @@
+"""Read the runs of one MLflow experiment: a tracking server, a ``sqlite:///`` store or a ``mlruns/`` folder.
+
+Runs, params and tags come through MLflow's own client (``MlflowClient.search_runs``, paged). The metric
+histories come, on a ``sqlite:///`` store, from one read-only SQL query over MLflow's ``metrics`` table (every
+value of every run of the experiment, in one pass: far faster than one ``get_metric_history`` call per run and
+metric, see ``benchmarks/import_scale.py``); elsewhere (a server, a folder, a database whose schema is not the one
+expected) through ``get_metric_history``, several calls at a time. A folder is read with
+``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3 refuses its file store otherwise; reading old runs is what it is for).
+
+What is checked before anything is read: the extra is installed, a server answers (``/health``, a few seconds;
+the client's own retries would take minutes), a ``sqlite:///`` file or a folder exists (the client would create an
+empty store), and the experiment exists (the error lists the ones that do).
+
+Example:
+    >>> tracking_kind("http://127.0.0.1:5000"), tracking_kind("sqlite:///m.db"), tracking_kind("mlruns")
+    ('server', 'sqlite', 'folder')
+    >>> read_mlflow("sqlite:////nonexistent/m.db", "resnet")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    deviate_cb.errors.UsageError: `--tracking-uri` names a SQLite file that does not exist...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.error
+import urllib.request
+import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from deviate_cb.errors import UsageError, require
+from deviate_cb.trackers.importing.imported import TRACKER_STATUSES, TrackerRun
+
+__all__ = ["HISTORY_THREADS", "read_mlflow", "sqlite_histories", "tracking_kind"]
+
+#: ``get_metric_history`` calls in flight at once where there is no SQL path (a server, a folder).
+HISTORY_THREADS = 8
+_PAGE = 1000
+_PROBE_TIMEOUT_S = 10.0
+_SQL_COLUMNS = {"run_uuid", "key", "step", "timestamp", "value", "is_nan"}
+
+
+def tracking_kind(uri: str) -> str:
+    """``server`` (http/https), ``sqlite`` (``sqlite:///``) or ``folder`` (a path or ``file:`` URI)."""
+    if uri.startswith(("http://", "https://")):
+        return "server"
+    if uri.startswith("sqlite:"):
+        return "sqlite"
+    return "folder"
+
+
+def read_mlflow(uri: str, experiment: str) -> list[TrackerRun]:
+    """Every active run of ``experiment`` at ``uri``, with its params, tags and full metric histories.
+
+    Raises:
+        UsageError: The server does not answer, the file or folder does not exist, the experiment does not.
+        MissingDependencyError: mlflow is not installed (``deviate-cb[mlflow]``).
+    """
+    kind = tracking_kind(uri)
+    _check_reachable(uri, kind)
+    require("mlflow", extra="mlflow")
+    with _quiet_client():
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        try:
+            found = client.get_experiment_by_name(experiment)
+            if found is None:
+                names = sorted(e.name for e in client.search_experiments())
+                raise UsageError(
+                    f"`--experiment` names no experiment of {uri}. Received: --experiment {experiment}. "
+                    f"Expected one of: {', '.join(names[:20]) or 'none (the store holds no experiment)'}."
+                )
+            listed = _search_runs(client, found.experiment_id)
+            runs = [_tracker_run(uri, experiment, run) for run in listed]
+            histories = sqlite_histories(uri, found.experiment_id) if kind == "sqlite" else None
+            if histories is None:
+                histories = _client_histories(client, listed)
+        except MlflowException as exc:
+            raise UsageError(
+                f"MLflow at {uri} refused the read: {_first_line(exc)}. Received: --tracking-uri {uri}."
+            ) from None
+    for run in runs:
+        names, steps, values, walls = histories.get(run.run_id, ([], [], [], []))
+        run.names, run.steps, run.values, run.wall_times = names, steps, values, walls
+    return runs
+
+
+def sqlite_histories(uri: str, experiment_id: str) -> Optional[dict[str, tuple[Any, Any, Any, Any]]]:
+    """``run id -> (names, steps, values, wall times)`` of every metric value of the experiment's runs, read from
+    the SQLite file in one query (read-only); ``None`` when the file's schema is not MLflow's as expected."""
+    path = uri.removeprefix("sqlite:///")
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(metrics)")}
+        if not columns >= _SQL_COLUMNS:
+            return None
+        rows = connection.execute(
+            "SELECT m.run_uuid, m.key, m.step, m.timestamp, m.value, m.is_nan FROM metrics AS m "
+            "JOIN runs AS r ON r.run_uuid = m.run_uuid WHERE r.experiment_id = ? ORDER BY m.run_uuid",
+            (int(experiment_id),),
+        ).fetchall()
+    except (sqlite3.Error, ValueError):
+        return None
+    finally:
+        connection.close()
+    if not rows:
+        return {}
+    run_ids, keys, steps, stamps, values, nans = zip(*rows, strict=True)
+    ids = np.asarray(run_ids, dtype=object)
+    step_array = np.asarray(steps, dtype=np.int64)
+    wall_array = np.asarray(stamps, dtype=np.float64) / 1000.0
+    value_array = np.where(np.asarray(nans, dtype=bool), np.nan, np.asarray(values, dtype=np.float64))
+    key_list = list(keys)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    ends = np.r_[starts[1:], len(ids)]
+    return {
+        str(ids[a]): (key_list[a:b], step_array[a:b], value_array[a:b], wall_array[a:b])
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    }
+
+
+def _client_histories(client: Any, listed: list[Any]) -> dict[str, tuple[Any, Any, Any, Any]]:
+    pairs = [(run.info.run_id, key) for run in listed for key in sorted(run.data.metrics)]
+    with ThreadPoolExecutor(HISTORY_THREADS) as pool:
+        answers = list(pool.map(lambda pair: client.get_metric_history(*pair), pairs))
+    out: dict[str, tuple[list[str], list[int], list[float], list[float]]] = {}
+    for (run_id, key), history in zip(pairs, answers, strict=True):
+        names, steps, values, walls = out.setdefault(run_id, ([], [], [], []))
+        for metric in history:
+            names.append(key)
+            steps.append(int(metric.step))
+            values.append(float(metric.value))
+            walls.append(metric.timestamp / 1000.0)
+    return {run_id: (n, np.asarray(s, np.int64), np.asarray(v), np.asarray(w)) for run_id, (n, s, v, w) in out.items()}
+
+
+def _search_runs(client: Any, experiment_id: str) -> list[Any]:
+    listed: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], max_results=_PAGE, page_token=token)
+        listed.extend(page)
+        token = page.token
+        if not token:
+            return listed
+
+
+def _tracker_run(uri: str, experiment: str, run: Any) -> TrackerRun:
+    info = run.info
+    keys = {f"params.{k}": str(v) for k, v in run.data.params.items()}
+    keys.update({f"tags.{k}": str(v) for k, v in run.data.tags.items()})
+    return TrackerRun(
+        tracker="mlflow",
+        uri=uri,
+        run_id=info.run_id,
+        experiment=experiment,
+        status=TRACKER_STATUSES.get(info.status, "failed"),
+        tracker_status=info.status,
+        run_name=info.run_name or None,
+        started=None if info.start_time is None else info.start_time / 1000.0,
+        ended=None if info.end_time is None else info.end_time / 1000.0,
+        keys=keys,
+    )
+
+
+def _check_reachable(uri: str, kind: str) -> None:
+    if kind == "server":
+        try:
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=_PROBE_TIMEOUT_S) as answer:
+                answer.read(64)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:  # a server without /health (a proxy in front) still answered
+                raise UsageError(
+                    f"`--tracking-uri` answered HTTP {exc.code} at /health. Received: --tracking-uri {uri}. "
+                    "Expected: a running MLflow tracking server."
+                ) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            why = getattr(exc, "reason", exc)
+            raise UsageError(
+                f"`--tracking-uri` does not answer ({why}). Received: --tracking-uri {uri}. "
+                "Expected: a running MLflow tracking server (mlflow server ...)."
+            ) from None
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        return
+    if kind == "sqlite":
+        path = uri.removeprefix("sqlite:///")
+        if not uri.startswith("sqlite:///") or not Path(path).is_file():
+            raise UsageError(
+                f"`--tracking-uri` names a SQLite file that does not exist (MLflow would create an empty store). "
+                f"Received: --tracking-uri {uri}. Expected: sqlite:///PATH of an existing MLflow database."
+            )
+        return
+    folder = Path(uri.removeprefix("file://"))
+    if not folder.is_dir():
+        raise UsageError(
+            f"`--tracking-uri` names a folder that does not exist (MLflow would create an empty store). "
+            f"Received: --tracking-uri {uri}. Expected: an mlruns/ folder, sqlite:///PATH or http://HOST:PORT."
+        )
+    # MLflow 3 refuses its file store unless asked: reading the runs a folder already holds is what is asked here.
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+
+
+@contextlib.contextmanager
+def _quiet_client() -> Iterator[None]:
+    """MLflow's client without its deprecation chatter (the file store warns on every use)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

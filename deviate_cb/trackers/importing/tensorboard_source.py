@@ -1,0 +1,154 @@
+"""Read TensorBoard event files with the ``tensorboard`` package's reader: one run per logging folder.
+
+A **run** is a folder holding ``events.out.tfevents.*`` files (Lightning's ``TensorBoardLogger``:
+``<name>/version_N/``, with ``hparams.yaml`` beside them), or a folder whose ``train/`` and ``validation/``
+subfolders hold them (Keras' ``TensorBoard`` callback): then ``validation/``'s values are stage ``val``, named
+as Keras names them in its logs (``epoch_loss`` -> ``val_loss``), and ``train/``'s ``epoch_loss`` is ``loss``.
+Every scalar (the ``scalars`` plugin's values, both the ``simple_value`` summaries of ``torch.utils.tensorboard``
+and the tensor summaries of ``tf.summary``) becomes one recorded value with its step and wall time.
+
+Read through ``plugin_event_accumulator.EventAccumulator`` (every value kept: ``size_guidance`` 0). TensorBoard
+would import TensorFlow when it is installed, for seconds, only to read files; this reader asks for its
+TensorFlow-free stub instead (``tensorboard.compat.notf``, what TensorBoard's own ``no_tensorflow`` build uses),
+unless TensorFlow is already imported. Event files record no run status: every run is ``completed`` unless
+``--min-step`` says how far a finished run gets.
+
+Example:
+    >>> scalar_value(_proto_for_doc(0.25))
+    0.25
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import types
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from deviate_cb.errors import UsageError, require
+from deviate_cb.trackers.importing.hparams import HPARAMS_FILE, read_hparams
+from deviate_cb.trackers.importing.imported import TrackerRun
+
+__all__ = ["EVENT_PREFIX", "STAGE_FOLDERS", "read_tensorboard", "scalar_value"]
+
+EVENT_PREFIX = "events.out.tfevents."
+#: Keras' subfolders of one run, and the stage of each.
+STAGE_FOLDERS = {"train": "train", "validation": "val", "val": "val", "test": "test"}
+# TensorFlow's DataType numbers of the scalar types, and how tensor_content holds one value.
+_CONTENT = {1: "<f", 2: "<d", 3: "<i", 9: "<q", 19: "<e"}
+_FIELDS = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 19: "half_val"}
+
+
+def read_tensorboard(logdir: Path) -> list[TrackerRun]:
+    """Every run under ``logdir`` (see the module's description), in path order.
+
+    Raises:
+        UsageError: No event file under ``logdir``.
+        MissingDependencyError: tensorboard is not installed (``deviate-cb[tensorboard]``).
+    """
+    logdir = Path(logdir)
+    with_events = sorted(
+        Path(folder) for folder, _, files in os.walk(logdir) if any(f.startswith(EVENT_PREFIX) for f in files)
+    )
+    if not with_events:
+        raise UsageError(
+            f"`LOGDIR` holds no TensorBoard event file ({EVENT_PREFIX}*). Received: {logdir}. "
+            "Expected: the folder of TensorBoardLogger (lightning_logs/) or of Keras' TensorBoard callback."
+        )
+    _without_tensorflow()
+    require("tensorboard", extra="tensorboard")
+    runs: dict[Path, list[tuple[Path, Optional[str]]]] = {}
+    for folder in with_events:
+        stage = STAGE_FOLDERS.get(folder.name) if folder != logdir else None
+        if stage is not None and folder.parent not in with_events:
+            runs.setdefault(folder.parent, []).append((folder, stage))
+        else:
+            runs.setdefault(folder, []).append((folder, None))
+    return [_read_run(logdir, run_dir, parts) for run_dir, parts in sorted(runs.items())]
+
+
+def scalar_value(proto: Any) -> Optional[float]:
+    """The one number a scalar ``TensorProto`` holds, ``None`` when it is not a scalar of a number type."""
+    dtype = int(proto.dtype)
+    field = _FIELDS.get(dtype)
+    if field is None:
+        return None
+    listed = getattr(proto, field)
+    if len(listed) == 1:
+        if dtype == 19:  # half_val holds the 16 bits in an int
+            return float(np.array([listed[0]], dtype=np.uint16).view(np.float16)[0])
+        return float(listed[0])
+    content = proto.tensor_content
+    size = struct.calcsize(_CONTENT[dtype])
+    if len(content) == size:
+        return float(struct.unpack(_CONTENT[dtype], content)[0])
+    return None
+
+
+def _read_run(logdir: Path, run_dir: Path, parts: list[tuple[Path, Optional[str]]]) -> TrackerRun:
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+
+    names: list[str] = []
+    steps: list[int] = []
+    values: list[float] = []
+    walls: list[float] = []
+    stages: dict[str, str] = {}
+    scopes: dict[str, str] = {}
+    for folder, stage in parts:
+        accumulator = pea.EventAccumulator(str(folder), size_guidance={pea.TENSORS: 0})
+        accumulator.Reload()
+        for tag in accumulator.Tags().get("tensors", []):
+            if accumulator.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+                continue
+            name, scope = _keras_name(tag, stage) if stage is not None else (tag, None)
+            if stage is not None:
+                stages[name] = stage
+            if scope is not None:
+                scopes[name] = scope
+            for event in accumulator.Tensors(tag):
+                value = scalar_value(event.tensor_proto)
+                if value is not None:
+                    names.append(name)
+                    steps.append(int(event.step))
+                    values.append(value)
+                    walls.append(float(event.wall_time))
+    return TrackerRun(
+        tracker="tensorboard",
+        uri=str(logdir.resolve()),
+        run_id=str(run_dir.resolve()),
+        experiment=logdir.resolve().name,
+        run_name=run_dir.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.name,
+        started=min(walls) if walls else None,
+        ended=max(walls) if walls else None,
+        keys=read_hparams(run_dir / HPARAMS_FILE),
+        names=names,
+        steps=np.asarray(steps, dtype=np.int64),
+        values=np.asarray(values, dtype=np.float64),
+        wall_times=np.asarray(walls, dtype=np.float64),
+        stages=stages,
+        scopes=scopes,
+    )
+
+
+def _keras_name(tag: str, stage: str) -> tuple[str, Optional[str]]:
+    """A Keras tag as the run store names it: ``epoch_loss`` -> ``loss`` (``val_loss`` in ``validation/``)."""
+    for prefix, scope in (("epoch_", "epoch"), ("batch_", "step")):
+        if tag.startswith(prefix):
+            base = tag[len(prefix) :]
+            return (base if stage == "train" else f"{stage}_{base}"), scope
+    return (tag if stage == "train" else f"{stage}_{tag}"), None
+
+
+def _without_tensorflow() -> None:
+    """Have TensorBoard use its TensorFlow-free stub (``tensorboard.compat.notf``) unless TensorFlow is imported."""
+    if "tensorflow" not in sys.modules and "tensorboard.compat.notf" not in sys.modules:
+        sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
+
+
+def _proto_for_doc(value: float) -> Any:
+    """A scalar ``TensorProto``-like object holding ``value`` as float32 (for the example)."""
+    return types.SimpleNamespace(dtype=1, float_val=[value], tensor_content=b"")

@@ -1,0 +1,292 @@
+"""Write imported runs as replicas of the run store: planned whole first, then each replica moved in at once.
+
+:func:`plan_replicas` decides, without writing anything, where each :class:`~deviate_cb.trackers.importing.imported.
+TrackerRun` goes: its group (``experiment=<group>/variant=<variant>``), its replica number and what happens to
+it: ``new`` (the next free replica of its group), ``updated`` (imported before and changed in the tracker since:
+rewritten in place, same replica number) or ``unchanged`` (imported before, identical: left alone). A run's
+identity is ``(tracker, run id)``, found in the ``source`` field of the manifests already under ``--out``, so the
+same tracker run never becomes two replicas; one imported before into another group is a usage error (another
+``--group-by``, ``--name`` or ``--variant`` than last time), before anything is written.
+
+:func:`write_replicas` then writes each replica into a hidden folder of its variant (``.import-<hex>``, skipped by
+every reader) and renames it to ``replica=<k>``: a reader sees no replica or a whole one. An updated replica's
+previous folder is renamed aside first and deleted after. ``metrics.parquet`` gets the schema, the footer summary
+and the atomic write of :mod:`deviate_cb.store` (``metrics_schema``, ``with_summary``, ``atomic_write``), and the
+manifest the summary's copy, exactly as a replica of ``deviate-replicate`` has them.
+
+Example:
+    >>> import tempfile
+    >>> from deviate_cb.trackers.importing.imported import TrackerRun
+    >>> out = Path(tempfile.mkdtemp())
+    >>> run = TrackerRun("csv-logs", "logs", "/logs/version_0", "logs", names=["val_acc"], steps=[5], values=[0.5])
+    >>> plan = plan_replicas([run], out, groups=["logs"], variant="imported", seed_key=None)
+    >>> [(p.experiment, p.replica, p.action) for p in plan]
+    [('logs', 0, 'new')]
+    >>> write_replicas(plan, out)
+    >>> [(p.experiment, p.replica, p.action) for p in plan_replicas([run], out, groups=["logs"],
+    ...                                                              variant="imported", seed_key=None)]
+    [('logs', 0, 'unchanged')]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from deviate_cb.errors import UsageError
+from deviate_cb.store.atomic import atomic_write
+from deviate_cb.store.run_directory import (
+    MANIFEST_FILE,
+    METRICS_FILE,
+    RunDirectory,
+    iso_time,
+    read_manifest_file,
+    run_path,
+)
+from deviate_cb.trackers.importing.imported import TrackerRun, metric_columns, seed_of
+
+__all__ = ["ACTIONS", "SOURCE_FIELD", "Placement", "imported_replicas", "plan_replicas", "write_replicas"]
+
+#: What an import does with each run.
+ACTIONS = ("new", "updated", "unchanged")
+#: The manifest field that names where an imported replica came from.
+SOURCE_FIELD = "source"
+_HIDDEN_PREFIX = ".import-"
+
+
+@dataclass
+class Placement:
+    """Where one tracker run goes, and what the import does with it (:data:`ACTIONS`)."""
+
+    run: TrackerRun
+    experiment: str
+    variant: str
+    replica: int
+    action: str
+    digest: str
+    existing: Optional[Path] = None
+    seed_key: Optional[str] = None
+
+    @property
+    def path_name(self) -> str:
+        return f"experiment={self.experiment}/variant={self.variant}/replica={self.replica}"
+
+
+def imported_replicas(out: Path) -> dict[tuple[str, str], Path]:
+    """``(tracker, run id) -> run directory`` of every replica under ``out`` that an import wrote."""
+    found: dict[tuple[str, str], Path] = {}
+    for run_dir in _run_dirs(out):
+        try:
+            manifest = read_manifest_file(str(run_dir / MANIFEST_FILE))
+        except UsageError:
+            continue  # not ours to judge here: deviate status names unreadable manifests
+        source = manifest.get(SOURCE_FIELD)
+        if isinstance(source, dict) and isinstance(source.get("run_id"), str):
+            found[(str(source.get("tracker")), source["run_id"])] = run_dir
+    return found
+
+
+def plan_replicas(
+    runs: Sequence[TrackerRun], out: Path, *, groups: Sequence[str], variant: str, seed_key: Optional[str]
+) -> list[Placement]:
+    """Where each run goes (``groups[i]`` is run ``i``'s experiment); nothing is written.
+
+    Raises:
+        UsageError: A run imported before into another group.
+    """
+    known = imported_replicas(out)
+    taken: dict[Path, set[int]] = {}
+    plan: list[Placement] = []
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].started or 0.0, runs[i].run_id))
+    for i in order:
+        run, experiment = runs[i], groups[i]
+        digest = _digest(run, seed_key)
+        existing = known.get((run.tracker, run.run_id))
+        if existing is not None:
+            where = (existing.parent.parent.name, existing.parent.name)
+            if where != (f"experiment={experiment}", f"variant={variant}"):
+                raise UsageError(
+                    f"run {run.label()} of {run.tracker} was imported before into {'/'.join(where)}, and this import "
+                    f"would put it into experiment={experiment}/variant={variant} (another --group-by, --name or "
+                    f"--variant?). Received: --out {out}. Expected: the same grouping as before, or another --out."
+                )
+            replica = int(existing.name.partition("=")[2])
+            previous = _recorded_digest(existing)
+            action = "unchanged" if previous == digest else "updated"
+            plan.append(Placement(run, experiment, variant, replica, action, digest, existing, seed_key))
+            continue
+        parent = run_path(out, experiment, variant, 0).parent
+        used = taken.setdefault(parent, _replica_numbers(parent))
+        replica = next(k for k in range(len(used) + 1) if k not in used)
+        used.add(replica)
+        plan.append(Placement(run, experiment, variant, replica, "new", digest, None, seed_key))
+    return plan
+
+
+def write_replicas(plan: Sequence[Placement], out: Path) -> None:
+    """Write every ``new`` and ``updated`` placement of ``plan`` (``unchanged`` ones are left alone)."""
+    for placement in plan:
+        if placement.action == "unchanged":
+            continue
+        target = run_path(out, placement.experiment, placement.variant, placement.replica)
+        parent = target.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = parent / f"{_HIDDEN_PREFIX}{uuid.uuid4().hex}"
+        staging.mkdir()
+        try:
+            _write_replica(staging, placement)
+            aside = None
+            if placement.existing is not None and placement.existing.exists():
+                aside = parent / f"{_HIDDEN_PREFIX}old-{uuid.uuid4().hex}"
+                os.rename(placement.existing, aside)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def _write_replica(folder: Path, placement: Placement) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from deviate_cb.store.footer_summary import SERIES_KEY, with_summary
+    from deviate_cb.store.metrics import metrics_schema
+
+    run = placement.run
+    columns = metric_columns(run)
+    schema = metrics_schema()
+    n = len(columns["value"])
+
+    arrays = {
+        "seq": pa.array(np.arange(n, dtype=np.int64)),
+        "step": pa.array(columns["step"], type=pa.int64()),
+        "epoch": pa.array(columns["epoch"], type=pa.float64(), from_pandas=True).cast(pa.int64()),
+        "stage": pa.array(columns["stage"], type=pa.string()),
+        "scope": pa.array(columns["scope"], type=pa.string()),
+        "name": pa.array(columns["name"], type=pa.string()),
+        "value": pa.array(columns["value"], type=pa.float64()),
+        "finite": pa.array(np.isfinite(columns["value"])),
+        "wall_time": pa.array(columns["wall_time"], type=pa.float64(), from_pandas=True),
+    }
+    table = with_summary(pa.table([arrays[f.name] for f in schema], schema=schema))
+    metrics_path = folder / METRICS_FILE
+    atomic_write(metrics_path, lambda handle: pq.write_table(table, handle))
+    stat = os.stat(metrics_path)
+    summary = {
+        **json.loads(table.schema.metadata[SERIES_KEY]),
+        "file_size": stat.st_size,
+        "file_mtime_ns": stat.st_mtime_ns,
+    }
+    RunDirectory(folder).update_manifest(**_manifest(placement), metrics_summary=summary)
+
+
+def _manifest(placement: Placement) -> dict[str, Any]:
+    from deviate_cb import __version__
+
+    run = placement.run
+    seed, seed_key = seed_of(run, placement.seed_key)
+    fields: dict[str, Any] = {
+        "status": run.status,
+        "experiment": placement.experiment,
+        "variant": placement.variant,
+        "replica": placement.replica,
+        "seed": seed,
+        "seed_source": seed_key,
+        "started_at": None if run.started is None else iso_time(run.started),
+        "ended_at": None if run.ended is None else iso_time(run.ended),
+        "duration_s": None if run.started is None or run.ended is None else round(run.ended - run.started, 3),
+        "deviate_version": __version__,
+        "params": dict(sorted(run.keys.items())),
+        SOURCE_FIELD: {
+            "tracker": run.tracker,
+            "uri": run.uri,
+            "run_id": run.run_id,
+            "experiment": run.experiment,
+            "run_name": run.run_name,
+            "status": run.tracker_status,
+            "imported_at": iso_time(),
+            "digest": placement.digest,
+        },
+    }
+    if run.status != "completed":
+        said = f"{run.tracker} records this run as {run.tracker_status}" if run.tracker_status else None
+        fields["reason"] = run.reason or said or f"imported as {run.status}"
+    return fields
+
+
+def _digest(run: TrackerRun, seed_key: Optional[str]) -> str:
+    """What the replica would hold, hashed: equal digests mean a re-import would write the same replica."""
+    import numpy as np
+
+    digest = hashlib.sha256()
+    head = [
+        run.status,
+        run.tracker_status,
+        run.run_name,
+        run.started,
+        run.ended,
+        run.reason,
+        seed_key,
+        sorted(run.keys.items()),
+        sorted(run.stages.items()),
+        sorted(run.scopes.items()),
+        list(run.names),
+    ]
+    digest.update(json.dumps(head, default=str).encode())
+    for values, dtype in ((run.steps, np.int64), (run.values, np.float64)):
+        digest.update(np.ascontiguousarray(np.asarray(values, dtype=dtype)).tobytes())
+    walls = run.wall_times
+    digest.update(
+        np.asarray(
+            [np.nan if w is None else w for w in walls] if not isinstance(walls, np.ndarray) else walls,
+            dtype=np.float64,
+        ).tobytes()
+    )
+    return digest.hexdigest()[:32]
+
+
+def _recorded_digest(run_dir: Path) -> Optional[str]:
+    try:
+        source = read_manifest_file(str(run_dir / MANIFEST_FILE)).get(SOURCE_FIELD)
+    except UsageError:
+        return None
+    return source.get("digest") if isinstance(source, dict) else None
+
+
+def _replica_numbers(variant_dir: Path) -> set[int]:
+    try:
+        names = os.listdir(variant_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    numbers = set()
+    for name in names:
+        key, _, number = name.partition("=")
+        if key == "replica" and number.isdigit():
+            numbers.add(int(number))
+    return numbers
+
+
+def _run_dirs(out: Path) -> list[Path]:
+    found = []
+    for level_one in _folders(out, "experiment="):
+        for level_two in _folders(level_one, "variant="):
+            found.extend(_folders(level_two, "replica="))
+    return found
+
+
+def _folders(path: Path, prefix: str) -> list[Path]:
+    try:
+        with os.scandir(path) as entries:
+            return [Path(e.path) for e in entries if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
