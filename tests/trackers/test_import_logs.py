@@ -1,0 +1,132 @@
+"""``deviate import tensorboard`` and ``deviate import csv-logs``: logs written by real Lightning runs (both
+``TensorBoardLogger`` and ``CSVLogger``, with ``hparams.yaml``) and by Keras' ``TensorBoard`` callback become
+replicas whose numbers ``deviate report`` gives back exactly as the training reported them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DEVIATE = str(Path(sys.executable).with_name("deviate"))
+LRS = [0.1, 0.01]
+SEEDS = [0, 1]
+
+
+def deviate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([DEVIATE, *args], capture_output=True, text=True, timeout=300, env={**os.environ})
+
+
+def report_rows(out: Path) -> dict[tuple[str, str], dict[str, str]]:
+    result = deviate("report", str(out), "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    return {(row["experiment"], row["metric"]): row for row in csv.DictReader(io.StringIO(result.stdout))}
+
+
+def manifests(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("experiment=*/variant=*/replica=*/run.json"))]
+
+
+@pytest.fixture(scope="module")
+def lightning_logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    sys.path.insert(0, str(HERE))
+    try:
+        from lightning_logs import train_runs
+    finally:
+        sys.path.remove(str(HERE))
+    root = tmp_path_factory.mktemp("lightning")
+    return root, train_runs(root, LRS, SEEDS)
+
+
+@pytest.mark.parametrize("source, folder", [("tensorboard", "tb"), ("csv-logs", "csv")])
+def test_lightning_logs_become_groups_with_the_values_the_runs_reported(
+    lightning_logs: tuple[Path, list[dict[str, Any]]], source: str, folder: str, tmp_path: Path
+) -> None:
+    root, trained = lightning_logs
+    out = tmp_path / "runs"
+    result = deviate("import", source, str(root / folder), "--group-by", "hparams.lr", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"experiment={folder}.lr-0.1 variant=imported: 2 new, 0 updated, 0 unchanged" in result.stdout
+
+    rows = report_rows(out)
+    for lr in LRS:
+        expected = [run["val_loss"] for run in trained if run["lr"] == lr]
+        row = rows[(f"{folder}.lr-{lr}", "val_loss")]
+        assert int(row["n"]) == 2
+        assert float(row["mean"]) == pytest.approx(sum(expected) / 2, rel=1e-6)
+        assert float(row["min"]) == pytest.approx(min(expected), rel=1e-6)
+
+    by_version = {m["source"]["run_name"]: m for m in manifests(out)}
+    for run in trained:
+        manifest = by_version[f"version_{run['version']}"]
+        assert manifest["status"] == "completed" and manifest["source"]["status"] is None
+        assert manifest["seed"] == run["seed"] and manifest["seed_source"] == "hparams.seed"
+        assert manifest["params"]["hparams.lr"] == str(run["lr"])
+        assert manifest["source"]["tracker"] == source
+        assert manifest["source"]["run_id"] == str((root / folder / f"version_{run['version']}").resolve())
+
+    # full histories, stage and scope from the names, epochs from Lightning's `epoch` series
+    run_dir = next(out.glob(f"experiment={folder}.lr-0.1/variant=imported/replica=0"))
+    table = pq.read_table(run_dir / "metrics.parquet").to_pylist()
+    steps = [r for r in table if r["name"] == "train_loss_step"]
+    assert len(steps) == 12 and {r["scope"] for r in steps} == {"step"} and {r["stage"] for r in steps} == {"train"}
+    val = [(r["stage"], r["scope"], r["epoch"]) for r in table if r["name"] == "val_loss"]
+    assert val == [("val", "epoch", 0), ("val", "epoch", 1)]
+    assert all((r["wall_time"] is None) == (source == "csv-logs") for r in table)
+
+    # idempotent, and --min-step: runs whose logs end early are imported incomplete (left out)
+    again = deviate("import", source, str(root / folder), "--group-by", "hparams.lr", "--out", str(out))
+    assert f"experiment={folder}.lr-0.1 variant=imported: 0 new, 0 updated, 2 unchanged" in again.stdout
+    assert again.returncode == 0 and len(manifests(out)) == 4
+    other = tmp_path / "strict"
+    strict = deviate("import", source, str(root / folder), "--min-step", "1000", "--out", str(other))
+    assert strict.returncode == 0, strict.stderr
+    assert {m["status"] for m in manifests(other)} == {"incomplete"}
+    assert "before --min-step 1000" in manifests(other)[0]["reason"]
+
+
+def test_keras_tensorboard_callback_logs_are_one_run_per_folder(tmp_path: Path) -> None:
+    logs, reported = tmp_path / "keras_logs", []
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for seed in (0, 1):
+        done = subprocess.run(
+            [sys.executable, str(HERE / "keras_tensorboard.py"), str(logs / f"seed{seed}"), str(seed)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            check=True,
+        )
+        reported.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    out = tmp_path / "runs"
+    result = deviate("import", "tensorboard", str(logs), "--name", "keras", "--variant", "algo", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "experiment=keras variant=algo: 2 new, 0 updated, 0 unchanged" in result.stdout
+    rows = report_rows(out)
+    for metric in ("loss", "val_loss"):  # train/ and validation/ of one fit are one replica
+        values = [r[metric] for r in reported]
+        assert float(rows[("keras", metric)]["mean"]) == pytest.approx(sum(values) / 2, rel=1e-6)
+    table = pq.read_table(next(out.glob("**/replica=0")) / "metrics.parquet").to_pylist()
+    assert {(r["stage"], r["scope"]) for r in table if r["name"] == "val_loss"} == {("val", "epoch")}
+
+
+def test_bad_log_folders_are_one_line_exit_2_and_nothing_written(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "runs"
+    for source, expected in (("tensorboard", "holds no TensorBoard event file"), ("csv-logs", "holds no metrics.csv")):
+        for folder, words in ((empty, expected), (tmp_path / "missing", "must be an existing folder")):
+            result = deviate("import", source, str(folder), "--out", str(out))
+            lines = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
+            assert not out.exists()
