@@ -480,6 +480,7 @@ def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
         with callback._lock:
             done = max((batch[0] for batch in callback._batches), default=callback._steps_done)
         callback.on_epoch_end(callback._epoch or 0, None)
+        callback._end_audit("at exit")  # the steps audited before the fit stopped: `deviate audit` compares them
         # the exception that ended the process, when one did (the interpreter keeps it as sys.last_value);
         # none: it exited (sys.exit, the end of a script) while fit() was running
         raised = getattr(sys, "last_value", None)

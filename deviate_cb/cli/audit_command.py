@@ -420,6 +420,7 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", 
         lines.append(f"  {_size(first)}")
         if first.note:
             lines.append(f"  {printable(first.note)}")
+        lines.append(_sources_line(result.sources, first.step, printable))
         if result.next:
             lines.append("then:")
             width = max(len(printable(d.name)) for d in result.next)
@@ -435,6 +436,29 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", 
         lines.append(f"note: {result.steps_compared} of the {steps} step(s) asked were recorded (training was shorter)")
     lines.append(f"records: {printable(where)}")
     return "\n".join(lines) + "\n"
+
+
+_SOURCE = {
+    "input": "the input batch `{name}`",
+    "forward": "module `{module}` (forward)",
+    "loss": "the loss",
+    "gradient": "the gradient of parameter `{name}` (backward)",
+    "parameter": "parameter `{name}` (optimizer step)",
+}
+_SOURCES_SHOWN = 8
+
+
+def _sources_line(sources: Sequence[Any], step: int, printable: Any) -> str:
+    """Where the differences arose at the first step that differs (:attr:`AuditResult.sources`), in one line."""
+    if not sources:
+        return (f"sources at step {step}: none identified (nothing recorded there differs while what it is computed "
+                "from agrees)")  # fmt: skip
+    named = []
+    for d in sources[:_SOURCES_SHOWN]:
+        text = _SOURCE.get(d.kind, "{name}").format(name=printable(d.name), module=printable(d.module or d.name))
+        named.append(text + (f", call {d.occurrence + 1}" if d.kind == "forward" and d.occurrence else ""))
+    more = f", and {len(sources) - _SOURCES_SHOWN} more" if len(sources) > _SOURCES_SHOWN else ""
+    return f"sources at step {sources[0].step} (inputs agree, output differs): {', '.join(named)}{more}"
 
 
 def _what(divergence: Any, printable: Any) -> str:

@@ -233,8 +233,9 @@ def _run_program(args: Sequence[str]) -> int:
             runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc.code)
-    except BaseException:
+    except BaseException as exc:
         traceback.print_exc()
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, exc.__traceback__  # as the interpreter
         code = 1
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does: wait for non-daemon threads

@@ -9,6 +9,22 @@ both rows kept their values (tensors of at most ``values_max`` elements): larges
 difference and how many elements differ in their bits; otherwise a lower bound from the rows' sums and largest
 absolute values, and ``exact`` is false.
 
+Rows of the kinds ``forward_input`` (what a module received) and ``grad_output`` (the gradient flowing into a
+module's output) are evidence, not divergences of their own: ``first`` and ``next`` list the other kinds (and fall
+back to these only when nothing else differs). They give the **sources** at the first step where anything
+differs: the places where a difference arose rather than was passed on, so one nondeterministic op does not hide
+another behind its cascade:
+
+- an ``input`` row that differs (the data pipeline);
+- a module call (``forward``) whose inputs agree and whose output differs, and that calls no other such module (the
+  innermost: a container of a source is not one; modules are nested by name, ``net`` holding ``net.2`` and
+  ``net/dense``, the root ``(root)`` holding all);
+- the ``loss`` when it differs while the step's batch, every module's inputs and every module's output agree;
+- a parameter's ``gradient`` (backward) that differs while its module's inputs, outputs and the gradient flowing
+  into its outputs agree (a nondeterministic backward in a module without parameters shows in the gradients
+  before it, whose ``grad_output`` then differs: no backward source is named for it);
+- a ``parameter`` after the optimizer step that differs while its gradient agrees (the optimizer).
+
 Which steps are compared: a record may stop early because its training stopped (a crash, a timeout, ``sys.exit``),
 so by default only the steps every replica recorded are compared. Replicas named ``complete`` ended their training
 normally: their records end where their training ended (or at the steps asked), so a step one of them lacks, within
@@ -26,6 +42,8 @@ Example:
     (True, 'forward', 'fc', 0.5, 1)
     >>> [d.kind for d in result.next]
     ['loss']
+    >>> [(d.kind, d.name) for d in result.sources]  # no input row of fc: its output is where the runs part
+    [('forward', 'fc')]
 """
 
 from __future__ import annotations
@@ -37,9 +55,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["AuditResult", "Divergence", "compare_audits"]
+__all__ = ["EVIDENCE_KINDS", "AuditResult", "Divergence", "compare_audits"]
 
 _KEY = ("step", "kind", "name", "occurrence")
+EVIDENCE_KINDS = ("forward_input", "grad_output")  # they locate the sources; not listed as divergences themselves
+_ROOT = "(root)"
+_FORWARD = ("input", "forward_input", "forward")
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,8 @@ class AuditResult:
         next: The divergences right after it.
         notes: What limited the comparison (a replica that recorded fewer steps).
         last_step: The last training step compared (``None``: none was).
+        sources: At the first step where anything differs, every place where a difference arose rather than was
+            passed on (see the module docstring), in execution order.
     """
 
     diverged: bool
@@ -112,6 +135,7 @@ class AuditResult:
     next: tuple[Divergence, ...] = ()
     notes: tuple[str, ...] = field(default=())
     last_step: Optional[int] = None
+    sources: tuple[Divergence, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``deviate audit --format json``."""
@@ -131,6 +155,7 @@ class AuditResult:
             "replicas": list(self.first.replicas) if self.first is not None else list(self.replicas),
             "steps_compared": self.steps_compared,
             "next": [d.to_dict() for d in self.next],
+            "sources": [d.to_dict() for d in self.sources],
             "notes": list(self.notes),
         }
 
@@ -177,25 +202,98 @@ def compare_audits(
         if steps[replica] != compared:
             notes.append(f"replica {replica} recorded {len(steps[replica])} step(s); {len(compared)} are compared")
     indexed = {replica: {_key(row): row for row in records[replica] if row["step"] in compared} for replica in order}
-    found: list[Divergence] = []
     by_step: dict[Any, list[Mapping[str, Any]]] = {step: [] for step in compared}
     for row in sorted(indexed[reference].values(), key=lambda row: (row["step"], row["seq"])):
         by_step[row["step"]].append(row)
+    found: list[Divergence] = []  # the kinds listed as divergences
+    evidence: list[Divergence] = []
+    sources: tuple[Divergence, ...] = ()
+    differed = False
     for step in sorted(compared):
-        for row in by_step[step]:
-            found.extend(_differences(row, indexed, reference, order, steps))
-            if len(found) > next_count:
-                break
-        else:
-            found.extend(_extra_rows(step, indexed, reference, order, steps))
+        if differed:  # past the first step that differs: only what next needs
+            for row in by_step[step]:
+                if len(found) > next_count:
+                    break
+                (evidence if row["kind"] in EVIDENCE_KINDS else found).extend(
+                    _differences(row, indexed, reference, order, steps)
+                )
+            else:
+                found.extend(d for d in _extra_rows(step, indexed, reference, order, steps)
+                             if d.kind not in EVIDENCE_KINDS)  # fmt: skip
+        else:  # every row of the step: its sources need them all
+            step_found = [d for row in by_step[step] for d in _differences(row, indexed, reference, order, steps)]
+            step_found += _extra_rows(step, indexed, reference, order, steps)
+            if step_found:
+                differed, sources = True, _sources(step_found, by_step[step])
+            found.extend(d for d in step_found if d.kind not in EVIDENCE_KINDS)
+            evidence.extend(d for d in step_found if d.kind in EVIDENCE_KINDS)
         if len(found) > next_count:
             break
     last = max(compared) if compared else None
-    if not found:
+    listed = found or evidence
+    if not listed:
         return AuditResult(False, tuple(order), len(compared), notes=tuple(notes), last_step=last)
     return AuditResult(
-        True, tuple(order), len(compared), found[0], tuple(found[1 : 1 + next_count]), tuple(notes), last_step=last
+        True,
+        tuple(order),
+        len(compared),
+        listed[0],
+        tuple(listed[1 : 1 + next_count]),
+        tuple(notes),
+        last_step=last,
+        sources=sources,
     )
+
+
+def _sources(divergences: Sequence[Divergence], rows: Sequence[Mapping[str, Any]]) -> tuple[Divergence, ...]:
+    """Where the differences of one step arose (see the module docstring); ``rows``: the reference's rows of the
+    step, in execution order."""
+    differ = {(d.kind, d.name, d.occurrence): d for d in divergences}
+    modules = {(row["kind"], row["name"], row["occurrence"]): row.get("module") for row in rows}
+    present = set(modules)
+    modules.update((key, d.module) for key, d in differ.items())
+    by_call: dict[tuple[Any, int], list[tuple[str, str, int]]] = {}  # (module, call) -> its forward rows
+    by_module: dict[Any, list[tuple[str, str, int]]] = {}  # module -> its forward and grad_output rows
+    for (kind, name, occurrence), row_module in modules.items():
+        if kind in ("forward_input", "forward"):
+            by_call.setdefault((row_module, occurrence), []).append((kind, name, occurrence))
+        if kind in ("forward_input", "forward", "grad_output"):
+            by_module.setdefault(row_module, []).append((kind, name, occurrence))
+    candidates = set()
+    for call, keys in by_call.items():
+        if any(key[0] == "forward" and key in differ for key in keys) and not any(
+            key[0] == "forward_input" and key in differ for key in keys
+        ):
+            candidates.add(call)
+    innermost = {call for call in candidates if not any(_under(other[0], call[0]) for other in candidates)}
+    forward_agrees = any(key[0] == "forward" for key in present) and not any(d.kind in _FORWARD for d in divergences)
+    found: list[Divergence] = []
+    seen_calls: set[tuple[Any, int]] = set()
+    for d in divergences:  # execution order
+        if d.kind == "input":
+            found.append(d)
+        elif d.kind == "forward" and (d.module, d.occurrence) in innermost:
+            if (d.module, d.occurrence) not in seen_calls:  # its first output that differs stands for the call
+                seen_calls.add((d.module, d.occurrence))
+                found.append(d)
+        elif d.kind == "loss" and forward_agrees:
+            found.append(d)
+        elif d.kind == "gradient":
+            keys = by_module.get(d.module, [])
+            if any(key[0] == "grad_output" for key in keys) and not any(key in differ for key in keys):
+                found.append(d)
+        elif d.kind == "parameter":
+            gradient = ("gradient", d.name, d.occurrence)
+            if gradient in present and gradient not in differ:
+                found.append(d)
+    return tuple(found)
+
+
+def _under(inner: Any, outer: Any) -> bool:
+    """Whether module ``inner`` is nested in module ``outer``, by their names."""
+    if not isinstance(inner, str) or not isinstance(outer, str) or inner == outer:
+        return False
+    return outer == _ROOT or inner.startswith(outer + ".") or inner.startswith(outer + "/")
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -12,9 +12,11 @@ column      type          meaning
 ==========  ============  ==================================================================================
 step        int64         training step (batch) from 0, counted from the start of ``fit``
 seq         int64         execution order within the step
-kind        string        ``input``, ``forward``, ``loss``, ``gradient`` or ``parameter``
-name        string        the batch path (``batch[0]``), module (forward) or parameter name, or ``loss``
-module      string        the module that produced it (forward) or owns the parameter; null for input/loss
+kind        string        ``input``, ``forward_input``, ``forward``, ``loss``, ``grad_output``, ``gradient`` or
+                          ``parameter`` (:data:`deviate_cb.capture.audit.log.KINDS`)
+name        string        the batch path (``batch[0]``), module (forward, ``net.2[0]`` for its first input)
+                          or parameter name, or ``loss``
+module      string        the module that received, produced or owns it; null for input/loss
 occurrence  int64         earlier rows of the same ``(kind, name)`` in the step (a module called twice)
 dtype       string        element type (``float32``, ``int64``...)
 shape       list<int64>   the tensor's shape

@@ -28,7 +28,7 @@ class Tiny(L.LightningModule):
         self.hooks_seen: list[int] = []
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        hooks = sum(len(m._forward_hooks) for m in self.modules())
+        hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in self.modules())
         hooks += sum(len(p._post_accumulate_grad_hooks or {}) for p in self.parameters())
         self.hooks_seen.append(hooks)
         x, y = batch
@@ -56,8 +56,11 @@ def test_the_callback_records_k_steps_then_removes_every_hook(tmp_path: Path) ->
     rows = read_audit(run_dir)
     assert sorted({row["step"] for row in rows}) == [0, 1]
     kinds = [row["kind"] for row in rows if row["step"] == 0]
-    assert kinds == sorted(kinds, key=["input", "forward", "loss", "gradient", "parameter"].index)  # execution order
-    assert {row["name"] for row in rows if row["kind"] == "forward"} == {"net.0", "net.1", "net.2", "net"}
+    phases = {"input": 0, "forward_input": 1, "forward": 1, "loss": 2, "grad_output": 3, "gradient": 3, "parameter": 4}
+    assert kinds == sorted(kinds, key=phases.__getitem__)  # execution order
+    modules = {"net.0", "net.1", "net.2", "net"}
+    assert {row["name"] for row in rows if row["kind"] in ("forward", "forward_input", "grad_output")} == modules
+    assert [r["kind"] for r in rows if r["step"] == 0 and r["module"] == "net.2"][:2] == ["forward_input", "forward"]
     assert model.hooks_seen[0] > 0 and model.hooks_seen[2:] == [0, 0, 0]  # steps after K run without hooks
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["audit"] == {"steps": 2, "recorded_steps": 2, "rows": len(rows), "framework": "lightning",

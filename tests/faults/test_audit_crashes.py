@@ -8,10 +8,15 @@ must not exit 0 (a CI gate built on it would pass), and must say in one line whi
 - one replica raises: exit 3, ``nothing to compare after step 1: replica 1 failed with RuntimeError: ...``;
 - one replica calls ``sys.exit(0)`` (exit status 0, the launcher says completed, but its ``fit`` never ended);
 - one replica hangs until ``--timeout`` stops it.
+
+And Keras (``keras_audit_stops.py``, on the torch and TensorFlow backends): replica 1 raises at step 2; Keras has no
+exception hook, so the callback writes the steps it audited when the process exits, and the line names the
+exception the trainer raised (also in a replica forked from the warm template).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -83,3 +88,21 @@ def test_a_replica_stopped_by_timeout_is_not_audited(tmp_path: Path) -> None:
     assert done.returncode == 3, (done.stdout, done.stderr)
     lines = error_lines(done.stderr)
     assert len(lines) == 1 and "nothing to compare after step 1: replica 1 timed out after" in lines[0], lines
+
+
+@pytest.mark.parametrize("backend", ["torch", "tensorflow"])
+def test_a_keras_replica_crashing_is_not_audited_exit_3(backend: str, tmp_path: Path) -> None:
+    if importlib.util.find_spec(backend) is None:
+        pytest.skip(f"the {backend} backend is not installed")
+    trainer = f"{REPO / 'tests' / 'faults' / 'keras_audit_stops.py'}:replica_1_crashes"
+    done = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "audit", "--trainer", trainer, "--keras-backend", backend,
+         "--parallel", "2", "--steps", "5", "--out", str(tmp_path / "runs"), "--format", "json"],
+        cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    line = "nothing to compare after step 1: replica 1 failed with RuntimeError: boom in replica 1 at step 2"
+    assert error_lines(done.stderr) == [f"deviate: error: {line}"], done.stderr
+    found = json.loads(done.stdout)
+    assert (found["verdict"], found["diverged"], found["steps_compared"], found["stopped"]) == (
+        "incomplete", False, 2, line)  # fmt: skip

@@ -2,10 +2,13 @@
 
 :class:`TorchAudit` holds an :class:`~deviate_cb.capture.audit.log.AuditLog` and the hooks that feed it:
 
-- a forward hook on every module given (:meth:`TorchAudit.attach`): each tensor its forward returns, when it
-  returns, so inner modules come before the modules that call them;
-- a post-accumulate-grad hook on every parameter that requires a gradient: its gradient, in the order backward
-  produces them (the last layers first);
+- a forward pre-hook and a forward hook on every module given (:meth:`TorchAudit.attach`): the tensors the
+  module receives (``forward_input``, digested before its forward runs, so an in-place op does not change them)
+  and each tensor its forward returns (``forward``), both recorded when it returns, inputs first, so inner
+  modules come before the modules that call them;
+- a tensor hook on each output that requires a gradient: the gradient flowing into it in backward
+  (``grad_output``, named like the output), and a post-accumulate-grad hook on every parameter that requires a
+  gradient: its gradient, in the order backward produces them (the last layers first);
 - the adapter calls :meth:`~TorchAudit.begin_step` with the batch (``input``), :meth:`~TorchAudit.record_loss`
   before backward, and :meth:`~TorchAudit.end_step` after the optimizer step, which digests every parameter
   (``parameter``) and moves the step's digests to the host in one transfer per device.
@@ -15,6 +18,11 @@ synchronised per tensor. After ``steps`` steps (or :meth:`~TorchAudit.detach`) e
 of training runs as if the audit had never been there. The adapters (Lightning, Keras on torch) decide the names:
 qualified module and parameter names for Lightning, Keras paths for Keras.
 
+Hooks installed elsewhere (torch's global module hooks) feed a module's call through :meth:`TorchAudit._on_forward`
+``(name, module, args, output)`` from a forward hook: it records the inputs (``args``, as they are when the forward
+returns, unless :meth:`TorchAudit._on_forward_pre` ``(name, module, args, kwargs)`` saw the call start), then the
+outputs, and hooks the outputs' gradients.
+
 Example:
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
     >>> audit = TorchAudit(steps=1)
@@ -22,8 +30,11 @@ Example:
     >>> audit.begin_step(0, torch.ones(4, 3))
     >>> loss = model(torch.ones(4, 3)).sum()
     >>> audit.record_loss(loss); loss.backward(); rows = audit.end_step()
-    >>> [(r["kind"], r["name"]) for r in rows][:5]
-    [('input', 'batch'), ('forward', '0'), ('forward', '1'), ('forward', '(root)'), ('loss', 'loss')]
+    >>> [(r["kind"], r["name"]) for r in rows][:7]  # doctest: +NORMALIZE_WHITESPACE
+    [('input', 'batch'), ('forward_input', '0'), ('forward', '0'), ('forward_input', '1'), ('forward', '1'),
+     ('forward_input', '(root)'), ('forward', '(root)')]
+    >>> [(r["kind"], r["name"]) for r in rows if r["kind"] in ("loss", "grad_output")]  # `1` returns the root output
+    [('loss', 'loss'), ('grad_output', '1'), ('grad_output', '(root)'), ('grad_output', '0')]
     >>> audit.done, audit.attached
     (True, False)
 """
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -95,6 +107,7 @@ class TorchAudit:
         self._handles: list[Any] = []
         self._parameters: list[tuple[str, Optional[str], torch.Tensor]] = []
         self._rows: list[torch.Tensor] = []
+        self._calls: list[tuple[torch.nn.Module, list[_Packed]]] = []  # inputs digested as each call began
 
     @property
     def done(self) -> bool:
@@ -110,9 +123,12 @@ class TorchAudit:
         modules: Iterable[tuple[str, torch.nn.Module]],
         parameters: Iterable[tuple[str, Optional[str], torch.Tensor]],
     ) -> None:
-        """Hook ``modules`` (forward outputs) and ``parameters`` (gradients; values after each step)."""
+        """Hook ``modules`` (inputs, outputs, their gradients) and ``parameters`` (gradients; values after each
+        step)."""
         self.detach()
         for name, module in modules:
+            pre = functools.partial(self._on_forward_pre, name)
+            self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
             self._handles.append(module.register_forward_hook(functools.partial(self._on_forward, name)))
         self._parameters = list(parameters)
         for name, owner, parameter in self._parameters:
@@ -124,7 +140,7 @@ class TorchAudit:
         """Remove every hook and drop the cached weights; what was recorded stays in :attr:`log`."""
         for handle in self._handles:
             handle.remove()
-        self._handles, self._parameters, self._rows = [], [], []
+        self._handles, self._parameters, self._rows, self._calls = [], [], [], []
         clear_weights()
 
     def begin_step(self, step: int, batch: Any = None) -> None:
@@ -132,19 +148,23 @@ class TorchAudit:
         if self.done or not self.attached:
             return
         self.log.begin_step(step)
-        self._rows = []
+        self._rows, self._calls = [], []
         for name, tensor in named_tensors(batch, "batch"):
             self.record("input", name, None, tensor)
 
     def record(self, kind: str, name: str, module: Optional[str], tensor: torch.Tensor) -> None:
         """Digest ``tensor`` now, on its device, as the next entry of the step."""
-        if not self.log.active:
-            return
+        if self.log.active:
+            self._add(kind, module, self._pack(name, tensor))
+
+    def _pack(self, name: str, tensor: torch.Tensor) -> _Packed:
         with torch.no_grad():
             row = pack(tensor, self.values_max)
-        self._rows.append(row)
-        self.log.add(kind, name, module, str(tensor.dtype).replace("torch.", ""), tensor.shape, tensor.numel(),
-                     row.numel())  # fmt: skip
+        return _Packed(name, row, str(tensor.dtype).replace("torch.", ""), tuple(tensor.shape), tensor.numel())
+
+    def _add(self, kind: str, module: Optional[str], packed: _Packed) -> None:
+        self._rows.append(packed.row)
+        self.log.add(kind, packed.name, module, packed.dtype, packed.shape, packed.numel, packed.row.numel())
 
     def record_loss(self, loss: Any) -> None:
         """Digest the loss the step is about to back-propagate."""
@@ -166,14 +186,60 @@ class TorchAudit:
             self.detach()
         return rows
 
-    def _on_forward(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def _on_forward_pre(self, name: str, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        """A forward pre-hook (``with_kwargs=True``): digest the tensors ``module`` receives, before it runs."""
         if self.log.active:
-            for suffix, tensor in named_tensors(output, ""):
-                self.record("forward", f"{name}{suffix}", name, tensor)
+            self._calls.append((module, [self._pack(f"{name}{suffix}", t) for suffix, t in _inputs(args, kwargs)]))
+
+    def _on_forward(self, name: str, module: torch.nn.Module, args: Any, output: Any) -> None:
+        """A forward hook: record the call's inputs (``forward_input``: those :meth:`_on_forward_pre` digested as
+        the call began, else ``args`` as they are now), then its outputs (``forward``), and hook the gradient
+        flowing into each output that requires one (``grad_output``)."""
+        if not self.log.active:
+            return
+        inputs = None
+        for index in range(len(self._calls) - 1, -1, -1):  # the innermost open call of this module
+            if self._calls[index][0] is module:
+                inputs = self._calls[index][1]
+                del self._calls[index:]  # and calls left open inside it (their forward raised)
+                break
+        if inputs is None:
+            inputs = [self._pack(f"{name}{suffix}", tensor) for suffix, tensor in _inputs(args, None)]
+        for packed in inputs:
+            self._add("forward_input", name, packed)
+        for suffix, tensor in named_tensors(output, ""):
+            self.record("forward", f"{name}{suffix}", name, tensor)
+            if tensor.requires_grad and torch.is_grad_enabled():
+                tensor.register_hook(functools.partial(self._on_grad_output, f"{name}{suffix}", name))
+
+    def _on_grad_output(self, name: str, module: str, grad: torch.Tensor) -> None:
+        if self.log.active and grad is not None:
+            self.record("grad_output", name, module, grad)
 
     def _on_gradient(self, name: str, owner: Optional[str], parameter: torch.Tensor) -> None:
         if self.log.active and parameter.grad is not None:
             self.record("gradient", name, owner, parameter.grad)
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A tensor digested on its device, waiting to be recorded."""
+
+    name: str
+    row: torch.Tensor
+    dtype: str
+    shape: tuple[int, ...]
+    numel: int
+
+
+def _inputs(args: Any, kwargs: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The tensors a module's call receives, named by their place: ``""`` for a lone tensor argument, else
+    ``[0]``, ``[1]``... and ``['key']`` for keyword arguments."""
+    keyword = list(named_tensors(kwargs, "")) if kwargs else []
+    if isinstance(args, tuple) and len(args) == 1 and not keyword:
+        args = args[0]
+    yield from named_tensors(args, "")
+    yield from keyword
 
 
 def _to_host(rows: list[torch.Tensor]) -> list[np.ndarray]:

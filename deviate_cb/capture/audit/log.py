@@ -7,9 +7,12 @@ to the host at once, to :meth:`AuditLog.end_step`, which decodes them into the r
 (:mod:`deviate_cb.store.audit`). ``seq`` is the order of :meth:`add` calls within the step and ``occurrence`` counts
 the earlier entries of the same ``(kind, name)`` in the step (a module called twice in one forward pass).
 
-Kinds, in the order they happen within a step: ``input`` (the batch), ``forward`` (a module's output, when its
-forward returns: inner modules before the modules that call them), ``loss``, ``gradient`` (a parameter's gradient,
-when backward has accumulated it) and ``parameter`` (a parameter after the optimizer step).
+Kinds, in the order they happen within a step: ``input`` (the batch), ``forward_input`` (the tensors a module
+received) and ``forward`` (its output), both when its forward returns, so inner modules come before the modules
+that call them, ``loss``, ``grad_output`` (the gradient flowing into a module's output, when backward reaches it)
+and ``gradient`` (a parameter's gradient, when backward has accumulated it), and ``parameter`` (a parameter after
+the optimizer step). ``forward_input`` and ``grad_output`` let the comparison tell where a difference arose
+(:mod:`deviate_cb.report.audit`: its sources) from where it was only passed on.
 
 Example:
     >>> log = AuditLog(steps=1)
@@ -34,7 +37,7 @@ from deviate_cb.capture.audit.digest import hex_digest
 
 __all__ = ["DEFAULT_STEPS", "DEFAULT_VALUES_MAX", "HEADER", "KINDS", "AuditLog", "PendingEntry"]
 
-KINDS = ("input", "forward", "loss", "gradient", "parameter")
+KINDS = ("input", "forward_input", "forward", "loss", "grad_output", "gradient", "parameter")
 DEFAULT_STEPS = 20
 DEFAULT_VALUES_MAX = 4096  # tensors up to this many elements keep their values: differences are then exact
 HEADER = 4  # words before the values: h_0, h_1, bits of the sum, bits of the largest absolute value
