@@ -3,8 +3,8 @@
 ``DIR`` is the ``--out`` of an earlier ``deviate audit`` (another GPU, another CUDA, torch or TensorFlow build,
 another CPU), read by :mod:`deviate_cb.report.reference_audit`. :func:`open_against` reads it before anything
 runs, refuses what cannot be compared (one-line usage errors) and fills the audit's defaults from it: ``-n 1``
-(one replica here is enough to compare with a reference; more also compare with each other), ``--steps`` the
-reference's, ``--experiment`` the reference's (the replicas here go to ``--out`` under the same group).
+(one replica here is enough to compare with a reference; more also compare with each other), ``--steps``,
+``--keras-backend`` and ``--experiment`` the reference's (the replicas here go to ``--out`` under the same group).
 ``deviate audit`` then runs its replicas as usual and hands both sides' :class:`AuditedReplica` lists to
 :meth:`Against.relabel`, which puts one replica of the reference first, as replica 0 (the first that ended its
 training normally, else the first with a record), and this machine's replica ``i`` after it as ``i + 1``, so the
@@ -61,7 +61,7 @@ _DECIDING = "versions and builds, devices, CPU model and flags, BLAS, threads, d
 
 def open_against(args: argparse.Namespace) -> Against:
     """Read the recording ``args.against`` names, refuse what cannot be compared, and fill ``args.runs``,
-    ``args.steps`` and ``args.experiment`` from it (see the module docstring).
+    ``args.steps``, ``args.keras_backend`` and ``args.experiment`` from it (see the module docstring).
 
     Raises:
         UsageError: As :func:`~deviate_cb.report.reference_audit.open_reference` and
@@ -72,6 +72,8 @@ def open_against(args: argparse.Namespace) -> Against:
         args.runs = "1"
     if not _given(args.steps):
         args.steps = str(reference.steps or 20)
+    if args.keras_backend is None and isinstance(reference.configuration.get("keras_backend"), str):
+        args.keras_backend = reference.configuration["keras_backend"]
     steps = integer_option("--steps", 1)(args.steps)
     seed = integer_option("--seed", 0)(args.seed)
     check_comparable(reference, variant=args.variant, seed=seed, steps=steps, keras_backend=args.keras_backend)

@@ -90,6 +90,20 @@ def test_a_reduction_order_change_is_found_at_its_module_with_the_fingerprint_di
     assert against["configuration_differences"] == []
 
 
+def test_a_replica_here_that_crashes_is_not_agreement_exit_3(reference: Path, tmp_path: Path) -> None:
+    crashing = f"{TRAINERS / 'thread_chunks.py'}:chunked_crashes"  # same model, raises at step 1
+    done = audit(["--trainer", crashing, "--against", str(reference), "--out", "here", "--format", "json"], tmp_path)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    found = as_json(done)
+    assert found["verdict"] == "incomplete" and found["diverged"] is False and found["steps_compared"] == 1
+    expected = "nothing to compare after step 0: replica 1 (replica 0 here) failed with RuntimeError: boom at step 1"
+    assert found["stopped"] == expected
+    assert found["not_completed"] == [
+        {"replica": 1, "status": "failed", "how": "(replica 0 here) failed with RuntimeError: boom at step 1",
+         "recorded_steps": 1}
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("against", "out", "extra", "expected"),
     [
