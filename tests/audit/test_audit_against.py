@@ -115,12 +115,22 @@ def test_a_replica_here_that_crashes_is_not_agreement_exit_3(reference: Path, tm
         ("REF", "here", ["--variant", "impl"], "`--variant` must be control, as the reference"),
         ("REF", "here", ["--seed", "1"], "`--seed` must be 0, as the reference"),
         ("REF", "here", ["--experiment", "other"], "`--experiment` must name an audited group of the recording"),
+        (
+            "two",
+            "here",
+            [],
+            "must pick one of the recording's audited groups: experiment=copy variant=control, "
+            "experiment=thread_chunks variant=control. Received: none.",
+        ),
+        ("REF/experiment=thread_chunks/variant=control", "here", ["--steps", "3"], "at most the 2 step(s)"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_before_anything_runs(
     reference: Path, tmp_path: Path, against: str, out: str, extra: list[str], expected: str
 ) -> None:
     (tmp_path / "empty").mkdir()
+    shutil.copytree(reference, tmp_path / "two")  # a recording of two audited groups
+    shutil.copytree(reference / "experiment=thread_chunks", tmp_path / "two/experiment=copy")
     against, out = (against.replace("REF", str(reference)), out.replace("REF", str(reference)))
     done = audit(["--trainer", CHUNKED, "--against", against, "--out", out, *extra], tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr, done.stderr
