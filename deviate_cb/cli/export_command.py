@@ -10,7 +10,9 @@ Everything that can be checked is checked before any tracker run is created, in 
 package (a missing extra is one line naming ``pip install 'deviate-cb[mlflow]'`` or ``[wandb]``), matplotlib
 for the page (``--no-page`` goes without), the study (a directory with runs), the tracker (the server answers;
 the offline folder can be written). Each is one line and exit status 2. Exporting again is idempotent: replicas
-already exported unchanged are left alone, changed ones are replaced, and the study run is updated.
+already exported unchanged are left alone, changed ones are replaced, and the study run is updated. A tracker that
+fails in the middle (the server went away) is one line and exit status 2 too: the runs written stay, and the same
+command finishes the rest.
 
 Example:
     >>> import argparse, io
@@ -24,11 +26,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import IO, Any
 
 from deviate_cb.cli._common import say
-from deviate_cb.errors import UsageError, require
+from deviate_cb.errors import DeviateError, UsageError, require
 
 __all__ = ["add_export"]
 
@@ -116,9 +120,10 @@ def _run_mlflow(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         )
     export, page = _prepare(args, "mlflow", err)
     client = connect(uri)
-    summary = export_to_mlflow(
-        export, client, experiment_name=args.mlflow_experiment, page=page, progress=lambda line: _line(out, line)
-    )
+    with _stopped("MLflow", uri):
+        summary = export_to_mlflow(
+            export, client, experiment_name=args.mlflow_experiment, page=page, progress=lambda line: _line(out, line)
+        )
     parents = ", ".join(f"{run_id} (experiment {name})" for name, run_id in summary.parents.items())
     _line(out, f"{_counts(summary)} at {uri}; study runs: {parents}.")
     return 0
@@ -129,15 +134,16 @@ def _run_wandb(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     export, page = _prepare(args, "wandb", err)
     folder = check_folder(args.wandb_dir, export.directory, args.mode)
-    summary = export_to_wandb(
-        export,
-        folder=folder,
-        project=args.project or f"deviate-{export.experiments[0]}",
-        entity=args.entity,
-        mode=args.mode,
-        page=page,
-        progress=lambda line: _line(out, line),
-    )
+    with _stopped("W&B", str(folder)):
+        summary = export_to_wandb(
+            export,
+            folder=folder,
+            project=args.project or f"deviate-{export.experiments[0]}",
+            entity=args.entity,
+            mode=args.mode,
+            page=page,
+            progress=lambda line: _line(out, line),
+        )
     where = (
         f"offline in {folder} (upload with: wandb sync {folder}/wandb/offline-run-*)"
         if args.mode == "offline"
@@ -145,6 +151,25 @@ def _run_wandb(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     )
     _line(out, f"{_counts(summary)}, {where}.")
     return 0
+
+
+@contextlib.contextmanager
+def _stopped(tracker: str, where: str) -> Iterator[None]:
+    """A tracker that fails in the middle of an export (the server went away, a disk filled up): one line, exit 2.
+
+    The runs written before it stay; running the same command again leaves them alone and finishes the rest (a
+    half-written MLflow run has no version tag yet, so it is replaced).
+    """
+    try:
+        yield
+    except (DeviateError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise UsageError(
+            f"the export to {tracker} ({where}) stopped: {text[:400]}. The runs listed above were written; run the "
+            "same command again to finish (what is there already is left alone)."
+        ) from None
 
 
 def _counts(summary: Any) -> str:

@@ -1,7 +1,9 @@
-"""The ``deviate`` command: ``report``, ``compare``, ``power``, ``status``, ``audit``, ``fingerprint`` and ``bench``.
+"""The ``deviate`` command: ``report``, ``compare``, ``power``, ``status``, ``audit``, ``fingerprint``, ``bench``,
+``import`` and ``export``.
 
 Each subcommand lives in its own module (``report_command``, ``compare_command``, ``status_command``,
-``audit_command``, ``fingerprint_command``, ``bench_command``) as a pair of functions:
+``audit_command``, ``fingerprint_command``, ``bench_command``, ``import_command``, ``export_command``) as a pair
+of functions:
 ``add_<name>(subparsers)`` declares its arguments and sets its handler, and
 ``_run_<name>(args, out, err)`` does the work and returns the exit status. Exit status 0 is success and 2 a
 usage error, reported as one line on stderr (``deviate: error: ...``), never a traceback; warnings go to

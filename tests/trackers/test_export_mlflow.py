@@ -179,6 +179,21 @@ def test_export_sends_parent_and_replicas_and_is_idempotent(study: Path, mlflow_
     assert parent2.info.run_id == parent.info.run_id
     assert sorted(r.info.run_id for r in children2) == sorted(r.info.run_id for r in children)
 
+    # The failed replica runs again (a new attempt): its old run is replaced, the others are left alone.
+    from deviate_cb.store.run_directory import RunDirectory
+
+    rerun = RunDirectory(study / f"experiment={EXPERIMENT}" / "variant=algo" / "replica=2")
+    rerun.update_manifest(attempt=2, started_at="2026-11-26T00:00:00+00:00")
+    third = deviate("export", "mlflow", str(study), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                    "export-one", cwd=tmp_path)  # fmt: skip
+    assert third.returncode == 0, third.stderr
+    assert "0 exported, 1 replaced, 4 unchanged" in third.stdout, third.stdout
+    _, children3 = study_runs(mlflow_server, "export-one")
+    assert len(children3) == 5
+    (new,) = [r for r in children3 if r.info.run_name == "algo/replica=2"]
+    assert new.info.run_id != failed.info.run_id and new.info.status == "FAILED"
+    assert client(mlflow_server).get_run(failed.info.run_id).info.lifecycle_stage == "deleted"
+
 
 def test_unreachable_server_is_one_line_and_creates_nothing(study: Path, tmp_path: Path) -> None:
     import socket
@@ -193,13 +208,13 @@ def test_unreachable_server_is_one_line_and_creates_nothing(study: Path, tmp_pat
     assert f"127.0.0.1:{port}" in lines[0] and "Traceback" not in proc.stderr
 
 
-def test_bad_study_and_missing_extra(mlflow_server: str, tmp_path: Path) -> None:
+def test_bad_study_and_missing_extra(study: Path, mlflow_server: str, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     before = [e.name for e in client(mlflow_server).search_experiments()]
-    for target in (empty, tmp_path / "missing"):
+    for target, more in ((empty, ()), (tmp_path / "missing", ()), (study, ("--metric", "no_such_metric"))):
         proc = deviate("export", "mlflow", str(target), "--tracking-uri", mlflow_server, "--mlflow-experiment",
-                       "never-made", cwd=tmp_path)  # fmt: skip
+                       "never-made", *more, cwd=tmp_path)  # fmt: skip
         assert proc.returncode == 2, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("deviate: error:"), proc.stderr
     assert [e.name for e in client(mlflow_server).search_experiments()] == before

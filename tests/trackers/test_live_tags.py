@@ -1,10 +1,11 @@
 """Live tagging: the user's own MLflow, TensorBoard and W&B runs learn the replica they belong to.
 
 Real replicas of deviate-replicate train a tiny Lightning model with an ``MLFlowLogger`` (pointing at the suite's
-loopback MLflow server) and a ``TensorBoardLogger``; afterwards the MLflow runs carry ``deviate.variant``,
-``deviate.replica``, ``deviate.seed``, ``deviate.determinism`` and ``deviate.experiment`` as tags and Lightning's
-``hparams.yaml`` holds them. A plain run (no deviate-replicate) gets only the seed and determinism the callback was
-given. A Keras replica fitting inside ``mlflow.start_run()`` gets the tags on that run.
+loopback MLflow server), a ``TensorBoardLogger`` and an offline ``WandbLogger``; afterwards the MLflow runs carry
+``deviate.variant``, ``deviate.replica``, ``deviate.seed``, ``deviate.determinism`` and ``deviate.experiment`` as
+tags, Lightning's ``hparams.yaml`` holds them and the W&B run's config too. A plain run (no deviate-replicate)
+gets only the seed and determinism the callback was given. A Keras replica fitting inside ``mlflow.start_run()``
+gets the tags on that run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import yaml
+from test_export_wandb import read_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +27,7 @@ import os
 
 import lightning as L
 import torch
-from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger
+from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger, WandbLogger
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -56,6 +58,8 @@ def fit(root, callbacks=None):
     loggers = [TensorBoardLogger(save_dir=str(root), name="tb")]
     if os.environ.get("LIVE_MLFLOW_URI"):
         loggers.append(MLFlowLogger(experiment_name="live-tags", tracking_uri=os.environ["LIVE_MLFLOW_URI"]))
+    if os.environ.get("LIVE_WANDB"):
+        loggers.append(WandbLogger(project="live-tags", save_dir=str(root), offline=True))
     trainer = L.Trainer(max_epochs=1, logger=loggers, callbacks=callbacks, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
                         default_root_dir=str(root))
@@ -111,7 +115,7 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
     from mlflow.tracking import MlflowClient
 
     (tmp_path / "train.py").write_text(textwrap.dedent(LIGHTNING))
-    env = child_env(LIVE_MLFLOW_URI=mlflow_server)
+    env = child_env(LIVE_MLFLOW_URI=mlflow_server, LIVE_WANDB="1")
     out = replicate(tmp_path, "train.py", "-n", "2", "--variant", "algo+impl", "--experiment", "live", env=env)
 
     client = MlflowClient(tracking_uri=mlflow_server)
@@ -139,6 +143,10 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
         assert hparams["deviate.variant"] == "algo+impl" and hparams["deviate.replica"] == str(k)
         assert hparams["deviate.seed"] == str(seeds[k])
         assert list((run_dir / "tb" / "version_0").glob("events.out.tfevents.*"))
+        (wandb_run,) = (run_dir / "wandb").glob("offline-run-*")  # W&B offline: the run's own .wandb file
+        config = read_run(wandb_run)["config"]
+        assert config["deviate.variant"] == "algo+impl" and config["deviate.replica"] == str(k)
+        assert config["deviate.seed"] == str(seeds[k]) and config["deviate.determinism"] == "false"
 
 
 def test_a_plain_run_gets_only_the_seed_it_was_given(tmp_path: Path) -> None:

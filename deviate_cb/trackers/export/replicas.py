@@ -275,7 +275,7 @@ def _replica(base: Path, record: RunRecord) -> ReplicaRun:
     }
     if record.error:
         tags["deviate.error"] = record.error
-    params = {f"configuration.{k}": _text(v) for k, v in sorted(_configuration(manifest).items())}
+    params = {metric_key(f"configuration.{k}"): _text(v) for k, v in sorted(_configuration(manifest).items())}
     params["seed"] = tags["deviate.seed"]
     return ReplicaRun(
         record.path, record.experiment, record.variant, record.replica, record.status, seed, started_ms, ended_ms,
