@@ -136,6 +136,14 @@ def test_a_server_experiment_becomes_groups_that_report_and_compare_read(
     assert status.returncode == 0, status.stderr
     assert "failed" in status.stdout and "running" in status.stdout
 
+    power = deviate("power", str(out), "--effect", "0.01", "--metric", "val_acc", "--format", "csv")
+    assert power.returncode == 0, power.stderr
+    powered = list(csv.DictReader(io.StringIO(power.stdout)))
+    assert sorted(int(row["n"]) for row in powered) == [3, 3]
+    page = deviate("report", str(out), "--format", "html", "-o", str(tmp_path / "report.html"))
+    assert page.returncode == 0, page.stderr
+    assert "resnet.lr-0.01" in (tmp_path / "report.html").read_text()
+
     # idempotent: the same runs again are one replica each, found by run id
     again = deviate(*args, "--group-by", "params.lr", "--out", str(out))
     assert again.returncode == 0, again.stderr

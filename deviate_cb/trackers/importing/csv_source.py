@@ -13,7 +13,7 @@ Example:
     >>> logs = Path(tempfile.mkdtemp())
     >>> (logs / "version_0").mkdir()
     >>> _ = (logs / "version_0" / "metrics.csv").write_text("epoch,step,val_acc,train_loss\\n0,4,,0.9\\n0,4,0.5,\\n")
-    >>> [(r.run_name, list(r.names), list(r.values)) for r in read_csv_logs(logs)]
+    >>> [(r.run_name, list(r.names), r.values.tolist()) for r in read_csv_logs(logs)]
     [('version_0', ['epoch', 'train_loss', 'epoch', 'val_acc'], [0.0, 0.9, 0.0, 0.5])]
 """
 

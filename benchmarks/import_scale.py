@@ -1,0 +1,138 @@
+"""``deviate import mlflow`` at scale: 1,000 runs x 1,000 steps, beside MLflow's own client reading the same.
+
+Method. A SQLite-backed MLflow store (``sqlite:///<dir>/mlflow.db``) gets ``--runs`` finished runs of one
+experiment, each with ``--metrics`` metrics of ``--steps`` steps and a few params, written with the client's
+batched ``log_batch`` (1,000 values a call; no server, so generating is not what is measured). Then, in one
+process, side by side, in alternating order over ``--rounds``:
+
+* client loop: what reading the histories through MLflow costs, ``MlflowClient.search_runs`` (paged) and one
+  ``get_metric_history(run_id, key)`` per run and metric, nothing written;
+* deviate import: ``read_mlflow`` (the runs through ``search_runs``, the histories in one read-only SQL query over
+  the ``metrics`` table) and ``import_runs`` writing every replica (``metrics.parquet`` with its footer summary,
+  ``run.json``) into a fresh store; split into reading and writing.
+
+Printed: each side's median time over the rounds, the import's share spent reading and writing, and the ratio
+import / client loop. Goal (issue 29): the import, writing included, no slower than the client's loop, which only
+reads.
+
+    python benchmarks/import_scale.py [--runs 1000] [--steps 1000] [--metrics 1] [--rounds 1] [--dir DIR]
+
+Needs the mlflow extra (``pip install 'deviate-cb[mlflow]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def generate(uri: str, runs: int, steps: int, metrics: int) -> None:
+    """``runs`` finished runs of experiment ``scale``, each ``metrics`` metrics x ``steps`` steps."""
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment("scale")
+    now = int(time.time() * 1000)
+    for k in range(runs):
+        run = client.create_run(experiment_id, run_name=f"run-{k}")
+        values = [
+            Metric(f"metric_{m}", 1.0 / (s + 1) + k * 1e-4 + m, now + s, s)
+            for m in range(metrics)
+            for s in range(steps)
+        ]
+        params = [Param("lr", str((0.1, 0.01)[k % 2])), Param("seed", str(k))]
+        for start in range(0, len(values), 1000):
+            client.log_batch(run.info.run_id, metrics=values[start : start + 1000], params=params if not start else [])
+        client.set_terminated(run.info.run_id)
+
+
+def client_loop(uri: str) -> tuple[float, int]:
+    """Seconds to read every history through ``get_metric_history``, and the values read."""
+    from mlflow.tracking import MlflowClient
+
+    started = time.perf_counter()
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("scale")
+    listed, token = [], None
+    while True:
+        page = client.search_runs([experiment.experiment_id], max_results=1000, page_token=token)
+        listed.extend(page)
+        token = page.token
+        if not token:
+            break
+    values = 0
+    for run in listed:
+        for key in run.data.metrics:
+            values += len(client.get_metric_history(run.info.run_id, key))
+    return time.perf_counter() - started, values
+
+
+def deviate_import(uri: str, out: Path) -> tuple[float, float, int]:
+    """Seconds reading and seconds writing ``deviate import mlflow --group-by params.lr``; the values stored."""
+    from deviate_cb.trackers.importing import import_runs
+    from deviate_cb.trackers.importing.mlflow_source import read_mlflow
+
+    started = time.perf_counter()
+    runs = read_mlflow(uri, "scale")
+    read = time.perf_counter() - started
+    plan = import_runs(runs, out, base="scale", group_by=["params.lr"])
+    written = time.perf_counter() - started - read
+    assert all(p.action == "new" for p in plan)
+    return read, written, sum(len(run.values) for run in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--metrics", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--dir", type=Path, help="work folder, kept, its store reused when there (default: a temporary one, removed)"
+    )
+    args = parser.parse_args()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="deviate-import-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{work / 'mlflow.db'}"
+    try:
+        started = time.perf_counter()
+        if not (work / "mlflow.db").exists():  # a --dir kept from an earlier run is measured again as it is
+            generate(uri, args.runs, args.steps, args.metrics)
+        print(
+            f"store: {args.runs} runs x {args.metrics} metric(s) x {args.steps} steps "
+            f"({time.perf_counter() - started:.1f} s to generate with log_batch)"
+        )
+        loops, reads, writes = [], [], []
+        for round_ in range(args.rounds):
+            sides = ["client", "import"] if round_ % 2 == 0 else ["import", "client"]
+            for side in sides:
+                if side == "client":
+                    seconds, n_client = client_loop(uri)
+                    loops.append(seconds)
+                else:
+                    out = work / f"runs-{round_}"
+                    read, written, n_import = deviate_import(uri, out)
+                    reads.append(read)
+                    writes.append(written)
+                    shutil.rmtree(out)
+        assert n_client == n_import, (n_client, n_import)
+        loop, read, write = (statistics.median(x) for x in (loops, reads, writes))
+        print(f"values: {n_import:,} (both sides)")
+        print(f"client loop (search_runs + get_metric_history per run and metric, read only): {loop:.2f} s")
+        print(f"deviate import (read {read:.2f} s + write {write:.2f} s): {read + write:.2f} s")
+        print(f"ratio import / client loop: {(read + write) / loop:.3f}x (reading alone: {read / loop:.3f}x)")
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
