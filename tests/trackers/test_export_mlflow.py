@@ -226,3 +226,24 @@ def test_bad_study_and_missing_extra(study: Path, mlflow_server: str, tmp_path: 
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "pip install 'deviate-cb[mlflow]'" in proc.stderr, proc.stderr
+
+
+def test_a_sqlite_store_and_a_killed_replica(tmp_path: Path) -> None:
+    """Any MLflow tracking URI works (here a SQLite store); a killed replica is KILLED, not FINISHED."""
+    from deviate_cb.store.run_directory import RunDirectory, run_path
+
+    root = tmp_path / "runs"
+    for k, status in enumerate(["completed", "completed", "killed"]):
+        run = RunDirectory(run_path(root, "mlp", "algo", k))
+        run.update_manifest(status=status, seed=k, variant="algo", replica=k, signal="SIGKILL" if k == 2 else None)
+        run.metrics().append({"step": [3], "epoch": [0], "stage": ["val"], "scope": ["epoch"], "name": ["val_acc"],
+                              "value": [0.8 + k / 100], "wall_time": [10.0]})  # fmt: skip
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = deviate("export", "mlflow", str(root), "--tracking-uri", uri, "--no-page", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    parent, children = study_runs(uri, "mlp")
+    statuses = {r.info.run_name: (r.info.status, r.data.tags["deviate.status"]) for r in children}
+    assert statuses == {"algo/replica=0": ("FINISHED", "completed"), "algo/replica=1": ("FINISHED", "completed"),
+                        "algo/replica=2": ("KILLED", "killed")}  # fmt: skip
+    assert parent.data.metrics["val_acc/algo/n"] == 2
+    assert client(uri).list_artifacts(parent.info.run_id) == []  # --no-page
