@@ -19,7 +19,7 @@ import torch
 from typing_extensions import override
 
 from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
-from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
+from deviate_cb.capture.audit.settings import audit_steps, write_audit_record, write_rank_audit
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.capture.run_timings import RunTimings
@@ -90,7 +90,9 @@ class DeviateCallback(pl.Callback):
             ``audit.parquet``: the input batch, every module's forward output, every parameter's gradient (in the
             order backward produces them), the loss, and every parameter after the optimizer step. Digests are
             computed on the device and moved to the host once per step; the hooks are removed after the last
-            audited step. ``deviate audit`` sets it for every replica and compares them. Default: off.
+            audited step. ``deviate audit`` sets it for every replica and compares them. Under distributed
+            training (DDP) every rank records its own steps, rank ``k`` > 0 to ``audit.rank<k>.parquet`` in the run
+            directory rank zero opened (broadcast at ``on_train_start``). Default: off.
 
     Only global rank zero records predictions and weights. Strategies that shard parameters (FSDP, DeepSpeed
     stage 3) are not supported for ``weights`` (refused at ``setup``); under multi-device
@@ -127,6 +129,8 @@ class DeviateCallback(pl.Callback):
         self._audit_steps = audit_steps(audit)
         self._audit: Optional[TorchAudit] = None
         self._audited = False  # the audit ran (one per callback: a second fit is not audited again)
+        self._audit_ranks = (0, 1)  # (global rank, world size) of the audited fit
+        self._audit_dir: Optional[str] = None  # where a rank other than zero writes its record (from rank zero)
         self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
@@ -158,8 +162,9 @@ class DeviateCallback(pl.Callback):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._session.enabled = trainer.is_global_zero
-        if stage == "fit" and self._audit_steps and trainer.is_global_zero and not self._audited:
+        if stage == "fit" and self._audit_steps and not self._audited:  # every rank records its own steps
             self._audited = True
+            self._audit_ranks = (trainer.global_rank, trainer.world_size)
             self._audit = TorchAudit(self._audit_steps)
             self._audit.attach(named_modules(pl_module), named_parameters(pl_module))
         if stage == "fit" and self._session.timings is None:
@@ -218,6 +223,10 @@ class DeviateCallback(pl.Callback):
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fingerprint(trainer, trainer.train_dataloader, "on_train_start")
+        if self._audit is not None and self._audit_ranks[1] > 1:  # every rank: rank zero says where the run is
+            with guarded(self._session, "on_train_start: audit run directory"):
+                run = self._session.run if trainer.is_global_zero else None
+                self._audit_dir = trainer.strategy.broadcast(str(run.path) if run is not None else None, src=0)
         if trainer.is_global_zero:
             self._session.fit_planned = _planned_steps(trainer)  # kept in memory: written if the fit stops early
 
@@ -250,14 +259,14 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._end_audit("on_exception")
+        self._end_audit("on_exception", exception)
         if trainer.is_global_zero:
             with guarded(self._session, "on_exception: end of run"):
                 self._session.close(error=exception, hook="on_exception", steps_done=trainer.global_step)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._end_audit("teardown")
+        self._end_audit("teardown", trainer=trainer)
         if trainer.is_global_zero:
             with guarded(self._session, "teardown: metrics filter check"):
                 self._warn_if_nothing_kept()
@@ -307,7 +316,7 @@ class DeviateCallback(pl.Callback):
             with guarded(session, "on_train_batch_end: audit"):
                 self._audit.end_step()
             if self._audit.done:
-                self._end_audit("on_train_batch_end")
+                self._end_audit("on_train_batch_end", trainer=trainer)
         if session.enabled:  # the hot path: a few microseconds, no device sync
             with guarded(session, "on_train_batch_end: metrics"):
                 epoch_loop = trainer.fit_loop.epoch_loop
@@ -352,16 +361,32 @@ class DeviateCallback(pl.Callback):
                 named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))
                 write_weight_record(self._session.run.path, weight_arrays(named), self._weights)
 
-    def _end_audit(self, hook: str) -> None:
-        """Remove the audit's hooks and write what it recorded (also after fewer steps than asked: fit ended)."""
+    def _end_audit(
+        self, hook: str, error: Optional[BaseException] = None, trainer: Optional[pl.Trainer] = None
+    ) -> None:
+        """Remove the audit's hooks and write what it recorded (also after fewer steps than asked: fit ended);
+        ``error``: the exception that stopped the fit (a rank other than zero records it with its steps).
+        ``trainer``: every rank is here at once (not after an exception): wait until each has written its record,
+        since rank zero's process ending may end the others (Lightning's launcher, the replica's process group)."""
         audit, self._audit = self._audit, None
         if audit is None:
             return
         audit.detach()
+        rank, world_size = self._audit_ranks
         if self._session.enabled and self._session.run is not None:
             with guarded(self._session, f"{hook}: audit record"):
                 covered = ("input", "forward", "loss", "gradient", "parameter")
-                write_audit_record(self._session.run, audit.log, framework="lightning", covered=covered)
+                write_audit_record(
+                    self._session.run, audit.log, framework="lightning", covered=covered, world_size=world_size
+                )
+        elif rank > 0 and self._audit_dir is not None:  # its own audit.rank<k>.parquet, never run.json
+            with guarded(self._session, f"{hook}: audit record of rank {rank}"):
+                stopped = " ".join(f"{type(error).__name__}: {error}".split()) if error is not None else ""
+                write_rank_audit(self._audit_dir, audit.log, rank=rank, world_size=world_size, framework="lightning",
+                                 error=stopped)  # fmt: skip
+        if world_size > 1 and trainer is not None:
+            with guarded(self._session, f"{hook}: audit records of every rank"):
+                trainer.strategy.barrier("deviate_audit_records")
 
     def _take_late_train_epoch_values(self, trainer: pl.Trainer, hook: str) -> None:
         """Epoch values the module logged in its own ``on_train_epoch_end``, after this callback's hook."""

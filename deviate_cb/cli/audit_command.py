@@ -173,7 +173,16 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     complete = [a.replica for a in audited if a.ended]
     compared = compare_audits(records, next_count=shown, complete=complete)
+    from deviate_cb.report.rank_audit import rank_comparison, with_rank_line
+
+    ranked = None  # not distributed, or --against (its recording's ranks are not read: rank 0 is compared)
+    if against is None:
+        ranked = rank_comparison(result.replicas, next_count=shown, complete=complete)
+    if ranked is not None and ranked.lead is not None:
+        compared = ranked.lead  # the rank that diverged first (rank 0 when none did)
     stopped = stopped_line(audited, compared, steps)
+    if ranked is not None and ranked.incomplete:  # a rank without a record, or that failed: incomplete
+        stopped = "; ".join(part for part in (stopped, ranked.incomplete) if part)
     if stopped:
         say(err, "warning" if compared.diverged else "error", stopped)
     if args.format == "json":
@@ -186,11 +195,14 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             for a in audited
             if not a.ended
         ]
+        if ranked is not None:
+            payload.update(ranks=ranked.to_dict(), first_ranks=list(ranked.first))
         if against is not None:
             payload.update(against.to_dict())
         out.write(json.dumps(payload, indent=2) + "\n")
     else:
         text = render_audit(compared, steps=steps, where=str(where), not_covered=not_covered, stopped=stopped)
+        text = with_rank_line(text, ranked) if ranked is not None else text
         out.write(against.wrap(text) if against is not None else text)
     if compared.diverged:
         return 1  # a difference within the steps every replica recorded, whatever stopped a replica later

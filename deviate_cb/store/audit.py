@@ -1,7 +1,10 @@
 """``audit.parquet``: digests of every tensor of the first training steps of a run (``deviate audit``).
 
 Written once, atomically, by the adapters when the audited steps are over (or when training ends or fails
-earlier, with the steps recorded so far); :func:`read_audit` reads it back sorted by ``(step, seq)``. Two runs
+earlier, with the steps recorded so far); :func:`read_audit` reads it back sorted by ``(step, seq)``. Under
+distributed training every process records its own: global rank 0 ``audit.parquet``, rank ``k`` > 0
+``audit.rank<k>.parquet`` (:func:`audit_file`; the same schema, its metadata adds ``rank`` and ``world_size``;
+:func:`audit_ranks` lists the ranks a run directory holds a record of). Two runs
 that trained bit for bit alike have equal rows; the first
 row whose ``digest`` differs is where they stopped being identical (:mod:`deviate_cb.report.audit`).
 
@@ -36,11 +39,14 @@ Example:
     >>> run_dir = tempfile.mkdtemp()
     >>> write_audit(run_dir, [row]).name, read_audit(run_dir)[0]["kind"]
     ('audit.parquet', 'loss')
+    >>> write_audit(run_dir, [row], {"rank": "1"}, rank=1).name, audit_ranks(run_dir), audit_metadata(run_dir, 1)
+    ('audit.rank1.parquet', [0, 1], {'rank': '1'})
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -50,9 +56,19 @@ from deviate_cb.store.atomic import atomic_write
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["AUDIT_COLUMNS", "AUDIT_FILE", "audit_schema", "read_audit", "write_audit"]
+__all__ = [
+    "AUDIT_COLUMNS",
+    "AUDIT_FILE",
+    "audit_file",
+    "audit_metadata",
+    "audit_ranks",
+    "audit_schema",
+    "read_audit",
+    "write_audit",
+]
 
 AUDIT_FILE = "audit.parquet"
+_RANK_FILE = re.compile(r"audit\.rank([1-9][0-9]*)\.parquet")
 AUDIT_COLUMNS = (
     "step",
     "seq",
@@ -93,10 +109,50 @@ def audit_schema() -> pa.Schema:
     )
 
 
+def audit_file(rank: int = 0) -> str:
+    """The name of global rank ``rank``'s record: ``audit.parquet`` for rank 0, ``audit.rank<k>.parquet`` else.
+
+    Example:
+        >>> audit_file(0), audit_file(1)
+        ('audit.parquet', 'audit.rank1.parquet')
+    """
+    return AUDIT_FILE if rank == 0 else f"audit.rank{int(rank)}.parquet"
+
+
+def audit_ranks(run_dir: str | os.PathLike[str]) -> list[int]:
+    """The global ranks whose record ``run_dir`` holds, in order (``[0]``: rank 0 alone; ``[]``: none)."""
+    found = [0] if (Path(run_dir) / AUDIT_FILE).is_file() else []
+    if Path(run_dir).is_dir():
+        for entry in Path(run_dir).iterdir():
+            match = _RANK_FILE.fullmatch(entry.name)
+            if match and entry.is_file():
+                found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def audit_metadata(run_dir: str | os.PathLike[str], rank: int = 0) -> dict[str, str]:
+    """The metadata of rank ``rank``'s record (``steps``, ``recorded_steps``, ``framework``; ``rank``,
+    ``world_size`` and, when its fit stopped on one, ``exception`` under distributed training); ``{}`` when the
+    file is absent or unreadable."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_schema(Path(run_dir) / audit_file(rank)).metadata or {}
+    except (pa.ArrowException, OSError):
+        return {}
+    return {key.decode(errors="replace"): value.decode(errors="replace") for key, value in metadata.items()}
+
+
 def write_audit(
-    run_dir: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]], metadata: Optional[Mapping[str, str]] = None
+    run_dir: str | os.PathLike[str],
+    rows: Iterable[Mapping[str, Any]],
+    metadata: Optional[Mapping[str, str]] = None,
+    *,
+    rank: int = 0,
 ) -> Path:
-    """Write ``rows`` to ``<run_dir>/audit.parquet`` atomically (replacing it); return the file's path."""
+    """Write ``rows`` to ``<run_dir>/audit.parquet`` (rank ``k`` > 0: ``audit.rank<k>.parquet``) atomically,
+    replacing it; return the file's path."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -105,13 +161,13 @@ def write_audit(
     if metadata:
         schema = schema.with_metadata({str(k): str(v) for k, v in metadata.items()})
     table = pa.Table.from_pylist(listed, schema=schema)
-    path = Path(run_dir) / AUDIT_FILE
+    path = Path(run_dir) / audit_file(rank)
     atomic_write(path, lambda handle: pq.write_table(table, handle))
     return path
 
 
-def read_audit(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of ``<run_dir>/audit.parquet`` sorted by ``(step, seq)``.
+def read_audit(run_dir: str | os.PathLike[str], rank: int = 0) -> list[dict[str, Any]]:
+    """The rows of ``<run_dir>/audit.parquet`` (rank ``k`` > 0: ``audit.rank<k>.parquet``) sorted by ``(step, seq)``.
 
     Raises:
         FileNotFoundError: The run recorded no audit.
@@ -120,7 +176,7 @@ def read_audit(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(run_dir) / AUDIT_FILE
+    path = Path(run_dir) / audit_file(rank)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
     try:

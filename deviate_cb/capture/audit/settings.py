@@ -3,7 +3,10 @@
 ``DeviateCallback(audit=K)`` records the first ``K`` training steps (``True``: :data:`~.log.DEFAULT_STEPS`);
 ``deviate audit --steps K`` asks every replica for it through ``DEVIATE_AUDIT``, which wins over the argument (the
 command, not the project, decides what is audited; a disagreeing argument is named in a warning).
-:func:`write_audit_record` writes ``audit.parquet`` and the manifest's ``audit`` object at the end.
+:func:`write_audit_record` writes ``audit.parquet`` and the manifest's ``audit`` object at the end. Under distributed
+training every rank records its own steps: rank 0 writes ``audit.parquet`` and the manifest (whose ``audit.ranks``
+says how many records the run has), each other rank only its own ``audit.rank<k>.parquet``
+(:func:`write_rank_audit`): rank 0 alone writes ``run.json``.
 
 Example:
     >>> audit_steps(True, environ={}), audit_steps(5, environ={}), audit_steps(None, environ={"DEVIATE_AUDIT": "7"})
@@ -25,7 +28,7 @@ from deviate_cb.errors import UsageError
 from deviate_cb.store.audit import write_audit
 from deviate_cb.store.run_directory import RunDirectory
 
-__all__ = ["AUDIT_ENV", "audit_steps", "write_audit_record"]
+__all__ = ["AUDIT_ENV", "audit_steps", "write_audit_record", "write_rank_audit"]
 
 AUDIT_ENV = "DEVIATE_AUDIT"
 
@@ -64,10 +67,19 @@ def audit_steps(value: Union[bool, int, None], environ: Optional[Mapping[str, st
 
 
 def write_audit_record(
-    run: RunDirectory, log: AuditLog, *, framework: str, covered: Sequence[str], not_covered: str = ""
+    run: RunDirectory,
+    log: AuditLog,
+    *,
+    framework: str,
+    covered: Sequence[str],
+    not_covered: str = "",
+    world_size: int = 1,
 ) -> None:
-    """Write ``audit.parquet`` and the manifest's ``audit``: steps asked and recorded, what was covered."""
+    """Write ``audit.parquet`` and the manifest's ``audit``: steps asked and recorded, what was covered, and with
+    ``world_size`` > 1 (distributed training, written by global rank 0) ``ranks``: the records the run has."""
     metadata = {"steps": str(log.steps), "recorded_steps": str(log.recorded_steps), "framework": framework}
+    if world_size > 1:
+        metadata.update(rank="0", world_size=str(world_size))
     write_audit(run.path, log.rows, metadata)
     record: dict[str, Any] = {
         "steps": log.steps,
@@ -78,4 +90,35 @@ def write_audit_record(
     }
     if not_covered:
         record["not_covered"] = not_covered
+    if world_size > 1:
+        record["ranks"] = world_size
     run.update_manifest(audit=record)
+
+
+def write_rank_audit(
+    run_dir: Union[str, os.PathLike[str]],
+    log: AuditLog,
+    *,
+    rank: int,
+    world_size: int,
+    framework: str,
+    error: str = "",
+) -> None:
+    """Write global rank ``rank``'s (> 0) record to ``<run_dir>/audit.rank<rank>.parquet``; nothing else: the
+    manifest is rank 0's. ``error``: the exception that stopped this rank's fit (the file's ``exception``).
+
+    Example:
+        >>> import tempfile
+        >>> from deviate_cb.store.audit import audit_ranks
+        >>> run_dir = tempfile.mkdtemp()
+        >>> write_rank_audit(run_dir, AuditLog(2), rank=1, world_size=2, framework="lightning")
+        >>> audit_ranks(run_dir)
+        [1]
+    """
+    if rank < 1:
+        raise ValueError(f"rank 0 writes its record with write_audit_record, not write_rank_audit (rank={rank})")
+    metadata = {"steps": str(log.steps), "recorded_steps": str(log.recorded_steps), "framework": framework,
+                "rank": str(rank), "world_size": str(world_size)}  # fmt: skip
+    if error:
+        metadata["exception"] = error[:500]
+    write_audit(run_dir, log.rows, metadata, rank=rank)
