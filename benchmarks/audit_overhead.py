@@ -9,13 +9,20 @@ each timed step), else on the CPU. Each round times ``--steps`` steps in three p
   what ``DeviateCallback(audit=K)`` does per step: the batch digested, forward hooks on every module, the loss,
   post-accumulate-grad hooks on every parameter, every parameter after the optimizer step, and one transfer of
   the step's digests to the host; after ``--steps`` steps it removes its hooks;
-* after: the same loop once the audit has detached itself (no hook left).
+* after: the same loop once the audit has detached itself (no hook left);
+* plain-loop audited: the loop as a plain PyTorch script is audited by ``deviate audit`` (issue 28):
+  :class:`deviate_cb.capture.audit.plain_loop.PlainLoopAudit` installed, torch's global module and optimizer hooks
+  and ``Tensor.backward`` wrapped, nothing called by the loop itself; after ``--steps`` optimizer steps it removes
+  every global hook;
+* plain-loop after: the same loop once the plain-loop audit has removed itself (the optimizer hook being called
+  when it ended goes at the next module call, inside this phase's first step).
 
 The phases alternate by round (plain first in even rounds, last in odd ones), so drift in the speed of a
 shared machine hits them alike. Per round: the median step time of each phase; printed: the median over rounds
-of audited/plain and after/plain, with their range, and the digests and bytes one audited step moves to the host.
+of each phase's time over plain, with their range, and the digests and bytes one audited step moves to the host.
 
-Goal (issue 16): the cost per audited step is stated; the steps after the audit at most 1.03x of plain.
+Goal (issues 16 and 28): the cost per audited step is stated; the steps after the audit at most 1.03x of plain,
+for the callbacks' audit and for the plain-loop audit.
 
 Measured 2026-11-24 on the shared 2-core VM (CPU, 2 threads), 15 rounds of 10 steps:
 
@@ -42,8 +49,10 @@ from torch import nn
 
 from deviate_cb.bench.models import build_torch_model
 from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
+from deviate_cb.capture.audit.plain_loop import PlainLoopAudit
 
 GOAL_AFTER = 1.03
+_PHASES = ("plain", "audited", "after", "plain-loop audited", "plain-loop after")
 
 
 def _step(model: nn.Module, optimizer: Any, x: torch.Tensor, y: torch.Tensor, audit: Any, k: int) -> None:
@@ -99,7 +108,9 @@ def main(argv: Any = None) -> int:
         _step(model, optimizer, x, y, warm, k)
     rows_per_step = len(warm.log.rows) // 2
     words = sum(len(row["values"] or ()) + 4 for row in warm.log.rows) // 2
-    audited_ratio, after_ratio, plain_medians = [], [], []
+    ratios: dict[str, list[float]] = {phase: [] for phase in _PHASES[1:]}
+    plain_medians = []
+    hooks_before = _global_hooks()
     for number in range(args.rounds):
         times: dict[str, list[float]] = {}
         if number % 2 == 0:
@@ -109,29 +120,45 @@ def main(argv: Any = None) -> int:
         times["audited"] = _phase(model, optimizer, x, y, audit, args.steps, sync)
         assert not audit.attached, "the audit must remove its hooks after its last step"
         times["after"] = _phase(model, optimizer, x, y, None, args.steps, sync)
+        plain_loop = PlainLoopAudit(args.steps, lambda log: None)
+        plain_loop.install(torch)
+        times["plain-loop audited"] = _phase(model, optimizer, x, y, None, args.steps, sync)
+        times["plain-loop after"] = _phase(model, optimizer, x, y, None, args.steps, sync)
+        assert not plain_loop.installed and _global_hooks() == hooks_before, "the plain-loop audit must be gone"
+        assert plain_loop.log is not None and plain_loop.log.recorded_steps == args.steps
         if number % 2 == 1:
             times["plain"] = _phase(model, optimizer, x, y, None, args.steps, sync)
         medians = {phase: statistics.median(values) for phase, values in times.items()}
         plain_medians.append(medians["plain"])
-        audited_ratio.append(medians["audited"] / medians["plain"])
-        after_ratio.append(medians["after"] / medians["plain"])
-        print(
-            f"round {number + 1}: plain {medians['plain'] * 1e3:7.2f} ms  audited {medians['audited'] * 1e3:7.2f} ms"
-            f"  after {medians['after'] * 1e3:7.2f} ms",
-            flush=True,
-        )
+        for phase in ratios:
+            ratios[phase].append(medians[phase] / medians["plain"])
+        print(f"round {number + 1}: " + "  ".join(f"{p} {medians[p] * 1e3:7.2f} ms" for p in _PHASES), flush=True)
     where = f"CUDA ({torch.cuda.get_device_name()})" if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"\nsmall CNN, batch 32, on {where}, {args.rounds} rounds of {args.steps} steps per phase:")
     print(f"  plain step: median {statistics.median(plain_medians) * 1e3:.2f} ms")
-    print(
-        f"  audited step: {statistics.median(audited_ratio):.3f}x of plain "
-        f"[{min(audited_ratio):.3f}, {max(audited_ratio):.3f}]; {rows_per_step} digests per step, "
-        f"{words * 8 / 1024:.1f} KiB moved to the host once per step"
-    )
-    after = statistics.median(after_ratio)
-    print(f"  after the audit: {after:.3f}x of plain [{min(after_ratio):.3f}, {max(after_ratio):.3f}]")
-    print(f"goal after the audit <= {GOAL_AFTER}x of plain: {'met' if after <= GOAL_AFTER else 'missed'}")
+    for phase, values in ratios.items():
+        extra = ""
+        if phase == "audited":
+            extra = f"; {rows_per_step} digests per step, {words * 8 / 1024:.1f} KiB moved to the host once per step"
+        spread = f"[{min(values):.3f}, {max(values):.3f}]"
+        print(f"  {phase} step: {statistics.median(values):.3f}x of plain {spread}{extra}")
+    for phase in ("after", "plain-loop after"):
+        after = statistics.median(ratios[phase])
+        print(f"goal {phase} <= {GOAL_AFTER}x of plain: {'met' if after <= GOAL_AFTER else 'missed'} ({after:.3f}x)")
     return 0
+
+
+def _global_hooks() -> tuple[int, ...]:
+    """How many global module and optimizer hooks torch holds."""
+    from torch.nn.modules import module as nn_module
+    from torch.optim import optimizer as optim_module
+
+    return (
+        len(nn_module._global_forward_pre_hooks),
+        len(nn_module._global_forward_hooks),
+        len(optim_module._global_optimizer_pre_hooks),
+        len(optim_module._global_optimizer_post_hooks),
+    )
 
 
 if __name__ == "__main__":
