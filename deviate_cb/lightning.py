@@ -22,6 +22,7 @@ from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_para
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record, write_rank_audit
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
+from deviate_cb.capture.resume_state import RESUME_FROM_ENV, ResumePoint, resume_plan
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
 from deviate_cb.capture.stability.collector import (
@@ -129,6 +130,8 @@ class DeviateCallback(pl.Callback):
         self._audit_steps = audit_steps(audit)
         self._audit: Optional[TorchAudit] = None
         self._audited = False  # the audit ran (one per callback: a second fit is not audited again)
+        plan = resume_plan()  # deviate audit --resume-at: this replica's part (deviate_cb.capture.resume_state)
+        self._resume = ResumePoint(plan, os.environ.get(RESUME_FROM_ENV, "")) if plan is not None else None
         self._audit_ranks = (0, 1)  # (global rank, world size) of the audited fit
         self._audit_dir: Optional[str] = None  # where a rank other than zero writes its record (from rank zero)
         self._profile = ProfileWindow.coerce(profile)
@@ -297,6 +300,8 @@ class DeviateCallback(pl.Callback):
         if self._audit is not None and self._audit.attached:
             with guarded(self._session, "on_train_batch_start: audit"):
                 self._audit.begin_step(trainer.fit_loop.epoch_loop.total_batch_idx, batch)
+        if self._resume is not None:
+            self._resume_step(trainer, start=True)
 
     @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
@@ -330,6 +335,19 @@ class DeviateCallback(pl.Callback):
                         items=items,
                         wall_time=time.time(),
                     )
+        if self._resume is not None:
+            self._resume_step(trainer, start=False)
+
+    def _resume_step(self, trainer: pl.Trainer, *, start: bool) -> None:
+        """``--resume-at``: the states around step K into ``run.json`` (``resume``); the checkpoint; the stop."""
+        point, step = self._resume, trainer.fit_loop.epoch_loop.total_batch_idx
+        if point is None:
+            return
+        hook = "on_train_batch_start" if start else "on_train_batch_end"
+        with guarded(self._session, f"{hook}: resume point"):
+            changed = point.batch_start(trainer, step) if start else point.batch_end(trainer, step, self.run_dir)
+            if changed and self._session.enabled and self._session.run is not None:
+                self._session.run.update_manifest(resume=point.record)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -101,6 +101,7 @@ def add_audit(commands: Any) -> None:
     parser.add_argument("--next", default="5", metavar="M", help="divergences shown after the first (default 5)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     parser.add_argument("--against", metavar="DIR", help="compare with a kept recording (an earlier --out)")
+    parser.add_argument("--resume-at", metavar="K", help="check that resuming from a checkpoint at step K is bit-exact")
     parser.set_defaults(handler=_run_audit, after=None)
 
 
@@ -131,6 +132,10 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             timeout = -1.0
         if not timeout > 0:
             raise UsageError(f"`--timeout` must be a number of seconds > 0. Received: --timeout={args.timeout}.")
+    if getattr(args, "resume_at", None) is not None:  # deviate_cb.cli.resume_command: three runs, not -n replicas
+        from deviate_cb.cli.resume_command import run_resume_audit
+
+        return run_resume_audit(args, out, err, timeout=timeout, read_replicas=read_replicas)
     refusal = _refusal(args.trainer, args.after)
     if refusal:  # before anything runs: a program with nothing to hook would train to its end for nothing
         say(err, "error", refusal)

@@ -5,7 +5,9 @@ user's module is imported; each patch is applied the moment its framework's modu
 (``lightning.pytorch.trainer.trainer``, ``keras.src.models.model``) and costs nothing when it never is.
 
 Lightning: ``Trainer.__init__`` is wrapped so that its keyword ``callbacks`` (``None``, one callback or a list)
-gets a :class:`deviate_cb.lightning.DeviateCallback` appended unless it already holds one: never two.
+gets a :class:`deviate_cb.lightning.DeviateCallback` appended unless it already holds one: never two. With
+``DEVIATE_RESUME_FROM`` set (the resumed replica of ``deviate audit --resume-at``,
+:mod:`deviate_cb.capture.resume_state`), the process's first ``Trainer.fit`` gets ``ckpt_path=`` that checkpoint.
 
 Keras: ``keras.Model.fit`` and ``keras.Model.evaluate`` (defined by each backend's trainer; wrapped on
 ``Model`` itself, so every model on every backend sees the wrapper) get a
@@ -23,12 +25,14 @@ import contextlib
 import functools
 import importlib
 import inspect
+import os
 import sys
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 from deviate_cb.capture.import_hooks import when_imported
+from deviate_cb.capture.resume_state import RESUME_FROM_ENV
 
 __all__ = [
     "KERAS_MODEL_MODULE",
@@ -96,6 +100,34 @@ def patch_trainer_class(
 
     setattr(__init__, _MARKER, True)
     setattr(trainer_cls, "__init__", __init__)  # noqa: B010
+    fit = getattr(trainer_cls, "fit", None)
+    if callable(fit) and not getattr(fit, _MARKER, False):
+        setattr(trainer_cls, "fit", _resuming_fit(fit))  # noqa: B010
+
+
+_resumed: list[str] = []  # the checkpoint this process's first fit resumed from (one fit resumes)
+
+
+def _resuming_fit(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Trainer.fit`` that resumes from ``DEVIATE_RESUME_FROM`` (``ckpt_path``, keyword or positional) once."""
+    try:
+        position: Optional[int] = list(inspect.signature(original).parameters).index("ckpt_path") - 1
+    except (TypeError, ValueError):
+        position = None
+
+    @functools.wraps(original)
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        path = os.environ.get(RESUME_FROM_ENV, "")
+        if path and not _resumed:
+            _resumed.append(path)
+            if position is not None and len(args) > position:
+                args = (*args[:position], path, *args[position + 1 :])
+            else:
+                kwargs["ckpt_path"] = path
+        return original(self, *args, **kwargs)
+
+    setattr(fit, _MARKER, True)
+    return fit
 
 
 def with_callback(callbacks: Any, callback_class: type) -> Any:

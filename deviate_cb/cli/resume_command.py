@@ -1,0 +1,220 @@
+"""``deviate audit --resume-at K --steps N``: does a run resumed from a checkpoint continue bit for bit?
+
+Three ordinary replicas of the same configuration (the ``control`` variant, or ``impl``, one seed), each made by
+:func:`deviate_cb.launch.runner.replicate` into its own folder of ``--out`` (``checkpointed/``, ``resumed/``,
+``uninterrupted/``, each holding ``experiment=E/variant=V/replica=0``), each told its part through
+``DEVIATE_RESUME`` (:mod:`deviate_cb.capture.resume_state`):
+
+1. ``checkpointed``: audits steps 0..K-1; at the end of step K-1 its callback saves the checkpoint Lightning writes
+   (``trainer.save_checkpoint``) into its run directory and stops the fit;
+2. ``resumed``: a new process whose first ``Trainer.fit`` gets ``ckpt_path=`` that checkpoint (``DEVIATE_RESUME_FROM``,
+   :mod:`deviate_cb.launch.inject`), audits steps K..N-1 (global step numbers) and stops after step N-1;
+3. ``uninterrupted``: audits steps 0..N-1 and stops after step N-1.
+
+Then :func:`deviate_cb.report.resume.compare_resume` compares 3 with 1 before the checkpoint (the training must be
+reproducible at all) and 3 with 2 from step K on, and names what the checkpoint did not restore.
+
+Exit status: 0 the resumed run continues bit for bit (every run ended its training normally), 1 it diverges (or the
+training differs before the checkpoint already), 2 usage error, 3 not checked: the checkpointed run wrote no
+checkpoint (a plain PyTorch loop, which has no standard checkpoint; Keras, not supported yet; a training shorter
+than K steps; a crash before step K: nothing more is run then), or a run crashed, timed out or was killed later:
+crashes are not agreement.
+
+Example:
+    >>> check_resume_args(at="4", steps="8", runs="2")
+    (4, 8)
+    >>> check_resume_args(at="8", steps="8", runs="2")
+    Traceback (most recent call last):
+    ...
+    deviate_cb.errors.UsageError: `--resume-at` must be an integer >= 1 and below --steps (8). Received: --resume-at=8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from deviate_cb.cli._common import say
+from deviate_cb.errors import UsageError
+
+__all__ = ["EXIT_NOT_CHECKED", "PLAIN_PYTORCH", "check_resume_args", "run_resume_audit"]
+
+EXIT_NOT_CHECKED = 3
+PLAIN_PYTORCH = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
+_KERAS = (
+    "--resume-at does not support Keras yet (a fit with keras.callbacks.BackupAndRestore could be resumed); "
+    "it checks Lightning trainings"
+)
+_ROLES = ("checkpointed", "resumed", "uninterrupted")  # in the order they run: the checkpoint first
+
+
+def check_resume_args(*, at: str, steps: str, runs: str) -> tuple[int, int]:
+    """``(K, N)`` from ``--resume-at`` and ``--steps``; ``-n`` must be left at its default.
+
+    Raises:
+        UsageError: K is not an integer in 1..N-1, N not an integer >= 2, or ``-n`` given.
+    """
+    from deviate_cb.launch.options import integer_option
+
+    n = integer_option("--steps", 2)(steps)
+    try:
+        k = int(at)
+    except ValueError:
+        k = 0
+    if not 0 < k < n:
+        raise UsageError(f"`--resume-at` must be an integer >= 1 and below --steps ({n}). Received: --resume-at={at}.")
+    if runs != "2":
+        raise UsageError(
+            "`-n` does not apply with `--resume-at`: it runs one uninterrupted, one checkpointed and one resumed run. "
+            f"Received: -n={runs}."
+        )
+    return k, n
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, Optional[str]]) -> Iterator[None]:
+    """Set (or with ``None`` remove) environment variables while the replicas start, then put them back."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_resume_audit(
+    args: argparse.Namespace,
+    out: IO[str],
+    err: IO[str],
+    *,
+    timeout: Optional[float],
+    read_replicas: Callable[[Any], tuple[list[Any], str]],
+) -> int:
+    """Run the three replicas and print the verdict (see the module docstring); returns the exit status.
+    ``read_replicas``: :func:`deviate_cb.cli.audit_command.read_replicas` (what became of a replica, its rows)."""
+    at, steps = check_resume_args(at=args.resume_at, steps=args.steps, runs=args.runs)
+    from deviate_cb.launch.options import integer_option
+
+    seed = integer_option("--seed", 0)(args.seed)
+    shown = integer_option("--next", 0)(args.next)
+    from deviate_cb.capture.resume_state import RESUME_ENV, RESUME_FROM_ENV
+    from deviate_cb.launch.runner import replicate
+    from deviate_cb.store.run_directory import RunDirectory
+
+    root = Path(args.out)
+    audited: dict[str, Any] = {}
+    manifests: dict[str, dict[str, Any]] = {}
+    checkpoint = ""
+    for role in _ROLES:
+        plan = json.dumps({"at": at, "steps": steps, "role": role})
+        with _environment({RESUME_ENV: plan, RESUME_FROM_ENV: checkpoint if role == "resumed" else None}):
+            result = replicate(
+                args.trainer,
+                command=args.after if args.trainer is None else None,
+                trainer_args=(args.after or ()) if args.trainer is not None else (),
+                runs=1,
+                variant=args.variant,
+                seed=seed,
+                out=root / role,
+                experiment=args.experiment,
+                parallel=1,
+                timeout=timeout,
+                force=True,
+                keras_backend=args.keras_backend,
+                cold=True,  # one replica per launch: a warm-start template would only add its own start
+                stream=err,  # type: ignore[arg-type]
+                live=False,
+                audit=at if role == "checkpointed" else steps - at if role == "resumed" else steps,
+                argv=["deviate", *(getattr(args, "argv", None) or ["audit"])],
+            )
+        replica = result.replicas[0]
+        try:
+            manifests[role] = RunDirectory(replica.run_dir).read_manifest()
+        except (UsageError, OSError):
+            manifests[role] = {}
+        audited[role] = read_replicas(result.replicas)[0][0]
+        if role == "checkpointed":
+            checkpoint, problem = _checkpoint(manifests[role], audited[role], at)
+            if problem:
+                say(err, "error", problem)
+                return EXIT_NOT_CHECKED
+    return _verdict(args, out, err, audited, manifests, at=at, steps=steps, shown=shown, checkpoint=checkpoint)
+
+
+def _checkpoint(manifest: Mapping[str, Any], audited: Any, at: int) -> tuple[str, str]:
+    """``(checkpoint path, "")`` when the checkpointed run wrote one, else ``("", why not)``."""
+    record = manifest.get("resume")
+    path = record.get("checkpoint") if isinstance(record, dict) else None
+    if isinstance(path, str) and Path(path).is_file():
+        return path, ""
+    if not audited.ended:
+        return "", f"the checkpointed run {audited.how} before its checkpoint at step {at}: nothing was resumed"
+    if manifest.get("framework") == "keras":
+        return "", _KERAS
+    if not isinstance(record, dict):  # no Lightning callback saw the step: a plain loop (or no training at all)
+        return "", f"{PLAIN_PYTORCH} (the checkpointed run trained without a Lightning Trainer.fit: nothing to resume)"
+    steps = audited.recorded_steps
+    return "", f"the checkpointed run's training ended after {steps} step(s), before step {at}: no checkpoint"
+
+
+def _verdict(
+    args: argparse.Namespace,
+    out: IO[str],
+    err: IO[str],
+    audited: Mapping[str, Any],
+    manifests: Mapping[str, Mapping[str, Any]],
+    *,
+    at: int,
+    steps: int,
+    shown: int,
+    checkpoint: str,
+) -> int:
+    from deviate_cb.report.resume import compare_resume, render_resume
+
+    runs = {role: str(Path(args.out) / role) for role in _ROLES}
+    ended_badly = [f"the {role} run {audited[role].how}" for role in _ROLES if not audited[role].ended]
+    unrecorded = [f"the {role} run recorded no step" for role in _ROLES if not audited[role].rows]
+    stopped = "; ".join(ended_badly)
+    if unrecorded:
+        for line in [*unrecorded, *ended_badly]:
+            say(err, "error", line)
+        return EXIT_NOT_CHECKED
+    states = []
+    for role in ("uninterrupted", "checkpointed", "resumed"):
+        record = manifests[role].get("resume")
+        found = record.get("states") if isinstance(record, dict) else None
+        states.append(found if isinstance(found, dict) else {})
+    rows = [audited[role].rows for role in ("uninterrupted", "checkpointed", "resumed")]
+    try:
+        restarted = manifests["resumed"].get("resume", {}).get("data_restarted") is True
+        result = compare_resume(*rows, at=at, steps=steps, states=states, data_restarted=restarted,
+                                ended=[audited[role].ended for role in ("uninterrupted", "checkpointed", "resumed")],
+                                next_count=shown)  # fmt: skip
+    except ValueError as exc:
+        say(err, "error", f"{exc}; see the runs in {args.out}")
+        return EXIT_NOT_CHECKED
+    if stopped:
+        say(err, "warning" if result.diverged else "error", stopped)
+    if args.format == "json":
+        verdict = "diverged" if result.diverged else "incomplete" if stopped else "agree"
+        payload = {**result.to_dict(), "verdict": verdict, "stopped": stopped or None, "checkpoint": checkpoint}
+        payload.update(variant=args.variant, runs=runs)
+        out.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        out.write(render_resume(result, where=str(args.out), stopped=stopped))
+    if result.diverged:
+        return 1
+    return EXIT_NOT_CHECKED if stopped else 0
