@@ -128,3 +128,20 @@ def test_a_rank_that_crashes_in_one_replica_makes_the_audit_incomplete_exit_3(tm
     assert "incomplete" in done.stdout
     assert "rank 1 of replica 1 failed with RuntimeError: rank 1 crashed on purpose" in done.stderr
     assert audit_metadata(replica_dir(out, 1), 1)["exception"] == "RuntimeError: rank 1 crashed on purpose"
+
+
+def test_a_standalone_ddp_run_records_every_rank_in_the_run_directory_rank_0_chose(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(TRAINER), "deterministic", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "runs" / "experiment=ddp" / "variant=standalone" / "replica=0"
+    assert audit_ranks(run) == [0, 1]
+    assert RunDirectory(run).read_manifest()["audit"]["ranks"] == 2
+    assert {row["step"] for row in read_audit(run, rank=1)} == set(range(STEPS))
+    assert not (tmp_path / "runs" / "experiment=ddp" / "variant=standalone" / "replica=1").exists()

@@ -10,12 +10,16 @@ rank on its half of the data (Lightning's ``DistributedSampler``). ``CASE``:
   gradient all-reduce of that step mixes rank 1's gradients into its parameters;
 - ``rank1_crashes``: in replica 1 of a study only (``DEVIATE_REPLICA``), rank 1 raises at training step
   :data:`NOISE_STEP`.
+
+``python ddp_train.py CASE OUT`` runs standalone (no launcher): the script gives the Trainer its own
+``DeviateCallback(OUT, experiment="ddp", seed=0, audit=STEPS)``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Optional
 
 import lightning as L
 import torch
@@ -66,14 +70,20 @@ class MLP(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def main(case: str) -> None:
+def main(case: str, out: Optional[str] = None) -> None:
     if case not in CASES:
         raise SystemExit(f"usage: ddp_train.py {{{','.join(CASES)}}}; received {case!r}")
     data = torch.Generator().manual_seed(1)
     x = torch.randn(2 * 8 * STEPS, 6, generator=data)
     y = (x[:, 0] > 0).long()
     loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=False)
+    callbacks = []
+    if out is not None:  # standalone: the project's own callback
+        from deviate_cb.lightning import DeviateCallback
+
+        callbacks.append(DeviateCallback(out, experiment="ddp", seed=0, deterministic=True, audit=STEPS))
     trainer = L.Trainer(
+        callbacks=callbacks,
         accelerator="cpu",
         devices=2,
         strategy="ddp",
@@ -97,4 +107,4 @@ def rank1_noise() -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "deterministic")
+    main(sys.argv[1] if len(sys.argv) > 1 else "deterministic", sys.argv[2] if len(sys.argv) > 2 else None)
