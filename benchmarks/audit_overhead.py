@@ -24,16 +24,30 @@ of each phase's time over plain, with their range, and the digests and bytes one
 Goal (issues 16 and 28): the cost per audited step is stated; the steps after the audit at most 1.03x of plain,
 for the callbacks' audit and for the plain-loop audit.
 
-Measured 2026-11-24 on the shared 2-core VM (CPU, 2 threads), 15 rounds of 10 steps:
+Measured 2026-11-24 on the shared 2-core VM (CPU, 2 threads, wall time), 15 rounds of 10 steps, before the plain-loop
+phases and the module-input rows:
 
     plain step: median 10.00 ms
     audited step: 2.779x of plain [1.869, 3.049]; 24 digests per step, 21.2 KiB moved to the host once per step
     after the audit: 1.023x of plain [0.691, 1.462]
 
-The audited step's cost is the digests of the activations (a 32x32x32x32 float32 output is 1M words: about 2 ms
-for the two 64-bit sums and the summaries on this CPU), paid for the K audited steps only.
+Measured 2026-11-26 on the same VM while six other jobs shared its 2 cores (load average 6 to 11): wall time was
+useless (plain steps from 87 to 736 ms within one run), so CPU time of this process with one torch thread
+(``--clock cpu --threads 1``), 15 rounds of 10 steps:
 
-    python benchmarks/audit_overhead.py [--rounds 10] [--steps 10] [--device auto|cpu|cuda]
+    plain step: median 14.94 ms
+    audited step: 3.843x of plain [3.538, 4.009]; 42 digests per step, 26.7 KiB moved to the host once per step
+    after step: 1.005x of plain [0.946, 1.063]
+    plain-loop audited step: 3.827x of plain [3.541, 4.056]
+    plain-loop after step: 1.005x of plain [0.965, 1.057]
+
+The audited step's cost is the digests of the activations (a 32x32x32x32 float32 output is 1M words: about 2 ms
+for the two 64-bit sums and the summaries on this CPU), paid for the K audited steps only. The plain-loop audit
+records the same digests through torch's global hooks, at the same cost; once it has removed itself no global hook
+is left (checked every round), so its steps after are plain steps.
+
+    python benchmarks/audit_overhead.py [--rounds 10] [--steps 10] [--device auto|cpu|cuda] [--clock wall|cpu]
+                                        [--threads N]
 """
 
 from __future__ import annotations
@@ -53,6 +67,7 @@ from deviate_cb.capture.audit.plain_loop import PlainLoopAudit
 
 GOAL_AFTER = 1.03
 _PHASES = ("plain", "audited", "after", "plain-loop audited", "plain-loop after")
+_CLOCK: list[Callable[[], float]] = [time.perf_counter]
 
 
 def _step(model: nn.Module, optimizer: Any, x: torch.Tensor, y: torch.Tensor, audit: Any, k: int) -> None:
@@ -71,14 +86,15 @@ def _step(model: nn.Module, optimizer: Any, x: torch.Tensor, y: torch.Tensor, au
 def _phase(
     model: nn.Module, optimizer: Any, x: torch.Tensor, y: torch.Tensor, audit: Any, steps: int, sync: Callable[[], Any]
 ) -> list[float]:
-    """The wall time of each of ``steps`` training steps (device synchronised around each)."""
+    """The time of each of ``steps`` training steps (device synchronised around each) on :data:`_CLOCK`."""
+    clock = _CLOCK[0]
     times = []
     for k in range(steps):
         sync()
-        began = time.perf_counter()
+        began = clock()
         _step(model, optimizer, x, y, audit, k)
         sync()
-        times.append(time.perf_counter() - began)
+        times.append(clock() - began)
     return times
 
 
@@ -87,9 +103,19 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--steps", type=int, default=10, help="steps per phase; the audit records this many")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall time, or this process's CPU time (steadier on a CPU shared with other work)",
+    )
+    parser.add_argument("--threads", type=int, default=0, help="torch's CPU threads (default: torch's own)")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.steps < 1:
         parser.error("--rounds and --steps must be at least 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    _CLOCK[0] = time.process_time if args.clock == "cpu" else time.perf_counter
     cuda = torch.cuda.is_available() and args.device != "cpu"
     if args.device == "cuda" and not cuda:
         parser.error("--device cuda: no CUDA device here")
@@ -134,7 +160,9 @@ def main(argv: Any = None) -> int:
             ratios[phase].append(medians[phase] / medians["plain"])
         print(f"round {number + 1}: " + "  ".join(f"{p} {medians[p] * 1e3:7.2f} ms" for p in _PHASES), flush=True)
     where = f"CUDA ({torch.cuda.get_device_name()})" if cuda else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"\nsmall CNN, batch 32, on {where}, {args.rounds} rounds of {args.steps} steps per phase:")
+    print(
+        f"\nsmall CNN, batch 32, on {where}, {args.rounds} rounds of {args.steps} steps per phase, {args.clock} time:"
+    )
     print(f"  plain step: median {statistics.median(plain_medians) * 1e3:.2f} ms")
     for phase, values in ratios.items():
         extra = ""
