@@ -24,6 +24,7 @@ import numpy as np
 from deviate_cb.capture.audit.keras_audit import KerasAudit
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
 from deviate_cb.capture.guard import guarded
+from deviate_cb.capture.resume_state import resume_plan
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
 from deviate_cb.capture.stability.collector import (
@@ -224,6 +225,11 @@ class DeviateCallback(keras.callbacks.Callback):
                 self._session.begin_fit(planned_steps=None if plan is None else plan[0] + plan[1] * plan[2])
             with guarded(self._session, "on_train_begin: tracker tags"):  # the active MLflow/W&B run learns it
                 tag_active_runs(live_tags(self._session))
+        resume = resume_plan()  # deviate audit --resume-at: not on Keras yet; stop after one step, not at the end
+        if resume is not None and self._session.enabled and self._session.run is not None and self._model is not None:
+            with guarded(self._session, "on_train_begin: resume"):
+                self._session.run.update_manifest(resume={"role": resume.role, "at": resume.at, "refused": "keras"})
+                self._model.stop_training = True
         if self._audit_steps and not self._audited and self._session.enabled and self._model is not None:
             self._audited = True
             with guarded(self._session, "on_train_begin: audit"):

@@ -37,13 +37,13 @@ import hashlib
 import json
 import os
 import random
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
 from deviate_cb.errors import UsageError
 
@@ -111,7 +111,8 @@ def checkpoint_name(at: int) -> str:
 
 def _feed(value: Any, out: Any) -> None:
     """Feed ``out`` a canonical byte form of ``value`` (tensors and arrays by their bytes, mappings by key)."""
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # a torch tensor exists only where torch is imported; Keras never imports it
+    if torch is not None and isinstance(value, torch.Tensor):
         flat = value.detach().cpu().reshape(-1).contiguous()
         out.update(f"T{flat.dtype}{tuple(value.shape)}:".encode())
         out.update(flat.view(torch.uint8).numpy().tobytes())
@@ -145,8 +146,10 @@ def state_digest(value: Any) -> str:
     return out.hexdigest()[:32]
 
 
-def _generators(loaders: Any) -> list[torch.Generator]:
+def _generators(loaders: Any) -> list[Any]:
     """The torch generators the train DataLoader(s) shuffle with: the sampler's, then the loader's own."""
+    import torch
+
     found: list[torch.Generator] = []
     items = loaders if isinstance(loaders, (list, tuple)) else list(loaders.values()) if isinstance(
         loaders, Mapping) else [loaders]  # fmt: skip
@@ -162,6 +165,8 @@ def _generators(loaders: Any) -> list[torch.Generator]:
 def state_digests(trainer: Any) -> dict[str, str]:
     """The digest of each state a checkpoint may restore (:data:`STATES`), now, for a Lightning
     ``trainer``; a state this run does not have (no CUDA, no sampler generator, no scheduler) is left out."""
+    import torch
+
     states: dict[str, Any] = {
         "torch_rng": torch.get_rng_state(),
         "numpy_rng": np.random.get_state(),

@@ -134,3 +134,16 @@ def test_plain_pytorch_has_no_checkpoint_to_resume_exit_3(tmp_path: Path) -> Non
     expected = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
     assert f"error: {expected} (the checkpointed run trained without a Lightning Trainer.fit" in done.stderr
     assert not (tmp_path / "runs" / "resumed").exists()  # nothing more was run
+
+
+def test_keras_is_not_supported_yet_exit_3_after_one_step(tmp_path: Path) -> None:
+    keras_case = CASES.parent / "resume_keras.py"
+    done = resume_audit(["--trainer", f"{keras_case}:backup_and_restore", "--keras-backend", "torch", "--resume-at",
+                         "4", "--steps", "8", "--out", str(tmp_path / "runs")], tmp_path)  # fmt: skip
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "error: --resume-at does not support Keras yet" in done.stderr and done.stdout == ""
+    run = tmp_path / "runs" / "checkpointed" / "experiment=resume_keras" / "variant=control" / "replica=0"
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["resume"]["refused"] == "keras" and manifest["framework"] == "keras"
+    assert manifest["audit"]["recorded_steps"] == 1  # stopped after its first step, not after 50 epochs
+    assert not (tmp_path / "runs" / "resumed").exists()
