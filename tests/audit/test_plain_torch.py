@@ -100,6 +100,64 @@ def test_a_training_that_stops_early_still_hands_its_record_over() -> None:
     assert len(written) == 1 and written[0].recorded_steps == 2 and not audit.installed
 
 
+def test_two_networks_and_two_optimizers_make_two_steps_per_iteration() -> None:
+    """A GAN-like loop: a parameter-free transform before the model opens no step; the generator, called first, keeps
+    the plain names, the discriminator is named by its class; each optimizer step is a step."""
+
+    class Discriminator(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x)
+
+    before = global_hooks()
+    written: list[AuditLog] = []
+    audit = PlainLoopAudit(4, written.append)
+    audit.install(torch)
+    torch.manual_seed(0)
+    jitter, generator, critic = torch.nn.Dropout(0.5), torch.nn.Linear(3, 2), Discriminator()
+    g_opt = torch.optim.SGD(generator.parameters(), lr=0.1)
+    d_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+    for _ in range(2):
+        z = jitter(torch.randn(4, 3))  # a module without parameters, called from no module: not the model
+        fake = generator(z)
+        d_opt.zero_grad()
+        critic(fake.detach()).mean().backward()
+        d_opt.step()
+        g_opt.zero_grad()
+        (-critic(fake).mean()).backward()
+        g_opt.step()
+    critic(torch.ones(1, 2))  # the optimizer hook torch was calling when the audit ended goes at the next module call
+    rows = written[0].rows
+    assert written[0].recorded_steps == 4 and global_hooks() == before
+    assert [row["name"] for row in rows if row["kind"] == "input"] == ["batch[0]", "batch[0]", "batch[0]", "batch[0]"]
+    first = {(row["kind"], row["name"]) for row in rows if row["step"] == 0}
+    assert ("forward", "(root)") in first and ("forward", "Discriminator.fc") in first
+    assert ("forward", "Dropout") not in first  # called before the step opened
+    assert ("parameter", "weight") in first and ("parameter", "Discriminator.fc.weight") in first
+
+
+def test_an_error_in_the_hooks_stops_the_audit_not_the_training(capsys: pytest.CaptureFixture[str]) -> None:
+    written: list[AuditLog] = []
+    audit = PlainLoopAudit(5, written.append)
+    audit.install(torch)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        if step == 2:
+            assert audit.log is not None
+            audit._audit.record = None  # type: ignore[union-attr,assignment]  # a hook that now fails
+        model(torch.ones(2, 3)).sum().backward()
+        optimizer.step()
+    assert audit.failed.startswith("the audit stopped at training step 2 on an error in its hooks: TypeError")
+    assert written == [] and not audit.installed  # cut short by its own failure: no record that could pass
+    assert "deviate audit: error: the audit stopped at training step 2" in capsys.readouterr().err
+    audit.finish()
+    assert written == []
+
+
 def test_the_global_hooks_step_aside_for_a_lightning_fit() -> None:
     L = pytest.importorskip("lightning")
 

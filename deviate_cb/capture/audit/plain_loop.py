@@ -33,7 +33,8 @@ framework's callback audits the fit, so every global hook is removed at once and
 two records). After ``K`` steps every hook is removed and ``Tensor.backward`` restored, so the rest of training runs
 as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
 written then, or at the process's exit with the steps that ran when it ends earlier (a crash: the replica is not
-``completed`` and ``deviate audit`` exits 3). Limits: a step is an optimizer step, so two optimizers stepping in
+``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit, not the training, and leaves
+no record (the audit then exits 3). Limits: a step is an optimizer step, so two optimizers stepping in
 one iteration make two steps and an iteration whose step a ``GradScaler`` skips joins the next one; a loss
 back-propagated with ``torch.autograd.backward`` or ``torch.autograd.grad`` rather than ``Tensor.backward`` is not
 recorded as the loss; a training whose parameters are updated without a ``torch.optim`` optimizer has no step.
@@ -102,6 +103,7 @@ class PlainLoopAudit:
         self.on_done = on_done
         self.values_max = values_max
         self.stepped_aside = False
+        self.failed = ""  # why the audit stopped on an error of its own (then nothing is handed over)
         self._torch: Optional[ModuleType] = None
         self._audit: Optional[TorchAudit] = None
         self._handles: list[tuple[str, Any]] = []  # (which hook, its handle)
@@ -203,12 +205,15 @@ class PlainLoopAudit:
 
     # -- the hooks ---------------------------------------------------------------------------------------------
     def _guarded(self, hook: Callable[..., None], *args: Any) -> None:
-        """Run a hook; an error in it stops the audit (what was recorded is kept) rather than the training."""
+        """Run a hook; an error in it stops the audit rather than the training, and no record is handed over: an
+        audit cut short by its own failure must not pass for a training that was shorter."""
         try:
             hook(*args)
         except Exception as exc:
-            sys.stderr.write(f"deviate audit: warning: the audit stopped at training step {self._step}: {exc!r}\n")
-            self.finish()
+            self.failed = f"the audit stopped at training step {self._step} on an error in its hooks: {exc!r}"
+            sys.stderr.write(f"deviate audit: error: {self.failed}; no audit record is written\n")
+            self.remove()
+            self._ended = True
 
     def _on_forward_pre(self, module: Any, args: Any) -> None:
         if not self._handles:
