@@ -130,3 +130,24 @@ def test_bad_log_folders_are_one_line_exit_2_and_nothing_written(tmp_path: Path)
             lines = result.stderr.strip().splitlines()
             assert result.returncode == 2 and len(lines) == 1 and words in lines[0], result.stderr
             assert not out.exists()
+
+
+@pytest.mark.parametrize("source, package", [("tensorboard", "tensorboard"), ("mlflow", "mlflow")])
+def test_a_missing_extra_is_named_in_one_line(tmp_path: Path, source: str, package: str) -> None:
+    """The package made unimportable for one subprocess (a package of that name that refuses to import, first on
+    PYTHONPATH): the command names the extra to install."""
+    blocked = tmp_path / "blocked" / package
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('not installed, for this test')\n")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "events.out.tfevents.1.host").write_bytes(b"")
+    where = ["--tracking-uri", str(logs), "--experiment", "x"] if source == "mlflow" else [str(logs)]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "blocked")}
+    out = tmp_path / "runs"
+    result = subprocess.run(
+        [DEVIATE, "import", source, *where, "--out", str(out)], capture_output=True, text=True, timeout=300, env=env
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert f"pip install 'deviate-cb[{package}]'" in lines[0] and not out.exists()
