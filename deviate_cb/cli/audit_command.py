@@ -108,6 +108,10 @@ def add_audit(commands: Any) -> None:
 def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.launch.options import integer_option
 
+    if getattr(args, "resume_at", None) is not None:  # its usage errors first, --against's included
+        from deviate_cb.cli.resume_command import check_resume_args
+
+        check_resume_args(at=args.resume_at, steps=args.steps, runs=args.runs, against=getattr(args, "against", None))
     against = None
     if getattr(args, "against", None) is not None:  # a kept recording (deviate_cb.cli.against_check): its defaults
         from deviate_cb.cli.against_check import open_against

@@ -53,11 +53,11 @@ _KERAS = (
 _ROLES = ("checkpointed", "resumed", "uninterrupted")  # in the order they run: the checkpoint first
 
 
-def check_resume_args(*, at: str, steps: str, runs: str) -> tuple[int, int]:
-    """``(K, N)`` from ``--resume-at`` and ``--steps``; ``-n`` must be left at its default.
+def check_resume_args(*, at: str, steps: str, runs: str, against: Optional[str] = None) -> tuple[int, int]:
+    """``(K, N)`` from ``--resume-at`` and ``--steps``; ``-n`` must be left at its default, ``--against`` unset.
 
     Raises:
-        UsageError: K is not an integer in 1..N-1, N not an integer >= 2, or ``-n`` given.
+        UsageError: K is not an integer in 1..N-1, N not an integer >= 2, ``-n`` or ``--against`` given.
     """
     from deviate_cb.launch.options import integer_option
 
@@ -68,6 +68,11 @@ def check_resume_args(*, at: str, steps: str, runs: str) -> tuple[int, int]:
         k = 0
     if not 0 < k < n:
         raise UsageError(f"`--resume-at` must be an integer >= 1 and below --steps ({n}). Received: --resume-at={at}.")
+    if against is not None:
+        raise UsageError(
+            "`--against` does not apply with `--resume-at`: the resumed run is compared with an uninterrupted run "
+            f"made now. Received: --against={against}."
+        )
     if runs != "2":
         raise UsageError(
             "`-n` does not apply with `--resume-at`: it runs one uninterrupted, one checkpointed and one resumed run. "
@@ -105,7 +110,9 @@ def run_resume_audit(
 ) -> int:
     """Run the three replicas and print the verdict (see the module docstring); returns the exit status.
     ``read_replicas``: :func:`deviate_cb.cli.audit_command.read_replicas` (what became of a replica, its rows)."""
-    at, steps = check_resume_args(at=args.resume_at, steps=args.steps, runs=args.runs)
+    at, steps = check_resume_args(
+        at=args.resume_at, steps=args.steps, runs=args.runs, against=getattr(args, "against", None)
+    )
     from deviate_cb.launch.options import integer_option
 
     seed = integer_option("--seed", 0)(args.seed)

@@ -101,6 +101,17 @@ def test_shuffling_and_dropout_the_checkpoint_does_not_restore_diverge_right_aft
         "torch_rng", "sampler_generator"}  # fmt: skip
 
 
+def test_a_training_that_is_not_reproducible_says_so_before_the_checkpoint(tmp_path: Path) -> None:
+    code, found, _ = resume_json("not_reproducible", tmp_path, at=4)
+    assert code == 1 and found["verdict"] == "diverged" and found["diverged_before_checkpoint"] is True, found
+    assert (found["step"], found["kind"]) == (1, "parameter")  # gradient noise added after the gradient hooks
+    done = resume_audit(["--trainer", f"{CASES}:not_reproducible", "--resume-at", "4", "--steps", "8", "--out",
+                         str(tmp_path / "text")], tmp_path)  # fmt: skip
+    assert done.returncode == 1
+    assert "the uninterrupted and the checkpointed runs already differ at training step 1 (0-based), before the " \
+        "checkpoint" in done.stdout.replace("\n", " ")  # fmt: skip
+
+
 def test_a_resumed_run_that_crashes_is_not_agreement_exit_3(tmp_path: Path) -> None:
     code, found, err = resume_json("crashes_after_resume", tmp_path, at=4)
     assert code == 3 and found["verdict"] == "incomplete" and found["diverged"] is False
@@ -116,6 +127,7 @@ def test_a_resumed_run_that_crashes_is_not_agreement_exit_3(tmp_path: Path) -> N
         (["--resume-at", "0"], "must be an integer >= 1 and below --steps (20). Received: --resume-at=0."),
         (["--resume-at", "two"], "Received: --resume-at=two."),
         (["--resume-at", "2", "-n", "3"], "`-n` does not apply with `--resume-at`"),
+        (["--resume-at", "2", "--against", "."], "`--against` does not apply with `--resume-at`"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, extra: list[str], message: str) -> None:

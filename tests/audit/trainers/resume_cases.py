@@ -8,7 +8,9 @@
 - ``shuffles_and_drops``: ``DataLoader(shuffle=True, generator=...)`` and dropout: the checkpoint restores neither
   the sampler's generator nor torch's global RNG, so the resumed run diverges at its first step;
 - ``crashes_after_resume``: ``exact``, but the resumed process (``DEVIATE_RESUME_FROM`` set) raises in its second
-  step.
+  step;
+- ``not_reproducible``: ``exact`` plus noise from operating-system entropy (no seed reaches it) in the gradient step
+  of step 1: runs differ before any checkpoint.
 """
 
 from __future__ import annotations
@@ -97,6 +99,14 @@ class CrashesAfterResume(Net):
         return super().training_step(batch, batch_idx)
 
 
+class NoisyFromStep1(Net):
+    def on_before_optimizer_step(self, optimizer: Any) -> None:
+        if self.trainer.fit_loop.epoch_loop.total_batch_idx == 1:
+            noise = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+            for parameter in self.parameters():
+                parameter.grad.add_(1e-3 * torch.randn(parameter.shape, generator=noise))
+
+
 def _dataset() -> TensorDataset:
     gen = torch.Generator().manual_seed(1234)
     x = torch.randn(16 * BATCHES_PER_EPOCH, 8, generator=gen)
@@ -134,3 +144,8 @@ def shuffles_and_drops() -> dict[str, float]:
 def crashes_after_resume() -> dict[str, float]:
     data = _dataset()
     return _fit(CrashesAfterResume(), DataLoader(data, batch_size=16, sampler=EpochSeededSampler(len(data))))
+
+
+def not_reproducible() -> dict[str, float]:
+    data = _dataset()
+    return _fit(NoisyFromStep1(), DataLoader(data, batch_size=16, sampler=EpochSeededSampler(len(data))))
