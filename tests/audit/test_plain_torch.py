@@ -139,6 +139,23 @@ def test_two_networks_and_two_optimizers_make_two_steps_per_iteration() -> None:
     assert ("parameter", "weight") in first and ("parameter", "Discriminator.fc.weight") in first
 
 
+def test_a_compiled_model_is_audited_under_the_name_torch_compile_gives_it() -> None:
+    written: list[AuditLog] = []
+    audit = PlainLoopAudit(2, written.append)
+    audit.install(torch)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    compiled = torch.compile(model, backend="eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.warns(UserWarning, match="global hooks"):  # torch says the hooks fire for the wrapper too
+        for _ in range(3):
+            compiled(torch.ones(2, 3)).pow(2).mean().backward()
+            optimizer.step()
+    assert written[0].recorded_steps == 2 and not audit.installed
+    names = {(row["kind"], row["name"]) for row in written[0].rows if row["step"] == 1}
+    assert {("forward", "(root)"), ("forward", "_orig_mod.0"), ("gradient", "_orig_mod.2.weight"),
+            ("parameter", "_orig_mod.0.bias"), ("loss", "loss")} <= names  # fmt: skip
+
+
 def test_an_error_in_the_hooks_stops_the_audit_not_the_training(capsys: pytest.CaptureFixture[str]) -> None:
     written: list[AuditLog] = []
     audit = PlainLoopAudit(5, written.append)

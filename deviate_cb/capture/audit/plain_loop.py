@@ -34,10 +34,13 @@ two records). After ``K`` steps every hook is removed and ``Tensor.backward`` re
 as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
 written then, or at the process's exit with the steps that ran when it ends earlier (a crash: the replica is not
 ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit, not the training, and leaves
-no record (the audit then exits 3). Limits: a step is an optimizer step, so two optimizers stepping in
-one iteration make two steps and an iteration whose step a ``GradScaler`` skips joins the next one; a loss
-back-propagated with ``torch.autograd.backward`` or ``torch.autograd.grad`` rather than ``Tensor.backward`` is not
-recorded as the loss; a training whose parameters are updated without a ``torch.optim`` optimizer has no step.
+no record (the audit then exits 3).
+
+Limits: a step is an optimizer step, so two optimizers stepping in one iteration make two steps, and an iteration
+whose step a ``GradScaler`` skips, or an evaluation run with gradients enabled between steps, joins the next one; a
+``torch.compile``d model's modules are named as its wrapper holds them (``_orig_mod.0``); a loss back-propagated
+with ``torch.autograd.backward`` or ``torch.autograd.grad`` rather than ``Tensor.backward`` is not recorded as the
+loss; a training whose parameters are updated without a ``torch.optim`` optimizer has no step.
 
 Example:
     >>> import torch
