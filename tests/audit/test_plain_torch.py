@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,22 @@ sys.path.insert(0, str(TRAINERS))
 import plain_loops  # noqa: E402
 from replicate_helpers import child_env  # noqa: E402
 
+_CREATED: list[PlainLoopAudit] = []
+
+
+def make_audit(steps: int, on_done: Any) -> PlainLoopAudit:
+    """A :class:`PlainLoopAudit`, finished after the test whatever happens (its hooks are process-wide)."""
+    audit = PlainLoopAudit(steps, on_done)
+    _CREATED.append(audit)
+    return audit
+
+
+@pytest.fixture(autouse=True)
+def _finish_audits() -> Iterator[None]:
+    yield
+    while _CREATED:
+        _CREATED.pop().finish()
+
 
 def global_hooks() -> tuple[int, ...]:
     return (
@@ -46,7 +63,7 @@ def global_hooks() -> tuple[int, ...]:
 def train(steps: int, audit_steps: int) -> tuple[PlainLoopAudit, list[AuditLog]]:
     """A plain loop: a model, a loss module, a parameter outside every module; evaluation before each step."""
     written: list[AuditLog] = []
-    audit = PlainLoopAudit(audit_steps, written.append)
+    audit = make_audit(audit_steps, written.append)
     audit.install(torch)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
@@ -114,7 +131,7 @@ def test_two_networks_and_two_optimizers_make_two_steps_per_iteration() -> None:
 
     before = global_hooks()
     written: list[AuditLog] = []
-    audit = PlainLoopAudit(4, written.append)
+    audit = make_audit(4, written.append)
     audit.install(torch)
     torch.manual_seed(0)
     jitter, generator, critic = torch.nn.Dropout(0.5), torch.nn.Linear(3, 2), Discriminator()
@@ -141,7 +158,7 @@ def test_two_networks_and_two_optimizers_make_two_steps_per_iteration() -> None:
 
 def test_a_compiled_model_is_audited_under_the_name_torch_compile_gives_it() -> None:
     written: list[AuditLog] = []
-    audit = PlainLoopAudit(2, written.append)
+    audit = make_audit(2, written.append)
     audit.install(torch)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
     compiled = torch.compile(model, backend="eager")
@@ -156,9 +173,29 @@ def test_a_compiled_model_is_audited_under_the_name_torch_compile_gives_it() -> 
             ("parameter", "_orig_mod.0.bias"), ("loss", "loss")} <= names  # fmt: skip
 
 
+def test_a_lightning_fabric_loop_is_a_plain_loop() -> None:
+    """Fabric has no fit and no callback: its loop is audited here (the hooks step aside for ``lightning.pytorch``
+    only), under the names its wrapper gives the modules."""
+    fabric_module = pytest.importorskip("lightning.fabric")
+    written: list[AuditLog] = []
+    audit = make_audit(2, written.append)
+    audit.install(torch)
+    fabric = fabric_module.Fabric(accelerator="cpu", devices=1)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1))
+    model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(3):
+        loss = model(torch.ones(2, 3)).pow(2).mean()
+        optimizer.zero_grad()
+        fabric.backward(loss)
+        optimizer.step()
+    assert not audit.stepped_aside and written[0].recorded_steps == 2
+    names = {(row["kind"], row["name"]) for row in written[0].rows if row["step"] == 1}
+    assert {("forward", "_forward_module.0"), ("loss", "loss"), ("parameter", "_forward_module.0.weight")} <= names
+
+
 def test_an_error_in_the_hooks_stops_the_audit_not_the_training(capsys: pytest.CaptureFixture[str]) -> None:
     written: list[AuditLog] = []
-    audit = PlainLoopAudit(5, written.append)
+    audit = make_audit(5, written.append)
     audit.install(torch)
     model = torch.nn.Linear(3, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -191,7 +228,7 @@ def test_the_global_hooks_step_aside_for_a_lightning_fit() -> None:
 
     before = global_hooks()
     written: list[AuditLog] = []
-    audit = PlainLoopAudit(3, written.append)
+    audit = make_audit(3, written.append)
     audit.install(torch)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 3)), batch_size=4)
     trainer = L.Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
