@@ -110,6 +110,33 @@ def test_modules_and_parameters_are_named_within_their_model() -> None:
     assert gradients[1][0] == "SGD.param_groups[1][0]"  # the scale multiplies the output: backward reaches it first
 
 
+def test_keyword_arguments_are_part_of_the_batch_and_of_the_inputs() -> None:
+    """``model(input_ids=..., labels=...)``, as Hugging Face models are called: the batch is the keyword arguments."""
+
+    class Scorer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 1)
+
+        def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            return (self.fc(input_ids).squeeze(-1) - labels).pow(2).mean()
+
+    written: list[AuditLog] = []
+    audit = make_audit(1, written.append)
+    audit.install(torch)
+    model = Scorer()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(2, 3), labels=torch.zeros(2)).backward()  # one positional, one keyword argument
+    optimizer.step()
+    model.zero_grad()
+    model(input_ids=torch.ones(2, 3), labels=torch.zeros(2)).backward()  # after the audit: nothing recorded
+    rows = written[0].rows
+    assert [(row["kind"], row["name"], row["shape"]) for row in rows if row["kind"] == "input"] == [
+        ("input", "batch[0]", [2, 3]), ("input", "batch[1]['labels']", [2])]  # fmt: skip
+    inputs = [row["name"] for row in rows if row["kind"] == "forward_input" and row["module"] == "(root)"]
+    assert inputs == ["(root)[0]", "(root)['labels']"]  # the model's own inputs, keywords included
+
+
 def test_a_training_that_stops_early_still_hands_its_record_over() -> None:
     audit, written = train(steps=2, audit_steps=5)
     assert written == [] and audit.installed  # 2 of 5 steps: still auditing

@@ -18,7 +18,9 @@ A step opens at the first forward, with gradients enabled, of a module that has 
 from no other module's forward (the model): its arguments are the step's ``input`` batch. Forward passes with
 gradients disabled (evaluation under ``torch.no_grad()`` or ``torch.inference_mode()``) outside a step open none,
 so they are not training steps; inside an open step every forward is recorded. A step with no such forward opens
-at its ``backward()`` or its optimizer step.
+at its ``backward()`` or its optimizer step. torch hands a global forward pre-hook the positional arguments only:
+the keyword arguments (``model(input_ids=x, labels=y)``: ``batch['input_ids']``) are read from the frame of
+``Module._call_impl`` that calls the hook, once checked to be torch's (none when it is not).
 
 Names. Modules and parameters are named by their qualified name within the model that owns them, as
 ``model.named_modules()`` gives them, the model itself ``(root)``: the same names as the Lightning callback's. The
@@ -87,6 +89,7 @@ FRAMEWORK = "torch"  # the manifest's `audit.framework` of a plain loop's record
 _FITTING = ("lightning.pytorch", "pytorch_lightning", "keras", "tf_keras")
 _STACK_DEPTH = 400  # frames looked at, at most, when a step opens
 _VALUES_MAX = 4096  # deviate_cb.capture.audit.log.DEFAULT_VALUES_MAX, without importing NumPy before torch
+_MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")  # where Module._call_impl calls the hooks
 _AUDIT_ENV = "DEVIATE_AUDIT"  # deviate_cb.capture.audit.settings.AUDIT_ENV (importing it imports NumPy)
 _state: dict[str, Any] = {"audit": None}
 
@@ -223,10 +226,13 @@ class PlainLoopAudit:
             return
         outermost = self._depth == 0
         self._depth += 1
+        kwargs = None
         if outermost and not self._open:
-            self._guarded(self._maybe_open, module, args)
+            kwargs = _call_kwargs(sys._getframe(1))
+            self._guarded(self._maybe_open, module, args, kwargs)
         if self._open and self._audit is not None:
-            self._guarded(self._forward_pre, module, args)
+            kwargs = _call_kwargs(sys._getframe(1)) if kwargs is None else kwargs
+            self._guarded(self._forward_pre, module, args, kwargs)
 
     def _on_forward(self, module: Any, args: Any, output: Any) -> None:
         if not self._handles:
@@ -235,13 +241,13 @@ class PlainLoopAudit:
         if self._open and self._audit is not None:
             self._guarded(self._audit._on_forward, self._name_of(module), module, args, output)
 
-    def _forward_pre(self, module: Any, args: Any) -> None:
+    def _forward_pre(self, module: Any, args: Any, kwargs: Optional[dict[str, Any]]) -> None:
         assert self._audit is not None
         pre = getattr(self._audit, "_on_forward_pre", None)  # the inputs as the call starts, where TorchAudit has it
         if pre is not None:
-            pre(self._name_of(module), module, args, None)
+            pre(self._name_of(module), module, args, kwargs)
 
-    def _maybe_open(self, module: Any, args: Any) -> None:
+    def _maybe_open(self, module: Any, args: Any, kwargs: Optional[dict[str, Any]]) -> None:
         """Open a step at the model's forward with gradients enabled (or step aside inside a fit)."""
         torch_module = self._torch
         if torch_module is None or not torch_module.is_grad_enabled() or os.getpid() != self._pid:
@@ -252,7 +258,7 @@ class PlainLoopAudit:
             self._step_aside()
             return
         self._name_of(module)
-        self._open_step(args)
+        self._open_step((*args, kwargs) if args and kwargs else kwargs or args)
 
     def _on_backward(self, tensor: Any) -> None:
         if not self._open and self._parameters and os.getpid() == self._pid:
@@ -369,6 +375,16 @@ def _joined(prefix: str, qualified: str) -> str:
     if prefix and qualified:
         return f"{prefix}.{qualified}"
     return prefix or qualified or ROOT_NAME
+
+
+def _call_kwargs(frame: Optional[FrameType]) -> Optional[dict[str, Any]]:
+    """The keyword arguments of the module call whose global forward pre-hook runs (torch hands global pre-hooks
+    the positional ones only): the ``kwargs`` of ``Module._call_impl``'s frame that calls the hook, when the frame
+    is that one (checked: torch/nn/modules/module.py); ``None`` otherwise, or when there are none."""
+    if frame is None or not frame.f_code.co_filename.endswith(_MODULE_FILE):
+        return None
+    kwargs = frame.f_locals.get("kwargs")
+    return kwargs if isinstance(kwargs, dict) and kwargs else None
 
 
 def _inside_fit() -> bool:
