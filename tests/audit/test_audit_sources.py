@@ -3,11 +3,12 @@ replicas differ, not only the first, so one nondeterministic op does not hide an
 
 Hand-made records check each rule of :func:`deviate_cb.report.audit.compare_audits`; then ``deviate audit`` for real
 on Lightning trainings (``trainers/two_sources.py``) with two independent nondeterministic modules (both named), one
-feeding the other (only the first), a nondeterministic backward and a noisy optimizer.
+feeding the other (only the first), a nondeterministic backward (its module's parameters), and Keras on torch.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -137,6 +138,32 @@ def test_torch_hooks_record_inputs_before_in_place_ops_and_output_gradients() ->
     assert rows[("forward_input", "0")]["values"] == x.flatten().tolist() and not audit.attached
 
 
+class _Doubles(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        same = self.b(h)  # b's input: a's output as it was digested
+        h.mul_(2)  # changed in place between two modules: b's next input must be digested again
+        return same + self.b(h)
+
+
+def test_a_digest_is_reused_only_for_the_same_unchanged_tensor() -> None:
+    model = _Doubles()
+    audit = TorchAudit(steps=1)
+    audit.attach(named_modules(model), named_parameters(model))
+    x = torch.tensor([[1.0, -2.0]])
+    audit.begin_step(0, x)
+    with torch.no_grad():  # (b keeps h for its backward: changing h in place is for a forward only)
+        model(x)
+    rows = audit.end_step()
+    out_a = next(r for r in rows if (r["kind"], r["name"]) == ("forward", "a"))["values"]
+    inputs_b = [r["values"] for r in rows if (r["kind"], r["name"]) == ("forward_input", "b")]
+    assert inputs_b == [out_a, [2 * v for v in out_a]]
+
+
 def test_a_global_forward_hook_feeds_the_same_rows_through_on_forward() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh())
     names = {module: name for name, module in named_modules(model)}
@@ -159,14 +186,14 @@ def test_a_global_forward_hook_feeds_the_same_rows_through_on_forward() -> None:
     assert ("grad_output", "0") in kinds and rows[1]["values"] == x.flatten().tolist()
 
 
-def _audit(target: str, tmp_path: Path) -> tuple[int, dict[str, Any], str]:
+def _audit(target: str, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     sys.path.insert(0, str(REPO / "tests" / "launch"))
     from replicate_helpers import child_env
 
     trainer = target if ":" in target else f"{TRAINERS}:{target}"
     done = subprocess.run(
         [sys.executable, "-m", "deviate_cb.cli.main", "audit", "--trainer", trainer, "--steps", "2",
-         "--parallel", "2", "--out", str(tmp_path / "runs"), "--format", "json"],
+         "--parallel", "2", "--out", str(tmp_path / "runs"), "--format", "json", *extra],
         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
@@ -194,3 +221,12 @@ def test_deviate_audit_names_the_parameters_of_a_noisy_backward(tmp_path: Path) 
     assert found["kind"] == "gradient" and found["module"] == "net.2", found
     assert sorted((d["kind"], d["name"]) for d in found["sources"]) == [("gradient", "net.2.bias"),
                                                                        ("gradient", "net.2.weight")]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_deviate_audit_names_the_noisy_keras_layer_on_torch(tmp_path: Path) -> None:
+    if importlib.util.find_spec("keras") is None:
+        pytest.skip("Keras is not installed")
+    cases = REPO / "integrations" / "keras" / "trainers" / "audit_cases.py"
+    _, found, _ = _audit(f"{cases}:noisy_layer", tmp_path, "--keras-backend", "torch")
+    assert [(d["step"], d["kind"], d["module"]) for d in found["sources"]] == [(0, "forward", "net/jitter")]

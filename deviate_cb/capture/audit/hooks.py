@@ -41,7 +41,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -108,6 +110,8 @@ class TorchAudit:
         self._parameters: list[tuple[str, Optional[str], torch.Tensor]] = []
         self._rows: list[torch.Tensor] = []
         self._calls: list[tuple[torch.nn.Module, list[_Packed]]] = []  # inputs digested as each call began
+        # the step's digests by tensor: a module's input is mostly the output digested just before, unchanged
+        self._packed: dict[int, tuple[weakref.ref[torch.Tensor], int, torch.Tensor]] = {}
 
     @property
     def done(self) -> bool:
@@ -140,7 +144,7 @@ class TorchAudit:
         """Remove every hook and drop the cached weights; what was recorded stays in :attr:`log`."""
         for handle in self._handles:
             handle.remove()
-        self._handles, self._parameters, self._rows, self._calls = [], [], [], []
+        self._handles, self._parameters, self._rows, self._calls, self._packed = [], [], [], [], {}
         clear_weights()
 
     def begin_step(self, step: int, batch: Any = None) -> None:
@@ -148,7 +152,7 @@ class TorchAudit:
         if self.done or not self.attached:
             return
         self.log.begin_step(step)
-        self._rows, self._calls = [], []
+        self._rows, self._calls, self._packed = [], [], {}
         for name, tensor in named_tensors(batch, "batch"):
             self.record("input", name, None, tensor)
 
@@ -158,8 +162,21 @@ class TorchAudit:
             self._add(kind, module, self._pack(name, tensor))
 
     def _pack(self, name: str, tensor: torch.Tensor) -> _Packed:
-        with torch.no_grad():
-            row = pack(tensor, self.values_max)
+        """Digest ``tensor``, or reuse its digest when this step already made one of it and it has not changed
+        since (the same tensor object, still alive, at the same version counter: in-place ops bump it)."""
+        try:
+            version: Optional[int] = tensor._version
+        except RuntimeError:  # an inference tensor keeps no version counter: digested every time
+            version = None
+        seen = self._packed.get(id(tensor)) if version is not None else None
+        if seen is not None and seen[0]() is tensor and seen[1] == version:
+            row = seen[2]
+        else:
+            with torch.no_grad():
+                row = pack(tensor, self.values_max)
+            if version is not None:
+                with contextlib.suppress(TypeError):  # a tensor type without weak references: not reused
+                    self._packed[id(tensor)] = (weakref.ref(tensor), version, row)
         return _Packed(name, row, str(tensor.dtype).replace("torch.", ""), tuple(tensor.shape), tensor.numel())
 
     def _add(self, kind: str, module: Optional[str], packed: _Packed) -> None:
@@ -181,7 +198,7 @@ class TorchAudit:
         for name, owner, parameter in self._parameters:
             self.record("parameter", name, owner, parameter)
         rows = self.log.end_step(_to_host(self._rows))
-        self._rows = []
+        self._rows, self._packed = [], {}
         if self.done:
             self.detach()
         return rows
@@ -210,7 +227,8 @@ class TorchAudit:
         for suffix, tensor in named_tensors(output, ""):
             self.record("forward", f"{name}{suffix}", name, tensor)
             if tensor.requires_grad and torch.is_grad_enabled():
-                tensor.register_hook(functools.partial(self._on_grad_output, f"{name}{suffix}", name))
+                with contextlib.suppress(RuntimeError):  # a tensor that takes no hook: no grad_output for it
+                    tensor.register_hook(functools.partial(self._on_grad_output, f"{name}{suffix}", name))
 
     def _on_grad_output(self, name: str, module: str, grad: torch.Tensor) -> None:
         if self.log.active and grad is not None:
