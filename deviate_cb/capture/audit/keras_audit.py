@@ -3,9 +3,9 @@
 - **torch**: everything, through the torch hooks of :class:`~deviate_cb.capture.audit.hooks.TorchAudit`
   (Keras layers are torch modules there, and each variable's ``value`` a torch parameter): the batch
   (``model.train_step`` is wrapped for the audited steps, on the model instance), every layer's inputs and output
-  (named by its Keras path, ``sequential/dense``) and the gradient flowing into that output, the loss (``model._compute_loss`` is wrapped likewise), every
-  trainable variable's gradient in the order backward produces them, and every variable after the optimizer
-  step.
+  (named by its Keras path, ``sequential/dense``) and the gradient flowing into that output, the loss
+  (``model._compute_loss`` is wrapped likewise), every trainable variable's gradient in the order backward
+  produces them, and every variable after the optimizer step.
 - **tensorflow** and **jax**: ``fit`` runs a compiled train step (``tf.function``, ``jax.jit``) whose
   intermediate values a callback cannot see, so the audit records, after each step, every trainable variable
   (``parameter``) and the loss Keras reports (``loss``: its running mean over the epoch, which changes as soon
