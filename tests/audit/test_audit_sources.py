@@ -121,6 +121,18 @@ def test_sources_are_those_of_the_first_step_that_differs() -> None:
     assert line in text.splitlines()
 
 
+def test_the_sources_line_is_one_line_however_many_and_says_when_none() -> None:
+    entries = [("forward", "fc", 1)] + [(kind, f"w{k}", 2) for k in range(10) for kind in ("gradient", "parameter")]
+    changed = [(kind, name, 3 if kind == "parameter" else value) for kind, name, value in entries]  # an optimizer
+    result = compare_audits({0: _record(entries), 1: _record(changed)})
+    assert [d.name for d in result.sources] == [f"w{k}" for k in range(10)]
+    line = next(x for x in render_audit(result, steps=1, where="r").splitlines() if x.startswith("sources"))
+    assert line.startswith("sources at step 0 (inputs agree, output differs): parameter `w0` (optimizer step), ")
+    assert line.endswith("parameter `w7` (optimizer step), and 2 more")
+    hidden = compare_audits({0: _record(_step()), 1: _record(_step(forward_input_head=9, forward_head=9))})
+    assert "sources at step 0: none identified" in render_audit(hidden, steps=1, where="r")
+
+
 def test_torch_hooks_record_inputs_before_in_place_ops_and_output_gradients() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(inplace=True), torch.nn.Linear(4, 1))
     audit = TorchAudit(steps=1)
