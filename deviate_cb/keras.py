@@ -23,8 +23,9 @@ import numpy as np
 
 from deviate_cb.capture.audit.keras_audit import KerasAudit
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
+from deviate_cb.capture.backup_restore import KerasResumePoint
 from deviate_cb.capture.guard import guarded
-from deviate_cb.capture.resume_state import resume_plan
+from deviate_cb.capture.resume_state import RESUME_FROM_ENV, resume_plan
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
 from deviate_cb.capture.stability.collector import (
@@ -159,6 +160,10 @@ class DeviateCallback(keras.callbacks.Callback):
         # Keras may call on_train_batch_end from its dispatch threads; not while auditing, which reads the
         # variables after each step and must not race the next one
         self.async_safe = not self._audit_steps
+        plan = resume_plan()  # deviate audit --resume-at: this replica's part (deviate_cb.capture.backup_restore)
+        self._resume = KerasResumePoint(plan, os.environ.get(RESUME_FROM_ENV, "")) if plan is not None else None
+        if self._resume is not None:
+            self.async_safe = False
         self._lock = threading.Lock()
         self._batches: list[tuple[int, int, float, Mapping[str, Any]]] = []  # (step, epoch, time, logs)
         self._steps_done = 0  # global steps before the current epoch
@@ -182,6 +187,19 @@ class DeviateCallback(keras.callbacks.Callback):
                 "(Keras 3, pip install 'keras>=3'), or use deviate_cb.lightning for PyTorch Lightning."
             )
         super().set_model(model)
+
+    def prepare_fit(self, callbacks: Sequence[Any]) -> None:
+        """Called by the launcher's ``fit`` wrapper with the fit's callbacks, before ``fit`` starts: under
+        ``--resume-at``, find and redirect its ``BackupAndRestore`` (:mod:`deviate_cb.capture.backup_restore`)."""
+        if self._resume is not None:
+            self._resume.prepare(callbacks)
+
+    def _resume_record(self, hook: str) -> None:
+        point, run = self._resume, self._session.run
+        if point is not None and point.changed and run is not None and self._session.enabled:
+            with guarded(self._session, f"{hook}: resume point"):
+                point.changed = False
+                run.update_manifest(resume=point.record)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     # Every recording step of a hook runs under `guarded`: once the run is open, its errors become problems of
@@ -225,20 +243,25 @@ class DeviateCallback(keras.callbacks.Callback):
                 self._session.begin_fit(planned_steps=None if plan is None else plan[0] + plan[1] * plan[2])
             with guarded(self._session, "on_train_begin: tracker tags"):  # the active MLflow/W&B run learns it
                 tag_active_runs(live_tags(self._session))
-        resume = resume_plan()  # deviate audit --resume-at: not on Keras yet; stop after one step, not at the end
-        if resume is not None and self._session.enabled and self._session.run is not None and self._model is not None:
-            with guarded(self._session, "on_train_begin: resume"):
-                self._session.run.update_manifest(resume={"role": resume.role, "at": resume.at, "refused": "keras"})
-                self._model.stop_training = True
+        resume = self._resume  # deviate audit --resume-at: no resume path or a bad K: stop after one step
+        if resume is not None and self._session.enabled and self._model is not None and resume.begin(self.params):
+            self._model.stop_training = True
+        self._resume_record("on_train_begin")
         if self._audit_steps and not self._audited and self._session.enabled and self._model is not None:
             self._audited = True
+            first = resume.plan.at if resume is not None and resume.plan.role == "resumed" else 0
             with guarded(self._session, "on_train_begin: audit"):
-                self._audit = KerasAudit(self._audit_steps, keras.backend.backend())
+                self._audit = KerasAudit(self._audit_steps, keras.backend.backend(), first=first)
                 self._audit.start(self._model)
 
     def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch
         plan, self._fit_plan = self._fit_plan, None
+        if self._resume is not None:  # a restored fit starts at the epoch of its backup: global steps go on from it
+            first = self._resume.epoch_begin(epoch, plan[1] if plan is not None else None)
+            if first is not None and self._resume.plan.role == "resumed":
+                self._steps_done = first
+            self._resume_record("on_epoch_begin")
         if plan is not None and epoch > 0:  # fit(initial_epoch=...): fewer epochs than `epochs` are left
             first, steps, epochs = plan
             self._session.fit_planned = first + steps * max(epochs - epoch, 0)
@@ -250,6 +273,12 @@ class DeviateCallback(keras.callbacks.Callback):
         if timings is not None and self._session.enabled:
             with guarded(self._session, "on_train_batch_begin: step timing"):
                 timings.step_started("train", self._epoch or 0, self._steps_done + batch)
+        if self._audit is not None:
+            self._audit.batch_begin(self._steps_done + batch)
+        if self._resume is not None and self._model is not None:
+            with guarded(self._session, "on_train_batch_begin: resume point"):
+                self._resume.batch_start(self._model, self._steps_done + batch)
+            self._resume_record("on_train_batch_begin")
 
     def on_train_batch_end(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         if logs and self._session.enabled:  # may run on a Keras dispatch thread: only append here
@@ -261,6 +290,11 @@ class DeviateCallback(keras.callbacks.Callback):
                 audit.batch_end(self._steps_done + batch, logs)
             if audit.done:
                 self._end_audit("on_train_batch_end")
+        if self._resume is not None and self._model is not None:
+            with guarded(self._session, "on_train_batch_end: resume point"):
+                if self._resume.batch_end(self._model, self._steps_done + batch):
+                    self._model.stop_training = True
+            self._resume_record("on_train_batch_end")
 
     def _end_audit(self, hook: str) -> None:
         """Restore the model, remove the audit's hooks and write what it recorded."""
@@ -324,6 +358,10 @@ class DeviateCallback(keras.callbacks.Callback):
         hook, session = "on_train_end", self._session
         self._in_fit = False
         self._end_audit(hook)
+        if self._resume is not None:
+            with guarded(session, f"{hook}: resume point"):
+                self._resume.train_end()
+            self._resume_record(hook)
         if session.enabled and session.run is not None and self._model is not None:
             if self._predictions is not None:
                 with guarded(session, f"{hook}: predictions snapshot"):

@@ -19,6 +19,7 @@ import torch
 from typing_extensions import override
 
 from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
+from deviate_cb.capture.audit.log import KINDS
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record, write_rank_audit
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
@@ -393,9 +394,8 @@ class DeviateCallback(pl.Callback):
         rank, world_size = self._audit_ranks
         if self._session.enabled and self._session.run is not None:
             with guarded(self._session, f"{hook}: audit record"):
-                covered = ("input", "forward", "loss", "gradient", "parameter")
-                write_audit_record(
-                    self._session.run, audit.log, framework="lightning", covered=covered, world_size=world_size
+                write_audit_record(  # the torch hooks record every kind of row (capture.audit.log.KINDS)
+                    self._session.run, audit.log, framework="lightning", covered=KINDS, world_size=world_size
                 )
         elif rank > 0 and self._audit_dir is not None:  # its own audit.rank<k>.parquet, never run.json
             with guarded(self._session, f"{hook}: audit record of rank {rank}"):

@@ -2,8 +2,8 @@
 
 ``deviate audit --resume-at K --steps N`` runs three replicas of one configuration
 (:mod:`deviate_cb.cli.resume_command`) and tells each one its part through ``DEVIATE_RESUME`` (:data:`RESUME_ENV`,
-JSON ``{"at": K, "steps": N, "role": ROLE}``), which the Lightning callback reads (:func:`resume_plan`) and hands to a
-:class:`ResumePoint`:
+JSON ``{"at": K, "steps": N, "role": ROLE, "backup": DIR}``), which the Lightning callback reads
+(:func:`resume_plan`) and hands to a :class:`ResumePoint` (Keras: :mod:`deviate_cb.capture.backup_restore`):
 
 - ``uninterrupted``: trains to step N (then stops, as early stopping does);
 - ``checkpointed``: at the end of step K-1 saves a checkpoint the framework's own way (Lightning:
@@ -39,7 +39,7 @@ import os
 import random
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -69,11 +69,13 @@ STATES = ("torch_rng", "cuda_rng", "numpy_rng", "python_rng", "sampler_generator
 
 @dataclass(frozen=True)
 class ResumePlan:
-    """A replica's part in ``--resume-at``: the step ``at`` (K), the steps ``steps`` (N) and its ``role``."""
+    """A replica's part in ``--resume-at``: the step ``at`` (K), the steps ``steps`` (N) and its ``role``;
+    ``backup``: the directory a Keras fit's ``BackupAndRestore`` is redirected to (:mod:`.backup_restore`)."""
 
     at: int
     steps: int
     role: str
+    backup: str = field(default="", repr=False)
 
 
 def resume_plan(environ: Optional[Mapping[str, str]] = None) -> Optional[ResumePlan]:
@@ -88,7 +90,7 @@ def resume_plan(environ: Optional[Mapping[str, str]] = None) -> Optional[ResumeP
         return None
     try:
         raw = json.loads(text)
-        plan = ResumePlan(int(raw["at"]), int(raw["steps"]), str(raw["role"]))
+        plan = ResumePlan(int(raw["at"]), int(raw["steps"]), str(raw["role"]), str(raw.get("backup") or ""))
     except (ValueError, TypeError, KeyError):
         plan = ResumePlan(0, 0, "")
     if not (0 < plan.at < plan.steps and plan.role in ROLES):

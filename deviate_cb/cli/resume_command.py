@@ -11,14 +11,20 @@ Three ordinary replicas of the same configuration (the ``control`` variant, or `
    :mod:`deviate_cb.launch.inject`), audits steps K..N-1 (global step numbers) and stops after step N-1;
 3. ``uninterrupted``: audits steps 0..N-1 and stops after step N-1.
 
+On Keras the checkpoint is the fit's ``keras.callbacks.BackupAndRestore`` backup, redirected to ``<out>/backups/<role>``
+(the plan's ``backup``; the resumed run's fit restores from a copy of the checkpointed run's backup, which is its
+``DEVIATE_RESUME_FROM``): :mod:`deviate_cb.capture.backup_restore`.
+
 Then :func:`deviate_cb.report.resume.compare_resume` compares 3 with 1 before the checkpoint (the training must be
 reproducible at all) and 3 with 2 from step K on, and names what the checkpoint did not restore.
 
 Exit status: 0 the resumed run continues bit for bit (every run ended its training normally), 1 it diverges (or the
-training differs before the checkpoint already), 2 usage error, 3 not checked: the checkpointed run wrote no
-checkpoint (a plain PyTorch loop, which has no standard checkpoint; Keras, not supported yet; a training shorter
-than K steps; a crash before step K: nothing more is run then), or a run crashed, timed out or was killed later:
-crashes are not agreement.
+training differs before the checkpoint already), 2 usage error (on Keras also a K at whose end no backup is
+written, told by the checkpointed run), 3 not checked: a project whose source imports neither Lightning nor Keras
+(plain PyTorch has no standard checkpoint: refused before anything runs, :mod:`deviate_cb.launch.audit_scan`), or
+the checkpointed run wrote no checkpoint (a plain loop the scan could not tell; a Keras fit without
+``BackupAndRestore``; a training shorter than K steps; a crash before step K: nothing more is run then), or a run
+crashed, timed out or was killed later: crashes are not agreement.
 
 Example:
     >>> check_resume_args(at="4", steps="8", runs="2")
@@ -39,6 +45,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Optional
 
+from deviate_cb.capture.backup_restore import NO_BACKUP
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 
@@ -46,10 +53,6 @@ __all__ = ["EXIT_NOT_CHECKED", "PLAIN_PYTORCH", "check_resume_args", "run_resume
 
 EXIT_NOT_CHECKED = 3
 PLAIN_PYTORCH = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
-_KERAS = (
-    "--resume-at does not support Keras yet (a fit with keras.callbacks.BackupAndRestore could be resumed); "
-    "it checks Lightning trainings"
-)
 _ROLES = ("checkpointed", "resumed", "uninterrupted")  # in the order they run: the checkpoint first
 
 
@@ -121,12 +124,16 @@ def run_resume_audit(
     from deviate_cb.launch.runner import replicate
     from deviate_cb.store.run_directory import RunDirectory
 
+    if _reaches_no_checkpoint(args):  # told from the source before anything runs (launch.audit_scan)
+        say(err, "error", f"{PLAIN_PYTORCH} (the project's source imports neither: nothing was run)")
+        return EXIT_NOT_CHECKED
     root = Path(args.out)
     audited: dict[str, Any] = {}
     manifests: dict[str, dict[str, Any]] = {}
     checkpoint = ""
     for role in _ROLES:
-        plan = json.dumps({"at": at, "steps": steps, "role": role})
+        # a Keras fit's BackupAndRestore is redirected to <out>/backups/<role> (deviate_cb.capture.backup_restore)
+        plan = json.dumps({"at": at, "steps": steps, "role": role, "backup": str((root / "backups" / role).absolute())})
         with _environment({RESUME_ENV: plan, RESUME_FROM_ENV: checkpoint if role == "resumed" else None}):
             result = replicate(
                 args.trainer,
@@ -155,6 +162,12 @@ def run_resume_audit(
         audited[role] = read_replicas(result.replicas)[0][0]
         if role == "checkpointed":
             checkpoint, problem = _checkpoint(manifests[role], audited[role], at)
+            record = manifests[role].get("resume")
+            if isinstance(record, dict) and record.get("refused") == "bad_at":
+                raise UsageError(
+                    "`--resume-at` must be a step at the end of which the fit's keras.callbacks.BackupAndRestore "
+                    f"writes its backup: {record.get('possible')}. Received: --resume-at={at}."
+                )
             if problem:
                 say(err, "error", problem)
                 return EXIT_NOT_CHECKED
@@ -165,16 +178,33 @@ def _checkpoint(manifest: Mapping[str, Any], audited: Any, at: int) -> tuple[str
     """``(checkpoint path, "")`` when the checkpointed run wrote one, else ``("", why not)``."""
     record = manifest.get("resume")
     path = record.get("checkpoint") if isinstance(record, dict) else None
-    if isinstance(path, str) and Path(path).is_file():
+    if isinstance(path, str) and Path(path).exists():  # Lightning's file, Keras's backup directory
         return path, ""
+    if isinstance(record, dict) and record.get("refused") == "no_backup":
+        return "", NO_BACKUP
     if not audited.ended:
         return "", f"the checkpointed run {audited.how} before its checkpoint at step {at}: nothing was resumed"
-    if manifest.get("framework") == "keras":
-        return "", _KERAS
     if not isinstance(record, dict):  # no Lightning callback saw the step: a plain loop (or no training at all)
         return "", f"{PLAIN_PYTORCH} (the checkpointed run trained without a Lightning Trainer.fit: nothing to resume)"
     steps = audited.recorded_steps
     return "", f"the checkpointed run's training ended after {steps} step(s), before step {at}: no checkpoint"
+
+
+def _reaches_no_checkpoint(args: argparse.Namespace) -> bool:
+    """Whether the target's source certainly imports neither Lightning nor Keras (:mod:`deviate_cb.launch.audit_scan`;
+    a target it cannot read, or a wrong one the launcher will explain, is not refused here)."""
+    from deviate_cb.launch.audit_scan import reaches_resumable
+    from deviate_cb.launch.command import Command
+    from deviate_cb.launch.trainer_spec import TrainerSpec
+
+    try:
+        target: TrainerSpec | Command = (
+            TrainerSpec.parse(args.trainer) if args.trainer is not None else Command.parse(args.after or ())
+        )
+        target.precheck()
+    except UsageError:
+        return False
+    return reaches_resumable(target, Path.cwd()) is False
 
 
 def _verdict(

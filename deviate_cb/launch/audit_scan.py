@@ -43,7 +43,7 @@ from deviate_cb.launch.preimport import project_files
 from deviate_cb.launch.source_checks import find_module_file
 from deviate_cb.launch.trainer_spec import TrainerSpec
 
-__all__ = ["AUDITABLE", "MAX_FILES", "audit_refusal", "reaches_audited_framework"]
+__all__ = ["AUDITABLE", "MAX_FILES", "RESUMABLE", "audit_refusal", "reaches_audited_framework", "reaches_resumable"]
 
 #: Top-level modules whose import means the audit may hook the training (``tensorflow``: ``tf.keras``; ``torch``:
 #: a plain loop, through torch's global hooks).
@@ -55,6 +55,13 @@ AUDITABLE = frozenset(
 _AUDITABLE_DISTRIBUTIONS = frozenset(
     {"lightning", "pytorch-lightning", "keras", "keras-nightly", "keras-core", "tf-keras", "tensorflow",
      "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly", "torch"}
+)  # fmt: skip
+#: Top-level modules whose import may give ``deviate audit --resume-at`` a checkpoint to resume from (Lightning's,
+#: a Keras ``BackupAndRestore``): a project that imports torch but none of them is a plain PyTorch loop.
+RESUMABLE = frozenset({"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core"})
+_RESUMABLE_DISTRIBUTIONS = frozenset(
+    {"lightning", "pytorch-lightning", "keras", "keras-nightly", "keras-core", "tf-keras", "tensorflow",
+     "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly"}
 )  # fmt: skip
 #: Installed packages known to train nothing with torch, Lightning or Keras themselves (no metadata lookup needed).
 _PLAIN = frozenset(
@@ -100,9 +107,34 @@ def audit_refusal(target: Union[TrainerSpec, Command], cwd: Path) -> str:
     )
 
 
-def reaches_audited_framework(files: list[Path], cwd: Path) -> Optional[int]:
-    """``None`` when the project starting at ``files`` imports torch, Lightning or Keras (directly, through its own
-    modules, or through an installed package requiring one), else the number of project files read.
+def reaches_resumable(target: Union[TrainerSpec, Command], cwd: Path) -> Optional[bool]:
+    """For ``--resume-at``: ``False`` when it is certain that ``target`` imports neither Lightning nor Keras (nor
+    TensorFlow), directly, through its own modules or an installed package requiring one (a plain PyTorch loop has no
+    standard checkpoint); ``True`` when it does; ``None`` when the source does not tell."""
+    if isinstance(target, Command) and (target.python is None or target.kind != "python"):
+        return None
+    if isinstance(target, Command) and Path(target.program).absolute() != Path(sys.executable).absolute():
+        return None
+    files = project_files(target, cwd)
+    if not files:
+        return None
+    try:
+        read = reaches_audited_framework(files, cwd, modules=RESUMABLE, distributions=_RESUMABLE_DISTRIBUTIONS)
+    except _Inconclusive:
+        return None
+    return read is None
+
+
+def reaches_audited_framework(
+    files: list[Path],
+    cwd: Path,
+    *,
+    modules: frozenset[str] = AUDITABLE,
+    distributions: frozenset[str] = _AUDITABLE_DISTRIBUTIONS,
+) -> Optional[int]:
+    """``None`` when the project starting at ``files`` imports torch, Lightning or Keras (``modules``: directly,
+    through its own modules, or through an installed package requiring one of ``distributions``), else the number of
+    project files read.
 
     Raises:
         _Inconclusive: The source does not tell (see the module's docstring).
@@ -122,7 +154,7 @@ def reaches_audited_framework(files: list[Path], cwd: Path) -> Optional[int]:
         tree = _parse(path)
         for name, local, optional in _imports(tree, path):
             top = name.split(".")[0]
-            if top in AUDITABLE or name in ("deviate_cb.lightning", "deviate_cb.keras"):
+            if top in modules or name in ("deviate_cb.lightning", "deviate_cb.keras"):
                 return None
             if top == "deviate_cb" or top in sys.stdlib_module_names or top == "__future__":
                 continue
@@ -137,7 +169,7 @@ def reaches_audited_framework(files: list[Path], cwd: Path) -> Optional[int]:
             if not _in_library(found, library):
                 queue.extend(_with_packages(found))
                 continue
-            if top not in _PLAIN and _requires_audited(top):
+            if top not in _PLAIN and _requires_audited(top, distributions):
                 return None
     return len(seen)
 
@@ -222,7 +254,7 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requires_audited(top: str) -> bool:
+def _requires_audited(top: str, wanted: frozenset[str] = _AUDITABLE_DISTRIBUTIONS) -> bool:
     """Whether the installed package ``top`` requires torch, Lightning or Keras: directly, with any of its extras
     that is installed, or through what it requires unconditionally.
 
@@ -243,7 +275,7 @@ def _requires_audited(top: str) -> bool:
             requires = importlib.metadata.distribution(name).requires or []
         except importlib.metadata.PackageNotFoundError:
             continue  # not installed: nothing of it runs
-        if name in _AUDITABLE_DISTRIBUTIONS:
+        if name in wanted:
             return True
         for requirement in requires:
             match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)

@@ -14,7 +14,9 @@ Keras: ``keras.Model.fit`` and ``keras.Model.evaluate`` (defined by each backend
 :class:`deviate_cb.keras.DeviateCallback` in ``callbacks`` (keyword or positional) unless one is there. One
 callback serves a model for its whole life in the replica: a second ``fit`` (fine-tuning) and a later
 ``evaluate`` (recorded as stage ``test``) reuse the model's callback, the injected one or the user's own.
-The validation pass inside ``fit`` (``evaluate`` with ``_use_cached_eval_dataset``) is left alone.
+The validation pass inside ``fit`` (``evaluate`` with ``_use_cached_eval_dataset``) is left alone. Before ``fit``
+starts, the callback's ``prepare_fit`` (if it has one) gets the fit's callbacks (``--resume-at`` redirects the fit's
+``BackupAndRestore``: :mod:`deviate_cb.capture.backup_restore`).
 
 The callback classes are imported only when first needed, when the framework is fully imported.
 """
@@ -211,7 +213,14 @@ def _keras_wrapper(original: Callable[..., Any], name: str, callback_class: Opti
                     given = keras_callbacks_with(self, args[position], cls)
                     args = (*args[:position], given, *args[position + 1 :])
                 else:
-                    kwargs["callbacks"] = keras_callbacks_with(self, kwargs.get("callbacks"), cls)
+                    given = kwargs["callbacks"] = keras_callbacks_with(self, kwargs.get("callbacks"), cls)
+                if name == "fit":  # --resume-at: the callback finds the fit's BackupAndRestore before it restores
+                    every = list(given.callbacks if _is_callback_list(given) else given if isinstance(
+                        given, (list, tuple)) else [given])  # fmt: skip
+                    for item in every:
+                        prepare = getattr(item, "prepare_fit", None) if isinstance(item, cls) else None
+                        if callable(prepare):
+                            prepare(every)
         return original(self, *args, **kwargs)
 
     setattr(method, _MARKER, True)

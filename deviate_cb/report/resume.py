@@ -40,8 +40,11 @@ STATE_LABELS = {
     "sampler_generator": "the sampler's generator",
     "lr_schedulers": "the LR scheduler",
     "optimizers": "the optimizer state",
+    "keras_global_seed": "Keras's global SeedGenerator (unseeded keras.random calls draw from it)",
+    "keras_seed_generators": "the model's SeedGenerator states (Dropout(seed=...) and other seeded layers: "
+    "BackupAndRestore does not save them)",
     "data_position": "the DataLoader's place in its epoch (Lightning restarts a DataLoader without "
-    "state_dict/load_state_dict from its first batch)",
+    "state_dict/load_state_dict from its first batch; Keras's BackupAndRestore restarts the epoch it backed up in)",
 }
 _WHAT = {
     "input": "the input batch `{name}`",

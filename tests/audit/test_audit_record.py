@@ -63,8 +63,10 @@ def test_the_callback_records_k_steps_then_removes_every_hook(tmp_path: Path) ->
     assert [r["kind"] for r in rows if r["step"] == 0 and r["module"] == "net.2"][:2] == ["forward_input", "forward"]
     assert model.hooks_seen[0] > 0 and model.hooks_seen[2:] == [0, 0, 0]  # steps after K run without hooks
     manifest = json.loads((run_dir / "run.json").read_text())
+    covered = ["input", "forward_input", "forward", "loss", "grad_output", "gradient", "parameter"]
     assert manifest["audit"] == {"steps": 2, "recorded_steps": 2, "rows": len(rows), "framework": "lightning",
-                                 "covered": ["input", "forward", "loss", "gradient", "parameter"]}  # fmt: skip
+                                 "covered": covered}  # fmt: skip
+    assert {row["kind"] for row in rows} == set(covered)  # `covered` says what the rows hold, no more, no less
 
 
 def test_a_shorter_training_writes_the_steps_it_had(tmp_path: Path) -> None:

@@ -137,25 +137,103 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, extra: list[str], mess
     assert not (tmp_path / "runs").exists()
 
 
-def test_plain_pytorch_has_no_checkpoint_to_resume_exit_3(tmp_path: Path) -> None:
+def test_plain_pytorch_is_refused_from_its_source_before_anything_runs_exit_3(tmp_path: Path) -> None:
     (tmp_path / "loop.py").write_text(
         "import torch\n\ndef main():\n    model = torch.nn.Linear(2, 1)\n    torch.optim.SGD(model.parameters(), 0.1)\n"
     )
     done = resume_audit(["--trainer", "loop.py:main", "--resume-at", "2", "--steps", "4", "--out", "runs"], tmp_path)
     assert done.returncode == 3, (done.stdout, done.stderr)
+    assert done.stderr.strip() == (
+        "deviate: error: plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras (the "
+        "project's source imports neither: nothing was run)"
+    )
+    assert not (tmp_path / "runs").exists()  # not even the checkpointed run was launched
+
+
+def test_plain_pytorch_the_scan_cannot_read_is_refused_after_its_checkpointed_run_exit_3(tmp_path: Path) -> None:
+    (tmp_path / "loop.py").write_text(  # imported by name: the source does not tell what it reaches
+        "import importlib\n\ndef main():\n    torch = importlib.import_module('torch')\n"
+        "    model = torch.nn.Linear(2, 1)\n    torch.optim.SGD(model.parameters(), 0.1)\n"
+    )
+    done = resume_audit(["--trainer", "loop.py:main", "--resume-at", "2", "--steps", "4", "--out", "runs"], tmp_path)
+    assert done.returncode == 3, (done.stdout, done.stderr)
     expected = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
     assert f"error: {expected} (the checkpointed run trained without a Lightning Trainer.fit" in done.stderr
-    assert not (tmp_path / "runs" / "resumed").exists()  # nothing more was run
+    assert (tmp_path / "runs" / "checkpointed").is_dir() and not (tmp_path / "runs" / "resumed").exists()
 
 
-def test_keras_is_not_supported_yet_exit_3_after_one_step(tmp_path: Path) -> None:
-    keras_case = CASES.parent / "resume_keras.py"
-    done = resume_audit(["--trainer", f"{keras_case}:backup_and_restore", "--keras-backend", "torch", "--resume-at",
-                         "4", "--steps", "8", "--out", str(tmp_path / "runs")], tmp_path)  # fmt: skip
-    assert done.returncode == 3, (done.stdout, done.stderr)
-    assert "error: --resume-at does not support Keras yet" in done.stderr and done.stdout == ""
-    run = tmp_path / "runs" / "checkpointed" / "experiment=resume_keras" / "variant=control" / "replica=0"
-    manifest = json.loads((run / "run.json").read_text())
-    assert manifest["resume"]["refused"] == "keras" and manifest["framework"] == "keras"
-    assert manifest["audit"]["recorded_steps"] == 1  # stopped after its first step, not after 50 epochs
+KERAS = CASES.parent / "resume_keras.py"
+
+
+def keras_resume(case: str, tmp_path: Path, at: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    return resume_audit(["--trainer", f"{KERAS}:{case}", "--resume-at", str(at), "--steps", "8", "--out",
+                         str(tmp_path / "runs"), *extra], tmp_path)  # fmt: skip
+
+
+def keras_manifest(tmp_path: Path, role: str) -> dict[str, Any]:
+    path = tmp_path / "runs" / role / "experiment=resume_keras" / "variant=control" / "replica=0" / "run.json"
+    return json.loads(path.read_text())
+
+
+def test_keras_backup_and_restore_at_an_epoch_end_continues_bit_for_bit(tmp_path: Path) -> None:
+    done = keras_resume("backup_and_restore", tmp_path, 4)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "the run resumed from the checkpoint of step 4 continues bit for bit: steps 4..7 agree" in done.stdout
+    checkpointed, resumed, uninterrupted = (keras_manifest(tmp_path, r) for r in ("checkpointed", "resumed",
+                                                                                   "uninterrupted"))  # fmt: skip
+    backup = tmp_path / "runs" / "backups" / "checkpointed"
+    assert checkpointed["resume"]["checkpoint"] == str(backup) and (backup / "latest.weights.h5").is_file()
+    assert checkpointed["resume"]["backup_metadata"] == {"epoch": 1, "batch": 0}
+    assert checkpointed["audit"]["recorded_steps"] == 4 and uninterrupted["audit"]["recorded_steps"] == 8
+    assert resumed["resume"]["resumed_from"] == str(backup) and resumed["resume"]["restarted_at"] == 4
+    assert resumed["resume"]["data_restarted"] is False and resumed["audit"]["recorded_steps"] == 4
+    # Adam's variables (its step count included) are in the backup
+    assert (
+        resumed["resume"]["states"]["start"]["optimizers"] == uninterrupted["resume"]["states"]["start"]["optimizers"]
+    )
+    assert not (tmp_path / "backup").exists()  # the project's own backup_dir was never read nor written
+
+
+def test_keras_seeded_dropout_the_backup_does_not_restore_diverges_at_the_resume(tmp_path: Path) -> None:
+    done = keras_resume("seeded_dropout", tmp_path, 4, "--format", "json")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    found = json.loads(done.stdout)
+    assert (found["step"], found["kind"]) == (4, "loss") and found["diverged_before_checkpoint"] is False
+    assert found["not_restored"] == ["keras_seed_generators"], found
+    assert "BackupAndRestore does not save them" in found["not_restored_text"]
+
+
+def test_keras_backup_by_batch_count_restarts_its_epoch_on_the_torch_backend(tmp_path: Path) -> None:
+    done = keras_resume("every_two_batches", tmp_path, 6, "--format", "json", "--keras-backend", "torch")
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    found = json.loads(done.stdout)
+    # the epoch trained again; and torch's global RNG, which a Keras backup does not hold, is a fresh process's
+    assert found["not_restored"] == ["data_position", "torch_rng"] and found["step"] == 6
+    assert found["steps_compared"] == 2
+    resumed = keras_manifest(tmp_path, "resumed")
+    assert resumed["resume"]["restarted_at"] == 4 and resumed["resume"]["data_restarted"] is True
+    assert resumed["framework"] == "keras" and "forward_input" in resumed["audit"]["covered"]
+    assert keras_manifest(tmp_path, "checkpointed")["resume"]["backup_metadata"]["epoch"] == 1  # taken in epoch 1
+
+
+def test_keras_resume_at_a_step_without_backup_is_one_line_exit_2(tmp_path: Path) -> None:
+    done = keras_resume("backup_and_restore", tmp_path, 3)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("deviate: error")]
+    assert errors == [
+        "deviate: error: `--resume-at` must be a step at the end of which the fit's keras.callbacks.BackupAndRestore "
+        'writes its backup: multiples of 4 (the epoch boundaries: BackupAndRestore(save_freq="epoch") writes its '
+        "backup at epoch ends). Received: --resume-at=3."
+    ]
+    assert "Traceback" not in done.stderr
+    assert keras_manifest(tmp_path, "checkpointed")["audit"]["recorded_steps"] == 1  # stopped after one step
     assert not (tmp_path / "runs" / "resumed").exists()
+
+
+def test_keras_without_backup_and_restore_has_no_resume_path_exit_3(tmp_path: Path) -> None:
+    done = keras_resume("no_backup", tmp_path, 4)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "error: the fit has no resume path: add keras.callbacks.BackupAndRestore(backup_dir)" in done.stderr
+    manifest = keras_manifest(tmp_path, "checkpointed")
+    assert manifest["resume"]["refused"] == "no_backup" and manifest["audit"]["recorded_steps"] == 1
+    assert not (tmp_path / "runs" / "resumed").exists() and done.stdout == ""

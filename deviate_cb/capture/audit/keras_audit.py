@@ -26,7 +26,7 @@ from typing import Any, Optional
 import numpy as np
 
 from deviate_cb.capture.audit.digest import numpy_pack
-from deviate_cb.capture.audit.log import DEFAULT_VALUES_MAX, AuditLog
+from deviate_cb.capture.audit.log import DEFAULT_VALUES_MAX, KINDS, AuditLog
 
 __all__ = ["NOT_COVERED_COMPILED", "KerasAudit", "keras_modules", "keras_parameters"]
 
@@ -49,19 +49,20 @@ def keras_parameters(model: Any) -> list[tuple[str, Optional[str], Any]]:
 class KerasAudit:
     """The first ``steps`` training steps of a Keras model on ``backend`` (see the module docstring)."""
 
-    def __init__(self, steps: int, backend: str, *, values_max: int = DEFAULT_VALUES_MAX) -> None:
+    def __init__(self, steps: int, backend: str, *, values_max: int = DEFAULT_VALUES_MAX, first: int = 0) -> None:
         self.backend = backend
+        self.first = first  # global steps before it are not audited (a resumed fit that trains an epoch again)
         self.values_max = values_max
         self._torch: Any = None
         self._log = AuditLog(steps)
         self._model: Any = None
         self._wrapped: dict[str, Any] = {}
-        self._step = 0
+        self._step = 0  # the global step of the batch about to run (batch_begin)
 
     @property
     def covered(self) -> tuple[str, ...]:
         if self.backend == "torch":
-            return ("input", "forward", "loss", "gradient", "parameter")
+            return KINDS
         return ("loss", "parameter")
 
     @property
@@ -99,9 +100,13 @@ class KerasAudit:
         if self._torch is not None:
             self._torch.detach()
 
+    def batch_begin(self, step: int) -> None:
+        """Before a training step: its global step number (the rows' ``step``; a resumed fit starts past 0)."""
+        self._step = step
+
     def batch_end(self, step: int, logs: Optional[Any]) -> None:
         """After a training step on TensorFlow or JAX: digest the reported loss and every trainable variable."""
-        if self.backend == "torch" or self.done or self._model is None:
+        if self.backend == "torch" or self.done or self._model is None or step < self.first:
             return
         import keras
 
@@ -130,10 +135,10 @@ class KerasAudit:
 
     def _train_step(self, data: Any) -> Any:
         audit, original = self._torch, self._wrapped["train_step"]
-        if audit is None or audit.done:
+        if audit is None or audit.done or self._step < self.first:
             return original(data)
         audit.begin_step(self._step, data)
-        self._step += 1
+        self._step += 1  # steps_per_execution > 1: the next call is the next step
         result = original(data)
         audit.end_step()
         return result
