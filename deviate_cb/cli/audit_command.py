@@ -343,6 +343,9 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
             pass
         except ValueError as exc:
             problem = f"{how + ' and ' if how else ''}has an unreadable audit record: {exc}"
+        failed = audit.get("error") if isinstance(audit, dict) else None
+        if not rows and not problem and isinstance(failed, str) and failed:  # the audit's own error, not the training's
+            problem = f"recorded no audit: {_one_line(failed)}" + (f" ({how})" if how else "")
         if not rows and not problem:
             if ended and manifest and "fit" not in manifest:  # no callback saw a fit start: nothing was hooked
                 ran = getattr(replica, "duration_s", None)

@@ -36,7 +36,8 @@ two records). After ``K`` steps every hook is removed and ``Tensor.backward`` re
 as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
 written then, or at the process's exit with the steps that ran when it ends earlier (a crash: the replica is not
 ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit, not the training, and leaves
-no record (the audit then exits 3).
+no record (the audit then exits 3): the manifest's ``audit`` holds the reason as ``error`` instead, which
+``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest cannot flatten).
 
 Limits: a step is an optimizer step, so two optimizers stepping in one iteration make two steps, and an iteration
 whose step a ``GradScaler`` skips, or an evaluation run with gradients enabled between steps, joins the next one; a
@@ -104,9 +105,17 @@ class PlainLoopAudit:
         values_max: Tensors of at most this many elements keep their values.
     """
 
-    def __init__(self, steps: int, on_done: Callable[[AuditLog], None], *, values_max: int = _VALUES_MAX) -> None:
+    def __init__(
+        self,
+        steps: int,
+        on_done: Callable[[AuditLog], None],
+        *,
+        values_max: int = _VALUES_MAX,
+        on_failed: Optional[Callable[[str], None]] = None,
+    ) -> None:
         self.steps = steps
         self.on_done = on_done
+        self.on_failed = on_failed  # told why, when the audit stops on an error of its own
         self.values_max = values_max
         self.stepped_aside = False
         self.failed = ""  # why the audit stopped on an error of its own (then nothing is handed over)
@@ -220,6 +229,11 @@ class PlainLoopAudit:
             sys.stderr.write(f"deviate audit: error: {self.failed}; no audit record is written\n")
             self.remove()
             self._ended = True
+            if self.on_failed is not None:
+                try:
+                    self.on_failed(self.failed)
+                except Exception as error:  # the reason stays in stderr.log; the training goes on
+                    sys.stderr.write(f"deviate audit: warning: could not record why the audit stopped: {error!r}\n")
 
     def _on_forward_pre(self, module: Any, args: Any) -> None:
         if not self._handles:
@@ -418,7 +432,10 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
         except Exception as exc:  # the replica's training goes on; the audit will say its record is missing
             sys.stderr.write(f"deviate audit: warning: could not write the audit record: {exc!r}\n")
 
-    audit = PlainLoopAudit(int(text), write)
+    def failed(reason: str) -> None:  # no record, but the reason: `deviate audit` prints it
+        run.update_manifest(audit={"steps": int(text), "recorded_steps": 0, "framework": FRAMEWORK, "error": reason})
+
+    audit = PlainLoopAudit(int(text), write, on_failed=failed)
     _state["audit"] = audit
     when_imported("torch", audit.install)
     atexit.register(audit.finish)
