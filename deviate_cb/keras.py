@@ -204,7 +204,7 @@ class DeviateCallback(keras.callbacks.Callback):
     # -- lifecycle -----------------------------------------------------------------------------------------
     # Every recording step of a hook runs under `guarded`: once the run is open, its errors become problems of
     # the run (run.json `problems`, one warning per kind) and never reach fit() or evaluate().
-    def _start(self, hook: str) -> None:
+    def _start(self, hook: str, *, fit: bool = False) -> None:
         session = self._session
         session.enabled = _is_chief()
         if not session.enabled:
@@ -214,6 +214,9 @@ class DeviateCallback(keras.callbacks.Callback):
         if previous is not None and session.run is None:  # a new callback on a model trained before
             session.load_state_dict({"run_dir": previous[0]})
             self._steps_done = previous[1]
+        if fit:  # `fit: started` before the run opens: its start writes both in one manifest write
+            with guarded(session, f"{hook}: fit record"):
+                self._begin_fit()
         new = session.run is None
         with guarded(session, f"{hook}: run start"):  # the first opening still raises: nothing ran yet
             session.open()
@@ -231,16 +234,8 @@ class DeviateCallback(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._in_fit = True
-        self._start("on_train_begin")
-        steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
-        if isinstance(steps, int) and isinstance(epochs, int):
-            self._fit_plan = (self._steps_done, steps, epochs)
-        else:  # a dataset of unknown length
-            self._fit_plan = None
-        if self._session.enabled and self._session.run is not None:  # exiting before on_train_end: incomplete
-            with guarded(self._session, "on_train_begin: fit record"):
-                plan = self._fit_plan
-                self._session.begin_fit(planned_steps=None if plan is None else plan[0] + plan[1] * plan[2])
+        self._start("on_train_begin", fit=True)  # records `fit: started`: exiting before on_train_end is incomplete
+        if self._session.enabled and self._session.run is not None:
             with guarded(self._session, "on_train_begin: tracker tags"):  # the active MLflow/W&B run learns it
                 tag_active_runs(live_tags(self._session))
         resume = self._resume  # deviate audit --resume-at: no resume path or a bad K: stop after one step
@@ -253,6 +248,15 @@ class DeviateCallback(keras.callbacks.Callback):
             with guarded(self._session, "on_train_begin: audit"):
                 self._audit = KerasAudit(self._audit_steps, keras.backend.backend(), first=first)
                 self._audit.start(self._model)
+
+    def _begin_fit(self) -> None:
+        steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
+        if isinstance(steps, int) and isinstance(epochs, int):
+            self._fit_plan = (self._steps_done, steps, epochs)
+        else:  # a dataset of unknown length
+            self._fit_plan = None
+        plan = self._fit_plan
+        self._session.begin_fit(planned_steps=None if plan is None else plan[0] + plan[1] * plan[2])
 
     def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch
@@ -373,8 +377,8 @@ class DeviateCallback(keras.callbacks.Callback):
                         session.run.path, weight_arrays(named, keras.ops.convert_to_numpy), self._weights
                     )
         if session.enabled and session.run is not None:  # the fit ended as Keras ends it (epochs, early stopping)
-            with guarded(session, f"{hook}: fit record"):
-                session.end_fit(steps_done=self._steps_done)
+            with guarded(session, f"{hook}: fit record"):  # written by close, at once: one manifest write
+                session.end_fit(steps_done=self._steps_done, write=False)
         with guarded(session, f"{hook}: end of run"):
             session.close(hook=hook)
 

@@ -217,10 +217,11 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start(trainer, "on_fit_start")
         if trainer.is_global_zero:  # `fit: started`: a run that exits before on_fit_end is incomplete
             with guarded(self._session, "on_fit_start: fit record"):
-                self._session.begin_fit()
+                self._session.begin_fit()  # before open: the run's start writes it, one manifest write for both
+        self._start(trainer, "on_fit_start")
+        if trainer.is_global_zero:
             with guarded(self._session, "on_fit_start: tracker tags"):  # the user's loggers learn the replica
                 tag_lightning_loggers(trainer.loggers, live_tags(self._session))
 
@@ -237,8 +238,8 @@ class DeviateCallback(pl.Callback):
     @override
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.is_global_zero:  # the fit ended as Lightning ends it (max_epochs, max_steps, early stopping)
-            with guarded(self._session, "on_fit_end: fit record"):
-                self._session.end_fit(steps_done=trainer.global_step)
+            with guarded(self._session, "on_fit_end: fit record"):  # written by teardown's close, which follows
+                self._session.end_fit(steps_done=trainer.global_step, write=False)
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -10,12 +10,15 @@ after the callbacks' hooks ran. This module is the only place that touches those
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any, Optional
 
 import torch
 
 __all__ = ["LightningMetricTap", "tensors_to_floats"]
+
+_DTYPE = operator.attrgetter("dtype")
 
 
 class LightningMetricTap:
@@ -118,9 +121,8 @@ def tensors_to_floats(values: list[Any]) -> list[float]:
         [0.25, 1099511627777.0]
     """
     if values and isinstance(values[0], torch.Tensor):  # the usual case: one device and dtype, one stack
-        dtype = values[0].dtype
         try:
-            if all(value.dtype is dtype for value in values):  # no promotion: each value converts as alone
+            if len(set(map(_DTYPE, values))) == 1:  # no promotion: each value converts as alone
                 stacked = torch.stack(values).reshape(len(values), -1)[:, 0]
                 return stacked.cpu().double().tolist()  # type: ignore[no-any-return]
         except (AttributeError, TypeError, RuntimeError):  # not all tensors, shapes or devices differ

@@ -106,17 +106,21 @@ class RunTimings:
         """Step rows recorded and not written yet."""
         return len(self.timer) - self._written
 
-    def flush(self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None) -> int:
+    def flush(
+        self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None, compact: bool = False
+    ) -> int:
         """Append the step rows recorded since the last flush and the op rows of windows finished since, as one
         part of ``timings.parquet`` of the run's ``attempt`` (default: the manifest's); return the number of new
-        step rows. Costs what it adds, not what is stored."""
-        rows = self.timer.rows(self._written)
+        step rows. Costs what it adds, not what is stored. ``compact`` (the run ends): write them straight into
+        ``timings.parquet`` with the parts written before, and delete the parts (what a flush then
+        :meth:`compact` give, without writing a part and reading it back)."""
+        steps = self.timer.columns(self._written)
         ops = (self.window.rows() if self.window is not None else [])[self._ops_written :]  # windows finished since
-        if rows or ops:
-            append_timings_part(run_dir, rows, ops, attempt=attempt)
-        self._written += len(rows)
+        if steps.step or ops or compact:
+            append_timings_part(run_dir, steps, ops, attempt=attempt, compact=compact)
+        self._written += len(steps.step)
         self._ops_written += len(ops)
-        return len(rows)
+        return len(steps.step)
 
     def compact(self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None) -> int:
         """Merge the parts written so far into ``timings.parquet`` (the run ended); return how many parts."""
@@ -128,5 +132,4 @@ class RunTimings:
         if self.window is not None:
             self.window.stop()
         if run_dir is not None:
-            self.flush(run_dir)
-            self.compact(run_dir)
+            self.flush(run_dir, compact=True)

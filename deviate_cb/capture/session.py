@@ -167,8 +167,11 @@ class RunSession:
     def open(self) -> RunDirectory:
         """Resolve (and create) the run directory and record the run's start; idempotent."""
         if self.run is not None:
+            again = self._pending_fit()
             if self.context is None and not self._failed:
-                self.run.update_manifest(status="running")
+                again["status"] = "running"
+            if again:
+                self._write_manifest(again)
             return self.run
         restored = self._restored or {}
         if self.context is not None:
@@ -201,7 +204,8 @@ class RunSession:
         record = None
         if self.seed is not None or self.deterministic is not None or "determinism" not in run.read_manifest():
             record = fields["determinism"] = determinism_record(self.seed, self.deterministic)  # one write for both
-        run.update_manifest(**fields)  # a continued run keeps its determinism record unless this session asks
+        fields.update(self._pending_fit())  # begin_fit called before open: one manifest write for both
+        self._write_manifest(fields)  # a continued run keeps its determinism record unless this session asks
         if record is not None:
             self._warn_determinism(record["problems"])
         return run
@@ -232,26 +236,39 @@ class RunSession:
     # -- fits: the evidence that training ended as its framework ends it (deviate_cb.store.completion) ----------
     def begin_fit(self, *, planned_steps: Optional[int] = None) -> None:
         """A fit starts (every fit, a second one too): record ``fit="started"`` and ``fit_steps`` with the steps it
-        plans when the adapter knows them (``done`` unknown while it runs). One manifest write; the adapters call
-        it :func:`~deviate_cb.capture.guard.guarded`."""
+        plans when the adapter knows them (``done`` unknown while it runs). One manifest write; called before
+        :meth:`open` (the run's first fit), it writes nothing and :meth:`open` records it with the run's start, in
+        its one write, before any training step. The adapters call it :func:`~deviate_cb.capture.guard.guarded`."""
         self.fit, self._fit_done = FIT_STARTED, None
         self.fit_planned = _count(planned_steps)
         self._write_fit()
 
-    def end_fit(self, *, steps_done: Optional[int] = None) -> None:
+    def end_fit(self, *, steps_done: Optional[int] = None, write: bool = True) -> None:
         """The fit reached its end (Lightning ``on_fit_end``, Keras ``on_train_end``): record ``fit="ended"`` and
-        how many steps it did. One manifest write; the adapters call it guarded."""
+        how many steps it did. One manifest write; ``write=False`` when :meth:`close` follows at once (it writes
+        the record with the end of the run, one write for both). The adapters call it guarded."""
         self.fit, self._fit_done = FIT_ENDED, _count(steps_done)
-        self._write_fit()
+        if write:
+            self._write_fit()
 
     def _fit_fields(self) -> dict[str, Any]:
         return {"fit": self.fit, "fit_steps": {"done": self._fit_done, "planned": self.fit_planned}}
 
+    def _pending_fit(self) -> dict[str, Any]:
+        """The fit record when run.json does not hold it yet (a fit begun before :meth:`open`), else nothing."""
+        return self._fit_fields() if self.fit is not None and self._fit_written != self.fit else {}
+
+    def _write_manifest(self, fields: dict[str, Any]) -> dict[str, Any]:
+        assert self.run is not None
+        manifest = self.run.update_manifest(**fields)
+        if "fit" in fields:
+            self._fit_written = fields["fit"]
+        return manifest
+
     def _write_fit(self) -> None:
         if self.run is None or not self.enabled:  # nothing open, or a rank that records nothing
             return
-        self.run.update_manifest(**self._fit_fields())
-        self._fit_written = self.fit
+        self._write_manifest(self._fit_fields())
 
     def write_fingerprint(self, **facts: Any) -> None:
         """Record the fingerprint (adapters call this once the stage's DataLoaders exist)."""
@@ -265,7 +282,7 @@ class RunSession:
         flushed = self._metrics_file.next_seq if self._metrics_file is not None else 0
         return flushed + len(self.recorder)
 
-    def flush(self, *, hook: str = "flush", when_due: bool = False) -> int:
+    def flush(self, *, hook: str = "flush", when_due: bool = False, compact: bool = False) -> int:
         """Append buffered values and new step times as one part each of ``metrics.parquet`` and
         ``timings.parquet`` (:mod:`deviate_cb.store.parts`; :meth:`close` compacts them); return the number of
         metric rows written.
@@ -274,6 +291,9 @@ class RunSession:
         since they were last written or :data:`FLUSH_MAX_ROWS` of them wait (short epochs then share one timings
         part instead of paying one each); the metric values are written in any case. The ends of fits and
         stages, exceptions, checkpoints and the run's end write both.
+
+        ``compact`` (:meth:`close`): the step times go straight into ``timings.parquet``, merged with the parts
+        written before (:meth:`~deviate_cb.capture.run_timings.RunTimings.flush`), instead of into one more part.
 
         Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"`` and ``"<hook>:
         metrics flush"``: a failing one is recorded as a problem (values that could not
@@ -292,7 +312,7 @@ class RunSession:
         if timings is not None and due:
             self._last_write = time.monotonic()
             with guarded(self, f"{hook}: timings flush"):
-                timings.flush(self.run.path, attempt=self._metrics_file.attempt)
+                timings.flush(self.run.path, attempt=self._metrics_file.attempt, compact=compact)
         written = 0
         with guarded(self, f"{hook}: metrics flush"):
             written = self.recorder.flush(self._metrics_file)
@@ -354,7 +374,7 @@ class RunSession:
         if self.timings is not None and self.enabled:
             with guarded(self, f"{hook}: timings"):
                 self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
-        self.flush(hook=hook)
+        self.flush(hook=hook, compact=True)  # the step times straight into timings.parquet: no part to read back
         if self.run is None:
             return {}
         compacted = self.compact(hook=hook, copy_summary=False)
@@ -389,10 +409,7 @@ class RunSession:
         with guarded(self, f"{hook}: end of run"):
             if not fields:
                 return self.run.read_manifest()
-            manifest = self.run.update_manifest(**fields)
-            if "fit" in fields:
-                self._fit_written = self.fit
-            return manifest
+            return self._write_manifest(fields)
         return {}
 
     def state_dict(self) -> dict[str, Any]:

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
+from deviate_cb.store.timings import StepColumns
+
 __all__ = ["StepTimer", "cuda_events", "step_statistics", "synchronizer"]
 
 
@@ -159,13 +161,24 @@ class StepTimer:
     def rows(self, start: int = 0) -> list[dict[str, Any]]:
         """The recorded steps from the ``start``-th on as step rows of ``timings.parquet`` (dicts with the step
         columns): what is new since an earlier call costs only what is new. Reads pending device events."""
+        columns = self.columns(start)
+        return [
+            {"stage": s, "epoch": e, "step": k, "wall_s": w, "profiled": p}
+            for s, e, k, w, p in zip(*columns, strict=True)
+        ]
+
+    def columns(self, start: int = 0) -> StepColumns:
+        """The same rows as :meth:`rows`, as columns (:class:`~deviate_cb.store.timings.StepColumns`): what a
+        flush writes, without a dict per row. Reads pending device events."""
         if self._unread < len(self._wall):
             self._read_events()
-        columns = (self._stage, self._epoch, self._step, self._wall, self._profiled)
-        return [
-            {"stage": s, "epoch": int(e), "step": int(k), "wall_s": float(w), "profiled": bool(p)}
-            for s, e, k, w, p in zip(*(column[start:] for column in columns), strict=True)
-        ]
+        return StepColumns(
+            self._stage[start:],
+            list(map(int, self._epoch[start:])),
+            list(map(int, self._step[start:])),
+            list(map(float, self._wall[start:])),
+            list(map(bool, self._profiled[start:])),
+        )
 
 
 def cuda_events(device: Any) -> Optional[Callable[[], Any]]:

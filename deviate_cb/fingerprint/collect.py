@@ -14,7 +14,9 @@ section that does not apply here (no NVIDIA driver, a framework the run never im
   ``MKL_NUM_THREADS``), ``determinism`` (every switch and related environment variable), ``seed``,
   ``dataloader_workers``; informational: ``python``, ``os``, ``hostname``, ``collected_at``.
 
-Collected in-process and cheaply (a few milliseconds; no subprocesses, no framework imports): versions of
+Collected in-process and cheaply (well under a millisecond once the first run of a process has read what cannot
+change while it runs: package versions, Python, OS, CPU, NVML's GPU facts, the frameworks' builds; the determinism
+switches, thread counts and environment are read at every call; no subprocesses, no framework imports): versions of
 frameworks not imported come from installed metadata (the ``Version:`` line only), run-time facts only from
 frameworks the training process already imported, GPU facts from NVML (nvidia-ml-py) and, once CUDA is
 initialised, ``torch.cuda`` (SM count). CUDA is never initialised here. GPU UUIDs are hashed (SHA-256, 16 hex).
@@ -30,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import functools
 import platform
 import socket
 import sys
@@ -97,25 +101,17 @@ def collect_fingerprint(
         (2, True, True)
     """
     versions = package_versions()
-    nvml = nvml_facts()
+    nvml = copy.deepcopy(_nvml_once())
+    python, system, cpu = (dict(section) for section in _host())
     fingerprint: dict[str, Any] = {
         "collected_at": iso_time(),
         "seed": seed,
         "dataloader_workers": dataloader_workers,
-        "python": {
-            "version": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            "executable": sys.executable,
-        },
-        "os": {
-            "platform": platform.platform(),
-            "system": platform.system(),
-            "release": platform.release(),
-            "machine": platform.machine(),
-        },
+        "python": python,
+        "os": system,
         "hostname": socket.gethostname(),
         "packages": versions,
-        "cpu": _cpu(),
+        "cpu": cpu,
         "determinism": determinism_in_effect(),
         "nvml": {key: value for key, value in nvml.items() if key != "gpus"},
     }
@@ -166,6 +162,29 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[path] = value
     return flat
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The ``python``, ``os`` and ``cpu`` sections: the same for every run of the process, read once (callers copy)."""
+    python = {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+    }
+    system = {
+        "platform": platform.platform(),
+        "system": platform.system(),
+        "release": platform.release(),
+        "machine": platform.machine(),
+    }
+    return python, system, _cpu()
+
+
+@functools.lru_cache(maxsize=1)
+def _nvml_once() -> dict[str, Any]:
+    """NVML's driver and GPU facts, asked once per process (initialising NVML costs milliseconds; callers copy)."""
+    return nvml_facts()
 
 
 def _cpu() -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 :func:`package_versions` reads the ``Version:`` line of each installed package's metadata (once per process);
 :func:`framework_sections` gives each of :data:`FRAMEWORKS` a section: version, git revision and run-time facts
-(thread counts, Keras backend, TF build info) of a framework the process imported, or an absent section with the
+(thread counts, Keras backend, TF build info) of a framework the process imported (what cannot change while the
+process runs, the builds, NumPy's BLAS, TensorFlow's physical devices, is read once per process; thread counts
+and the like at every call), or an absent section with the
 installed version of one it did not import (frameworks are never imported here). :func:`thread_facts` and
 :func:`blas_facts` gather thread counts and BLAS/LAPACK libraries from those sections.
 
@@ -48,6 +50,20 @@ _PACKAGES = (
 )
 #: Frameworks with a section of their own, present when the process imported them.
 FRAMEWORKS = ("torch", "lightning", "keras", "tensorflow", "jax")
+_TORCH_KEYS = (
+    "version",
+    "git_version",
+    "cuda_runtime",
+    "hip",
+    "cudnn",
+    "build",
+    "num_threads",
+    "num_interop_threads",
+    "cuda_available",
+    "cuda_initialized",
+    "nccl",
+    "gpus",
+)
 
 
 def framework_sections(versions: Mapping[str, str]) -> dict[str, dict[str, Any]]:
@@ -113,6 +129,15 @@ def thread_facts(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
 
 def blas_facts(torch_build: Mapping[str, Any]) -> dict[str, Any]:
     """BLAS/LAPACK libraries NumPy and torch were built with (``name version`` strings, or ``None``)."""
+    facts: dict[str, Any] = dict(_numpy_blas())
+    facts["torch_blas"] = torch_build.get("blas_info")
+    facts["torch_lapack"] = torch_build.get("lapack_info")
+    return facts
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_blas() -> tuple[tuple[str, Any], ...]:
+    """NumPy's BLAS and LAPACK: a build fact, read once per process."""
     facts: dict[str, Any] = {"numpy_blas": None, "numpy_lapack": None}
     try:
         import numpy as np
@@ -122,12 +147,12 @@ def blas_facts(torch_build: Mapping[str, Any]) -> dict[str, Any]:
             facts[f"numpy_{lib}"] = " ".join(str(deps[lib].get(k)) for k in ("name", "version") if deps[lib].get(k))
     except Exception:  # show_config's layout is not a stable API
         pass
-    facts["torch_blas"] = torch_build.get("blas_info")
-    facts["torch_lapack"] = torch_build.get("lapack_info")
-    return facts
+    return tuple(facts.items())
 
 
-def _torch(torch: Any) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4)
+def _torch_build(torch: Any) -> tuple[tuple[str, Any], ...]:
+    """What cannot change while the process runs: versions, the build, CUDA's availability, NCCL (read once)."""
     config = torch.__config__.show()
     build = {}
     for part in config.replace("\n", ",").split(","):
@@ -142,12 +167,8 @@ def _torch(torch: Any) -> dict[str, Any]:
         "hip": getattr(torch.version, "hip", None),
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "build": build,
-        "num_threads": torch.get_num_threads(),
-        "num_interop_threads": torch.get_num_interop_threads(),
         "cuda_available": bool(torch.cuda.is_available()),
-        "cuda_initialized": bool(torch.cuda.is_initialized()),
         "nccl": None,
-        "gpus": [],
     }
     if info["cuda_available"]:
         try:
@@ -155,6 +176,20 @@ def _torch(torch: Any) -> dict[str, Any]:
             info["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
         except Exception:  # a build without NCCL
             pass
+    return tuple(info.items())
+
+
+def _torch(torch: Any) -> dict[str, Any]:
+    constant = dict(_torch_build(torch))
+    info: dict[str, Any] = {
+        **constant,
+        "build": dict(constant["build"]),
+        "num_threads": torch.get_num_threads(),
+        "num_interop_threads": torch.get_num_interop_threads(),
+        "cuda_initialized": bool(torch.cuda.is_initialized()),
+        "gpus": [],
+    }
+    info = {key: info[key] for key in _TORCH_KEYS}  # the order the section always had
     if info["cuda_available"] and info["cuda_initialized"]:  # properties would initialise CUDA otherwise
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
@@ -171,16 +206,26 @@ def _torch(torch: Any) -> dict[str, Any]:
     return info
 
 
-def _tensorflow(tf: Any) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4)
+def _tensorflow_build(tf: Any) -> tuple[tuple[str, Any], ...]:
+    """TensorFlow's build and physical devices: read once per process."""
     build = dict(tf.sysconfig.get_build_info())
+    return (
+        ("build", {key: build.get(key) for key in ("is_cuda_build", "cuda_version", "cudnn_version", "is_rocm_build")}),
+        ("devices", [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()]),
+    )
+
+
+def _tensorflow(tf: Any) -> dict[str, Any]:
+    constant = dict(_tensorflow_build(tf))
     return {
         "version": tf.__version__,
         "git_version": getattr(tf.version, "GIT_VERSION", None),
-        "build": {key: build.get(key) for key in ("is_cuda_build", "cuda_version", "cudnn_version", "is_rocm_build")},
+        "build": dict(constant["build"]),
         "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-        "devices": [{"name": d.name, "type": d.device_type} for d in tf.config.list_physical_devices()],
+        "devices": [dict(device) for device in constant["devices"]],
     }
 
 

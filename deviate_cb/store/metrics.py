@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,11 +25,16 @@ from deviate_cb.store.parts import Part, list_parts, parts_dir, remove_parts, wr
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["MetricsFile", "metrics_schema"]
+__all__ = ["CACHED_PART_ROWS", "MetricsFile", "metrics_schema"]
+
+CACHED_PART_ROWS = 250_000
+"""A :class:`MetricsFile` keeps the parts it wrote in memory, up to this many rows in all (a few megabytes), so that
+its compaction at the end of the run does not read them back; parts past it are read from their files."""
 
 
+@functools.lru_cache(maxsize=1)
 def metrics_schema() -> pa.Schema:
-    """The Arrow schema of ``metrics.parquet``.
+    """The Arrow schema of ``metrics.parquet`` (built once: a schema is immutable).
 
     Columns: ``seq`` (order of recording within the run), ``step`` (global step), ``epoch``, ``stage``
     (train/val/test, or ``final`` for values returned by the trainer function), ``scope`` (``step``: one
@@ -85,6 +91,8 @@ class MetricsFile:
         self._next_seq: Optional[int] = None
         self._warned = False
         self.summary: Optional[bytes] = None  # the series summary of the last compaction (JSON)
+        self._cached: dict[str, pa.Table] = {}  # part file name -> the table this object wrote there
+        self._cached_rows = 0
 
     def read(self) -> pa.Table:
         """All rows flushed so far: ``metrics.parquet`` and the parts not yet compacted into it (an empty table
@@ -125,8 +133,11 @@ class MetricsFile:
         schema = metrics_schema()
         new = pa.table({field.name: pa.array(data[field.name], type=field.type) for field in schema}, schema=schema)
         seq = new.column("seq").to_numpy()
-        write_part(self.path, new, attempt=self.attempt, first=int(seq.min()))
+        part = write_part(self.path, new, attempt=self.attempt, first=int(seq.min()))
         self._next_seq = max(self._next_seq or 0, int(seq.max()) + 1)
+        if self._cached_rows + n <= CACHED_PART_ROWS:  # parts are never rewritten: the copy stays what the file holds
+            self._cached[part.name] = new
+            self._cached_rows += n
         return n
 
     def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
@@ -152,6 +163,8 @@ class MetricsFile:
         if rows or (pending and not self.path.is_file()):
             self._write(pa.concat_tables([compacted, *new]))
         remove_parts(self.path, pending + merged)
+        self._cached.clear()
+        self._cached_rows = 0
         return rows
 
     def truncate(self, next_seq: int) -> int:
@@ -206,11 +219,16 @@ class MetricsFile:
         return [p for p in mine if p.first > done], [p for p in mine if p.first <= done]
 
     def _read_parts(self, parts: list[Part]) -> list[pa.Table]:
+        """The parts' tables: those this object wrote from memory, the others read from their files."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         tables = []
         for part in parts:
+            cached = self._cached.get(part.path.name) if part.attempt == self.attempt else None
+            if cached is not None:
+                tables.append(cached)
+                continue
             try:
                 tables.append(pq.ParquetFile(part.path).read(use_threads=False).cast(metrics_schema()))
             except (OSError, pa.ArrowException) as exc:

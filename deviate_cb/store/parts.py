@@ -75,8 +75,9 @@ def write_part(table_path: Path, table: pa.Table, *, attempt: int, first: int) -
     if not 0 <= first < 10**12 or attempt_number(attempt) is None:
         raise ValueError(f"a part needs 0 <= first < 10**12 and 0 < attempt < 10**9. Received: {first=}, {attempt=}.")
     folder = parts_dir(table_path)
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"a{attempt}-{first:012d}.parquet"
+    if not folder.is_dir():  # the first part (or the first since a compaction removed the folder)
+        folder.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda handle: pq.write_table(table, handle))
     return path
 

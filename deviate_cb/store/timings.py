@@ -46,9 +46,9 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from deviate_cb.store.atomic import atomic_write
 from deviate_cb.store.parts import Part, list_parts, recorded_attempt, remove_parts, write_part
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STEP_KEY",
     "TIMINGS_FILE",
+    "StepColumns",
     "append_timings_part",
     "compact_timings",
     "read_timings",
@@ -70,6 +71,26 @@ TIMINGS_FILE = "timings.parquet"
 STEP_KEY = ("stage", "epoch", "step")
 _STEP_COLUMNS = ("stage", "epoch", "step", "wall_s", "profiled")
 _OP_COLUMNS = ("op", "device_type", "calls", "self_time_us", "total_time_us", "window", "source")
+
+
+class StepColumns(NamedTuple):
+    """Step rows as columns (what :class:`~deviate_cb.capture.step_timer.StepTimer` holds): the same rows as a
+    list of step-row dicts, without building a dict per row. Accepted wherever step rows are.
+
+    Example:
+        >>> columns = StepColumns(["train"], [0], [3], [0.25], [False])
+        >>> len(columns.step), columns.wall_s
+        (1, [0.25])
+    """
+
+    stage: Sequence[str]
+    epoch: Sequence[int]
+    step: Sequence[int]
+    wall_s: Sequence[float]
+    profiled: Sequence[bool]
+
+
+StepRows = Union[StepColumns, Iterable[Mapping[str, Any]]]
 
 
 def timings_schema() -> pa.Schema:
@@ -114,10 +135,11 @@ def write_timings(
 
 def append_timings_part(
     run_dir: str | os.PathLike[str],
-    step_rows: Iterable[Mapping[str, Any]],
+    step_rows: StepRows,
     op_rows: Iterable[Mapping[str, Any]],
     *,
     attempt: Optional[int] = None,
+    compact: bool = False,
 ) -> Optional[Path]:
     """Write step and op rows as one new part of ``timings.parquet`` (:mod:`deviate_cb.store.parts`); return
     its path (``None`` when there are no rows). Costs time in proportion to these rows only; a later part's rows
@@ -125,32 +147,58 @@ def append_timings_part(
 
     Args:
         run_dir: The run directory.
-        step_rows: Step rows (keys ``stage``, ``epoch``, ``step``, ``wall_s``, ``profiled``).
+        step_rows: Step rows (keys ``stage``, ``epoch``, ``step``, ``wall_s``, ``profiled``), or
+            :class:`StepColumns`.
         op_rows: Op rows (keys ``op``, ``device_type``, ``calls``, ``self_time_us``, ``total_time_us``,
             ``window``, ``source``).
         attempt: The run's attempt (default: the manifest's, 1 without one).
+        compact: The run ends: merge the rows with the file and the attempt's parts straight into
+            ``timings.parquet`` (what appending a part and :func:`compact_timings` would give, without writing the
+            part and reading it back) and delete the parts; return the file's path (``None``: nothing to write).
     """
-    import pyarrow as pa
-
-    steps = list(step_rows)
-    ops = list(op_rows)
-    for row in steps:
-        _check_columns(row, _STEP_COLUMNS, "step")
-    for row in ops:
-        _check_columns(row, _OP_COLUMNS, "op")
-    if not steps and not ops:
-        return None
-    schema = timings_schema()
-    columns: dict[str, list[Any]] = {"kind": ["step"] * len(steps) + ["op"] * len(ops)}
-    for name in schema.names[1:]:  # built column by column: a row dict per row costs more than the rows
-        column = [row[name] for row in steps] if name in _STEP_COLUMNS else [None] * len(steps)
-        column += [row[name] for row in ops] if name in _OP_COLUMNS else [None] * len(ops)
-        columns[name] = column
-    table = pa.table(columns, schema=schema)
+    table = _rows_table(step_rows, op_rows)
     path = Path(run_dir) / TIMINGS_FILE
     attempt = _attempt(run_dir, attempt)
-    written = [p.first for p in list_parts(path) if p.attempt == attempt]
-    return write_part(path, table, attempt=attempt, first=max(written, default=-1) + 1)
+    parts = [p for p in list_parts(path) if p.attempt == attempt]
+    if compact:
+        if table is None and not parts:
+            return None
+        merged = _file_and_parts(path, parts, table)
+        atomic_write(path, lambda handle: _write_parquet(merged, handle))
+        remove_parts(path, parts)
+        return path
+    if table is None:
+        return None
+    return write_part(path, table, attempt=attempt, first=max((p.first for p in parts), default=-1) + 1)
+
+
+def _rows_table(step_rows: StepRows, op_rows: Iterable[Mapping[str, Any]]) -> Optional[pa.Table]:
+    """The rows as one table of :func:`timings_schema` (``None`` when there are none), built column by column:
+    a row dict per row costs more than the rows."""
+    import pyarrow as pa
+
+    if isinstance(step_rows, StepColumns):
+        steps: dict[str, Sequence[Any]] = step_rows._asdict()
+        n = len(step_rows.step)
+        if any(len(column) != n for column in step_rows):
+            raise ValueError("`step_rows` columns must all have the same length.")
+    else:
+        rows = list(step_rows)
+        for row in rows:
+            _check_columns(row, _STEP_COLUMNS, "step")
+        steps, n = {name: [row[name] for row in rows] for name in _STEP_COLUMNS}, len(rows)
+    ops = list(op_rows)
+    for row in ops:
+        _check_columns(row, _OP_COLUMNS, "op")
+    if not n and not ops:
+        return None
+    schema = timings_schema()
+    columns: dict[str, list[Any]] = {"kind": ["step"] * n + ["op"] * len(ops)}
+    for name in schema.names[1:]:
+        column = list(steps[name]) if name in _STEP_COLUMNS else [None] * n
+        column += [row[name] for row in ops] if name in _OP_COLUMNS else [None] * len(ops)
+        columns[name] = column
+    return pa.table(columns, schema=schema)
 
 
 def compact_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] = None) -> int:
@@ -181,13 +229,14 @@ def read_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] = No
     return _file_and_parts(path, parts)
 
 
-def _file_and_parts(path: Path, parts: list[Part]) -> pa.Table:
-    """``path`` (when it exists) merged with ``parts``, in that order (:func:`_merge`)."""
+def _file_and_parts(path: Path, parts: list[Part], new: Optional[pa.Table] = None) -> pa.Table:
+    """``path`` (when it exists) merged with ``parts`` and then ``new`` rows, in that order (:func:`_merge`)."""
     import pyarrow.parquet as pq
 
     schema = timings_schema()
     tables = [pq.read_table(path, schema=schema)] if path.is_file() else []
     tables += [pq.ParquetFile(p.path).read(use_threads=False).cast(schema) for p in parts]  # small: no thread pool
+    tables += [new] if new is not None else []
     if len(tables) == 1:
         return tables[0]
     return _merge(tables) if tables else schema.empty_table()
