@@ -89,9 +89,12 @@ def keras_state_digests(model: Any) -> dict[str, str]:
     torch = sys.modules.get("torch")
     if keras.backend.backend() == "torch" and torch is not None:
         states["torch_rng"] = torch.get_rng_state()
-    from keras.src.backend.common import global_state
+    try:  # where Keras 3 keeps its global SeedGenerator (created by the first unseeded keras.random call)
+        from keras.src.backend.common import global_state
 
-    generator = global_state.get_global_attribute("global_seed_generator")
+        generator = global_state.get_global_attribute("global_seed_generator")
+    except (ImportError, AttributeError):
+        generator = None
     if generator is not None:
         states["keras_global_seed"] = keras.ops.convert_to_numpy(generator.state)
     own = [keras.ops.convert_to_numpy(g.state) for layer in model._flatten_layers(include_self=True)

@@ -4,6 +4,7 @@ state digests (exact: one optimizer step, one RNG draw changes them), and which 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,3 +57,41 @@ def test_a_state_is_named_only_when_the_checkpointed_run_had_it_and_the_resumed_
     assert not_restored(uninterrupted, checkpointed, resumed) == (["torch_rng"], ["numpy_rng"])
     named, _ = not_restored(uninterrupted, checkpointed, resumed, data_restarted=True)
     assert named == ["data_position", "torch_rng"]
+
+
+def test_the_plan_names_the_backup_directory_a_keras_fit_is_redirected_to() -> None:
+    plan = resume_plan({RESUME_ENV: '{"at": 4, "steps": 8, "role": "resumed", "backup": "/runs/backups/resumed"}'})
+    assert plan is not None and plan.backup == "/runs/backups/resumed" and plan.role == "resumed"
+
+
+@pytest.mark.parametrize(
+    ("at", "save_freq", "possible"),
+    [(8, "epoch", None), (6, "epoch", "multiples of 4"), (6, 3, None), (4, 3, "multiples of 3"), (4, False, "none")],
+)
+def test_the_steps_where_a_backup_is_written(at: int, save_freq: object, possible: object) -> None:
+    from deviate_cb.capture.backup_restore import possible_steps
+
+    found = possible_steps(ResumePlan(at, 12, "checkpointed"), save_freq=save_freq, steps_per_epoch=4)  # type: ignore[arg-type]
+    assert found is None if possible is None else str(found).startswith(str(possible))
+
+
+def test_keras_digests_see_a_seeded_layer_draw_and_an_optimizer_step(tmp_path: Path) -> None:
+    keras = pytest.importorskip("keras")
+    from deviate_cb.capture.backup_restore import keras_state_digests
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dropout(0.5, seed=1), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    before = keras_state_digests(model)
+    model(np.ones((2, 3), "float32"), training=True)  # a dropout draw advances the layer's SeedGenerator
+    drawn = keras_state_digests(model)
+    assert drawn["keras_seed_generators"] != before["keras_seed_generators"]
+    assert drawn["optimizers"] == before["optimizers"]
+    model.train_on_batch(np.ones((2, 3), "float32"), np.ones((2, 1), "float32"))
+    assert keras_state_digests(model)["optimizers"] != drawn["optimizers"]
+    # the weights a BackupAndRestore saves do not hold the SeedGenerator's state
+    model.save_weights(tmp_path / "w.weights.h5")
+    model(np.ones((2, 3), "float32"), training=True)
+    advanced = keras_state_digests(model)["keras_seed_generators"]
+    model.load_weights(tmp_path / "w.weights.h5")
+    assert keras_state_digests(model)["keras_seed_generators"] == advanced
