@@ -62,13 +62,6 @@ _VARIANTS = ("control", "impl")
 _EXITED_EARLY = "exited with code 0 before its training ended"
 # What a replica that ended with no record and no fit did (its stderr.log has nothing to add).
 _NOT_HOOKED = "trained without a Lightning Trainer.fit, a Keras Model.fit or a torch.optim optimizer step"
-_WHAT = {
-    "input": "the input batch `{name}`",
-    "forward": "the forward output of module `{name}`",
-    "loss": "the loss",
-    "gradient": "the gradient of parameter `{name}`",
-    "parameter": "parameter `{name}` after the optimizer step",
-}
 
 
 class _Default(str):
@@ -421,6 +414,7 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", 
         then nothing to compare after step 1: replica 1 failed with RuntimeError: boom.
         records: runs
     """
+    from deviate_cb.report.audit import size_text, where_text
     from deviate_cb.report.text import printable, printable_message
 
     replicas = ", ".join(str(r) for r in result.replicas)
@@ -439,9 +433,9 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", 
         first = result.first
         lines.append(
             f"deviate audit: replicas {replicas} diverge at training step {first.step} (0-based), first in "
-            f"{_what(first, printable)}."
+            f"{where_text(first)}."
         )
-        lines.append(f"  {_size(first)}")
+        lines.append(f"  {size_text(first)}")
         if first.note:
             lines.append(f"  {printable(first.note)}")
         lines.append(_sources_line(result.sources, first.step, printable))
@@ -449,7 +443,7 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", 
             lines.append("then:")
             width = max(len(printable(d.name)) for d in result.next)
             for d in result.next:
-                lines.append(f"  step {d.step:<4d} {d.kind:<9s} {printable(d.name):<{width}s}  {_size(d)}")
+                lines.append(f"  step {d.step:<4d} {d.kind:<9s} {printable(d.name):<{width}s}  {size_text(d)}")
     for note in result.notes:
         lines.append(f"note: {printable(note)}")
     if not_covered:
@@ -483,23 +477,3 @@ def _sources_line(sources: Sequence[Any], step: int, printable: Any) -> str:
         named.append(text + (f", call {d.occurrence + 1}" if d.kind == "forward" and d.occurrence else ""))
     more = f", and {len(sources) - _SOURCES_SHOWN} more" if len(sources) > _SOURCES_SHOWN else ""
     return f"sources at step {sources[0].step} (inputs agree, output differs): {', '.join(named)}{more}"
-
-
-def _what(divergence: Any, printable: Any) -> str:
-    text = _WHAT.get(divergence.kind, "{name}").format(name=printable(divergence.name))
-    if divergence.kind in ("gradient", "parameter") and divergence.module:
-        text += f" (module `{printable(divergence.module)}`)"
-    if divergence.occurrence:
-        text += f", call {divergence.occurrence + 1} in the step"
-    return text
-
-
-def _size(divergence: Any) -> str:
-    if divergence.max_abs_diff is None:
-        return "size of the difference unknown"
-    if not divergence.exact:
-        return f"max abs diff at least {divergence.max_abs_diff:.3g} (from sums; tensor of {divergence.numel} elements)"
-    return (
-        f"max abs diff {divergence.max_abs_diff:.3g}, max rel diff {divergence.max_rel_diff or 0.0:.3g}, "
-        f"{divergence.differing} of {divergence.numel} element(s) differ"
-    )

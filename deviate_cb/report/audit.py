@@ -55,9 +55,16 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["EVIDENCE_KINDS", "AuditResult", "Divergence", "compare_audits"]
+__all__ = ["EVIDENCE_KINDS", "AuditResult", "Divergence", "compare_audits", "size_text", "where_text"]
 
 _KEY = ("step", "kind", "name", "occurrence")
+_WHAT = {
+    "input": "the input batch `{name}`",
+    "forward": "the forward output of module `{name}`",
+    "loss": "the loss",
+    "gradient": "the gradient of parameter `{name}`",
+    "parameter": "parameter `{name}` after the optimizer step",
+}
 EVIDENCE_KINDS = ("forward_input", "grad_output")  # they locate the sources; not listed as divergences themselves
 _ROOT = "(root)"
 _FORWARD = ("input", "forward_input", "forward")
@@ -422,3 +429,38 @@ def _finite_or_none(value: Optional[float]) -> Optional[float]:
 
 def _shape(shape: Sequence[int]) -> str:
     return "x".join(str(s) for s in shape) or "scalar"
+
+
+def where_text(divergence: Divergence, *, owner: bool = True) -> str:
+    """Where a divergence is, in words, as every audit report says it (names made printable).
+
+    ``owner``: name the module of a gradient or parameter too. A module called more than once in the step says
+    which call.
+
+    Example:
+        >>> d = Divergence(3, "gradient", "net.2.bias", "net.2", 1, (0, 1), 0.5, 1.0, 1, 2, True)
+        >>> where_text(d)
+        'the gradient of parameter `net.2.bias` (module `net.2`), call 2 in the step'
+        >>> size_text(d)
+        'max abs diff 0.5, max rel diff 1, 1 of 2 element(s) differ'
+    """
+    from deviate_cb.report.text import printable
+
+    text = _WHAT.get(divergence.kind, divergence.kind + " `{name}`").format(name=printable(divergence.name))
+    if owner and divergence.kind in ("gradient", "parameter") and divergence.module:
+        text += f" (module `{printable(divergence.module)}`)"
+    if divergence.occurrence:
+        text += f", call {divergence.occurrence + 1} in the step"
+    return text
+
+
+def size_text(divergence: Divergence) -> str:
+    """How large a divergence is, in words: exact from the values, else a lower bound from the sums."""
+    if divergence.max_abs_diff is None:
+        return "size of the difference unknown"
+    if not divergence.exact:
+        return f"max abs diff at least {divergence.max_abs_diff:.3g} (from sums; tensor of {divergence.numel} elements)"
+    return (
+        f"max abs diff {divergence.max_abs_diff:.3g}, max rel diff {divergence.max_rel_diff or 0.0:.3g}, "
+        f"{divergence.differing} of {divergence.numel} element(s) differ"
+    )

@@ -40,17 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from deviate_cb.report.audit import AuditResult, Divergence, compare_audits
+from deviate_cb.report.audit import AuditResult, Divergence, compare_audits, where_text
 
 __all__ = ["RankAudit", "RankedAudit", "compare_ranks", "rank_comparison", "read_rank_records", "with_rank_line"]
 
-_WHAT = {
-    "input": "the input batch `{name}`",
-    "forward": "the forward output of module `{name}`",
-    "loss": "the loss",
-    "gradient": "the gradient of parameter `{name}`",
-    "parameter": "parameter `{name}` after the optimizer step",
-}
 Records = Mapping[int, Mapping[int, Sequence[Mapping[str, Any]]]]  # replica -> global rank -> audit rows
 
 
@@ -139,7 +132,7 @@ class RankedAudit:
         assert lead is not None and lead.first is not None
         names = " and ".join(f"rank {rank}" for rank in self.first)
         verb = "diverge" if len(self.first) > 1 else "diverges"
-        parts = [f"{names} {verb} first, at training step {lead.first.step}, in {_what(lead.first)}"]
+        parts = [f"{names} {verb} first, at training step {lead.first.step}, in {where_text(lead.first, owner=False)}"]
         for rank in self.ranks:
             if rank.rank in self.first or rank.result is None:
                 continue
@@ -147,7 +140,7 @@ class RankedAudit:
             if first is None:
                 parts.append(f"rank {rank.rank} agrees over the {rank.result.steps_compared} step(s) compared")
                 continue
-            text = f"rank {rank.rank} diverges at step {first.step}, in {_what(first)}"
+            text = f"rank {rank.rank} diverges at step {first.step}, in {where_text(first, owner=False)}"
             if first.kind == "parameter":
                 text += " (its own gradients agree: the difference came through the gradient all-reduce)"
             parts.append(text)
@@ -267,9 +260,3 @@ def _position(
             if (row["step"], row["kind"], row["name"], row["occurrence"]) == key:
                 return int(row["step"]), int(row["seq"])
     return divergence.step, 0
-
-
-def _what(divergence: Divergence) -> str:
-    from deviate_cb.report.text import printable
-
-    return _WHAT.get(divergence.kind, divergence.kind + " `{name}`").format(name=printable(divergence.name))

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from deviate_cb.report.audit import AuditResult, Divergence, compare_audits
+from deviate_cb.report.audit import AuditResult, compare_audits, size_text, where_text
 
 __all__ = ["STATE_LABELS", "ResumeResult", "compare_resume", "labels", "not_restored", "render_resume"]
 
@@ -45,13 +45,6 @@ STATE_LABELS = {
     "BackupAndRestore does not save them)",
     "data_position": "the DataLoader's place in its epoch (Lightning restarts a DataLoader without "
     "state_dict/load_state_dict from its first batch; Keras's BackupAndRestore restarts the epoch it backed up in)",
-}
-_WHAT = {
-    "input": "the input batch `{name}`",
-    "forward": "the forward output of module `{name}`",
-    "loss": "the loss",
-    "gradient": "the gradient of parameter `{name}`",
-    "parameter": "parameter `{name}` after the optimizer step",
 }
 
 
@@ -180,25 +173,25 @@ def render_resume(result: ResumeResult, *, where: str, stopped: str = "") -> str
         assert first is not None
         lines.append(
             f"{head} the uninterrupted and the checkpointed runs already differ at training step {first.step} "
-            f"(0-based), before the checkpoint, first in {_what(first, printable)}: the training is not "
+            f"(0-based), before the checkpoint, first in {where_text(first)}: the training is not "
             "reproducible, so nothing can be told of the resume (`deviate audit` finds where replicas differ)."
         )
-        lines.append(f"  {_size(first)}")
+        lines.append(f"  {size_text(first)}")
     elif after is not None and after.diverged:
         first = after.first
         assert first is not None
         lines.append(
             f"{head} the resumed run diverges from the uninterrupted one at training step {first.step} (0-based), "
-            f"first in {_what(first, printable)}."
+            f"first in {where_text(first)}."
         )
-        lines.append(f"  {_size(first)}")
+        lines.append(f"  {size_text(first)}")
         if first.note:
             lines.append(f"  {printable(first.note)}")
         if after.next:
             lines.append("then:")
             width = max(len(printable(d.name)) for d in after.next)
             for d in after.next:
-                lines.append(f"  step {d.step:<4d} {d.kind:<9s} {printable(d.name):<{width}s}  {_size(d)}")
+                lines.append(f"  step {d.step:<4d} {d.kind:<9s} {printable(d.name):<{width}s}  {size_text(d)}")
     elif after is not None:
         last = after.last_step if after.last_step is not None else result.at
         span = f"steps {result.at}..{last} agree" if last > result.at else f"step {result.at} agrees"
@@ -223,21 +216,3 @@ def render_resume(result: ResumeResult, *, where: str, stopped: str = "") -> str
         )
     lines.append(f"records: {printable(where)}")
     return "\n".join(lines) + "\n"
-
-
-def _what(divergence: Divergence, printable: Any) -> str:
-    text = _WHAT.get(divergence.kind, "{name}").format(name=printable(divergence.name))
-    if divergence.kind in ("gradient", "parameter") and divergence.module:
-        text += f" (module `{printable(divergence.module)}`)"
-    return text
-
-
-def _size(divergence: Divergence) -> str:
-    if divergence.max_abs_diff is None:
-        return "size of the difference unknown"
-    if not divergence.exact:
-        return f"max abs diff at least {divergence.max_abs_diff:.3g} (from sums; tensor of {divergence.numel} elements)"
-    return (
-        f"max abs diff {divergence.max_abs_diff:.3g}, max rel diff {divergence.max_rel_diff or 0.0:.3g}, "
-        f"{divergence.differing} of {divergence.numel} element(s) differ"
-    )
