@@ -24,7 +24,10 @@ on every step, 4-epoch fits of ``--fit-steps`` steps an epoch, each paired with 
 order within a pair alternates), CPU time of the process over the whole ``trainer.fit`` (start-up, epoch-end
 flushes and the end-of-run compaction included); printed: the median over pairs of with/without, the median extra
 milliseconds per fit, and the **per-step microseconds** of the callback's own per-step hooks
-(``on_train_batch_start`` + ``on_train_batch_end``, ``time.perf_counter_ns`` around each call; goal <= 20 us).
+(``on_train_batch_start`` + ``on_train_batch_end``, ``time.perf_counter_ns`` around each call; goal <= 20 us), and
+the milliseconds a fit spent inside the callback's hooks (per-step, epoch ends, start, end, wall time), next to what
+an empty ``L.Callback()`` costs a fit (a third fit of each round): Lightning calls every hook of every callback, the
+floor of any callback.
 Goals (issue 30): <= 1.02x and <= 20 us a step. Then the **GPU-shaped** variant: a wider MLP on CUDA, throughput
 (samples/s, wall time, the device drained at the end of each fit) with and without the callback, interleaved;
 skipped, with a line saying so, where no CUDA device is present. Then, for each installed Keras backend among
@@ -267,20 +270,27 @@ def worst_case_part(args: argparse.Namespace) -> None:
         trainer.fit(module, loader)
         return time.process_time() - start
 
-    ratios, extra, bare, spent_all = [], [], [], []
+    ratios, extra, bare, spent_all, empty_extra = [], [], [], [], []
+    groups = {"epoch ends": ("on_train_epoch_end",), "start": ("on_fit_start", "on_train_start"),
+              "end": ("on_fit_end", "teardown")}  # fmt: skip
+    per_fit: dict[str, list[float]] = {name: [] for name in ("per-step", *groups)}
     with tempfile.TemporaryDirectory() as tmp:
         fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))  # warm-up: imports, first calls
         for pair in range(args.pairs):
             callback = DeviateCallback(Path(tmp) / "runs", experiment="worst")
             spent = hook_timer(callback, hooks)
-            if pair % 2:
-                with_s, without_s = fit(callback), fit(None)
-            else:
-                without_s, with_s = fit(None), fit(callback)
+            other = {name: hook_timer(callback, names) for name, names in groups.items()}
+            order = ["bare", "with", "empty"][pair % 3 :] + ["bare", "with", "empty"][: pair % 3]
+            seconds = {kind: fit({"bare": None, "with": callback, "empty": L.Callback()}[kind]) for kind in order}
+            with_s, without_s = seconds["with"], seconds["bare"]
             ratios.append(with_s / without_s)
             extra.append(with_s - without_s)
+            empty_extra.append(seconds["empty"] - without_s)
             bare.append(without_s)
             spent_all.append(per_step_us(spent, len(hooks)))
+            per_fit["per-step"].append(sum(spent) / 1e6)
+            for name, durations in other.items():
+                per_fit[name].append(sum(durations) / 1e6)
         kept = sum(pq.read_metadata(path).num_rows for path in Path(tmp, "runs").rglob("metrics.parquet"))
     expected = args.pairs * 4 * (2 * args.fit_steps + 2)
     q1, median, q3 = statistics.quantiles(ratios, n=4)
@@ -296,6 +306,13 @@ def worst_case_part(args: argparse.Namespace) -> None:
     print(
         f"  per-step hooks (on_train_batch_start + on_train_batch_end): {statistics.median(spent_all):.1f} us "
         f"median per step (goal <= 20 us); rows kept: {kept} of {expected} logged values"
+    )
+    inside = {name: statistics.median(values) for name, values in per_fit.items()}
+    print(
+        f"  in the callback's hooks (wall ms a fit, median): {sum(inside.values()):.1f} = "
+        + ", ".join(f"{name} {ms:.1f}" for name, ms in inside.items())
+        + f"; an empty L.Callback() costs +{statistics.median(empty_extra) * 1e3:.1f} ms a fit (Lightning calls "
+        "every hook of every callback: the floor of any callback)"
     )
     print()
 

@@ -215,9 +215,9 @@ class RunDirectory:
         return manifest
 
     def write_fingerprint(self, fingerprint: Mapping[str, Any]) -> None:
-        """Write ``fingerprint.json`` atomically: sorted keys, on one line (a tool reads it, not a person: a tenth
-        of the time of the indented form, which Python's JSON writes in pure Python; ``deviate fingerprint``
-        shows it)."""
+        """Write ``fingerprint.json`` atomically: sorted keys, on one line (a tool reads it, not a person; less than
+        half the time of the indented form, which Python's JSON writes in pure Python; ``deviate fingerprint``
+        shows a machine's)."""
         self.path.mkdir(parents=True, exist_ok=True)
         text = json.dumps(fingerprint, sort_keys=True, default=str)
         atomic_write_bytes(self.fingerprint_path, (text + "\n").encode("utf-8"))
