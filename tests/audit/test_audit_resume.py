@@ -166,8 +166,11 @@ KERAS = CASES.parent / "resume_keras.py"
 
 
 def keras_resume(case: str, tmp_path: Path, at: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    # The backend is named, never left to the machine's keras.json: what the audit sees depends on it (TensorFlow:
+    # the loss and the variables only; torch: every layer).
+    backend = [] if "--keras-backend" in extra else ["--keras-backend", "tensorflow"]
     return resume_audit(["--trainer", f"{KERAS}:{case}", "--resume-at", str(at), "--steps", "8", "--out",
-                         str(tmp_path / "runs"), *extra], tmp_path)  # fmt: skip
+                         str(tmp_path / "runs"), *backend, *extra], tmp_path)  # fmt: skip
 
 
 def keras_manifest(tmp_path: Path, role: str) -> dict[str, Any]:
