@@ -152,7 +152,7 @@ def opt_int(value: Optional[int], name: str) -> Optional[int]:
     return int(value)
 
 
-def one_line(exc: BaseException) -> str:
-    """``exc``'s message on one line (whitespace collapsed, at most 200 characters), or its type's name."""
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """``exc``'s message on one line (whitespace collapsed, at most ``limit`` characters), or its type's name."""
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -18,19 +18,18 @@ Example:
     >>> connect("http://127.0.0.1:1")  # nothing listens there  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    deviate_cb.errors.UsageError: `--tracking-uri` must be a reachable MLflow server, but http://127.0.0.1:1/health ...
+    deviate_cb.errors.UsageError: `--tracking-uri` does not answer (...). Received: --tracking-uri=http://127.0.0.1:1...
 """
 
 from __future__ import annotations
 
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
+from deviate_cb.store.validation import one_line
 from deviate_cb.trackers.export.replicas import (
     ExportSummary,
     ReplicaRun,
@@ -39,47 +38,34 @@ from deviate_cb.trackers.export.replicas import (
     headline_numbers,
     tracker_status,
 )
+from deviate_cb.trackers.mlflow_server import check_server
 
 __all__ = ["PAGE_NAME", "connect", "export_to_mlflow"]
 
 PAGE_NAME = "deviate-report.html"
 _BATCH = 1000  # MLflow's log_batch takes at most 1,000 metrics, 100 params and 100 tags per call
 _PARAMS_PER_BATCH = 100
-_HEALTH_TIMEOUT_S = 10.0
 _MAX_NOTE_CHARS = 7500  # MLflow tag values hold at most 8,000 characters
 
 
 def connect(tracking_uri: str) -> Any:
     """An ``MlflowClient`` for ``tracking_uri`` that has answered, or a one-line :class:`UsageError`.
 
-    An ``http(s)`` server must answer ``/health`` within a few seconds (MLflow's own client would retry for
-    minutes), then list an experiment; any other URI (``sqlite:///``, ``file:``) must open.
+    An ``http(s)`` server must answer ``/health`` within a few seconds
+    (:func:`~deviate_cb.trackers.mlflow_server.check_server`: MLflow's own client would retry for minutes), then
+    list an experiment; any other URI (``sqlite:///``, ``file:``) must open.
     """
     require("mlflow", "mlflow")
     from mlflow.tracking import MlflowClient
 
     if tracking_uri.startswith(("http://", "https://")):
-        health = tracking_uri.rstrip("/") + "/health"
-        try:
-            with urllib.request.urlopen(health, timeout=_HEALTH_TIMEOUT_S) as response:
-                ok = response.status == 200
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise UsageError(
-                f"`--tracking-uri` must be a reachable MLflow server, but {health} did not answer ({reason}). "
-                f"Received: --tracking-uri={tracking_uri}. Start the server, or check the address."
-            ) from None
-        if not ok:
-            raise UsageError(
-                f"`--tracking-uri` must be an MLflow server, but {health} answered with status {response.status}. "
-                f"Received: --tracking-uri={tracking_uri}."
-            )
+        check_server(tracking_uri)
     try:
         client = MlflowClient(tracking_uri=tracking_uri)
         client.search_experiments(max_results=1)
     except Exception as exc:  # MlflowException, a bad scheme, an unreadable database
         raise UsageError(
-            f"`--tracking-uri` must be an MLflow tracking URI that can be opened: {_one_line(exc)}. "
+            f"`--tracking-uri` must be an MLflow tracking URI that can be opened: {one_line(exc, limit=300)}. "
             f"Received: --tracking-uri={tracking_uri}."
         ) from None
     return client
@@ -219,8 +205,3 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 300 else text[:297] + "..."

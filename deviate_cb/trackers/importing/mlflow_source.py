@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import urllib.error
-import urllib.request
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,13 +35,13 @@ import numpy as np
 
 from deviate_cb.errors import UsageError, require
 from deviate_cb.trackers.importing.imported import TRACKER_STATUSES, TrackerRun
+from deviate_cb.trackers.mlflow_server import check_server
 
 __all__ = ["HISTORY_THREADS", "read_mlflow", "sqlite_histories", "tracking_kind"]
 
 #: ``get_metric_history`` calls in flight at once where there is no SQL path (a server, a folder).
 HISTORY_THREADS = 8
 _PAGE = 1000
-_PROBE_TIMEOUT_S = 10.0
 _SQL_COLUMNS = {"run_uuid", "key", "step", "timestamp", "value", "is_nan"}
 
 
@@ -177,21 +175,7 @@ def _tracker_run(uri: str, experiment: str, run: Any) -> TrackerRun:
 
 def _check_reachable(uri: str, kind: str) -> None:
     if kind == "server":
-        try:
-            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=_PROBE_TIMEOUT_S) as answer:
-                answer.read(64)
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:  # a server without /health (a proxy in front) still answered
-                raise UsageError(
-                    f"`--tracking-uri` answered HTTP {exc.code} at /health. Received: --tracking-uri {uri}. "
-                    "Expected: a running MLflow tracking server."
-                ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            why = getattr(exc, "reason", exc)
-            raise UsageError(
-                f"`--tracking-uri` does not answer ({why}). Received: --tracking-uri {uri}. "
-                "Expected: a running MLflow tracking server (mlflow server ...)."
-            ) from None
+        check_server(uri)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         return
     if kind == "sqlite":
