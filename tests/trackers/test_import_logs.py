@@ -5,8 +5,6 @@ replicas whose numbers ``deviate report`` gives back exactly as the training rep
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import subprocess
@@ -16,6 +14,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from store_readers import manifests, report_rows
 
 HERE = Path(__file__).resolve().parent
 DEVIATE = str(Path(sys.executable).with_name("deviate"))
@@ -25,16 +24,6 @@ SEEDS = [0, 1]
 
 def deviate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([DEVIATE, *args], capture_output=True, text=True, timeout=300, env={**os.environ})
-
-
-def report_rows(out: Path) -> dict[tuple[str, str], dict[str, str]]:
-    result = deviate("report", str(out), "--format", "csv")
-    assert result.returncode == 0, result.stderr
-    return {(row["experiment"], row["metric"]): row for row in csv.DictReader(io.StringIO(result.stdout))}
-
-
-def manifests(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("experiment=*/variant=*/replica=*/run.json"))]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +47,7 @@ def test_lightning_logs_become_groups_with_the_values_the_runs_reported(
     assert result.returncode == 0, result.stderr
     assert f"experiment={folder}.lr-0.1 variant=imported: 2 new, 0 updated, 0 unchanged" in result.stdout
 
-    rows = report_rows(out)
+    rows = report_rows(out, deviate)
     for lr in LRS:
         expected = [run["val_loss"] for run in trained if run["lr"] == lr]
         row = rows[(f"{folder}.lr-{lr}", "val_loss")]
@@ -112,7 +101,7 @@ def test_keras_tensorboard_callback_logs_are_one_run_per_folder(tmp_path: Path) 
     result = deviate("import", "tensorboard", str(logs), "--name", "keras", "--variant", "algo", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "experiment=keras variant=algo: 2 new, 0 updated, 0 unchanged" in result.stdout
-    rows = report_rows(out)
+    rows = report_rows(out, deviate)
     for metric in ("loss", "val_loss"):  # train/ and validation/ of one fit are one replica
         values = [r[metric] for r in reported]
         assert float(rows[("keras", metric)]["mean"]) == pytest.approx(sum(values) / 2, rel=1e-6)

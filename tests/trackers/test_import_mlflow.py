@@ -19,6 +19,7 @@ from typing import Any
 import mlflow
 import pytest
 from mlflow.entities import Metric, Param
+from store_readers import manifests, report_rows
 
 DEVIATE = str(Path(sys.executable).with_name("deviate"))
 LRS = ("0.1", "0.01")
@@ -61,16 +62,6 @@ def log_study(uri: str, experiment: str) -> dict[str, Any]:
     client.log_batch(running.info.run_id, metrics=[Metric("val_acc", 0.3, now, 2)], params=[Param("lr", "0.01")])
     logged["failed"], logged["running"] = failed.info.run_id, running.info.run_id
     return logged
-
-
-def report_rows(out: Path) -> dict[tuple[str, str], dict[str, str]]:
-    result = deviate("report", str(out), "--format", "csv")
-    assert result.returncode == 0, result.stderr
-    return {(row["experiment"], row["metric"]): row for row in csv.DictReader(io.StringIO(result.stdout))}
-
-
-def manifests(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("experiment=*/variant=*/replica=*/run.json"))]
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +107,7 @@ def test_a_server_experiment_becomes_groups_that_report_and_compare_read(
     assert [(r["step"], r["epoch"], r["stage"]) for r in val] == [(2, 0, "val"), (5, 1, "val")]
     assert all(r["wall_time"] > 1e9 for r in table) and not [r for r in table if r["name"] == "epoch"]
 
-    rows = report_rows(out)
+    rows = report_rows(out, deviate)
     for lr in LRS:
         row = rows[(f"resnet.lr-{lr}", "val_acc")]
         expected = [final_val_acc(lr, seed) for seed in SEEDS]
@@ -159,7 +150,7 @@ def test_a_server_experiment_becomes_groups_that_report_and_compare_read(
     assert third.returncode == 0, third.stderr
     assert "experiment=resnet.lr-0.01 variant=imported: 0 new, 1 updated, 3 unchanged" in third.stdout
     assert len(manifests(out)) == 8 and json.loads((before / "run.json").read_text())["status"] == "completed"
-    assert int(report_rows(out)[("resnet.lr-0.01", "val_acc")]["n"]) == 4
+    assert int(report_rows(out, deviate)[("resnet.lr-0.01", "val_acc")]["n"]) == 4
     client.delete_run(server_study["running"])  # the other tests see the study as logged
 
 
@@ -187,7 +178,7 @@ def test_a_sqlite_store_is_read_in_one_query_and_a_mlruns_folder_through_the_cli
         )
         assert result.returncode == 0, result.stderr
         assert "experiment=vit.lr-0.1.seed-2 variant=algo+impl: 1 new" in result.stdout
-        rows = report_rows(out)
+        rows = report_rows(out, deviate)
         for lr, seed in logged["finished"].values():
             assert float(rows[(f"vit.lr-{lr}.seed-{seed}", "val_acc")]["mean"]) == pytest.approx(
                 final_val_acc(lr, seed)
