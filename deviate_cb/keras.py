@@ -16,6 +16,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, Optional, Union
 
 import keras
@@ -45,7 +46,7 @@ from deviate_cb.capture.stability.settings import (
     parse_predictions,
     parse_weights,
 )
-from deviate_cb.capture.step_timer import cuda_events
+from deviate_cb.capture.step_timer import StepTimer, cuda_events
 from deviate_cb.capture.tracker_tags import live_tags, tag_active_runs
 from deviate_cb.context import Deterministic, is_rank_zero
 from deviate_cb.errors import UsageError
@@ -171,6 +172,12 @@ class DeviateCallback(keras.callbacks.Callback):
         self._in_fit = False
         self._fit_plan: Optional[tuple[int, int, int]] = None  # (first step, steps per epoch, epochs) of this fit
         self._skipped: set[str] = set()
+        # the per-step hooks' switches, set for each fit by _arm_step_hooks (the hot path, see on_train_batch_begin)
+        self._step_clock: Optional[_StepClock] = None  # host-clock step times, read once a step
+        self._device_steps = False  # steps are timed with CUDA events (the step timer's own path)
+        self._keep_logs = False  # on_train_batch_end keeps the logs: this process records
+        self._slow_begin = False  # on_train_batch_begin has more to do: the step timer itself, audit, resume point
+        self._slow_end = False  # on_train_batch_end has more to do: audit, resume point
         atexit.register(_close_at_exit, weakref.ref(self))
 
     @property
@@ -228,7 +235,9 @@ class DeviateCallback(keras.callbacks.Callback):
         if session.timings is None:
             with guarded(session, f"{hook}: step timing"):
                 backend = keras.backend.backend()
-                session.timings = RunTimings(self._profile, framework=backend, events=_step_events(backend))
+                events = _step_events(backend)
+                self._device_steps = events is not None
+                session.timings = RunTimings(self._profile, framework=backend, events=events)
         if model is not None:
             _RUNS_OF_MODELS[model] = (str(session.run.path), self._steps_done)
 
@@ -248,6 +257,17 @@ class DeviateCallback(keras.callbacks.Callback):
             with guarded(self._session, "on_train_begin: audit"):
                 self._audit = KerasAudit(self._audit_steps, keras.backend.backend(), first=first)
                 self._audit.start(self._model)
+        self._arm_step_hooks()
+
+    def _arm_step_hooks(self) -> None:
+        """Decide once per fit what the per-step hooks do, so that they read a few attributes and branch no more."""
+        session = self._session
+        timings = session.timings if session.enabled else None
+        host_clock = timings is not None and timings.window is None and not self._device_steps
+        self._step_clock = _StepClock() if host_clock else None
+        self._keep_logs = session.enabled
+        self._slow_end = self._audit is not None or self._resume is not None
+        self._slow_begin = self._slow_end or (timings is not None and not host_clock)
 
     def _begin_fit(self) -> None:
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
@@ -270,11 +290,27 @@ class DeviateCallback(keras.callbacks.Callback):
             first, steps, epochs = plan
             self._session.fit_planned = first + steps * max(epochs - epoch, 0)
 
+    # The two per-step hooks are the hot path (docs/architecture.md, step 9): on_train_batch_begin reads the host
+    # clock and appends it and the step (_StepClock), on_train_batch_end appends the logs Keras hands it (floats
+    # already: Keras' CallbackList converts them for every callback list, with or without this callback); `try`
+    # instead of `guarded` (no object per step). Converting, sorting and recording wait for the epoch end. A
+    # profiling window, CUDA events, an audit or a resume point take the slow path (_batch_begin, _batch_end).
     def on_train_batch_begin(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        clock = self._step_clock
+        if clock is not None:
+            try:
+                clock.starts.append(time.perf_counter())
+                clock.steps.append(self._steps_done + batch)
+            except Exception as error:
+                self._problem("on_train_batch_begin: step timing", error)
+        if self._slow_begin:
+            self._batch_begin(batch)
+
+    def _batch_begin(self, batch: int) -> None:
         # Called on the training loop's thread, also when batch ends are dispatched asynchronously: a step's
         # time runs from its start to the next step's start (or the end of the epoch's training).
         timings = self._session.timings
-        if timings is not None and self._session.enabled:
+        if self._step_clock is None and timings is not None and self._session.enabled:
             with guarded(self._session, "on_train_batch_begin: step timing"):
                 timings.step_started("train", self._epoch or 0, self._steps_done + batch)
         if self._audit is not None:
@@ -285,9 +321,15 @@ class DeviateCallback(keras.callbacks.Callback):
             self._resume_record("on_train_batch_begin")
 
     def on_train_batch_end(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
-        if logs and self._session.enabled:  # may run on a Keras dispatch thread: only append here
-            with guarded(self._session, "on_train_batch_end: metrics"):
+        if logs and self._keep_logs:  # may run on a Keras dispatch thread: one append (atomic) here
+            try:
                 self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
+            except Exception as error:
+                self._problem("on_train_batch_end: metrics", error)
+        if self._slow_end:
+            self._batch_end(batch, logs)
+
+    def _batch_end(self, batch: int, logs: Optional[Mapping[str, Any]]) -> None:
         audit = self._audit
         if audit is not None:  # on the training thread: async_safe is off while auditing
             with guarded(self._session, "on_train_batch_end: audit"):
@@ -321,6 +363,7 @@ class DeviateCallback(keras.callbacks.Callback):
         hook, session = "on_epoch_end", self._session
         if session.timings is not None:
             with guarded(session, f"{hook}: step timing"):
+                self._hand_over_steps()
                 session.timings.step_ended()
         with guarded(session, f"{hook}: metrics"):
             self._record_epoch(epoch, logs)
@@ -335,13 +378,18 @@ class DeviateCallback(keras.callbacks.Callback):
         """Buffer the epoch's batch-end logs and its epoch logs (``val_*`` as stage ``val``)."""
         # Keras waits for every dispatched batch-end call before calling on_epoch_end
         with self._lock:
-            batches, self._batches = sorted(self._batches, key=lambda b: b[0]), []
+            batches, self._batches = sorted(self._batches, key=itemgetter(0)), []
         self._steps_done = batches[-1][0] if batches else self._steps_done + int(self.params.get("steps") or 0)
         recorder = self._session.recorder
+        update, numbers = recorder.update_many, self._numbers
         for step, batch_epoch, wall_time, batch_logs in batches:
-            items = self._numbers(batch_logs)
-            recorder.update_many(
-                step=step, epoch=batch_epoch, stage="train", scope="step", items=items, wall_time=wall_time
+            update(
+                step=step,
+                epoch=batch_epoch,
+                stage="train",
+                scope="step",
+                items=numbers(batch_logs),
+                wall_time=wall_time,
             )
         if logs and self._session.enabled:
             now = time.time()
@@ -361,6 +409,10 @@ class DeviateCallback(keras.callbacks.Callback):
     def on_train_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         hook, session = "on_train_end", self._session
         self._in_fit = False
+        if session.timings is not None:  # steps the epoch end did not see (none, unless a fit ends without one)
+            with guarded(session, f"{hook}: step timing"):
+                self._hand_over_steps()
+        self._step_clock = None
         self._end_audit(hook)
         if self._resume is not None:
             with guarded(session, f"{hook}: resume point"):
@@ -385,6 +437,8 @@ class DeviateCallback(keras.callbacks.Callback):
     def on_test_begin(self, logs: Optional[Mapping[str, Any]] = None) -> None:
         if self._in_fit and self._session.timings is not None:
             with guarded(self._session, "on_test_begin: step timing"):
+                if self._step_clock is not None:
+                    self._step_clock.stop()
                 self._session.timings.step_ended()  # the epoch's last training step ends before validation
         if not self._in_fit:  # fit's own validation also calls the test hooks: its results come as val_*
             self._start("on_test_begin")
@@ -405,6 +459,19 @@ class DeviateCallback(keras.callbacks.Callback):
         with guarded(session, f"{hook}: end of run"):
             session.close(hook=hook)
 
+    def _problem(self, where: str, error: Exception) -> None:
+        """:func:`~deviate_cb.capture.guard.guarded` as an ``except`` clause, for the per-step hooks (``try`` costs
+        nothing until something is raised): a problem of the run once it is under way, else raised."""
+        if not self._session.under_way:
+            raise error
+        self._session.record_problem(where, error)
+
+    def _hand_over_steps(self) -> None:
+        """Give the steps timed by the hot path to the run's step timer (before each flush)."""
+        clock, timings = self._step_clock, self._session.timings
+        if clock is not None and timings is not None:
+            clock.hand_over(timings.timer, self._epoch or 0)
+
     # -- predictions ---------------------------------------------------------------------------------------
     def _snapshot(self, snapshot: str, epoch: Optional[int]) -> None:
         """Predict on ``Predictions.data`` and write one snapshot (reusing the last one if nothing trained)."""
@@ -422,6 +489,12 @@ class DeviateCallback(keras.callbacks.Callback):
     # -- helpers -------------------------------------------------------------------------------------------
     def _numbers(self, logs: Mapping[str, Any]) -> list[tuple[str, float]]:
         """The numeric entries of ``logs``; anything else is skipped with one warning per name."""
+        try:  # Keras hands over floats: one pass, no call per value
+            return [(name, float(value)) for name, value in logs.items()]
+        except (TypeError, ValueError):
+            return self._numbers_of_mixed(logs)
+
+    def _numbers_of_mixed(self, logs: Mapping[str, Any]) -> list[tuple[str, float]]:
         items = []
         for name, value in logs.items():
             try:
@@ -434,11 +507,53 @@ class DeviateCallback(keras.callbacks.Callback):
                         f"DeviateCallback: metric {name!r} is not a number (received "
                         f"{type(value).__name__}{f' of shape {tuple(shape)}' if shape is not None else ''}); "
                         "it is not recorded.",
-                        stacklevel=3,
+                        stacklevel=4,
                     )
                 continue
             items.append((name, number))
         return items
+
+
+class _StepClock:
+    """Training steps timed with the host clock read once a step, for :class:`DeviateCallback`'s hot path.
+
+    ``on_train_batch_begin`` appends the step and ``time.perf_counter()`` to :attr:`steps` and :attr:`starts`
+    (no call, no object); a step lasts from its start to the next step's start, or to :meth:`stop` for the
+    epoch's last one (its training ends: validation or the epoch end). :meth:`hand_over` gives the steps to the
+    run's :class:`~deviate_cb.capture.step_timer.StepTimer` at the epoch end, the rows it would have recorded
+    itself (``step_started``/``step_ended`` a step, two clock reads) with a flush still to come.
+
+    Example:
+        >>> clock, timer = _StepClock(), StepTimer()
+        >>> clock.steps += [0, 1]; clock.starts += [10.0, 10.5]
+        >>> clock.stopped = 11.25
+        >>> clock.hand_over(timer, epoch=0)
+        >>> timer.columns(0).step, timer.columns(0).wall_s, clock.steps
+        ([0, 1], [0.5, 0.75], [])
+    """
+
+    __slots__ = ("starts", "steps", "stopped")
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.starts: list[float] = []
+        self.stopped: Optional[float] = None  # when the last step ended, once it has
+
+    def stop(self) -> None:
+        """The last step started ends now (nothing if no step is open)."""
+        if self.steps and self.stopped is None:
+            self.stopped = time.perf_counter()
+
+    def hand_over(self, timer: StepTimer, epoch: int) -> None:
+        """End the last step (if :meth:`stop` did not) and record every step in ``timer``; start afresh."""
+        if not self.steps:
+            return
+        self.stop()
+        steps, starts, stopped = self.steps, self.starts, self.stopped
+        self.steps, self.starts, self.stopped = [], [], None
+        update = timer.update
+        for step, start, end in zip(steps, starts, [*starts[1:], stopped], strict=True):
+            update("train", epoch, step, end - start)  # type: ignore[operator]
 
 
 def _predict(model: Any, config: Predictions) -> CollectedPredictions:

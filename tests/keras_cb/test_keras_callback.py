@@ -240,3 +240,7 @@ def test_a_crash_mid_epoch_keeps_the_finished_epochs_and_the_buffered_batches(tm
     # epoch 2's three finished batches were buffered when the exception hit: flushed at exit
     assert [r["step"] for r in recorded if r["scope"] == "step" and r["name"] == "loss"] == list(range(1, 14))
     assert manifest(run_dir)["status"] == "failed"
+    # every step that started has its time, the one that raised too (it ends at exit), and nothing went wrong
+    steps = [r for r in pq.read_table(run_dir / "timings.parquet").to_pylist() if r["kind"] == "step"]
+    assert [(r["epoch"], r["step"]) for r in steps] == [(e, e * 5 + k) for e in range(3) for k in range(5)][:14]
+    assert "problems" not in manifest(run_dir)
