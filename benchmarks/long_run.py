@@ -109,6 +109,7 @@ def fit(loader: DataLoader, epochs: int, out: Path | None) -> dict[str, Any]:
         def setup(*args: Any, **kwargs: Any) -> None:  # the session exists once setup ran
             original_setup(*args, **kwargs)
             session = deviate._session
+            session.flush_interval_s = 0.0  # every epoch end writes (by default, at most one every 10 s): timed here
             session.flush = timed(session.flush, calls)
             session.close = timed(session.close, calls)
 

@@ -39,7 +39,7 @@ from typing import Any, Optional, Protocol
 
 from deviate_cb.store.run_directory import RunDirectory
 
-__all__ = ["MAX_PROBLEMS", "ProblemLog", "RecordingWarning", "guarded"]
+__all__ = ["MAX_PROBLEMS", "ProblemLog", "RecordingWarning", "guarded", "record_or_raise"]
 
 MAX_PROBLEMS = 50
 """At most this many distinct problems are kept in ``run.json`` (repeats only raise an entry's ``count``)."""
@@ -100,6 +100,27 @@ def guarded(session: _Session, where: str) -> _Guard:
         teardown: end of run -> ValueError('a bug')
     """
     return _Guard(session, where)
+
+
+def record_or_raise(session: _Session, where: str, error: Exception) -> None:
+    """:func:`guarded` as an ``except`` clause, for the per-step hooks, where even a context manager's cost shows
+    (``try`` costs nothing until something is raised): record ``error`` as a problem of the run once it is under
+    way, else raise it.
+
+    Example:
+        >>> class Started:
+        ...     under_way = True
+        ...     def record_problem(self, where, error):
+        ...         print(where, "->", repr(error))
+        >>> try:
+        ...     raise KeyError("loss")
+        ... except Exception as error:
+        ...     record_or_raise(Started(), "on_train_batch_end: metrics", error)
+        on_train_batch_end: metrics -> KeyError('loss')
+    """
+    if not session.under_way:
+        raise error
+    session.record_problem(where, error)
 
 
 def _one_line(error: BaseException) -> str:

@@ -148,10 +148,13 @@ class MetricRecorder:
         self._time: list[float] = []
         self._size: list[int] = []
 
-    def flush(self, metrics_file: MetricsFile) -> int:
-        """Append the buffer to ``metrics_file`` as one part and empty it; return the number of rows written."""
+    def flush(self, metrics_file: MetricsFile, *, compact: bool = False) -> int:
+        """Append the buffer to ``metrics_file`` as one part and empty it; return the number of rows written.
+        ``compact`` (the run's end): straight into ``metrics.parquet`` with the parts before
+        (:meth:`~deviate_cb.store.metrics.MetricsFile.append`), no part written."""
         if not self._values:
             return 0
-        written = metrics_file.append_part(self.compute())
+        columns = self.compute()
+        written = metrics_file.append(columns) if compact else metrics_file.append_part(columns)
         self.reset()
         return written

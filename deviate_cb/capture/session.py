@@ -32,6 +32,7 @@ from deviate_cb.capture.guard import ProblemLog, guarded
 from deviate_cb.capture.recorder import MetricRecorder, ValuesToFloats, floats_of
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.context import Deterministic, RunContext, parse_deterministic
+from deviate_cb.errors import UsageError
 from deviate_cb.fingerprint.collect import collect_fingerprint
 from deviate_cb.store.completion import FIT_ENDED, FIT_STARTED, INCOMPLETE
 from deviate_cb.store.metrics import MetricsFile
@@ -39,21 +40,26 @@ from deviate_cb.store.run_directory import RunDirectory, check_partition_value, 
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
+    "FLUSH_INTERVAL_ENV",
     "FLUSH_INTERVAL_S",
     "FLUSH_MAX_ROWS",
     "STANDALONE_VARIANT",
     "RunSession",
+    "flush_interval",
     "script_experiment",
 ]
 
 STANDALONE_VARIANT = "standalone"
 DEFAULT_EXPERIMENT = "default"
 FLUSH_INTERVAL_S = 10.0
-"""An epoch-end flush (``flush(when_due=True)``) writes step times only when this many seconds passed since they were
-last written... (metric values are written at every epoch end: a replica that dies keeps its finished epochs'
-values, from which the launcher tells the last step it recorded)"""
+"""An epoch-end flush (``flush(when_due=True)``) writes only when this many seconds passed since the run's last write
+(or its start): epochs longer than that are each written at their end; shorter ones share a write. A process killed
+outright (SIGKILL, the OOM killer, a node lost) loses at most the values since the last write: its current epoch, or
+the last ``FLUSH_INTERVAL_S`` seconds of short epochs. An exception, the end of a fit or stage, a checkpoint and the
+run's end always write. ``DEVIATE_FLUSH_INTERVAL_S`` (seconds, ``0``: every epoch end) overrides it."""
 FLUSH_MAX_ROWS = 10_000
-"""... or when this many step times wait in memory (on CUDA each holds two events)."""
+"""... or when this many step times or metric values wait in memory (on CUDA each holds two events or a tensor)."""
+FLUSH_INTERVAL_ENV = "DEVIATE_FLUSH_INTERVAL_S"
 
 
 class RunSession:
@@ -110,8 +116,9 @@ class RunSession:
         self._failed = False
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
-        self.flush_interval_s = FLUSH_INTERVAL_S
-        self._last_write = time.monotonic()  # when step times were last written (or the run opened)
+        self.flush_interval_s = flush_interval()
+        self._merged = False  # a flush(compact=True) wrote metrics.parquet, not a part: the summary is new
+        self._last_write = time.monotonic()  # when an epoch end last wrote (or the run opened)
         self.problems = ProblemLog()
         self.recorded_seed: Optional[int] = self.seed  # run.json's `seed`: standalone, also one the user set before
         self.fit: Optional[str] = None  # the last fit: "started", "ended" (None: no fit yet)
@@ -287,13 +294,16 @@ class RunSession:
         ``timings.parquet`` (:mod:`deviate_cb.store.parts`; :meth:`close` compacts them); return the number of
         metric rows written.
 
-        ``when_due`` (the adapters' epoch ends): write the step times only if :data:`FLUSH_INTERVAL_S` passed
-        since they were last written or :data:`FLUSH_MAX_ROWS` of them wait (short epochs then share one timings
-        part instead of paying one each); the metric values are written in any case. The ends of fits and
-        stages, exceptions, checkpoints and the run's end write both.
+        ``when_due`` (the adapters' epoch ends): write only if :attr:`flush_interval_s` (:data:`FLUSH_INTERVAL_S`)
+        passed since the last such write or :data:`FLUSH_MAX_ROWS` step times or metric values wait (short epochs
+        then share one part instead of paying one each: a part costs about 2 ms, as much as a thousand steps'
+        hooks); otherwise return 0 and keep everything buffered. The ends of fits and stages, exceptions,
+        checkpoints and the run's end always write.
 
-        ``compact`` (:meth:`close`): the step times go straight into ``timings.parquet``, merged with the parts
-        written before (:meth:`~deviate_cb.capture.run_timings.RunTimings.flush`), instead of into one more part.
+        ``compact`` (:meth:`close`): the step times and metric values go straight into ``timings.parquet`` and
+        ``metrics.parquet``, merged with the parts written before (:meth:`RunTimings.flush
+        <deviate_cb.capture.run_timings.RunTimings.flush>`, :meth:`MetricsFile.append
+        <deviate_cb.store.metrics.MetricsFile.append>`), instead of into one more part each.
 
         Each step is :func:`~deviate_cb.capture.guard.guarded` as ``"<hook>: timings flush"`` and ``"<hook>:
         metrics flush"``: a failing one is recorded as a problem (values that could not
@@ -305,17 +315,21 @@ class RunSession:
         if self._metrics_file is None or self.run is None:
             return 0
         timings = self.timings
-        due = not when_due or (
-            timings is not None
-            and (time.monotonic() - self._last_write >= self.flush_interval_s or timings.unwritten >= FLUSH_MAX_ROWS)
-        )
-        if timings is not None and due:
+        if when_due and not (
+            time.monotonic() - self._last_write >= self.flush_interval_s
+            or len(self.recorder) >= FLUSH_MAX_ROWS
+            or (timings is not None and timings.unwritten >= FLUSH_MAX_ROWS)
+        ):
+            return 0
+        if when_due:
             self._last_write = time.monotonic()
+        if timings is not None:
             with guarded(self, f"{hook}: timings flush"):
                 timings.flush(self.run.path, attempt=self._metrics_file.attempt, compact=compact)
         written = 0
         with guarded(self, f"{hook}: metrics flush"):
-            written = self.recorder.flush(self._metrics_file)
+            written = self.recorder.flush(self._metrics_file, compact=compact)
+            self._merged = self._merged or (compact and written > 0)
         self.problems.write(self.run)  # counts of repeated problems
         return written
 
@@ -333,7 +347,8 @@ class RunSession:
                 self.timings.compact(self.run.path, attempt=self._metrics_file.attempt)
         compacted = False
         with guarded(self, f"{hook}: metrics compaction"):
-            compacted = bool(self._metrics_file.compact())
+            compacted = bool(self._metrics_file.compact()) or self._merged
+            self._merged = False
             if compacted and copy_summary:
                 self._copy_summary()
         return compacted
@@ -424,6 +439,31 @@ class RunSession:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if self.run is None:  # a run already open keeps going where it is
             self._restored = dict(state)
+
+
+def flush_interval() -> float:
+    """Seconds between epoch-end writes: ``DEVIATE_FLUSH_INTERVAL_S`` when set (``0``: every epoch end), else
+    :data:`FLUSH_INTERVAL_S`. Read when a callback is created, before any training.
+
+    Example:
+        >>> os.environ[FLUSH_INTERVAL_ENV] = "0"; flush_interval()
+        0.0
+        >>> del os.environ[FLUSH_INTERVAL_ENV]; flush_interval()
+        10.0
+    """
+    raw = os.environ.get(FLUSH_INTERVAL_ENV, "").strip()
+    if not raw:
+        return FLUSH_INTERVAL_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise UsageError(
+            f"`{FLUSH_INTERVAL_ENV}` must be a number of seconds >= 0 (0: write at every epoch end). "
+            f"Received: {FLUSH_INTERVAL_ENV}={raw!r}."
+        )
+    return seconds
 
 
 def script_experiment() -> str:

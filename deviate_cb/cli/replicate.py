@@ -209,8 +209,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ns = build_parser().parse_args(options)
         if after is not None and not after and ns.trainer is None:
             raise UsageError("`COMMAND` after `--` is empty: give the command to replicate. Received: --.")
+        from deviate_cb.capture.session import flush_interval
         from deviate_cb.launch.runner import replicate
 
+        flush_interval()  # DEVIATE_FLUSH_INTERVAL_S, which every replica's callback reads: refused before any starts
         for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             if signum is not None:
                 previous[signum] = signal.signal(signum, _raise_terminated)

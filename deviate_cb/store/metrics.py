@@ -117,13 +117,42 @@ class MetricsFile:
     def append_part(self, columns: Mapping[str, Sequence[Any]]) -> int:
         """Write rows given as columns as one new part (``seq`` and ``finite`` are filled in when absent); return
         the row count. Costs time in proportion to these rows only."""
+        new = self._new_rows(columns)
+        if new is None:
+            return 0
+        first = int(new.column("seq").to_numpy().min())
+        part = write_part(self.path, new, attempt=self.attempt, first=first)
+        if self._cached_rows + new.num_rows <= CACHED_PART_ROWS:  # parts are never rewritten: the copy stays
+            self._cached[part.name] = new
+            self._cached_rows += new.num_rows
+        return new.num_rows
+
+    def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
+        """Write rows given as columns straight into ``metrics.parquet``, with the parts not compacted yet (what
+        :meth:`append_part` then :meth:`compact` give, without a part written and read back: the run's end, and
+        one-off writes); return the row count. ``metrics.parquet`` holds them when this returns."""
+        new = self._new_rows(columns)
+        if new is None:
+            return 0
+        self._merge(new)
+        return new.num_rows
+
+    def compact(self) -> int:
+        """Merge this attempt's parts into ``metrics.parquet`` (atomically), then delete them; return the number
+        of rows merged. Parts already merged (a compaction interrupted before it deleted them) are deleted
+        without being merged twice; parts of other attempts are left alone, with a warning."""
+        return self._merge(None)
+
+    def _new_rows(self, columns: Mapping[str, Sequence[Any]]) -> Optional[pa.Table]:
+        """``columns`` as a table of :func:`metrics_schema` (``seq`` from :attr:`next_seq` and ``finite`` filled in
+        when absent), counted into :attr:`next_seq`; ``None`` when there are no rows."""
         import numpy as np
         import pyarrow as pa
 
         values = np.asarray(columns["value"], dtype=np.float64)
         n = len(values)
         if n == 0:
-            return 0
+            return None
         data: dict[str, Any] = dict(columns)
         data["value"] = values
         if "seq" not in data:
@@ -133,35 +162,25 @@ class MetricsFile:
         schema = metrics_schema()
         new = pa.table({field.name: pa.array(data[field.name], type=field.type) for field in schema}, schema=schema)
         seq = new.column("seq").to_numpy()
-        part = write_part(self.path, new, attempt=self.attempt, first=int(seq.min()))
+        if int(seq.min()) < 0:
+            raise ValueError(f"`seq` must be >= 0. Received: seq={int(seq.min())}.")
         self._next_seq = max(self._next_seq or 0, int(seq.max()) + 1)
-        if self._cached_rows + n <= CACHED_PART_ROWS:  # parts are never rewritten: the copy stays what the file holds
-            self._cached[part.name] = new
-            self._cached_rows += n
-        return n
+        return new
 
-    def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
-        """:meth:`append_part` then :meth:`compact`: ``metrics.parquet`` holds the rows when this returns."""
-        n = self.append_part(columns)
-        if n:
-            self.compact()
-        return n
-
-    def compact(self) -> int:
-        """Merge this attempt's parts into ``metrics.parquet`` (atomically), then delete them; return the number
-        of rows merged. Parts already merged (a compaction interrupted before it deleted them) are deleted
-        without being merged twice; parts of other attempts are left alone, with a warning."""
+    def _merge(self, new: Optional[pa.Table]) -> int:
+        """``metrics.parquet`` rewritten with this attempt's pending parts and ``new`` (when given), then the parts
+        deleted; return the rows added."""
         import pyarrow as pa
 
         parts = list_parts(self.path)
-        if not parts:
+        if not parts and new is None:
             return 0  # the usual case once the run compacted itself: not even the file is read
         compacted = self._read_compacted()
         pending, merged = self._split(compacted, parts)
-        new = self._read_parts(pending)
-        rows = sum(t.num_rows for t in new)
+        tables = [*self._read_parts(pending), *([new] if new is not None else [])]
+        rows = sum(t.num_rows for t in tables)
         if rows or (pending and not self.path.is_file()):
-            self._write(pa.concat_tables([compacted, *new]))
+            self._write(pa.concat_tables([compacted, *tables]))
         remove_parts(self.path, pending + merged)
         self._cached.clear()
         self._cached_rows = 0

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 from lightning_cb.models import TinyModule, loader, trainer
 
-from deviate_cb.capture.session import RunSession
+from deviate_cb.capture.session import FLUSH_INTERVAL_ENV, RunSession
+from deviate_cb.errors import UsageError
 from deviate_cb.lightning import DeviateCallback
 from deviate_cb.store.footer_summary import footer_summary
 from deviate_cb.store.metrics import MetricsFile
@@ -139,7 +140,8 @@ def test_parts_of_another_attempt_are_never_read_as_this_runs(tmp_path: Path) ->
 
 KILLED = """
 import os, sys, time
-from deviate_cb.capture.session import RunSession
+from deviate_cb.capture.session import FLUSH_INTERVAL_ENV, RunSession
+from deviate_cb.errors import UsageError
 session = RunSession(out_dir=sys.argv[1], experiment="killed", seed=0)
 run = session.open()
 session.timings = None
@@ -207,11 +209,12 @@ def test_lightning_run_appends_one_part_per_epoch_and_compacts_at_its_end(tmp_pa
     assert counts == [(1, 1, False), (2, 2, False), (3, 3, False), (4, 4, False)]
 
 
-def test_short_epochs_share_one_timings_write_and_record_the_same_rows(tmp_path: Path) -> None:
-    """Epochs shorter than FLUSH_INTERVAL_S do not write a timings part each (issue 30): the run's end writes their
-    step times; their metric values are written at every epoch end all the same (a replica that dies keeps them)."""
+def test_short_epochs_share_one_write_and_record_the_same_rows(tmp_path: Path) -> None:
+    """Epochs shorter than FLUSH_INTERVAL_S write no part each (issue 30: a part costs about as much as a thousand
+    steps' hooks): the run's end writes their metric values and step times straight into the two files, the same
+    rows as a run that writes at every epoch end."""
     counts, run = _watched_fit(tmp_path / "short", interval_s=None)
-    assert counts == [(1, 0, False), (2, 0, False), (3, 0, False), (4, 0, False)]
+    assert counts == [(0, 0, False), (0, 0, False), (0, 0, False), (0, 0, False)]
     _, every_run = _watched_fit(tmp_path / "every", interval_s=0.0)
     columns = ["seq", "step", "epoch", "stage", "scope", "name", "finite"]
     assert pq.read_table(run.metrics_path, columns=columns) == pq.read_table(every_run.metrics_path, columns=columns)
@@ -263,3 +266,38 @@ def test_a_report_compacts_what_an_ended_run_left_and_says_what_it_cannot(tmp_pa
         os.chmod(run.path, 0o755)
     assert len(warnings_seen) == 1, warnings_seen
     assert str(folder) in warnings_seen[0] and "1 part(s) of this run could not be merged" in warnings_seen[0]
+
+
+def test_the_flush_interval_is_read_from_the_environment_and_checked_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FLUSH_INTERVAL_ENV, "0")
+    assert DeviateCallback(tmp_path / "runs")._session.flush_interval_s == 0.0
+    monkeypatch.setenv(FLUSH_INTERVAL_ENV, "2.5")
+    assert DeviateCallback(tmp_path / "runs")._session.flush_interval_s == 2.5
+    for bad in ("soon", "-1", "nan", "inf"):
+        monkeypatch.setenv(FLUSH_INTERVAL_ENV, bad)
+        with pytest.raises(UsageError) as raised:
+            DeviateCallback(tmp_path / "runs")
+        assert str(raised.value) == (
+            f"`DEVIATE_FLUSH_INTERVAL_S` must be a number of seconds >= 0 (0: write at every epoch end). "
+            f"Received: DEVIATE_FLUSH_INTERVAL_S={bad!r}."
+        )
+    assert not (tmp_path / "runs").exists()  # refused before anything was created
+
+
+def test_deviate_replicate_refuses_a_bad_flush_interval_before_any_replica(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env[FLUSH_INTERVAL_ENV] = "10s"
+    done = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.replicate", "-n", "2", "--out", str(tmp_path / "runs"), "--",
+         sys.executable, "-c", "print(1)"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "deviate-replicate: error: `DEVIATE_FLUSH_INTERVAL_S` must be a number of seconds >= 0 (0: write at every "
+        "epoch end). Received: DEVIATE_FLUSH_INTERVAL_S='10s'."
+    ]
+    assert not (tmp_path / "runs").exists()

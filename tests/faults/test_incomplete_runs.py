@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -129,10 +129,10 @@ def main(ctx):
 """
 
 
-def _replicate(tmp: Path, *args: str, timeout: float = 300) -> Completed:
+def _replicate(tmp: Path, *args: str, timeout: float = 300, env: Optional[dict[str, str]] = None) -> Completed:
     out = tmp / "runs"
     cut = args.index("--") if "--" in args else len(args)
-    proc = start_cli([*args[:cut], "--out", str(out), *args[cut:]], cwd=tmp)
+    proc = start_cli([*args[:cut], "--out", str(out), *args[cut:]], cwd=tmp, env=env)
     stdout, stderr = proc.communicate(timeout=timeout)
     return Completed(proc.returncode, stdout, stderr, out)
 
@@ -152,7 +152,10 @@ def _report(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def lightning_study(tmp_path_factory: pytest.TempPathFactory) -> Completed:
     tmp = tmp_path_factory.mktemp("incomplete_lightning")
     (tmp / "app.py").write_text(textwrap.dedent(LIGHTNING_APP))
-    return _replicate(tmp, "--trainer", "app.py:main", "-n", "4", "--parallel", "2", "--variant", "algo")
+    # Every epoch end writes (by default epochs this short share one write every FLUSH_INTERVAL_S): replica 2's
+    # os._exit(0) then leaves epoch 0 on disk, from which the launcher reads the last step recorded.
+    return _replicate(tmp, "--trainer", "app.py:main", "-n", "4", "--parallel", "2", "--variant", "algo",
+                      env={"DEVIATE_FLUSH_INTERVAL_S": "0"})  # fmt: skip
 
 
 def _lightning(study: Completed, replica: int) -> dict[str, Any]:

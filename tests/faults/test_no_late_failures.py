@@ -133,6 +133,7 @@ def fail_from_second_call(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str
 def test_lightning_recording_error_after_start_is_a_problem_not_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, error: Exception, where: str
 ) -> None:
+    monkeypatch.setenv("DEVIATE_FLUSH_INTERVAL_S", "0")  # every epoch end writes, as epochs of 10 s or more do
     module = TinyModule()
     before = [p.detach().clone() for p in module.parameters()]
     calls = fail_from_second_call(monkeypatch, owner, name, error)
@@ -158,6 +159,7 @@ def test_lightning_recording_error_after_start_is_a_problem_not_a_crash(
 
 def test_lightning_disk_full_for_every_file_only_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Even run.json cannot be written: the problems are only warned about, once per kind."""
+    monkeypatch.setenv("DEVIATE_FLUSH_INTERVAL_S", "0")  # every epoch end writes, as epochs of 10 s or more do
     full = {"now": False}
     for module_name, function in [
         ("parts", "atomic_write"),
@@ -226,17 +228,20 @@ for name, make in [
         result[name] = f"{type(exc).__name__}: {exc}"
 
 # errors injected once training started: a full disk for metrics (from the 2nd write), a bug in predictions
+# (a part at an epoch end, MetricsFile.append_part; metrics.parquet straight at the run's end, MetricsFile.append)
 calls = []
-append = store_metrics.MetricsFile.append_part
-def failing_append(self, columns):
-    calls.append("metrics")
-    if calls.count("metrics") >= 2:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    return append(self, columns)
+append_part, append = store_metrics.MetricsFile.append_part, store_metrics.MetricsFile.append
+def failing(write):
+    def failing_write(self, columns):
+        calls.append("metrics")
+        if calls.count("metrics") >= 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write(self, columns)
+    return failing_write
 def failing_predictions(*args, **kwargs):
     calls.append("predictions")
     raise ValueError("a bug in the predictions writer")
-store_metrics.MetricsFile.append_part = failing_append
+store_metrics.MetricsFile.append_part, store_metrics.MetricsFile.append = failing(append_part), failing(append)
 store_predictions.write_predictions = failing_predictions
 
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
@@ -275,6 +280,7 @@ def test_keras_fit_checks_early_and_never_raises_once_started(tmp_path: Path, ke
     script.write_text(textwrap.dedent(KERAS_SCRIPT))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
     env.update(KERAS_BACKEND=keras_backend, PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]))
+    env["DEVIATE_FLUSH_INTERVAL_S"] = "0"  # every epoch end writes, as epochs of 10 s or more do
     done = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=300
     )

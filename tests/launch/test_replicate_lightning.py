@@ -20,7 +20,9 @@ def control(tmp_path_factory: pytest.TempPathFactory) -> Completed:
     tmp = tmp_path_factory.mktemp("lightning")
     out = tmp / "runs"
     args = ["--trainer", trainer("lightning_tiny.py:main"), "-n", "4", "--variant", "control", "--parallel", "2"]
-    proc = start_cli([*args, "--out", str(out)], cwd=tmp)
+    # Every epoch end writes (by default epochs this short share one write every 10 s): the replica killed with
+    # SIGKILL keeps its finished epochs.
+    proc = start_cli([*args, "--out", str(out)], cwd=tmp, env={"DEVIATE_FLUSH_INTERVAL_S": "0"})
     stdout, stderr = proc.communicate(timeout=300)
     return Completed(proc.returncode, stdout, stderr, out)
 
