@@ -155,16 +155,32 @@ def run_path(out: Path, experiment: str, variant: str, replica: int) -> Path:
 
 
 def claim_replica(out: Path, experiment: str, variant: str) -> tuple[int, Path]:
-    """Create and return the lowest-numbered free replica directory (safe against concurrent claims)."""
+    """Create and return the lowest-numbered free replica directory (safe against concurrent claims).
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp())
+        >>> for k in (0, 2):
+        ...     run_path(out, "mlp", "standalone", k).mkdir(parents=True)
+        >>> [claim_replica(out, "mlp", "standalone")[0] for _ in range(2)]
+        [1, 3]
+    """
     parent = run_path(out, experiment, variant, 0).parent
     parent.mkdir(parents=True, exist_ok=True)
+    taken = set()  # one listing instead of a failed mkdir per replica before the free one
+    for name in os.listdir(parent):
+        prefix, _, number = name.partition("=")
+        if prefix == "replica" and number.isdigit():
+            taken.add(int(number))
     replica = 0
     while True:
+        while replica in taken:
+            replica += 1
         path = parent / f"replica={replica}"
         try:
             path.mkdir()
             return replica, path
-        except FileExistsError:
+        except FileExistsError:  # claimed since the listing (another process), or a file of that name
             replica += 1
 
 
