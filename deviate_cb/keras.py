@@ -25,7 +25,7 @@ import numpy as np
 from deviate_cb.capture.audit.keras_audit import KerasAudit
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
 from deviate_cb.capture.backup_restore import KerasResumePoint
-from deviate_cb.capture.guard import guarded
+from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV, resume_plan
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
@@ -302,7 +302,7 @@ class DeviateCallback(keras.callbacks.Callback):
                 clock.starts.append(time.perf_counter())
                 clock.steps.append(self._steps_done + batch)
             except Exception as error:
-                self._problem("on_train_batch_begin: step timing", error)
+                record_or_raise(self._session, "on_train_batch_begin: step timing", error)
         if self._slow_begin:
             self._batch_begin(batch)
 
@@ -325,7 +325,7 @@ class DeviateCallback(keras.callbacks.Callback):
             try:
                 self._batches.append((self._steps_done + batch + 1, self._epoch or 0, time.time(), logs))
             except Exception as error:
-                self._problem("on_train_batch_end: metrics", error)
+                record_or_raise(self._session, "on_train_batch_end: metrics", error)
         if self._slow_end:
             self._batch_end(batch, logs)
 
@@ -458,13 +458,6 @@ class DeviateCallback(keras.callbacks.Callback):
             )
         with guarded(session, f"{hook}: end of run"):
             session.close(hook=hook)
-
-    def _problem(self, where: str, error: Exception) -> None:
-        """:func:`~deviate_cb.capture.guard.guarded` as an ``except`` clause, for the per-step hooks (``try`` costs
-        nothing until something is raised): a problem of the run once it is under way, else raised."""
-        if not self._session.under_way:
-            raise error
-        self._session.record_problem(where, error)
 
     def _hand_over_steps(self) -> None:
         """Give the steps timed by the hot path to the run's step timer (before each flush)."""
