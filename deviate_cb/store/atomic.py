@@ -3,8 +3,9 @@
 Every file of a run directory (manifest, fingerprint, ``metrics.parquet``, the job record) is written through
 here: into a temporary file in the same directory, flushed and fsynced, then renamed over the target, so a
 reader, or a replica killed mid-write, never sees a half-written file. The file gets the mode any other new
-file of the process would get, ``0o666`` less the umask (``0644`` under the usual ``022``), not the ``0600``
-of the temporary file, so colleagues on a shared file system can read a study.
+file of the process would get, ``0o666`` less the umask (``0644`` under the usual ``022``): the temporary file
+is created with that mode (not the ``0600`` of ``tempfile.mkstemp``), so colleagues on a shared file system can
+read a study. :func:`current_umask` reads the umask without changing it, for checks.
 
 Example:
     >>> import tempfile
@@ -18,8 +19,8 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -68,29 +69,43 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Call ``write`` on a temporary file next to ``path``, flush and fsync it, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a partial one; on an error the temporary file is removed
-    and the old file is left as it was. The new file's mode is ``0o666`` less the umask (:func:`current_umask`),
-    as ``open(path, "w")`` would give it.
+    and the old file is left as it was. The temporary file is created with mode ``0o666``, which the system
+    narrows by the umask (and a directory's default ACL) as it does for ``open(path, "w")``: the new file gets
+    the mode any other new file of the process would get, with no second call to set it.
 
     Example:
         >>> import tempfile
         >>> path = Path(tempfile.mkdtemp()) / "x.bin"
         >>> atomic_write(path, lambda handle: handle.write(b"new"))
-        >>> path.read_bytes()
-        b'new'
+        >>> path.read_bytes(), path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
+        (b'new', True)
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
-            mode = 0o666 & ~current_umask()
-            if hasattr(os, "fchmod"):
-                os.fchmod(handle.fileno(), mode)
-            else:  # pragma: no cover - Windows before Python 3.13
-                os.chmod(tmp, mode)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+_counter = itertools.count()
+
+
+def _create_temporary(path: Path) -> tuple[int, str]:
+    """A new file ``.<name>.<pid>.<n><random>.tmp`` next to ``path``, opened for writing (never an existing one:
+    ``O_EXCL``; another name on a clash), and its name. Its random part comes from ``os.urandom``, never from the
+    ``random`` module, whose state is the user's."""
+    for _ in range(100):
+        name = f".{path.name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp"
+        tmp = os.path.join(path.parent, name)
+        try:
+            return os.open(tmp, _FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temporary file name for {path.name}")
