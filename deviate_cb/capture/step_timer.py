@@ -170,7 +170,7 @@ class StepTimer:
     def columns(self, start: int = 0) -> StepColumns:
         """The same rows as :meth:`rows`, as columns (:class:`~deviate_cb.store.timings.StepColumns`): what a
         flush writes, without a dict per row. Reads pending device events."""
-        if self._unread < len(self._wall):
+        if self._events is not None and self._unread < len(self._wall):  # the host clock records seconds only
             self._read_events()
         return StepColumns(
             self._stage[start:],

@@ -49,67 +49,79 @@ SUMMARY_VERSION = 1
 def encode_summary(table: pa.Table) -> bytes:
     """The summary of a metrics table (columns ``seq``, ``stage``, ``name``, ``value``) as JSON bytes.
 
-    Each series is ``[stage, name, last_seq, last_value, max, min, sum, n_finite]``: ``stage`` is
-    ``"unknown"`` where it is null, rows without a name are left out, and ``max``/``min``/``sum`` are over the
-    finite values (``NaN`` when there are none).
+    Each series is ``[stage, name, last_seq, last_value, max, min, sum, n_finite]``, in the order the series first
+    appear by ``seq``: ``stage`` is ``"unknown"`` where it is null, rows without a name are left out, and
+    ``max``/``min``/``sum`` are over the finite values (``NaN`` when there are none). Computed with NumPy over
+    dictionary codes of stage and name (no per-row Python; about half the time of an Arrow group-by here, which
+    every run's end pays).
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     seq = table.column("seq").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    order = np.arange(seq.size) if np.all(seq[1:] >= seq[:-1]) else np.argsort(seq, kind="stable")
-    value = pc.cast(table.column("value"), pa.float64()).fill_null(math.nan)
-    work = pa.table(
-        {
-            "stage": pc.cast(table.column("stage"), pa.string()).fill_null("unknown"),
-            "name": pc.cast(table.column("name"), pa.string()),
-            "seq": seq,
-            "value": value,
-        }
-    ).take(pa.array(order))
-    work = work.filter(pc.is_valid(work.column("name")))
-    finite = pc.if_else(pc.is_finite(work.column("value")), work.column("value"), pa.scalar(None, pa.float64()))
-    work = work.append_column("finite", finite)
-    keep_nulls = pc.ScalarAggregateOptions(skip_nulls=False)
-    out = work.group_by(["stage", "name"], use_threads=False).aggregate(
-        [
-            ("seq", "last", keep_nulls),
-            ("value", "last", keep_nulls),
-            ("finite", "max"),
-            ("finite", "min"),
-            ("finite", "sum"),
-            ("finite", "count"),
-        ]
-    )
-    columns = [out.column(c).to_pylist() for c in out.column_names]
-    by_name = dict(zip(out.column_names, columns, strict=True))
-    series = [
-        [stage, name, last_seq, _num(last), _num(high), _num(low), _num(total), count]
-        for stage, name, last_seq, last, high, low, total, count in zip(
-            by_name["stage"],
-            by_name["name"],
-            by_name["seq_last"],
-            by_name["value_last"],
-            by_name["finite_max"],
-            by_name["finite_min"],
-            by_name["finite_sum"],
-            by_name["finite_count"],
-            strict=True,
+    value_column = pc.cast(table.column("value"), pa.float64()).fill_null(math.nan)
+    stage = _codes(pc.cast(table.column("stage"), pa.string()).fill_null("unknown"))
+    name = _codes(pc.cast(table.column("name"), pa.string()))
+    n_names = max(len(name.dictionary), 1)
+    stage_codes = stage.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    name_codes = name.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    key = stage_codes * n_names + name_codes  # one code per (stage, name)
+    named = name.indices.is_valid().to_numpy(zero_copy_only=False)
+    value = value_column.to_numpy(zero_copy_only=False)
+    row_seq = seq
+    if not np.all(seq[1:] >= seq[:-1]):
+        order = np.argsort(seq, kind="stable")  # by seq, ties in row order: the later row is the last
+        key, named, value, row_seq = key[order], named[order], value[order], seq[order]
+    key, value, row_seq = key[named], value[named], row_seq[named]
+    keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    _, first_reversed = np.unique(key[::-1], return_index=True)
+    last = key.size - 1 - first_reversed  # each series' last row (np.unique sorts both alike)
+    finite = np.isfinite(value)
+    groups = keys.size
+    count = np.bincount(inverse, weights=finite, minlength=groups).astype(np.int64)
+    total = np.bincount(inverse, weights=np.where(finite, value, 0.0), minlength=groups)
+    high, low = np.full(groups, -np.inf), np.full(groups, np.inf)
+    np.maximum.at(high, inverse[finite], value[finite])
+    np.minimum.at(low, inverse[finite], value[finite])
+    stages, names = stage.dictionary.to_pylist(), name.dictionary.to_pylist()
+    series = []
+    for group in np.argsort(first, kind="stable").tolist():  # in the order the series first appear
+        k, n, row = int(keys[group]), int(count[group]), last[group]
+        some = n > 0
+        series.append(
+            [
+                stages[k // n_names],
+                names[k % n_names],
+                int(row_seq[row]),
+                float(value[row]),
+                float(high[group]) if some else math.nan,
+                float(low[group]) if some else math.nan,
+                float(total[group]) if some else math.nan,
+                n,
+            ]
         )
-    ]
-    extremes = pc.min_max(value)  # as Parquet's column statistics: NaN left out, infinities kept
-    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    extremes = pc.min_max(value_column)  # as Parquet's column statistics: NaN left out, infinities kept
+    low_value, high_value = extremes["min"].as_py(), extremes["max"].as_py()
     summary = {
         "version": SUMMARY_VERSION,
         "rows": table.num_rows,
         "seq_min": int(seq.min()) if seq.size else None,
         "seq_max": int(seq.max()) if seq.size else None,
-        "value_min": None if low is None or math.isnan(low) else low,
-        "value_max": None if high is None or math.isnan(high) else high,
+        "value_min": None if low_value is None or math.isnan(low_value) else low_value,
+        "value_max": None if high_value is None or math.isnan(high_value) else high_value,
         "series": series,
     }
     return json.dumps(summary, separators=(",", ":")).encode()  # NaN and Infinity as Python's json writes them
+
+
+def _codes(column: Any) -> Any:
+    """``column`` dictionary-encoded as one array (its ``indices`` and ``dictionary``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column)
+    return encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
 
 
 def with_summary(table: pa.Table) -> pa.Table:
@@ -173,7 +185,3 @@ def footer_summary(metadata: pq.FileMetaData) -> Optional[dict[str, Any]]:
         if (low, high) != (summary.get(f"{key}_min"), summary.get(f"{key}_max")):
             return None  # rewritten since: other rows or other values
     return summary
-
-
-def _num(x: Optional[float]) -> float:
-    return math.nan if x is None else float(x)
