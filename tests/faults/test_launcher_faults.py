@@ -303,3 +303,19 @@ def test_error_keeps_a_traceback_as_it_is_and_puts_the_stop_first(tmp_path: Path
     timed_out = end_fields(Outcome(returncode=143, timed_out=True, started_at=0.0, ended_at=2.0), log)
     assert timed_out["error"] == "timed out after 2.0 s; exited with code 143; last stderr lines:\nEpoch 3: 50%"
     assert end_fields(Outcome(returncode=-9, signal="SIGKILL"), tmp_path / "none")["error"] == "killed by SIGKILL"
+
+
+def test_atomic_writes_leave_the_users_random_state_alone_and_no_temporary_file(tmp_path: Path, umask) -> None:
+    import random
+
+    from deviate_cb.store.atomic import atomic_write_bytes
+
+    umask(0o027)
+    random.seed(7)
+    state = random.getstate()
+    for k in range(3):
+        atomic_write_bytes(tmp_path / "run.json", f'{{"k": {k}}}\n'.encode())
+    assert random.getstate() == state  # temporary names come from os.urandom, never from the user's stream
+    assert json.loads((tmp_path / "run.json").read_text()) == {"k": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert (tmp_path / "run.json").stat().st_mode & 0o777 == 0o640
