@@ -54,7 +54,7 @@ from typing import Any
 import lightning as L
 import pyarrow.parquet as pq
 import torch
-from hook_timing import hook_timer, per_step_us
+from hook_timing import hook_timer, per_step_us, print_fit_costs
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.nn import functional as F
@@ -293,27 +293,15 @@ def worst_case_part(args: argparse.Namespace) -> None:
                 per_fit[name].append(sum(durations) / 1e6)
         kept = sum(pq.read_metadata(path).num_rows for path in Path(tmp, "runs").rglob("metrics.parquet"))
     expected = args.pairs * 4 * (2 * args.fit_steps + 2)
-    q1, median, q3 = statistics.quantiles(ratios, n=4)
     print(
         f"worst case (issue 30), Lightning: 32-64-1 MLP, batch 32, 2 metrics logged every step, 4 epochs x "
         f"{args.fit_steps} steps, {args.pairs} pairs of whole fits, process CPU time"
     )
-    print(
-        f"  bare fit {statistics.median(bare) * 1e3:.0f} ms ({statistics.median(bare) / (4 * args.fit_steps) * 1e6:.0f}"
-        f" us/step); with DeviateCallback {median:.3f}x (IQR {q1:.3f}-{q3:.3f}), "
-        f"+{statistics.median(extra) * 1e3:.1f} ms per fit (goal <= 1.02x)"
-    )
-    print(
-        f"  per-step hooks (on_train_batch_start + on_train_batch_end): {statistics.median(spent_all):.1f} us "
-        f"median per step (goal <= 20 us); rows kept: {kept} of {expected} logged values"
-    )
-    inside = {name: statistics.median(values) for name, values in per_fit.items()}
-    print(
-        f"  in the callback's hooks (wall ms a fit, median): {sum(inside.values()):.1f} = "
-        + ", ".join(f"{name} {ms:.1f}" for name, ms in inside.items())
-        + f"; an empty L.Callback() costs +{statistics.median(empty_extra) * 1e3:.1f} ms a fit (Lightning calls "
-        "every hook of every callback: the floor of any callback)"
-    )
+    print_fit_costs(
+        bare=bare, ratios=ratios, extra=extra, per_step=spent_all, hooks=" + ".join(hooks), kept=kept,
+        expected=expected, per_fit=per_fit,
+        empty_extra=empty_extra, empty="L.Callback()", steps=4 * args.fit_steps,
+    )  # fmt: skip
     print()
 
 

@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Any
 
-__all__ = ["hook_timer", "per_step_us"]
+__all__ = ["hook_timer", "per_step_us", "print_fit_costs"]
 
 
 def hook_timer(callback: Any, names: tuple[str, ...]) -> list[int]:
@@ -41,3 +41,40 @@ def hook_timer(callback: Any, names: tuple[str, ...]) -> list[int]:
 def per_step_us(spent: list[int], hooks: int) -> float:
     """Median over steps of the summed time of a step's ``hooks`` hook calls, in microseconds."""
     return statistics.median(sum(spent[i : i + hooks]) for i in range(0, len(spent) - hooks + 1, hooks)) / 1e3
+
+
+def print_fit_costs(
+    *,
+    bare: list[float],
+    ratios: list[float],
+    extra: list[float],
+    per_step: list[float],
+    hooks: str,
+    kept: int,
+    expected: int,
+    per_fit: dict[str, list[float]],
+    empty_extra: list[float],
+    empty: str,
+    steps: int,
+) -> None:
+    """The worst case's three lines (issue 30), for Lightning and Keras alike: the bare fit and the ratio, the
+    per-step hook microseconds with the rows kept, and the milliseconds inside each group of hooks next to what an
+    empty callback (``empty``, e.g. ``"L.Callback()"``) costs. Seconds in, except ``per_step`` (microseconds)
+    and ``per_fit`` (milliseconds); medians printed."""
+    median = statistics.median
+    q1, middle, q3 = statistics.quantiles(ratios, n=4)
+    print(
+        f"  bare fit {median(bare) * 1e3:.0f} ms ({median(bare) / steps * 1e6:.0f} us/step); with DeviateCallback "
+        f"{middle:.3f}x (IQR {q1:.3f}-{q3:.3f}), +{median(extra) * 1e3:.1f} ms per fit (goal <= 1.02x)"
+    )
+    print(
+        f"  per-step hooks ({hooks}): {median(per_step):.1f} us median per step (goal <= 20 us); rows kept: {kept} "
+        f"of {expected} logged values"
+    )
+    inside = {name: median(values) for name, values in per_fit.items()}
+    print(
+        f"  in the callback's hooks (wall ms a fit, median): {sum(inside.values()):.1f} = "
+        + ", ".join(f"{name} {ms:.1f}" for name, ms in inside.items())
+        + f"; an empty {empty} costs {median(empty_extra) * 1e3:+.1f} ms a fit (the framework calls its hooks: the "
+        "floor of any callback)"
+    )

@@ -38,7 +38,7 @@ from typing import Any
 import keras
 import numpy as np
 import pyarrow.parquet as pq
-from hook_timing import hook_timer
+from hook_timing import hook_timer, print_fit_costs
 from keras.callbacks import CallbackList
 
 from deviate_cb.keras import DeviateCallback
@@ -158,26 +158,15 @@ def worst_case(args: argparse.Namespace, backend: str) -> None:
                 per_fit[group].append(sum(sum(spent[name]) for name in names) / 1e6)
         kept = sum(pq.read_metadata(path).num_rows for path in Path(tmp, "runs").rglob("metrics.parquet"))
     expected = args.pairs * 4 * (2 * args.fit_steps + 2)  # loss and mae each step and at each epoch end
-    q1, median, q3 = statistics.quantiles(ratios, n=4)
     print(
         f"worst case (issue 30), Keras/{backend}: 32-64-1 MLP, batch 32, loss + mae every step, 4 epochs x "
         f"{args.fit_steps} steps, {args.pairs} rounds of whole fits (bare, with, empty callback), process CPU time"
     )
-    print(
-        f"  bare fit {statistics.median(bare) * 1e3:.0f} ms; with DeviateCallback {median:.3f}x (IQR {q1:.3f}-"
-        f"{q3:.3f}), +{statistics.median(extra) * 1e3:.1f} ms per fit (goal <= 1.02x)"
-    )
-    print(
-        f"  per-step hooks (on_train_batch_begin + on_train_batch_end): {statistics.median(per_step):.1f} us median "
-        f"per step (goal <= 20 us); rows kept: {kept} of {expected} logged values"
-    )
-    inside = {name: statistics.median(values) for name, values in per_fit.items()}
-    print(
-        f"  in the callback's hooks (wall ms a fit, median): {sum(inside.values()):.1f} = "
-        + ", ".join(f"{name} {ms:.1f}" for name, ms in inside.items())
-        + f"; an empty keras.callbacks.Callback() costs {statistics.median(empty_extra) * 1e3:+.1f} ms a fit (the "
-        "floor of any callback)"
-    )
+    print_fit_costs(
+        bare=bare, ratios=ratios, extra=extra, per_step=per_step, hooks="on_train_batch_begin + on_train_batch_end",
+        kept=kept, expected=expected, per_fit=per_fit, empty_extra=empty_extra, empty="keras.callbacks.Callback()",
+        steps=4 * args.fit_steps,
+    )  # fmt: skip
 
 
 def main() -> None:
