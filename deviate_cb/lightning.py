@@ -163,7 +163,7 @@ class DeviateCallback(pl.Callback):
         # instance, which Lightning skips (`_call_callback_hooks` calls only what is callable); a subclass that
         # overrides one keeps it.
         for name in _UNUSED_BATCH_HOOKS + (() if self._audit_steps else ("on_before_backward",)):
-            if getattr(type(self), name) is getattr(DeviateCallback, name, getattr(pl.Callback, name)):
+            if getattr(type(self), name) is getattr(DeviateCallback, name):
                 setattr(self, name, None)
 
     @property

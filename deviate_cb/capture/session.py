@@ -117,7 +117,6 @@ class RunSession:
         self._fingerprinted = False
         self.timings: Optional[RunTimings] = None  # set by the adapter once it knows the device
         self.flush_interval_s = flush_interval()
-        self._merged = False  # a flush(compact=True) wrote metrics.parquet, not a part: the summary is new
         self._last_write = time.monotonic()  # when an epoch end last wrote (or the run opened)
         self.problems = ProblemLog()
         self.recorded_seed: Optional[int] = self.seed  # run.json's `seed`: standalone, also one the user set before
@@ -329,7 +328,6 @@ class RunSession:
         written = 0
         with guarded(self, f"{hook}: metrics flush"):
             written = self.recorder.flush(self._metrics_file, compact=compact)
-            self._merged = self._merged or (compact and written > 0)
         self.problems.write(self.run)  # counts of repeated problems
         return written
 
@@ -347,8 +345,7 @@ class RunSession:
                 self.timings.compact(self.run.path, attempt=self._metrics_file.attempt)
         compacted = False
         with guarded(self, f"{hook}: metrics compaction"):
-            compacted = bool(self._metrics_file.compact()) or self._merged
-            self._merged = False
+            compacted = bool(self._metrics_file.compact())
             if compacted and copy_summary:
                 self._copy_summary()
         return compacted
@@ -389,10 +386,11 @@ class RunSession:
         if self.timings is not None and self.enabled:
             with guarded(self, f"{hook}: timings"):
                 self.timings.close(None)  # the open step ends and an open profiling window is kept; flush writes them
-        self.flush(hook=hook, compact=True)  # the step times straight into timings.parquet: no part to read back
+        # the step times and values straight into timings.parquet and metrics.parquet: no part to read back
+        merged = self.flush(hook=hook, compact=True)
         if self.run is None:
             return {}
-        compacted = self.compact(hook=hook, copy_summary=False)
+        compacted = self.compact(hook=hook, copy_summary=False) or merged > 0  # either rewrote metrics.parquet
         if not self._fingerprinted:  # the run ended before its adapter recorded one
             with guarded(self, f"{hook}: fingerprint"):
                 self.write_fingerprint()
