@@ -19,12 +19,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, Optional, Union
 
 __all__ = ["atomic_write", "atomic_write_bytes", "current_umask"]
 
@@ -60,9 +61,27 @@ def current_umask() -> int:
         return _umask_read_once
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, flush, fsync, rename)."""
-    atomic_write(path, lambda handle: handle.write(data))
+def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearray, memoryview]) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename), as :func:`atomic_write` does.
+
+    ``data`` goes to the file descriptor as it is, with no file object in between: the cheapest way to write
+    what is already serialized in memory (a Parquet file written to ``pyarrow.BufferOutputStream``, whose
+    buffer ``memoryview`` wraps without a copy).
+    """
+    fd, tmp = _create_temporary(Path(path))
+    try:
+        try:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:

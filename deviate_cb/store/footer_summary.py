@@ -60,30 +60,24 @@ def encode_summary(table: pa.Table) -> bytes:
     import pyarrow.compute as pc
 
     seq = table.column("seq").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    value_column = pc.cast(table.column("value"), pa.float64()).fill_null(math.nan)
-    stage = _codes(pc.cast(table.column("stage"), pa.string()).fill_null("unknown"))
+    value_column = _no_nulls(pc.cast(table.column("value"), pa.float64()), math.nan)
+    stage = _codes(_no_nulls(pc.cast(table.column("stage"), pa.string()), "unknown"))
     name = _codes(pc.cast(table.column("name"), pa.string()))
     n_names = max(len(name.dictionary), 1)
     stage_codes = stage.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    name_codes = name.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    key = stage_codes * n_names + name_codes  # one code per (stage, name)
-    named = name.indices.is_valid().to_numpy(zero_copy_only=False)
+    key = stage_codes * n_names + _no_nulls(name.indices, 0).to_numpy(zero_copy_only=False)  # one per (stage, name)
     value = value_column.to_numpy(zero_copy_only=False)
     row_seq = seq
     if not np.all(seq[1:] >= seq[:-1]):
         order = np.argsort(seq, kind="stable")  # by seq, ties in row order: the later row is the last
-        key, named, value, row_seq = key[order], named[order], value[order], seq[order]
-    key, value, row_seq = key[named], value[named], row_seq[named]
-    keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    _, first_reversed = np.unique(key[::-1], return_index=True)
-    last = key.size - 1 - first_reversed  # each series' last row (np.unique sorts both alike)
+        key, value, row_seq = key[order], value[order], seq[order]
+        named = name.indices.is_valid().to_numpy(zero_copy_only=False)[order] if name.indices.null_count else None
+    else:
+        named = name.indices.is_valid().to_numpy(zero_copy_only=False) if name.indices.null_count else None
+    if named is not None:  # rows without a name are left out
+        key, value, row_seq = key[named], value[named], row_seq[named]
     finite = np.isfinite(value)
-    groups = keys.size
-    count = np.bincount(inverse, weights=finite, minlength=groups).astype(np.int64)
-    total = np.bincount(inverse, weights=np.where(finite, value, 0.0), minlength=groups)
-    high, low = np.full(groups, -np.inf), np.full(groups, np.inf)
-    np.maximum.at(high, inverse[finite], value[finite])
-    np.minimum.at(low, inverse[finite], value[finite])
+    keys, first, last, count, total, high, low = _groups(key, value, finite, len(stage.dictionary) * n_names)
     stages, names = stage.dictionary.to_pylist(), name.dictionary.to_pylist()
     series = []
     for group in np.argsort(first, kind="stable").tolist():  # in the order the series first appear
@@ -113,6 +107,42 @@ def encode_summary(table: pa.Table) -> bytes:
         "series": series,
     }
     return json.dumps(summary, separators=(",", ":")).encode()  # NaN and Infinity as Python's json writes them
+
+
+def _groups(key: Any, value: Any, finite: Any, n_keys: int) -> tuple[Any, ...]:
+    """Per distinct ``key`` (``0 <= key < n_keys``), in increasing key order: the key, its first and last row,
+    and the count, sum, largest and smallest of its ``finite`` values (-inf/inf where it has none).
+
+    Few keys (the common case: a handful of series) are counted into arrays of ``n_keys`` bins, without a sort;
+    many are grouped through ``np.unique``. Both add each group's values in row order: the same sums.
+    """
+    import numpy as np
+
+    binned = n_keys <= 4 * key.size + 64
+    if binned:
+        rows = np.arange(key.size)
+        last_of = np.full(n_keys, -1)
+        np.maximum.at(last_of, key, rows)
+        first_of = np.full(n_keys, key.size)
+        np.minimum.at(first_of, key, rows)
+        keys, inverse, groups = np.flatnonzero(last_of >= 0), key, n_keys
+    else:
+        keys, first_of, inverse = np.unique(key, return_index=True, return_inverse=True)
+        _, first_reversed = np.unique(key[::-1], return_index=True)
+        last_of, groups = key.size - 1 - first_reversed, keys.size  # np.unique sorts both alike
+    count = np.bincount(inverse, weights=finite, minlength=groups).astype(np.int64)
+    total = np.bincount(inverse, weights=np.where(finite, value, 0.0), minlength=groups)
+    high, low = np.full(groups, -np.inf), np.full(groups, np.inf)
+    np.maximum.at(high, inverse[finite], value[finite])
+    np.minimum.at(low, inverse[finite], value[finite])
+    if binned:  # one bin per possible key: keep those that occur
+        return keys, first_of[keys], last_of[keys], count[keys], total[keys], high[keys], low[keys]
+    return keys, first_of, last_of, count, total, high, low
+
+
+def _no_nulls(column: Any, fill: Any) -> Any:
+    """``column`` with its nulls replaced by ``fill`` (the column itself when it has none)."""
+    return column.fill_null(fill) if column.null_count else column
 
 
 def _codes(column: Any) -> Any:

@@ -13,14 +13,15 @@ Example:
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from deviate_cb.store.atomic import atomic_write
+from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.footer_summary import SERIES_KEY, with_summary
-from deviate_cb.store.parts import Part, list_parts, parts_dir, remove_parts, write_part
+from deviate_cb.store.parts import Part, find_parts, list_parts, parts_dir, remove_parts, write_part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,20 +108,16 @@ class MetricsFile:
     def next_seq(self) -> int:
         """The ``seq`` the next appended row gets (read from the files once, then counted)."""
         if self._next_seq is None:
-            import pyarrow.compute as pc
-
-            table = self.read()
-            largest = pc.max(table.column("seq")).as_py() if table.num_rows else None
-            self._next_seq = 0 if largest is None else int(largest) + 1
+            self._next_seq = _next_seq([self.read()])
         return self._next_seq
 
     def append_part(self, columns: Mapping[str, Sequence[Any]]) -> int:
         """Write rows given as columns as one new part (``seq`` and ``finite`` are filled in when absent); return
         the row count. Costs time in proportion to these rows only."""
-        new = self._new_rows(columns)
-        if new is None:
+        values = _values(columns)
+        if not values.size:
             return 0
-        first = int(new.column("seq").to_numpy().min())
+        new, first = self._new_rows(columns, values)
         part = write_part(self.path, new, attempt=self.attempt, first=first)
         if self._cached_rows + new.num_rows <= CACHED_PART_ROWS:  # parts are never rewritten: the copy stays
             self._cached[part.name] = new
@@ -130,12 +127,28 @@ class MetricsFile:
     def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
         """Write rows given as columns straight into ``metrics.parquet``, with the parts not compacted yet (what
         :meth:`append_part` then :meth:`compact` give, without a part written and read back: the run's end, and
-        one-off writes); return the row count. ``metrics.parquet`` holds them when this returns."""
-        new = self._new_rows(columns)
-        if new is None:
+        one-off writes); return the row count. ``metrics.parquet`` holds them when this returns.
+
+        The file and the parts are listed and read once, for :attr:`next_seq` (when it is not known yet) and for
+        the merge alike."""
+        values = _values(columns)
+        if not values.size:
             return 0
-        self._merge(new)
-        return new.num_rows
+        listed = find_parts(self.path)
+        compacted = self._read_compacted()
+        pending, merged = self._split(compacted, listed or [])
+        tables = self._read_parts(pending)
+        if self._next_seq is None and "seq" not in columns:
+            self._next_seq = _next_seq([compacted, *tables])
+        new, _ = self._new_rows(columns, values)
+        if tables or compacted is not _empty_table():  # else there is nothing to merge (not even a file's metadata)
+            new = _concat([compacted, *tables, new])
+        self._write(new)
+        if listed is not None:  # no folder: no part to delete, nor a folder
+            remove_parts(self.path, pending + merged)
+        self._cached.clear()
+        self._cached_rows = 0
+        return values.size
 
     def compact(self) -> int:
         """Merge this attempt's parts into ``metrics.parquet`` (atomically), then delete them; return the number
@@ -143,29 +156,33 @@ class MetricsFile:
         without being merged twice; parts of other attempts are left alone, with a warning."""
         return self._merge(None)
 
-    def _new_rows(self, columns: Mapping[str, Sequence[Any]]) -> Optional[pa.Table]:
-        """``columns`` as a table of :func:`metrics_schema` (``seq`` from :attr:`next_seq` and ``finite`` filled in
-        when absent), counted into :attr:`next_seq`; ``None`` when there are no rows."""
+    def _new_rows(self, columns: Mapping[str, Sequence[Any]], values: Any) -> tuple[pa.Table, int]:
+        """``columns`` (at least one row; ``values``: their ``value`` column as float64) as a table of
+        :func:`metrics_schema` (``seq`` from :attr:`next_seq` and ``finite`` filled in when absent), counted into
+        :attr:`next_seq`, and its smallest ``seq``."""
         import numpy as np
         import pyarrow as pa
 
-        values = np.asarray(columns["value"], dtype=np.float64)
-        n = len(values)
-        if n == 0:
-            return None
+        n = values.size
         data: dict[str, Any] = dict(columns)
         data["value"] = values
-        if "seq" not in data:
-            first = self.next_seq
-            data["seq"] = np.arange(first, first + n, dtype=np.int64)
+        given = "seq" in data
+        if not given:
+            low = self.next_seq
+            data["seq"] = np.arange(low, low + n, dtype=np.int64)
         data.setdefault("finite", np.isfinite(values))
         schema = metrics_schema()
-        new = pa.table({field.name: pa.array(data[field.name], type=field.type) for field in schema}, schema=schema)
-        seq = new.column("seq").to_numpy()
-        if int(seq.min()) < 0:
-            raise ValueError(f"`seq` must be >= 0. Received: seq={int(seq.min())}.")
-        self._next_seq = max(self._next_seq or 0, int(seq.max()) + 1)
-        return new
+        new = pa.Table.from_arrays([pa.array(data[field.name], type=field.type) for field in schema], schema=schema)
+        if given:
+            seq = new.column("seq").to_numpy()
+            low = int(seq.min())
+            if low < 0:
+                raise ValueError(f"`seq` must be >= 0. Received: seq={low}.")
+            high = int(seq.max())
+        else:
+            high = low + n - 1
+        self._next_seq = max(self._next_seq or 0, high + 1)
+        return new, low
 
     def _merge(self, new: Optional[pa.Table]) -> int:
         """``metrics.parquet`` rewritten with this attempt's pending parts and ``new`` (when given), then the parts
@@ -210,15 +227,16 @@ class MetricsFile:
         return dropped
 
     def _read_compacted(self) -> pa.Table:
+        """``metrics.parquet`` as a table of :func:`metrics_schema` (:func:`_empty_table` when there is no file)."""
         import pyarrow.parquet as pq
 
+        if not os.path.isfile(self.path):
+            return _empty_table()
         schema = metrics_schema()
-        if self.path.is_file():
-            table = pq.ParquetFile(self.path).read()  # lighter than read_table, which sets up a dataset
-            if table.schema.remove_metadata() == schema:
-                return table
-            return pq.read_table(self.path, schema=schema)  # another column order or types: let pyarrow map them
-        return schema.empty_table()
+        table = pq.ParquetFile(self.path).read()  # lighter than read_table, which sets up a dataset
+        if table.schema.remove_metadata() == schema:
+            return table
+        return pq.read_table(self.path, schema=schema)  # another column order or types: let pyarrow map them
 
     def _split(self, compacted: pa.Table, parts: list[Part]) -> tuple[list[Part], list[Part]]:
         """This attempt's ``parts`` not yet in ``compacted``, and those already in it; warn about other attempts'."""
@@ -255,10 +273,53 @@ class MetricsFile:
         return tables
 
     def _write(self, table: pa.Table) -> None:
+        """``table``, with its summary in the footer, as ``metrics.parquet``: serialized in memory, then written
+        atomically in one go (a file object in between costs more than the serializing)."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # The per-series summary in the footer lets reports skip the values (deviate_cb.store.footer_summary).
         table = with_summary(table)
-        atomic_write(self.path, lambda handle: pq.write_table(table, handle))
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        data = memoryview(sink.getvalue())
+        try:
+            atomic_write_bytes(self.path, data)
+        except FileNotFoundError:
+            if self.path.parent.is_dir():
+                raise
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # the run directory does not exist yet
+            atomic_write_bytes(self.path, data)
         self.summary = table.schema.metadata[SERIES_KEY]
+
+
+@functools.lru_cache(maxsize=1)
+def _empty_table() -> pa.Table:
+    """An empty table of :func:`metrics_schema` (built once: a table is immutable; ``Schema.empty_table`` builds
+    each column from a Python list, which costs more than the rest of a small append)."""
+    import pyarrow as pa
+
+    return pa.Table.from_batches([], schema=metrics_schema())
+
+
+def _values(columns: Mapping[str, Sequence[Any]]) -> Any:
+    """The ``value`` column as a float64 NumPy array."""
+    import numpy as np
+
+    return np.asarray(columns["value"], dtype=np.float64)
+
+
+def _next_seq(tables: list[pa.Table]) -> int:
+    """One past the largest ``seq`` in ``tables`` (0 when they have no rows)."""
+    import pyarrow.compute as pc
+
+    largest = [pc.max(t.column("seq")).as_py() for t in tables if t.num_rows]
+    largest = [x for x in largest if x is not None]
+    return int(max(largest)) + 1 if largest else 0
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """``tables`` concatenated (pyarrow imported here)."""
+    import pyarrow as pa
+
+    return pa.concat_tables(tables)

@@ -45,13 +45,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
-from deviate_cb.store.atomic import atomic_write
-from deviate_cb.store.parts import Part, list_parts, recorded_attempt, remove_parts, write_part
+from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.parts import Part, find_parts, list_parts, recorded_attempt, remove_parts, write_part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -93,8 +94,10 @@ class StepColumns(NamedTuple):
 StepRows = Union[StepColumns, Iterable[Mapping[str, Any]]]
 
 
+@functools.lru_cache(maxsize=1)
 def timings_schema() -> pa.Schema:
-    """The Arrow schema of ``timings.parquet`` (see the module docstring for the meaning of each column)."""
+    """The Arrow schema of ``timings.parquet`` (see the module docstring for the meaning of each column; built
+    once: a schema is immutable)."""
     import pyarrow as pa
 
     return pa.schema(
@@ -129,7 +132,7 @@ def write_timings(
     append_timings_part(run_dir, step_rows, op_rows)
     if not compact_timings(run_dir) and not path.is_file():  # no rows at all: an empty file says "timed nothing"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda handle: _write_parquet(timings_schema().empty_table(), handle))
+        _write_parquet(path, timings_schema().empty_table())
     return path
 
 
@@ -159,13 +162,14 @@ def append_timings_part(
     table = _rows_table(step_rows, op_rows)
     path = Path(run_dir) / TIMINGS_FILE
     attempt = _attempt(run_dir, attempt)
-    parts = [p for p in list_parts(path) if p.attempt == attempt]
+    listed = find_parts(path)
+    parts = [p for p in listed if p.attempt == attempt] if listed else []
     if compact:
         if table is None and not parts:
             return None
-        merged = _file_and_parts(path, parts, table)
-        atomic_write(path, lambda handle: _write_parquet(merged, handle))
-        remove_parts(path, parts)
+        _write_parquet(path, _file_and_parts(path, parts, table))
+        if listed is not None:  # no folder: no part to delete, nor a folder
+            remove_parts(path, parts)
         return path
     if table is None:
         return None
@@ -193,6 +197,18 @@ def _rows_table(step_rows: StepRows, op_rows: Iterable[Mapping[str, Any]]) -> Op
     if not n and not ops:
         return None
     schema = timings_schema()
+    if not ops:  # step rows only (every flush without a profiling window): no list of nulls per op column
+        return pa.Table.from_arrays(
+            [
+                pa.repeat("step", n),
+                *(
+                    pa.array(steps[field.name], type=field.type) if field.name in steps else pa.nulls(n, field.type)
+                    for field in schema
+                    if field.name != "kind"
+                ),
+            ],
+            schema=schema,
+        )
     columns: dict[str, list[Any]] = {"kind": ["step"] * n + ["op"] * len(ops)}
     for name in schema.names[1:]:
         column = list(steps[name]) if name in _STEP_COLUMNS else [None] * n
@@ -212,8 +228,7 @@ def compact_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] =
     parts = [p for p in list_parts(path) if p.attempt == attempt]
     if not parts:
         return 0
-    table = _file_and_parts(path, parts)
-    atomic_write(path, lambda handle: _write_parquet(table, handle))
+    _write_parquet(path, _file_and_parts(path, parts))
     remove_parts(path, parts)
     return len(parts)
 
@@ -234,7 +249,7 @@ def _file_and_parts(path: Path, parts: list[Part], new: Optional[pa.Table] = Non
     import pyarrow.parquet as pq
 
     schema = timings_schema()
-    tables = [pq.read_table(path, schema=schema)] if path.is_file() else []
+    tables = [pq.read_table(path, schema=schema)] if os.path.isfile(path) else []
     tables += [pq.ParquetFile(p.path).read(use_threads=False).cast(schema) for p in parts]  # small: no thread pool
     tables += [new] if new is not None else []
     if len(tables) == 1:
@@ -273,10 +288,15 @@ def _merge(tables: list[pa.Table]) -> pa.Table:
     return table.take(pa.array(np.sort(np.concatenate(keep))))
 
 
-def _write_parquet(table: pa.Table, handle: Any) -> None:
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    """``table`` as the Parquet file ``path``, serialized in memory and then written atomically in one go (a file
+    object in between costs more than the serializing)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(table, handle)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, memoryview(sink.getvalue()))
 
 
 def _attempt(run_dir: str | os.PathLike[str], attempt: Optional[int]) -> int:
