@@ -68,7 +68,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearra
     what is already serialized in memory (a Parquet file written to ``pyarrow.BufferOutputStream``, whose
     buffer ``memoryview`` wraps without a copy).
     """
-    fd, tmp = _create_temporary(Path(path))
+    fd, tmp = _create_temporary(path)
     try:
         try:
             view = memoryview(data).cast("B")
@@ -116,15 +116,15 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | get
 _counter = itertools.count()
 
 
-def _create_temporary(path: Path) -> tuple[int, str]:
+def _create_temporary(path: str | os.PathLike[str]) -> tuple[int, str]:
     """A new file ``.<name>.<pid>.<n><random>.tmp`` next to ``path``, opened for writing (never an existing one:
     ``O_EXCL``; another name on a clash), and its name. Its random part comes from ``os.urandom``, never from the
     ``random`` module, whose state is the user's."""
+    folder, file_name = os.path.split(os.fspath(path))
     for _ in range(100):
-        name = f".{path.name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp"
-        tmp = os.path.join(path.parent, name)
+        tmp = os.path.join(folder, f".{file_name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp")
         try:
             return os.open(tmp, _FLAGS, 0o666), tmp
         except FileExistsError:
             continue
-    raise FileExistsError(f"{path.parent}: no free temporary file name for {path.name}")
+    raise FileExistsError(f"{folder or '.'}: no free temporary file name for {file_name}")

@@ -162,9 +162,9 @@ def test_lightning_disk_full_for_every_file_only_warns(tmp_path: Path, monkeypat
     monkeypatch.setenv("DEVIATE_FLUSH_INTERVAL_S", "0")  # every epoch end writes, as epochs of 10 s or more do
     full = {"now": False}
     for module_name, function in [
-        ("parts", "atomic_write"),
-        ("metrics", "atomic_write"),
-        ("timings", "atomic_write"),
+        ("parts", "atomic_write_bytes"),
+        ("metrics", "atomic_write_bytes"),
+        ("timings", "atomic_write_bytes"),
         ("run_directory", "atomic_write_bytes"),
         ("predictions", "atomic_write_bytes"),
     ]:
