@@ -28,6 +28,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, Optional
 
+from deviate_cb.store.arrow_columns import numpy_view
+
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -59,14 +61,14 @@ def encode_summary(table: pa.Table) -> bytes:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    seq = table.column("seq").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    seq = numpy_view(table.column("seq")).astype(np.int64, copy=False)
     value_column = _no_nulls(pc.cast(table.column("value"), pa.float64()), math.nan)
     stage = _codes(_no_nulls(pc.cast(table.column("stage"), pa.string()), "unknown"))
     name = _codes(pc.cast(table.column("name"), pa.string()))
     n_names = max(len(name.dictionary), 1)
-    stage_codes = stage.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    key = stage_codes * n_names + _no_nulls(name.indices, 0).to_numpy(zero_copy_only=False)  # one per (stage, name)
-    value = value_column.to_numpy(zero_copy_only=False)
+    stage_codes = numpy_view(stage.indices).astype(np.int64)
+    key = stage_codes * n_names + numpy_view(_no_nulls(name.indices, 0))  # one code per (stage, name)
+    value = numpy_view(value_column)
     row_seq = seq
     if not np.all(seq[1:] >= seq[:-1]):
         order = np.argsort(seq, kind="stable")  # by seq, ties in row order: the later row is the last

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from deviate_cb.store.arrow_columns import bool_array, float64_array, int64_array, numpy_view, string_array
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.footer_summary import SERIES_KEY, with_summary
 from deviate_cb.store.parts import Part, find_parts, list_parts, parts_dir, remove_parts, write_part
@@ -172,9 +173,9 @@ class MetricsFile:
             data["seq"] = np.arange(low, low + n, dtype=np.int64)
         data.setdefault("finite", np.isfinite(values))
         schema = metrics_schema()
-        new = pa.Table.from_arrays([pa.array(data[field.name], type=field.type) for field in schema], schema=schema)
+        new = pa.Table.from_arrays([_column(data[field.name], field.type) for field in schema], schema=schema)
         if given:
-            seq = new.column("seq").to_numpy()
+            seq = numpy_view(new.column("seq"))
             low = int(seq.min())
             if low < 0:
                 raise ValueError(f"`seq` must be >= 0. Received: seq={low}.")
@@ -300,6 +301,15 @@ def _empty_table() -> pa.Table:
     import pyarrow as pa
 
     return pa.Table.from_batches([], schema=metrics_schema())
+
+
+_BUILDERS = {"int64": int64_array, "double": float64_array, "bool": bool_array, "string": string_array}
+
+
+def _column(values: Any, arrow_type: pa.DataType) -> pa.Array:
+    """One column of :func:`metrics_schema` from a list or a NumPy array, built without pandas
+    (:mod:`deviate_cb.store.arrow_columns`): a replica whose training never imports pandas does not at its end."""
+    return _BUILDERS[str(arrow_type)](values)
 
 
 def _values(columns: Mapping[str, Sequence[Any]]) -> Any:

@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
+from deviate_cb.store.arrow_columns import bool_array, float64_array, int64_array, repeated_string, string_array
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.parts import Part, find_parts, list_parts, recorded_attempt, remove_parts, write_part
 
@@ -71,6 +72,14 @@ __all__ = [
 TIMINGS_FILE = "timings.parquet"
 STEP_KEY = ("stage", "epoch", "step")
 _STEP_COLUMNS = ("stage", "epoch", "step", "wall_s", "profiled")
+# The step columns built without pandas (deviate_cb.store.arrow_columns): a replica's training never imports it.
+_STEP_BUILDERS = {
+    "stage": string_array,
+    "epoch": int64_array,
+    "step": int64_array,
+    "wall_s": float64_array,
+    "profiled": bool_array,
+}
 _OP_COLUMNS = ("op", "device_type", "calls", "self_time_us", "total_time_us", "window", "source")
 
 
@@ -200,9 +209,9 @@ def _rows_table(step_rows: StepRows, op_rows: Iterable[Mapping[str, Any]]) -> Op
     if not ops:  # step rows only (every flush without a profiling window): no list of nulls per op column
         return pa.Table.from_arrays(
             [
-                pa.repeat("step", n),
+                repeated_string("step", n),
                 *(
-                    pa.array(steps[field.name], type=field.type) if field.name in steps else pa.nulls(n, field.type)
+                    _STEP_BUILDERS[field.name](steps[field.name]) if field.name in steps else pa.nulls(n, field.type)
                     for field in schema
                     if field.name != "kind"
                 ),
