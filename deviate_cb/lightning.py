@@ -23,8 +23,9 @@ from deviate_cb.capture.audit.log import KINDS
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record, write_rank_audit
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
+from deviate_cb.capture.recorder import MetricRecorder
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV, ResumePoint, resume_plan
-from deviate_cb.capture.run_timings import RunTimings
+from deviate_cb.capture.run_timings import HostSteps, RunTimings
 from deviate_cb.capture.session import RunSession
 from deviate_cb.capture.stability.collector import (
     FINAL_SNAPSHOT,
@@ -158,6 +159,7 @@ class DeviateCallback(pl.Callback):
         self._stage_collector: Optional[PredictionCollector] = None  # set while a test/predict loop is recorded
         self._last_data_snapshot: Optional[tuple[int, CollectedPredictions]] = None  # (global step, arrays)
         self._snapshots: list[str] = []
+        self._hot: Optional[_HotPath] = None  # what the per-step hooks need, armed at each training epoch's start
         # Lightning calls every per-batch hook of every callback, each under a profiler context: a few microseconds
         # a hook, as much as this callback's own per-step work. A hook it has nothing to do in is set to None on the
         # instance, which Lightning skips (`_call_callback_hooks` calls only what is callable); a subclass that
@@ -273,6 +275,7 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._hot = None
         self._end_audit("on_exception", exception)
         if trainer.is_global_zero:
             with guarded(self._session, "on_exception: end of run"):
@@ -280,6 +283,7 @@ class DeviateCallback(pl.Callback):
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._hot = None
         self._end_audit("teardown", trainer=trainer)
         if trainer.is_global_zero:
             with guarded(self._session, "teardown: metrics filter check"):
@@ -299,12 +303,20 @@ class DeviateCallback(pl.Callback):
                 wall_time=time.time(),
             )
 
-    # The two per-step hooks are the hot path (docs/architecture.md, step 9): a few attribute reads, one clock read,
-    # a few list appends; `try` instead of `guarded` (no object per step), no device sync, no file.
+    # The two per-step hooks are the hot path (docs/architecture.md, step 9). Armed at each training epoch's start
+    # (_arm_hot_path), they read a clock and Lightning's counters and append: no property chain of the trainer, no
+    # call into the step timer, `try` instead of `guarded` (no object per step), no device sync, no file. CUDA
+    # events, a profiling window, an audit or a resume point take the slower path below them.
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
+        hot = self._hot
+        if hot is not None:
+            steps = hot.steps
+            steps.step = hot.batches.ready - 1  # `total_batch_idx`: every batch, also under gradient accumulation
+            steps.started = _perf_counter()
+            return
         session = self._session
         timings = session.timings
         if timings is not None and session.enabled:
@@ -328,6 +340,27 @@ class DeviateCallback(pl.Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        hot = self._hot
+        if hot is not None:
+            now, steps = _perf_counter(), hot.steps
+            try:
+                if steps.started is not None:
+                    steps.walls.append(now - steps.started)
+                    steps.steps.append(steps.step)
+                    steps.started = None
+                items = hot.tap.step_values("train", hot.results)
+                if items:
+                    hot.recorder.update_many(
+                        step=hot.optimizer_steps.completed,  # `global_step`
+                        epoch=hot.epoch,
+                        stage="train",
+                        scope="step",
+                        items=items,
+                        wall_time=time.time(),
+                    )
+            except Exception as error:
+                record_or_raise(self._session, "on_train_batch_end: metrics", error)
+            return
         session = self._session
         if session.timings is not None:
             try:
@@ -371,6 +404,26 @@ class DeviateCallback(pl.Callback):
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._take_late_train_epoch_values(trainer, "on_train_epoch_start")
+        with guarded(self._session, "on_train_epoch_start: step timing"):
+            self._arm_hot_path(trainer)
+
+    def _arm_hot_path(self, trainer: pl.Trainer) -> None:
+        """Decide for this training epoch whether the per-step hooks take the hot path, and resolve once what they
+        read: the step timer's :class:`~deviate_cb.capture.run_timings.HostSteps`, the epoch (constant within
+        it), Lightning's batch and optimizer-step counters (what ``total_batch_idx`` and ``global_step`` read,
+        checked against them here) and the training result collection."""
+        self._hot = None
+        session, timings = self._session, self._session.timings
+        if not session.enabled or timings is None or self._audit is not None or self._resume is not None:
+            return
+        counters = _step_counters(trainer)
+        if counters is None:  # another Lightning layout: the properties, a step at a time
+            return
+        steps = timings.host_steps("train", trainer.current_epoch)
+        if steps is None:  # CUDA events or a profiling window
+            return
+        epoch_loop = trainer.fit_loop.epoch_loop
+        self._hot = _HotPath(steps, *counters, epoch_loop._results, self._tap, session.recorder)
 
     @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -389,6 +442,7 @@ class DeviateCallback(pl.Callback):
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         hook = "on_train_end"
+        self._hot = None
         self._take_late_train_epoch_values(trainer, hook)
         if self._predictions is not None and self._predictions.final_from_data:
             with guarded(self._session, f"{hook}: predictions snapshot"):
@@ -614,6 +668,47 @@ class DeviateCallback(pl.Callback):
                 f"{sorted(seen)}; nothing was recorded.",
                 stacklevel=2,
             )
+
+
+_perf_counter = time.perf_counter
+
+
+class _HotPath:
+    """What the per-step hooks read in one training epoch (:meth:`DeviateCallback._arm_hot_path`): one attribute
+    each. ``batches.ready - 1`` is ``total_batch_idx`` and ``optimizer_steps.completed`` is ``global_step``."""
+
+    __slots__ = ("batches", "epoch", "optimizer_steps", "recorder", "results", "steps", "tap")
+
+    def __init__(
+        self,
+        steps: HostSteps,
+        batches: Any,
+        optimizer_steps: Any,
+        results: Any,
+        tap: LightningMetricTap,
+        recorder: MetricRecorder,
+    ) -> None:
+        self.steps, self.epoch = steps, steps.epoch
+        self.batches, self.optimizer_steps = batches, optimizer_steps
+        self.results, self.tap, self.recorder = results, tap, recorder
+
+
+def _step_counters(trainer: pl.Trainer) -> Optional[tuple[Any, Any]]:
+    """Lightning's progress trackers behind ``total_batch_idx`` (``ready - 1``) and ``global_step``
+    (``completed``), read an attribute each on the hot path instead of a property chain a step; ``None`` when
+    this Lightning keeps them elsewhere or they disagree with the properties."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    try:
+        batches = epoch_loop.batch_progress.total
+        module = trainer.lightning_module
+        if module is None or module.automatic_optimization:
+            optimizer_steps = epoch_loop.automatic_optimization.optim_progress.optimizer.step.total
+        else:
+            optimizer_steps = epoch_loop.manual_optimization.optim_step_progress.total
+        agree = batches.ready - 1 == epoch_loop.total_batch_idx and optimizer_steps.completed == epoch_loop.global_step
+    except AttributeError:
+        return None
+    return (batches, optimizer_steps) if agree else None
 
 
 _UNUSED_BATCH_HOOKS = (

@@ -121,7 +121,7 @@ class MetricRecorder:
     def compute(self) -> dict[str, list[Any]]:
         """The buffered events as columns of :func:`deviate_cb.store.metrics.metrics_schema` (without ``seq``)."""
         columns: dict[str, list[Any]] = {"name": list(self._names)}
-        sizes = self._size
+        sizes, total = self._size, len(self._names)
         for key, per_call in (
             ("step", self._step),
             ("epoch", self._epoch),
@@ -129,10 +129,7 @@ class MetricRecorder:
             ("scope", self._scope),
             ("wall_time", self._time),
         ):
-            column: list[Any] = []
-            for value, n in zip(per_call, sizes, strict=True):
-                column += [value] * n
-            columns[key] = column
+            columns[key] = _expand(per_call, sizes, total)
         columns["value"] = list(self._to_floats(self._values)) if self._values else []
         return columns
 
@@ -158,3 +155,30 @@ class MetricRecorder:
         written = metrics_file.append(columns) if compact else metrics_file.append_part(columns)
         self.reset()
         return written
+
+
+def _expand(per_call: list[Any], sizes: list[int], total: int) -> list[Any]:
+    """One column of rows from a field given once per :meth:`MetricRecorder.update_many` call that added ``sizes``
+    rows each (``total`` in all), with list operations done in C for the usual shapes: a field equal in every call
+    (the stage, the scope, an epoch), and calls that each added the same number of values (a step logging the
+    same metrics every time).
+
+    Example:
+        >>> _expand([3, 4], [2, 1], 3), _expand(["train", "train"], [2, 1], 3), _expand([0, 1], [2, 2], 4)
+        ([3, 3, 4], ['train', 'train', 'train'], [0, 0, 1, 1])
+    """
+    if not per_call:
+        return []
+    first = per_call[0]
+    if per_call.count(first) == len(per_call):  # equal in every call (the column's Arrow type makes them one value)
+        return [first] * total
+    k = sizes[0]
+    if sizes.count(k) == len(sizes):  # every call added k rows: k strided slice assignments
+        column: list[Any] = [None] * total
+        for offset in range(k):
+            column[offset::k] = per_call
+        return column
+    column = []
+    for value, n in zip(per_call, sizes, strict=True):
+        column += [value] * n
+    return column

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any, Optional, Union
@@ -34,10 +35,44 @@ from deviate_cb.profiling.drivers import profile_window
 from deviate_cb.profiling.window import ProfileWindow
 from deviate_cb.store.timings import append_timings_part, compact_timings
 
-__all__ = ["PROFILERS", "RunTimings"]
+__all__ = ["PROFILERS", "HostSteps", "RunTimings"]
 
 # Which profiler each framework (or Keras backend) uses; others record step times only.
 PROFILERS = {"torch": "torch", "lightning": "torch", "tensorflow": "tensorflow"}
+
+
+class HostSteps:
+    """Training steps of one stage and epoch that an adapter's hot path times itself with ``time.perf_counter``.
+
+    When a step begins the adapter sets :attr:`step` and :attr:`started`; when it ends, it appends the step and
+    ``time.perf_counter() - started`` to :attr:`steps` and :attr:`walls` and sets :attr:`started` to ``None``:
+    attribute writes and two appends, no call. The :class:`RunTimings` that made it (:meth:`RunTimings.host_steps`)
+    hands the steps to its :class:`~deviate_cb.capture.step_timer.StepTimer` before anything reads or writes the
+    step rows (a flush, a checkpoint, the run's end): the rows the timer would have recorded itself. A step begun
+    and not ended when the run ends (an exception) is recorded up to then, as the timer records an open step.
+
+    Example:
+        >>> import tempfile
+        >>> timings = RunTimings()
+        >>> steps = timings.host_steps("train", epoch=0)
+        >>> for step in range(2):
+        ...     steps.step, steps.started = step, time.perf_counter()
+        ...     _ = sum(range(1000))                   # the training step
+        ...     steps.walls.append(time.perf_counter() - steps.started)
+        ...     steps.steps.append(steps.step); steps.started = None
+        >>> run_dir = tempfile.mkdtemp()
+        >>> timings.unwritten, timings.flush(run_dir), timings.unwritten
+        (2, 2, 0)
+    """
+
+    __slots__ = ("epoch", "stage", "started", "step", "steps", "walls")
+
+    def __init__(self, stage: str, epoch: int) -> None:
+        self.stage, self.epoch = stage, epoch
+        self.steps: list[int] = []
+        self.walls: list[float] = []
+        self.step = 0  # the step begun last
+        self.started: Optional[float] = None  # when it began (perf_counter), while it has not ended
 
 
 class RunTimings:
@@ -73,12 +108,43 @@ class RunTimings:
                     stacklevel=3,
                 )
         self._open: Optional[tuple[str, int, int, bool]] = None
+        self._host: Optional[HostSteps] = None  # the adapter's hot path, handed to the timer by _take_host_steps
         self._written = 0  # step rows already written
         self._ops_written = 0  # op rows (of all finished windows) already written
         self._window_started = False
 
+    def host_steps(self, stage: str, epoch: int) -> Optional[HostSteps]:
+        """A :class:`HostSteps` for the adapter's hot path to time ``stage``'s steps of ``epoch`` with, or ``None``
+        when steps must go through :meth:`step_started`/:meth:`step_ended` (a profiling window flags them, or the
+        timer reads CUDA events or synchronizes). The previous one's steps are taken first; it is used no more."""
+        self._take_host_steps()
+        self._host = None
+        if self.window is not None or not self.timer.host_clock:
+            return None
+        if self._open is not None:
+            self.step_ended()
+        self._host = HostSteps(stage, epoch)
+        return self._host
+
+    def _take_host_steps(self, *, end_open: bool = False) -> None:
+        """Hand the hot path's ended steps to the timer (``end_open``: the one still open too, ending now)."""
+        host = self._host
+        if host is None:
+            return
+        if end_open and host.started is not None:
+            host.walls.append(time.perf_counter() - host.started)
+            host.steps.append(host.step)
+            host.started = None
+        if host.steps:
+            steps, walls = host.steps, host.walls
+            host.steps, host.walls = [], []
+            self.timer.extend(host.stage, host.epoch, steps, walls)
+
     def step_started(self, stage: str, epoch: int, step: int) -> None:
         """A step begins (a step still open ends now). The hot path: a few attribute reads and one clock read."""
+        if self._host is not None:  # the adapter left its hot path: its steps come first
+            self._take_host_steps(end_open=True)
+            self._host = None
         if self._open is not None:
             self.step_ended()
         window = self.window
@@ -104,7 +170,8 @@ class RunTimings:
     @property
     def unwritten(self) -> int:
         """Step rows recorded and not written yet."""
-        return len(self.timer) - self._written
+        host = self._host
+        return len(self.timer) - self._written + (len(host.steps) if host is not None else 0)
 
     def flush(
         self, run_dir: Union[str, os.PathLike[str]], *, attempt: Optional[int] = None, compact: bool = False
@@ -114,6 +181,7 @@ class RunTimings:
         step rows. Costs what it adds, not what is stored. ``compact`` (the run ends): write them straight into
         ``timings.parquet`` with the parts written before, and delete the parts (what a flush then
         :meth:`compact` give, without writing a part and reading it back)."""
+        self._take_host_steps()
         steps = self.timer.columns(self._written)
         ops = (self.window.rows() if self.window is not None else [])[self._ops_written :]  # windows finished since
         if steps.step or ops or compact:
@@ -128,6 +196,7 @@ class RunTimings:
 
     def close(self, run_dir: Union[str, os.PathLike[str], None]) -> None:
         """End the open step, close an open profiling window, and write everything left."""
+        self._take_host_steps(end_open=True)
         self.step_ended()
         if self.window is not None:
             self.window.stop()

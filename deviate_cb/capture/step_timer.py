@@ -139,6 +139,23 @@ class StepTimer:
         self._wall.append(float(wall_s))
         self._profiled.append(bool(profiled))
 
+    def extend(self, stage: str, epoch: int, steps: list[int], walls: list[float]) -> None:
+        """Record several unprofiled steps of one stage and epoch whose host times were measured elsewhere (an
+        adapter's hot path, :class:`~deviate_cb.capture.run_timings.HostSteps`)."""
+        n = len(steps)
+        if len(walls) != n:
+            raise ValueError(f"`steps` and `walls` must have the same length. Received: {n} and {len(walls)}.")
+        self._stage += [stage] * n
+        self._epoch += [int(epoch)] * n
+        self._step += steps
+        self._wall += walls
+        self._profiled += [False] * n
+
+    @property
+    def host_clock(self) -> bool:
+        """Whether steps are timed with ``time.perf_counter`` and nothing else (no ``synchronize``, no events)."""
+        return self._events is None and self._sync is None and self._clock is time.perf_counter
+
     def __len__(self) -> int:
         return len(self._wall)
 

@@ -1,5 +1,6 @@
 """The Lightning callback's hot path (issue 30): hooks it does not use are skipped by Lightning, a subclass keeps
-the ones it overrides, and an error in a per-step hook becomes a problem of the run, not a crash."""
+the ones it overrides, an error in a per-step hook becomes a problem of the run, not a crash, and the counters the
+per-step hooks read directly give what the trainer's properties give."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import pyarrow.parquet as pq
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.nn import functional as F
 
 from deviate_cb.capture.lightning_tap import LightningMetricTap
 from deviate_cb.lightning import DeviateCallback
@@ -91,3 +95,87 @@ def test_an_error_in_a_per_step_hook_is_a_problem_and_training_goes_on(
     steps = [s for s, sc in zip(table.column("step").to_pylist(), table.column("scope").to_pylist(), strict=True)
              if sc == "step"]  # fmt: skip
     assert len(steps) == 12 - 2  # the two failed steps' values are missing, every other step's kept
+
+
+class _Spy(L.Callback):
+    """What the trainer's own properties say at each training batch end, and whether DeviateCallback's hot path
+    was armed (read in the spy's hook, which Lightning calls after DeviateCallback's)."""
+
+    def __init__(self, deviate: DeviateCallback) -> None:
+        self.deviate = deviate
+        self.ends: list[tuple[int, int, int]] = []  # (current_epoch, total_batch_idx, global_step)
+        self.armed: list[bool] = []
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
+        loop = trainer.fit_loop.epoch_loop
+        self.ends.append((trainer.current_epoch, loop.total_batch_idx, trainer.global_step))
+        self.armed.append(self.deviate._hot is not None)
+
+
+class _ManualModule(TinyModule):
+    """Manual optimization: an optimizer step every other batch, so global_step is half the batch count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.manual_backward(loss)
+        if batch_idx % 2 == 1:
+            self.optimizers().step()  # type: ignore[union-attr]
+            self.optimizers().zero_grad()  # type: ignore[union-attr]
+        self.log("train_loss", loss, on_step=True, on_epoch=True)
+        return loss
+
+
+def _rows(run_dir: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(epoch, step) of timings.parquet's step rows, and of metrics.parquet's train_loss_step rows."""
+    timings = pq.read_table(Path(run_dir) / "timings.parquet").to_pylist()
+    metrics = pq.read_table(Path(run_dir) / "metrics.parquet").to_pylist()
+    steps = [(r["epoch"], r["step"]) for r in timings if r["kind"] == "step"]
+    values = [(r["epoch"], r["step"]) for r in metrics if r["name"] == "train_loss_step"]
+    return steps, values
+
+
+@pytest.mark.parametrize("kind", ["accumulate", "manual"])
+def test_the_hot_path_records_the_steps_and_epochs_the_trainer_reports(tmp_path: Path, kind: str) -> None:
+    """Step times keyed by `total_batch_idx` and values by `global_step`, which differ under gradient accumulation
+    and manual optimization, as Lightning's own properties give them; every step is timed and none twice."""
+    cb = DeviateCallback(tmp_path / "runs")
+    spy = _Spy(cb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = trainer([cb, spy], max_epochs=2, **({"accumulate_grad_batches": 2} if kind == "accumulate" else {}))
+        fit.fit(TinyModule() if kind == "accumulate" else _ManualModule(), loader())
+    assert fit.state.finished and all(spy.armed) and len(spy.ends) == 12
+    assert fit.global_step == 6  # an optimizer step every second batch: global_step is not the batch index
+    steps, values = _rows(cb.run_dir)
+    assert steps == [(epoch, batch) for epoch, batch, _ in spy.ends]
+    assert values == [(epoch, step) for epoch, _, step in spy.ends]
+    durations = [r["wall_s"] for r in pq.read_table(Path(cb.run_dir) / "timings.parquet").to_pylist()]  # type: ignore[arg-type]
+    assert all(0 < d < 60 for d in durations)
+
+
+def test_a_mid_epoch_checkpoint_and_a_crash_keep_every_started_step(tmp_path: Path) -> None:
+    """A checkpoint every 4 steps writes the rows so far (the hot path's steps handed over first); a crash in the
+    second epoch's fourth step keeps it, timed up to the crash, and the run fails with every earlier step kept."""
+
+    class Crashing(TinyModule):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if self.current_epoch == 1 and batch_idx == 3:
+                raise RuntimeError("failing on purpose")
+            return super().training_step(batch, batch_idx)
+
+    cb = DeviateCallback(tmp_path / "runs")
+    every = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=4, save_top_k=-1)
+    with warnings.catch_warnings(), pytest.raises(RuntimeError, match="failing on purpose"):
+        warnings.simplefilter("ignore")
+        trainer([cb, every], max_epochs=2, enable_checkpointing=True).fit(Crashing(), loader())
+    assert len(list((tmp_path / "ckpt").glob("*.ckpt"))) == 2  # at steps 4 and 8
+    steps, values = _rows(cb.run_dir)
+    assert steps == [(0, i) for i in range(6)] + [(1, i) for i in range(6, 10)]  # the crashing step is the last
+    assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 10)]
+    manifest = json.loads((Path(cb.run_dir) / "run.json").read_text())  # type: ignore[arg-type]
+    assert manifest["status"] == "failed"
