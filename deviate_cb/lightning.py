@@ -348,7 +348,7 @@ class DeviateCallback(pl.Callback):
                     steps.walls.append(now - steps.started)
                     steps.steps.append(steps.step)
                     steps.started = None
-                items = hot.tap.step_values("train", hot.results)
+                items = hot.tap.step_values("train", hot.results, on_cpu=hot.on_cpu)
                 if items:
                     hot.recorder.update_many(
                         step=hot.optimizer_steps.completed,  # `global_step`
@@ -424,6 +424,7 @@ class DeviateCallback(pl.Callback):
             return
         epoch_loop = trainer.fit_loop.epoch_loop
         self._hot = _HotPath(steps, *counters, epoch_loop._results, self._tap, session.recorder)
+        self._hot.on_cpu = trainer.strategy.root_device.type == "cpu"  # values as floats at once: see step_values
 
     @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -677,7 +678,7 @@ class _HotPath:
     """What the per-step hooks read in one training epoch (:meth:`DeviateCallback._arm_hot_path`): one attribute
     each. ``batches.ready - 1`` is ``total_batch_idx`` and ``optimizer_steps.completed`` is ``global_step``."""
 
-    __slots__ = ("batches", "epoch", "optimizer_steps", "recorder", "results", "steps", "tap")
+    __slots__ = ("batches", "epoch", "on_cpu", "optimizer_steps", "recorder", "results", "steps", "tap")
 
     def __init__(
         self,
@@ -691,6 +692,7 @@ class _HotPath:
         self.steps, self.epoch = steps, steps.epoch
         self.batches, self.optimizer_steps = batches, optimizer_steps
         self.results, self.tap, self.recorder = results, tap, recorder
+        self.on_cpu = False  # the module trains on the CPU: logged values become floats in the step
 
 
 def _step_counters(trainer: pl.Trainer) -> Optional[tuple[Any, Any]]:

@@ -49,19 +49,29 @@ class LightningMetricTap:
         self._plans[(stage, id(results))] = (len(results), plan)
         return plan
 
-    def step_values(self, stage: str, results: Optional[Mapping[str, Any]]) -> list[tuple[str, torch.Tensor]]:
-        """Values logged with ``on_step=True`` since the last call, named as Lightning names them."""
+    def step_values(
+        self, stage: str, results: Optional[Mapping[str, Any]], *, on_cpu: bool = False
+    ) -> list[tuple[str, Any]]:
+        """Values logged with ``on_step=True`` since the last call, named as Lightning names them.
+
+        ``on_cpu`` (the module trains on the CPU): each value as a Python float (``.item()``, exact, no device to
+        wait for), so that no logged tensor outlives its step: holding a step's tensors until the flush keeps
+        memory from being reused, which slows the training steps that follow (their new tensors land in memory not
+        in the cache) by more than converting costs. A value not on the CPU is kept as a tensor all the same.
+        """
         if not results:
             return []
         taken = self._taken_steps  # keys differ across collections: their hook name (fx) is part of them
-        values = []
+        values: list[tuple[str, Any]] = []
         for key, metric, name in self._step_plan(stage, results):
             cache = metric._forward_cache
             if cache is None or metric.has_reset or taken.get(key) is cache:
                 continue
             taken[key] = cache
-            # Lightning detaches logged values unless `enable_graph=True`; never keep a graph alive
-            values.append((name, cache.detach() if cache.requires_grad else cache))
+            if on_cpu and cache.is_cpu:
+                values.append((name, cache.item()))
+            else:  # Lightning detaches logged values unless `enable_graph=True`; never keep a graph alive
+                values.append((name, cache.detach() if cache.requires_grad else cache))
         return values
 
     def epoch_values(
@@ -120,13 +130,14 @@ def tensors_to_floats(values: list[Any]) -> list[float]:
         >>> tensors_to_floats([torch.tensor(0.25), torch.tensor(2**40 + 1)])  # an int64 next to a float32: exact
         [0.25, 1099511627777.0]
     """
-    if values and isinstance(values[0], torch.Tensor) and values[0].is_cpu:  # CPU: no device to go through
+    first = values[0] if values else None
+    if type(first) is float or (isinstance(first, torch.Tensor) and first.is_cpu):  # CPU: no device to go through
         try:  # `.item()` of each: exact, and about half the time of a stack of thousands of 0-d tensors
-            if all([isinstance(value, torch.Tensor) and value.is_cpu for value in values]):
-                return [float(value.item()) for value in values]
+            if all([type(value) is float or (isinstance(value, torch.Tensor) and value.is_cpu) for value in values]):
+                return [value if type(value) is float else float(value.item()) for value in values]
         except (RuntimeError, TypeError, ValueError):  # several elements (the first of each, below), complex
             pass
-    elif values and isinstance(values[0], torch.Tensor):  # the usual case on a GPU: one device and dtype, one stack
+    elif isinstance(first, torch.Tensor):  # the usual case on a GPU: one device and dtype, one stack
         try:
             if len(set(map(_DTYPE, values))) == 1:  # no promotion: each value converts as alone
                 stacked = torch.stack(values).reshape(len(values), -1)[:, 0]

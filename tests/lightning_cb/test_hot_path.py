@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,11 @@ def test_an_error_in_a_per_step_hook_is_a_problem_and_training_goes_on(
     calls: list[int] = []
     original = LightningMetricTap.step_values
 
-    def failing(self: LightningMetricTap, stage: str, results: Any) -> Any:
+    def failing(self: LightningMetricTap, stage: str, results: Any, **options: Any) -> Any:
         calls.append(1)
         if stage == "train" and len(calls) in (3, 4):
             raise KeyError("a bug in the tap")
-        return original(self, stage, results)
+        return original(self, stage, results, **options)
 
     monkeypatch.setattr(LightningMetricTap, "step_values", failing)
     cb = DeviateCallback(tmp_path / "runs")
@@ -179,3 +180,27 @@ def test_a_mid_epoch_checkpoint_and_a_crash_keep_every_started_step(tmp_path: Pa
     assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 10)]
     manifest = json.loads((Path(cb.run_dir) / "run.json").read_text())  # type: ignore[arg-type]
     assert manifest["status"] == "failed"
+
+
+def test_on_the_cpu_no_logged_tensor_outlives_its_step(tmp_path: Path) -> None:
+    """On the CPU each step's values are taken as floats at once: by the epoch's end every earlier step's logged
+    tensor is gone (holding them until the flush slows the following steps), and the floats are the tensors'."""
+    kept: list[Any] = []
+    logged: list[float] = []
+
+    class Watch(L.Callback):
+        def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
+            cache = trainer.fit_loop.epoch_loop._results["training_step.train_loss"]._forward_cache
+            kept.append(weakref.ref(cache))
+            logged.append(cache.item())
+
+        def on_train_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+            alive = [ref() is not None for ref in kept]
+            assert not any(alive[:-1]), alive  # Lightning holds the last step's value; nothing holds the others
+
+    cb = DeviateCallback(tmp_path / "runs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer([cb, Watch()], max_epochs=1).fit(TinyModule(), loader())
+    table = pq.read_table(Path(cb.run_dir) / "metrics.parquet").to_pylist()  # type: ignore[arg-type]
+    assert [r["value"] for r in table if r["name"] == "train_loss_step"] == logged and len(logged) == 6
