@@ -254,6 +254,7 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._pause_steps()  # validation within a fit is no part of the training step before or after it
         if not trainer.sanity_checking and trainer.state.fn != "fit":
             self._start(trainer, "on_validation_start")
             self._fingerprint(trainer, trainer.val_dataloaders, "on_validation_start")
@@ -275,7 +276,7 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._hot = None
+        self._disarm_hot_path(pause=False)  # the step in progress is kept, timed up to the exception
         self._end_audit("on_exception", exception)
         if trainer.is_global_zero:
             with guarded(self._session, "on_exception: end of run"):
@@ -283,7 +284,7 @@ class DeviateCallback(pl.Callback):
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._hot = None
+        self._disarm_hot_path()
         self._end_audit("teardown", trainer=trainer)
         if trainer.is_global_zero:
             with guarded(self._session, "teardown: metrics filter check"):
@@ -303,10 +304,14 @@ class DeviateCallback(pl.Callback):
                 wall_time=time.time(),
             )
 
-    # The two per-step hooks are the hot path (docs/architecture.md, step 9). Armed at each training epoch's start
-    # (_arm_hot_path), they read a clock and Lightning's counters and append: no property chain of the trainer, no
-    # call into the step timer, `try` instead of `guarded` (no object per step), no device sync, no file. CUDA
-    # events, a profiling window, an audit or a resume point take the slower path below them.
+    # The per-step hooks are the hot path (docs/architecture.md, step 9). Armed at each training epoch's start
+    # (_arm_hot_path), on_train_batch_end reads a clock and Lightning's counters and appends: no property chain of
+    # the trainer, no call into the step timer, `try` instead of `guarded` (no object per step), no device sync, no
+    # file. A step lasts from the end of the one before to its own end (what Keras' steps are, start to start), so
+    # on_train_batch_start is needed only where a chain of steps begins (an epoch, after validation): it starts the
+    # clock and sets itself to None on the instance, which Lightning then skips (its dispatch costs as much as the
+    # hook's work). CUDA events, a profiling window, an audit or a resume point take the slower path below them,
+    # with both hooks every step.
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -314,8 +319,11 @@ class DeviateCallback(pl.Callback):
         hot = self._hot
         if hot is not None:
             steps = hot.steps
-            steps.step = hot.batches.ready - 1  # `total_batch_idx`: every batch, also under gradient accumulation
-            steps.started = _perf_counter()
+            if steps.started is None:  # the first step of a chain: it starts now
+                steps.step = hot.batches.ready - 1  # `total_batch_idx`: every batch, also under gradient accumulation
+                steps.started = _perf_counter()
+            if hot.one_shot:
+                self.on_train_batch_start = None  # type: ignore[assignment,method-assign]
             return
         session = self._session
         timings = session.timings
@@ -347,7 +355,7 @@ class DeviateCallback(pl.Callback):
                 if steps.started is not None:
                     steps.walls.append(now - steps.started)
                     steps.steps.append(steps.step)
-                    steps.started = None
+                steps.step, steps.started = hot.batches.ready, now  # the next step starts as this one ends
                 items = hot.tap.step_values("train", hot.results, on_cpu=hot.on_cpu)
                 if items:
                     hot.recorder.update_many(
@@ -412,7 +420,7 @@ class DeviateCallback(pl.Callback):
         read: the step timer's :class:`~deviate_cb.capture.run_timings.HostSteps`, the epoch (constant within
         it), Lightning's batch and optimizer-step counters (what ``total_batch_idx`` and ``global_step`` read,
         checked against them here) and the training result collection."""
-        self._hot = None
+        self._disarm_hot_path()
         session, timings = self._session, self._session.timings
         if not session.enabled or timings is None or self._audit is not None or self._resume is not None:
             return
@@ -425,10 +433,37 @@ class DeviateCallback(pl.Callback):
         epoch_loop = trainer.fit_loop.epoch_loop
         self._hot = _HotPath(steps, *counters, epoch_loop._results, self._tap, session.recorder)
         self._hot.on_cpu = trainer.strategy.root_device.type == "cpu"  # values as floats at once: see step_values
+        # only this class's own hook sets itself aside: a subclass's override (calling this one, which starts a
+        # chain only once) or a wrapper set on the instance stays and is called every step
+        own = type(self).on_train_batch_start is DeviateCallback.on_train_batch_start
+        self._hot.one_shot = own and self.__dict__.get("on_train_batch_start") is None
+
+    def _pause_steps(self) -> None:
+        """Training pauses (validation, the epoch's end): the next training step starts a new chain, timed from its
+        own start (on_train_batch_start is called again), not from the last step's end."""
+        hot = self._hot
+        if hot is not None:
+            hot.steps.started = None
+        self._restore_start_hook()
+
+    def _restore_start_hook(self) -> None:
+        """Undo the hot path's ``on_train_batch_start = None`` on the instance (and nothing else set there)."""
+        if "on_train_batch_start" in self.__dict__ and self.__dict__["on_train_batch_start"] is None:
+            del self.__dict__["on_train_batch_start"]
+
+    def _disarm_hot_path(self, *, pause: bool = True) -> None:
+        """The per-step hooks take the slower path (and on_train_batch_start is called every step) until the next
+        :meth:`_arm_hot_path`. ``pause``: forget the chain's open step (the next one has not begun); without it
+        (an exception) the step in progress is kept, timed up to the end of the run."""
+        if pause:
+            self._pause_steps()
+        self._restore_start_hook()
+        self._hot = None
 
     @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         hook = "on_train_epoch_end"
+        self._pause_steps()
         with guarded(self._session, f"{hook}: metrics"):
             keys: set[str] = set()
             items = self._tap.epoch_values("train", trainer._results, keys=keys)  # every rank: may all-reduce
@@ -443,7 +478,7 @@ class DeviateCallback(pl.Callback):
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         hook = "on_train_end"
-        self._hot = None
+        self._disarm_hot_path()
         self._take_late_train_epoch_values(trainer, hook)
         if self._predictions is not None and self._predictions.final_from_data:
             with guarded(self._session, f"{hook}: predictions snapshot"):
@@ -678,7 +713,7 @@ class _HotPath:
     """What the per-step hooks read in one training epoch (:meth:`DeviateCallback._arm_hot_path`): one attribute
     each. ``batches.ready - 1`` is ``total_batch_idx`` and ``optimizer_steps.completed`` is ``global_step``."""
 
-    __slots__ = ("batches", "epoch", "on_cpu", "optimizer_steps", "recorder", "results", "steps", "tap")
+    __slots__ = ("batches", "epoch", "on_cpu", "one_shot", "optimizer_steps", "recorder", "results", "steps", "tap")
 
     def __init__(
         self,
@@ -693,6 +728,7 @@ class _HotPath:
         self.batches, self.optimizer_steps = batches, optimizer_steps
         self.results, self.tap, self.recorder = results, tap, recorder
         self.on_cpu = False  # the module trains on the CPU: logged values become floats in the step
+        self.one_shot = True  # on_train_batch_start sets itself to None once it has started a chain
 
 
 def _step_counters(trainer: pl.Trainer) -> Optional[tuple[Any, Any]]:

@@ -5,6 +5,7 @@ per-step hooks read directly give what the trainer's properties give."""
 from __future__ import annotations
 
 import json
+import time
 import warnings
 import weakref
 from pathlib import Path
@@ -204,3 +205,46 @@ def test_on_the_cpu_no_logged_tensor_outlives_its_step(tmp_path: Path) -> None:
         trainer([cb, Watch()], max_epochs=1).fit(TinyModule(), loader())
     table = pq.read_table(Path(cb.run_dir) / "metrics.parquet").to_pylist()  # type: ignore[arg-type]
     assert [r["value"] for r in table if r["name"] == "train_loss_step"] == logged and len(logged) == 6
+
+
+class _Clock(L.Callback):
+    """perf_counter at each training batch's start and end, and whether DeviateCallback's start hook was armed."""
+
+    def __init__(self, deviate: DeviateCallback) -> None:
+        self.deviate = deviate
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.armed: list[bool] = []
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
+        self.armed.append(callable(self.deviate.on_train_batch_start))
+        self.starts.append(time.perf_counter())
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
+        self.ends.append(time.perf_counter())
+
+
+def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epoch_and_validation(
+    tmp_path: Path,
+) -> None:
+    """Host-clock step times: from the end of the step before (its batch fetched, other callbacks' hooks run) to
+    the step's end; the first step of an epoch and the first after a validation run from their own start, the
+    only steps for which Lightning calls DeviateCallback's on_train_batch_start. Two spies around the callback
+    bound each recorded time."""
+    cb = DeviateCallback(tmp_path / "runs")
+    before, after = _Clock(cb), _Clock(cb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = trainer([before, cb, after], max_epochs=2, val_check_interval=0.5, num_sanity_val_steps=0)
+        fit.fit(TinyModule(), loader(), loader(shuffle=False))
+    assert fit.state.finished and len(before.starts) == 12
+    chain_starts = [0, 3, 6, 9]  # each epoch's first step and the first after its mid-epoch validation
+    assert [i for i, armed in enumerate(before.armed) if armed] == chain_starts
+    rows = [r for r in pq.read_table(Path(cb.run_dir) / "timings.parquet").to_pylist() if r["kind"] == "step"]  # type: ignore[arg-type]
+    assert [r["step"] for r in rows] == list(range(12))
+    for i, row in enumerate(rows):
+        if i in chain_starts:
+            low, high = before.ends[i] - after.starts[i], after.ends[i] - before.starts[i]
+        else:
+            low, high = before.ends[i] - after.ends[i - 1], after.ends[i] - before.ends[i - 1]
+        assert low <= row["wall_s"] <= high, (i, low, row["wall_s"], high)
