@@ -50,8 +50,9 @@ class DeviateCallback(pl.Callback):
     """Capture every metric the module logs with ``self.log``, with seeds, determinism and a fingerprint.
 
     Records step- and epoch-level train metrics, validation and test metrics (the sanity check is skipped)
-    with global step, epoch, stage and wall time into ``metrics.parquet``. Values stay on their device until
-    a flush (no per-step ``.item()``), and are written at epoch ends (when 10 s passed since the last write:
+    with global step, epoch, stage and wall time into ``metrics.parquet``. Values on a GPU stay on their device
+    until a flush (no per-step ``.item()``, no device sync); on the CPU each is taken as a float in its step. They
+    are written at epoch ends (when 10 s passed since the last write:
     shorter epochs share one; ``DEVIATE_FLUSH_INTERVAL_S=0`` writes at every epoch end), on exception, at
     checkpoints and at teardown, so an exception loses nothing and a process killed outright at most its current
     epoch or the last 10 s. NaN and Inf are kept and flagged. Only global rank zero writes.
@@ -88,7 +89,9 @@ class DeviateCallback(pl.Callback):
             model is on a GPU) and record per-op times in ``timings.parquet``: ``True`` (5 plain steps, 1 warm-up,
             3 recorded), a dict of ``wait``/``warmup``/``active``/``repeat`` or a
             :class:`~deviate_cb.profiling.window.ProfileWindow`. Every run records each training batch's wall time in
-            ``timings.parquet`` anyway (on CUDA the GPU time between two CUDA events recorded on the stream,
+            ``timings.parquet`` anyway (host time from the previous batch's end to its end, the batch's fetch
+            included; an epoch's first batch and the first after validation from its start; on CUDA the GPU time
+            between two CUDA events recorded on the stream at the batch's start and end,
             read at the epoch-end flush: no device synchronisation per step; steps in a profiling window are
             flagged and left out of step statistics). Default: off.
         audit: Record a bit-exact digest of every tensor of the first ``audit`` training steps (``True``: 20) to
