@@ -385,17 +385,9 @@ class DeviateCallback(pl.Callback):
                 self._end_audit("on_train_batch_end", trainer=trainer)
         if session.enabled:
             try:
-                epoch_loop = trainer.fit_loop.epoch_loop
-                items = self._tap.step_values("train", epoch_loop._results)
-                if items:
-                    session.recorder.update_many(
-                        step=epoch_loop.global_step,
-                        epoch=trainer.current_epoch,
-                        stage="train",
-                        scope="step",
-                        items=items,
-                        wall_time=time.time(),
-                    )
+                self._record(
+                    trainer, "train", "step", self._tap.step_values("train", trainer.fit_loop.epoch_loop._results)
+                )
             except Exception as error:
                 record_or_raise(session, "on_train_batch_end: metrics", error)
         if self._resume is not None:
