@@ -355,10 +355,11 @@ class DeviateCallback(pl.Callback):
         if hot is not None:
             now, steps = _perf_counter(), hot.steps
             try:
+                ended = hot.batches.ready - 1  # `total_batch_idx` of the batch ending now
                 if steps.started is not None:
                     steps.walls.append(now - steps.started)
-                    steps.steps.append(steps.step)
-                steps.step, steps.started = hot.batches.ready, now  # the next step starts as this one ends
+                    steps.steps.append(ended)
+                steps.step, steps.started = ended + 1, now  # the next step starts as this one ends
                 items = hot.tap.step_values("train", hot.results, on_cpu=hot.on_cpu)
                 if items:
                     hot.recorder.update_many(
