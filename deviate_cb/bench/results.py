@@ -156,10 +156,9 @@ def bench_schema() -> pa.Schema:
 def write_results(out: Path, results: list[BenchResult], *, argv: Optional[list[str]] = None) -> list[Path]:
     """Write each result as a new replica of ``experiment=bench/variant=<model>``; return the run directories."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from deviate_cb.fingerprint.collect import collect_fingerprint
-    from deviate_cb.store.atomic import atomic_write_bytes
+    from deviate_cb.store.atomic import atomic_write_parquet
     from deviate_cb.store.run_directory import RunDirectory, claim_replica, iso_time
 
     paths = []
@@ -170,9 +169,7 @@ def write_results(out: Path, results: list[BenchResult], *, argv: Optional[list[
         base = {"model": r.model, "framework": r.framework, "device": r.device}
         rows = [{"kind": "window", **base, **w, "steps_per_s": 1.0 / w["step_s"]} for w in r.windows]
         rows += [{"kind": "op", **base, **o} for o in r.ops]
-        buffer = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pylist(rows, schema=bench_schema()), buffer)
-        atomic_write_bytes(path / BENCH_FILE, buffer.getvalue().to_pybytes())
+        atomic_write_parquet(path / BENCH_FILE, pa.Table.from_pylist(rows, schema=bench_schema()))
         run.write_fingerprint(collect_fingerprint(seed=r.settings.get("seed"), extra={"bench": base}))
         run.update_manifest(
             status="completed",

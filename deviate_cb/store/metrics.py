@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.store.arrow_columns import bool_array, float64_array, int64_array, numpy_view, string_array
-from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.atomic import atomic_write_parquet
 from deviate_cb.store.footer_summary import SERIES_KEY, with_summary
 from deviate_cb.store.parts import Part, find_parts, list_parts, parts_dir, remove_parts, write_part
 
@@ -128,34 +128,18 @@ class MetricsFile:
     def append(self, columns: Mapping[str, Sequence[Any]]) -> int:
         """Write rows given as columns straight into ``metrics.parquet``, with the parts not compacted yet (what
         :meth:`append_part` then :meth:`compact` give, without a part written and read back: the run's end, and
-        one-off writes); return the row count. ``metrics.parquet`` holds them when this returns.
-
-        The file and the parts are listed and read once, for :attr:`next_seq` (when it is not known yet) and for
-        the merge alike."""
+        one-off writes); return the row count. ``metrics.parquet`` holds them when this returns."""
         values = _values(columns)
         if not values.size:
             return 0
-        listed = find_parts(self.path)
-        compacted = self._read_compacted()
-        pending, merged = self._split(compacted, listed or [])
-        tables = self._read_parts(pending)
-        if self._next_seq is None and "seq" not in columns:
-            self._next_seq = _next_seq([compacted, *tables])
-        new, _ = self._new_rows(columns, values)
-        if tables or compacted is not _empty_table():  # else there is nothing to merge (not even a file's metadata)
-            new = _concat([compacted, *tables, new])
-        self._write(new)
-        if listed is not None:  # no folder: no part to delete, nor a folder
-            remove_parts(self.path, pending + merged)
-        self._cached.clear()
-        self._cached_rows = 0
+        self._merge(columns, values)
         return values.size
 
     def compact(self) -> int:
         """Merge this attempt's parts into ``metrics.parquet`` (atomically), then delete them; return the number
         of rows merged. Parts already merged (a compaction interrupted before it deleted them) are deleted
         without being merged twice; parts of other attempts are left alone, with a warning."""
-        return self._merge(None)
+        return self._merge()
 
     def _new_rows(self, columns: Mapping[str, Sequence[Any]], values: Any) -> tuple[pa.Table, int]:
         """``columns`` (at least one row; ``values``: their ``value`` column as float64) as a table of
@@ -185,21 +169,26 @@ class MetricsFile:
         self._next_seq = max(self._next_seq or 0, high + 1)
         return new, low
 
-    def _merge(self, new: Optional[pa.Table]) -> int:
-        """``metrics.parquet`` rewritten with this attempt's pending parts and ``new`` (when given), then the parts
-        deleted; return the rows added."""
-        import pyarrow as pa
-
-        parts = list_parts(self.path)
-        if not parts and new is None:
+    def _merge(self, columns: Optional[Mapping[str, Sequence[Any]]] = None, values: Any = None) -> int:
+        """``metrics.parquet`` rewritten with this attempt's pending parts and the new rows ``columns`` (when given;
+        ``values``: their ``value`` column as float64), then the parts deleted; return the rows added. The file and
+        the parts are listed and read once, for :attr:`next_seq` (when it is not known yet) and the merge alike."""
+        listed = find_parts(self.path)
+        if not listed and columns is None:
             return 0  # the usual case once the run compacted itself: not even the file is read
         compacted = self._read_compacted()
-        pending, merged = self._split(compacted, parts)
-        tables = [*self._read_parts(pending), *([new] if new is not None else [])]
+        pending, merged = self._split(compacted, listed or [])
+        tables = self._read_parts(pending)
+        if columns is not None:
+            if self._next_seq is None and "seq" not in columns:
+                self._next_seq = _next_seq([compacted, *tables])
+            tables.append(self._new_rows(columns, values)[0])
         rows = sum(t.num_rows for t in tables)
-        if rows or (pending and not self.path.is_file()):
-            self._write(pa.concat_tables([compacted, *tables]))
-        remove_parts(self.path, pending + merged)
+        if rows or (pending and not os.path.isfile(self.path)):
+            pieces = [compacted, *tables] if compacted is not _empty_table() else tables or [compacted]  # no file
+            self._write(pieces[0] if len(pieces) == 1 else _concat(pieces))
+        if listed is not None:  # no folder: no part to delete, nor a folder
+            remove_parts(self.path, pending + merged)
         self._cached.clear()
         self._cached_rows = 0
         return rows
@@ -275,22 +264,16 @@ class MetricsFile:
 
     def _write(self, table: pa.Table) -> None:
         """``table``, with its summary in the footer, as ``metrics.parquet``: serialized in memory, then written
-        atomically in one go (a file object in between costs more than the serializing)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
+        atomically (:func:`~deviate_cb.store.atomic.atomic_write_parquet`)."""
         # The per-series summary in the footer lets reports skip the values (deviate_cb.store.footer_summary).
         table = with_summary(table)
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        data = memoryview(sink.getvalue())
         try:
-            atomic_write_bytes(self.path, data)
+            atomic_write_parquet(self.path, table)
         except FileNotFoundError:
             if self.path.parent.is_dir():
                 raise
             self.path.parent.mkdir(parents=True, exist_ok=True)  # the run directory does not exist yet
-            atomic_write_bytes(self.path, data)
+            atomic_write_parquet(self.path, table)
         self.summary = table.schema.metadata[SERIES_KEY]
 
 

@@ -9,7 +9,7 @@ Layout: the parts of ``<run_dir>/metrics.parquet`` are ``<run_dir>/metrics.parts
 where ``attempt`` is the run's attempt (``run.json`` ``attempt``; 1 for a run outside the launcher) and
 ``first`` is the part's first sequence number (12 digits; metrics: the first ``seq``; timings: a flush
 counter), so the names sort in the order they were written. Each part is written atomically
-(:func:`~deviate_cb.store.atomic.atomic_write_bytes`): a process killed at any moment leaves whole parts only, and
+(:func:`~deviate_cb.store.atomic.atomic_write_parquet`): a process killed at any moment leaves whole parts only, and
 loses at most the rows it had not flushed yet. A part of another attempt (an earlier launcher's orphan) is
 never read as this run's.
 
@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.atomic import atomic_write_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,21 +70,14 @@ def parts_dir(table_path: Path) -> Path:
 
 
 def write_part(table_path: Path, table: pa.Table, *, attempt: int, first: int) -> Path:
-    """Write ``table`` as the part of ``table_path`` that starts at ``first``, atomically; return its path. The
-    file is serialized in memory and written in one go (a file object in between costs more than the serializing).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Write ``table`` as the part of ``table_path`` that starts at ``first``, atomically; return its path."""
     if not 0 <= first < 10**12 or attempt_number(attempt) is None:
         raise ValueError(f"a part needs 0 <= first < 10**12 and 0 < attempt < 10**9. Received: {first=}, {attempt=}.")
     folder = parts_dir(table_path)
     path = folder / f"a{attempt}-{first:012d}.parquet"
     if not folder.is_dir():  # the first part (or the first since a compaction removed the folder)
         folder.mkdir(parents=True, exist_ok=True)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    atomic_write_bytes(path, memoryview(sink.getvalue()))
+    atomic_write_parquet(path, table)
     return path
 
 

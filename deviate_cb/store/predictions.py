@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.atomic import atomic_write_parquet
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.validation import PathLike, one_line, opt_int, prediction_columns
 
@@ -109,7 +109,6 @@ def write_predictions(
     """
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     columns, info = prediction_columns(outputs, labels, sample, groups, task, num_classes)
     if not isinstance(snapshot, str) or not snapshot:
@@ -137,10 +136,8 @@ def write_predictions(
         tables.insert(0, old)
     table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else new
     table = table.replace_schema_metadata({_META_KEY: json.dumps(meta).encode()})
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    atomic_write_parquet(path, table)
     snapshots = pc.unique(table.column("snapshot")).to_pylist()  # in order of first appearance
     block = {
         **meta,

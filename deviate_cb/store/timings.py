@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from deviate_cb.store.arrow_columns import bool_array, float64_array, int64_array, repeated_string, string_array
-from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.atomic import atomic_write_parquet
 from deviate_cb.store.parts import Part, find_parts, list_parts, recorded_attempt, remove_parts, write_part
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def write_timings(
     append_timings_part(run_dir, step_rows, op_rows)
     if not compact_timings(run_dir) and not path.is_file():  # no rows at all: an empty file says "timed nothing"
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_parquet(path, timings_schema().empty_table())
+        atomic_write_parquet(path, timings_schema().empty_table())
     return path
 
 
@@ -176,7 +176,7 @@ def append_timings_part(
     if compact:
         if table is None and not parts:
             return None
-        _write_parquet(path, _file_and_parts(path, parts, table))
+        atomic_write_parquet(path, _file_and_parts(path, parts, table))
         if listed is not None:  # no folder: no part to delete, nor a folder
             remove_parts(path, parts)
         return path
@@ -237,7 +237,7 @@ def compact_timings(run_dir: str | os.PathLike[str], *, attempt: Optional[int] =
     parts = [p for p in list_parts(path) if p.attempt == attempt]
     if not parts:
         return 0
-    _write_parquet(path, _file_and_parts(path, parts))
+    atomic_write_parquet(path, _file_and_parts(path, parts))
     remove_parts(path, parts)
     return len(parts)
 
@@ -295,17 +295,6 @@ def _merge(tables: list[pa.Table]) -> pa.Table:
         newest = np.array([newest_source[w] for w in windows.tolist()])
         keep.append(row[~is_step][op_source == newest])
     return table.take(pa.array(np.sort(np.concatenate(keep))))
-
-
-def _write_parquet(path: Path, table: pa.Table) -> None:
-    """``table`` as the Parquet file ``path``, serialized in memory and then written atomically in one go (a file
-    object in between costs more than the serializing)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    atomic_write_bytes(path, memoryview(sink.getvalue()))
 
 
 def _attempt(run_dir: str | os.PathLike[str], attempt: Optional[int]) -> int:

@@ -162,11 +162,11 @@ def test_lightning_disk_full_for_every_file_only_warns(tmp_path: Path, monkeypat
     monkeypatch.setenv("DEVIATE_FLUSH_INTERVAL_S", "0")  # every epoch end writes, as epochs of 10 s or more do
     full = {"now": False}
     for module_name, function in [
-        ("parts", "atomic_write_bytes"),
-        ("metrics", "atomic_write_bytes"),
-        ("timings", "atomic_write_bytes"),
+        ("parts", "atomic_write_parquet"),
+        ("metrics", "atomic_write_parquet"),
+        ("timings", "atomic_write_parquet"),
         ("run_directory", "atomic_write_bytes"),
-        ("predictions", "atomic_write_bytes"),
+        ("predictions", "atomic_write_parquet"),
     ]:
         owner = sys.modules[f"deviate_cb.store.{module_name}"]
         original = getattr(owner, function)
