@@ -544,9 +544,9 @@ class _StepClock:
         self.stop()
         steps, starts, stopped = self.steps, self.starts, self.stopped
         self.steps, self.starts, self.stopped = [], [], None
-        update = timer.update
-        for step, start, end in zip(steps, starts, [*starts[1:], stopped], strict=True):
-            update("train", epoch, step, end - start)  # type: ignore[operator]
+        ends = [*starts[1:], stopped]
+        walls = [end - start for start, end in zip(starts, ends, strict=True)]  # type: ignore[operator]
+        timer.extend("train", epoch, steps, walls)
 
 
 def _predict(model: Any, config: Predictions) -> CollectedPredictions:

@@ -426,13 +426,18 @@ class DeviateCallback(pl.Callback):
         steps = timings.host_steps("train", trainer.current_epoch)
         if steps is None:  # CUDA events or a profiling window
             return
-        epoch_loop = trainer.fit_loop.epoch_loop
-        self._hot = _HotPath(steps, *counters, epoch_loop._results, self._tap, session.recorder)
-        self._hot.on_cpu = trainer.strategy.root_device.type == "cpu"  # values as floats at once: see step_values
         # only this class's own hook sets itself aside: a subclass's override (calling this one, which starts a
         # chain only once) or a wrapper set on the instance stays and is called every step
         own = type(self).on_train_batch_start is DeviateCallback.on_train_batch_start
-        self._hot.one_shot = own and self.__dict__.get("on_train_batch_start") is None
+        self._hot = _HotPath(
+            steps,
+            *counters,
+            trainer.fit_loop.epoch_loop._results,
+            self._tap,
+            session.recorder,
+            on_cpu=trainer.strategy.root_device.type == "cpu",  # values as floats at once: see step_values
+            one_shot=own and self.__dict__.get("on_train_batch_start") is None,
+        )
 
     def _pause_steps(self) -> None:
         """Training pauses (validation, the epoch's end): the next training step starts a new chain, timed from its
@@ -451,8 +456,8 @@ class DeviateCallback(pl.Callback):
         """The per-step hooks take the slower path (and on_train_batch_start is called every step) until the next
         :meth:`_arm_hot_path`. ``pause``: forget the chain's open step (the next one has not begun); without it
         (an exception) the step in progress is kept, timed up to the end of the run."""
-        if pause:
-            self._pause_steps()
+        if pause and self._hot is not None:
+            self._hot.steps.started = None
         self._restore_start_hook()
         self._hot = None
 
@@ -719,12 +724,15 @@ class _HotPath:
         results: Any,
         tap: LightningMetricTap,
         recorder: MetricRecorder,
+        *,
+        on_cpu: bool,
+        one_shot: bool,
     ) -> None:
         self.steps, self.epoch = steps, steps.epoch
         self.batches, self.optimizer_steps = batches, optimizer_steps
         self.results, self.tap, self.recorder = results, tap, recorder
-        self.on_cpu = False  # the module trains on the CPU: logged values become floats in the step
-        self.one_shot = True  # on_train_batch_start sets itself to None once it has started a chain
+        self.on_cpu = on_cpu  # the module trains on the CPU: logged values become floats in the step
+        self.one_shot = one_shot  # on_train_batch_start sets itself to None once it has started a chain
 
 
 def _step_counters(trainer: pl.Trainer) -> Optional[tuple[Any, Any]]:

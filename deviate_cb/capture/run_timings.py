@@ -45,8 +45,9 @@ class HostSteps:
     """Training steps of one stage and epoch that an adapter's hot path times itself with ``time.perf_counter``.
 
     When a step begins the adapter sets :attr:`step` and :attr:`started`; when it ends, it appends the step and
-    ``time.perf_counter() - started`` to :attr:`steps` and :attr:`walls` and sets :attr:`started` to ``None``:
-    attribute writes and two appends, no call. The :class:`RunTimings` that made it (:meth:`RunTimings.host_steps`)
+    ``time.perf_counter() - started`` to :attr:`steps` and :attr:`walls`, and sets :attr:`started` to ``None``, or
+    to the same clock reading when the next step starts as this one ends (Lightning's chain of steps): attribute
+    writes and two appends, no call. The :class:`RunTimings` that made it (:meth:`RunTimings.host_steps`)
     hands the steps to its :class:`~deviate_cb.capture.step_timer.StepTimer` before anything reads or writes the
     step rows (a flush, a checkpoint, the run's end): the rows the timer would have recorded itself. A step begun
     and not ended when the run ends (an exception) is recorded up to then, as the timer records an open step.
