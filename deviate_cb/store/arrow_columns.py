@@ -78,21 +78,36 @@ def bool_array(values: Any) -> pa.Array:
 def string_array(values: Sequence[Any]) -> pa.Array:
     """A string column of ``values`` (a list of ``str``; others, ``None`` included, through ``pa.array``).
 
-    The strings are joined by a separator in one C call and split again by Arrow (``split_pattern``): about the
-    time of ``pa.array``. Used only when the separator occurs exactly between the values, never within one.
+    A column of one value repeated (a stage, a kind) is that value's bytes repeated (:func:`repeated_string`). Else
+    the strings are joined in one C call; when they are ASCII (a value's length in bytes is its length in
+    characters) the offsets are the running sum of their lengths; otherwise they are joined by a separator and split
+    again by Arrow (``split_pattern``), which is used only when the separator occurs exactly between the values,
+    never within one.
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not isinstance(values, (list, tuple)) or not values:
         return pa.array(values, type=pa.string())
+    first = values[0]
+    if type(first) is str and values.count(first) == len(values):
+        return repeated_string(first, len(values))
     try:
-        joined = _SEPARATOR.join(values)
+        joined = "".join(values)
         data = joined.encode()
     except (TypeError, UnicodeEncodeError):  # not all str (None, bytes, a number), or not encodable: as pa.array says
         return pa.array(values, type=pa.string())
+    if len(data) >= 2**31:  # past what 32-bit offsets address
+        return pa.array(values, type=pa.string())
+    if len(data) == len(joined):  # ASCII
+        offsets = np.zeros(len(values) + 1, dtype=np.int32)
+        np.cumsum(np.fromiter(map(len, values), dtype=np.int32, count=len(values)), out=offsets[1:])
+        return _strings(data, offsets)
+    joined = _SEPARATOR.join(values)
     if joined.count(_SEPARATOR) != len(values) - 1:  # a value holds the separator
         return pa.array(values, type=pa.string())
+    data = joined.encode()
     whole = _strings(data, [0, len(data)])
     return pc.split_pattern(whole, pattern=_SEPARATOR).flatten()
 

@@ -89,12 +89,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearra
 
 def atomic_write_parquet(path: str | os.PathLike[str], table: pa.Table) -> None:
     """Write ``table`` as the Parquet file ``path`` atomically: serialized in memory, then handed to
-    :func:`atomic_write_bytes` in one go (a file object in between costs more than the serializing)."""
+    :func:`atomic_write_bytes` in one go (a file object in between costs more than the serializing).
+
+    Dictionary encoding for the string columns only (stage, name, kind: a few values repeated), where pyarrow's
+    default tries it on every column and gives it up on the float ones: about a sixth faster to write, a smaller
+    file, read back the same. Min/max statistics stay on every column (the footer summary is checked against those
+    of ``seq`` and ``value``: :func:`~deviate_cb.store.footer_summary.footer_summary`).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    strings = [field.name for field in table.schema if pa.types.is_string(field.type)]
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, use_dictionary=strings)
     atomic_write_bytes(path, memoryview(sink.getvalue()))
 
 

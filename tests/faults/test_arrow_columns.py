@@ -71,6 +71,11 @@ CASES: list[tuple[Callable[[Any], pa.Array], pa.DataType, Any]] = [
     (string_array, pa.string(), [1]),
     (string_array, pa.string(), []),
     (string_array, pa.string(), ("x", "y")),
+    (string_array, pa.string(), ["train"] * 7),  # one value repeated
+    (string_array, pa.string(), ["train"] * 3 + [None]),
+    (string_array, pa.string(), ["", ""]),
+    (string_array, pa.string(), ["loss_step", "acc_step", "", "a\x1fb"]),  # ASCII, the separator within one
+    (string_array, pa.string(), ["x", 1]),
 ]
 
 
@@ -102,6 +107,8 @@ def test_random_columns_are_what_pa_array_builds() -> None:
         assert same(float64_array(floats), pa.array(floats, type=pa.float64()))
         assert same(bool_array((floats > 0).tolist()), pa.array((floats > 0).tolist(), type=pa.bool_()))
         assert same(string_array(words), pa.array(words, type=pa.string()))
+        ascii_words = [words[0]] * n if n % 3 == 0 else [w for w in words if w.isascii()]  # repeated, or ASCII
+        assert same(string_array(ascii_words), pa.array(ascii_words, type=pa.string()))
     assert repeated_string("step", 3).equals(pa.array(["step"] * 3, type=pa.string()))
     assert repeated_string("step", 0).equals(pa.array([], type=pa.string()))
 

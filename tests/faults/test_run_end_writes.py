@@ -3,7 +3,8 @@
 ``MetricsFile.append`` and ``append_timings_part(compact=True)`` serialize the Parquet file in memory and hand it
 to ``atomic_write_bytes`` in one go, read the file and the parts once, and build columns without a Python list
 per null column. What they write must not change: here the files are compared byte for byte with
-``pq.write_table`` of the same rows built the plain way, the inputs may be lists or NumPy arrays, a file and
+``pq.write_table`` of the same rows built the plain way (dictionary encoding on the string columns only, as the
+store writes), the inputs may be lists or NumPy arrays, a file and
 parts an earlier process left are still merged, and a failed write leaves nothing behind.
 """
 
@@ -64,7 +65,7 @@ def plain_metrics_file(columns: dict[str, list[Any]], first_seq: int = 0) -> byt
     schema = metrics_schema()
     table = with_summary(pa.table({f.name: pa.array(data[f.name], type=f.type) for f in schema}, schema=schema))
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, use_dictionary=[f.name for f in schema if f.type == pa.string()])
     return sink.getvalue().to_pybytes()
 
 
@@ -136,7 +137,7 @@ def plain_timings_file(rows: list[dict[str, Any]]) -> bytes:
     schema = timings_schema()
     table = pa.table({f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in schema}, schema=schema)
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, use_dictionary=[f.name for f in schema if f.type == pa.string()])
     return sink.getvalue().to_pybytes()
 
 
