@@ -66,7 +66,7 @@ class MetricRecorder:
     @property
     def seen_names(self) -> dict[str, bool]:
         """Every metric name offered so far (buffered or filtered), and whether it was kept."""
-        for name in self._names:
+        for name in dict.fromkeys(self._names):  # each buffered name once (C-level), not once per value
             self._decisions.setdefault(name, True)
         return dict(self._decisions)
 
