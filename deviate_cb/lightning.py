@@ -23,7 +23,6 @@ from deviate_cb.capture.audit.log import KINDS
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record, write_rank_audit
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
-from deviate_cb.capture.recorder import MetricRecorder
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV, ResumePoint, resume_plan
 from deviate_cb.capture.run_timings import HostSteps, RunTimings
 from deviate_cb.capture.session import RunSession
@@ -360,16 +359,19 @@ class DeviateCallback(pl.Callback):
                     steps.walls.append(now - steps.started)
                     steps.steps.append(ended)
                 steps.step, steps.started = ended + 1, now  # the next step starts as this one ends
-                items = hot.tap.step_values("train", hot.results, on_cpu=hot.on_cpu)
-                if items:
-                    hot.recorder.update_many(
-                        step=hot.optimizer_steps.completed,  # `global_step`
-                        epoch=hot.epoch,
-                        stage="train",
-                        scope="step",
-                        items=items,
-                        wall_time=time.time(),
+                if len(hot.results) != hot.planned:  # a metric logged for the first time: plan again
+                    hot.replan()
+                if hot.metrics:  # what LightningMetricTap.step_caches reads; converted in bulk by _HotPath.take
+                    pending = hot.pending
+                    pending.append(
+                        (
+                            hot.optimizer_steps.completed,  # `global_step`
+                            now,
+                            [None if metric.has_reset else metric._forward_cache for metric in hot.metrics],
+                        )
                     )
+                    if len(pending) >= _PENDING_STEPS:
+                        hot.take()
             except Exception as error:
                 record_or_raise(self._session, "on_train_batch_end: metrics", error)
             return
@@ -420,8 +422,8 @@ class DeviateCallback(pl.Callback):
         session, timings = self._session, self._session.timings
         if not session.enabled or timings is None or self._audit is not None or self._resume is not None:
             return
-        counters = _step_counters(trainer)
-        if counters is None:  # another Lightning layout: the properties, a step at a time
+        counters, results = _step_counters(trainer), trainer.fit_loop.epoch_loop._results
+        if counters is None or results is None:  # another Lightning layout: the properties, a step at a time
             return
         steps = timings.host_steps("train", trainer.current_epoch)
         if steps is None:  # CUDA events or a profiling window
@@ -432,10 +434,10 @@ class DeviateCallback(pl.Callback):
         self._hot = _HotPath(
             steps,
             *counters,
-            trainer.fit_loop.epoch_loop._results,
+            results,
             self._tap,
-            session.recorder,
-            on_cpu=trainer.strategy.root_device.type == "cpu",  # values as floats at once: see step_values
+            session,
+            on_cpu=trainer.strategy.root_device.type == "cpu",  # values as floats: see step_values
             one_shot=own and self.__dict__.get("on_train_batch_start") is None,
         )
 
@@ -445,6 +447,7 @@ class DeviateCallback(pl.Callback):
         hot = self._hot
         if hot is not None:
             hot.steps.started = None
+            hot.take()
         self._restore_start_hook()
 
     def _restore_start_hook(self) -> None:
@@ -456,8 +459,11 @@ class DeviateCallback(pl.Callback):
         """The per-step hooks take the slower path (and on_train_batch_start is called every step) until the next
         :meth:`_arm_hot_path`. ``pause``: forget the chain's open step (the next one has not begun); without it
         (an exception) the step in progress is kept, timed up to the end of the run."""
-        if pause and self._hot is not None:
-            self._hot.steps.started = None
+        hot = self._hot
+        if hot is not None:
+            hot.take()
+            if pause:
+                hot.steps.started = None
         self._restore_start_hook()
         self._hot = None
 
@@ -598,6 +604,8 @@ class DeviateCallback(pl.Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {}
+        if self._hot is not None:  # a checkpoint within an epoch: the steps so far into the buffer, then written
+            self._hot.take()
         self._session.flush(hook="state_dict")  # a checkpoint's rows are on disk before it records how many
         with guarded(self._session, "state_dict: checkpoint state"):  # a checkpoint is saved without it
             state = self._session.state_dict()
@@ -698,6 +706,8 @@ class DeviateCallback(pl.Callback):
             self._snapshots.append(snapshot)
 
     def _warn_if_nothing_kept(self) -> None:
+        if self._session.recorder.patterns is None:  # no filter: every logged metric is kept
+            return
         seen = self._session.recorder.seen_names
         if seen and not any(seen.values()):
             warnings.warn(
@@ -710,11 +720,34 @@ class DeviateCallback(pl.Callback):
 _perf_counter = time.perf_counter
 
 
+# Steps whose logged values the hot path holds before converting them in one go (_HotPath.take): a step then costs
+# two attribute reads a metric, and the conversion runs as one loop, with its code and data still in the cache.
+_PENDING_STEPS = 32
+
+
 class _HotPath:
     """What the per-step hooks read in one training epoch (:meth:`DeviateCallback._arm_hot_path`): one attribute
-    each. ``batches.ready - 1`` is ``total_batch_idx`` and ``optimizer_steps.completed`` is ``global_step``."""
+    each. ``batches.ready - 1`` is ``total_batch_idx`` and ``optimizer_steps.completed`` is ``global_step``.
 
-    __slots__ = ("batches", "epoch", "on_cpu", "one_shot", "optimizer_steps", "recorder", "results", "steps", "tap")
+    Each step appends ``(global step, perf_counter at its end, what each metric of the plan holds)`` to
+    :attr:`pending`; :meth:`take` turns up to :data:`_PENDING_STEPS` of them into the recorder's rows, in order,
+    and runs before anything reads or writes the recorder (a pause, a checkpoint, the end of the hot path)."""
+
+    __slots__ = (
+        "batches",
+        "epoch",
+        "metrics",
+        "on_cpu",
+        "one_shot",
+        "optimizer_steps",
+        "pending",
+        "plan",
+        "planned",
+        "results",
+        "session",
+        "steps",
+        "tap",
+    )
 
     def __init__(
         self,
@@ -723,16 +756,46 @@ class _HotPath:
         optimizer_steps: Any,
         results: Any,
         tap: LightningMetricTap,
-        recorder: MetricRecorder,
+        session: RunSession,
         *,
         on_cpu: bool,
         one_shot: bool,
     ) -> None:
         self.steps, self.epoch = steps, steps.epoch
         self.batches, self.optimizer_steps = batches, optimizer_steps
-        self.results, self.tap, self.recorder = results, tap, recorder
-        self.on_cpu = on_cpu  # the module trains on the CPU: logged values become floats in the step
+        self.results, self.tap, self.session = results, tap, session
+        self.on_cpu = on_cpu  # the module trains on the CPU: logged values become floats (see step_values)
         self.one_shot = one_shot  # on_train_batch_start sets itself to None once it has started a chain
+        self.pending: list[tuple[int, float, list[Any]]] = []
+        self.plan: list[tuple[str, Any, str]] = []
+        self.metrics: list[Any] = []
+        self.planned = -1
+        self.replan()
+
+    def replan(self) -> None:
+        """Take the pending steps (read under the old plan), then plan the collection's ``on_step`` metrics."""
+        self.take()
+        self.plan = self.tap.step_plan("train", self.results)
+        self.metrics = [metric for _, metric, _ in self.plan]
+        self.planned = len(self.results)
+
+    def take(self) -> None:
+        """The pending steps' values into the recorder as ``update_many`` would have recorded them at each step's
+        end (``wall_time`` from its ``perf_counter`` reading). A step whose values cannot be taken is a problem of
+        the run (``on_train_batch_end: metrics``) and its values are missing; the other steps' are kept."""
+        pending = self.pending
+        if not pending:
+            return
+        self.pending = []
+        session, tap, plan, on_cpu, epoch = self.session, self.tap, self.plan, self.on_cpu, self.epoch
+        update, anchor = session.recorder.update_many, time.time() - _perf_counter()
+        for step, ended, caches in pending:
+            try:
+                items = tap.take_step(plan, caches, on_cpu=on_cpu)
+                if items:
+                    update(step=step, epoch=epoch, stage="train", scope="step", items=items, wall_time=anchor + ended)
+            except Exception as error:
+                record_or_raise(session, "on_train_batch_end: metrics", error)
 
 
 def _step_counters(trainer: pl.Trainer) -> Optional[tuple[Any, Any]]:

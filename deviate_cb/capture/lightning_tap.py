@@ -11,7 +11,7 @@ after the callbacks' hooks ran. This module is the only place that touches those
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import torch
@@ -36,8 +36,9 @@ class LightningMetricTap:
         # per (stage, collection): (number of keys when planned, [(key, metric, forked step name)])
         self._plans: dict[tuple[str, int], tuple[int, list[tuple[str, Any, str]]]] = {}
 
-    def _step_plan(self, stage: str, results: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
-        """The collection's ``on_step`` metrics with their names, rebuilt only when a new key appears."""
+    def step_plan(self, stage: str, results: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+        """The collection's ``on_step`` metrics as ``(key, metric, name)``, rebuilt only when a new key appears
+        (``len(results)`` changed): what :meth:`step_caches` reads and :meth:`take_step` takes from."""
         cached = self._plans.get((stage, id(results)))
         if cached is not None and cached[0] == len(results):
             return cached[1]
@@ -49,23 +50,22 @@ class LightningMetricTap:
         self._plans[(stage, id(results))] = (len(results), plan)
         return plan
 
-    def step_values(
-        self, stage: str, results: Optional[Mapping[str, Any]], *, on_cpu: bool = False
-    ) -> list[tuple[str, Any]]:
-        """Values logged with ``on_step=True`` since the last call, named as Lightning names them.
+    @staticmethod
+    def step_caches(plan: Sequence[tuple[str, Any, str]]) -> list[Any]:
+        """What each metric of ``plan`` holds as its last step value at this moment (``None`` once reset): read at
+        a step's end, taken later with :meth:`take_step` (a Lightning hot path reads two attributes a metric per
+        step and converts a batch of steps at once). A value read here stays alive until it is taken."""
+        return [None if metric.has_reset else metric._forward_cache for _, metric, _ in plan]
 
-        ``on_cpu`` (the module trains on the CPU): each value as a Python float (``.item()``, exact, no device to
-        wait for), so that no logged tensor outlives its step: holding a step's tensors until the flush keeps
-        memory from being reused, which slows the training steps that follow (their new tensors land in memory not
-        in the cache) by more than converting costs. A value not on the CPU is kept as a tensor all the same.
-        """
-        if not results:
-            return []
+    def take_step(
+        self, plan: Sequence[tuple[str, Any, str]], caches: Sequence[Any], *, on_cpu: bool = False
+    ) -> list[tuple[str, Any]]:
+        """The values of ``caches`` (:meth:`step_caches` of the same ``plan``) not taken before, named as Lightning
+        names them; steps must be taken in the order they ran. ``on_cpu``: see :meth:`step_values`."""
         taken = self._taken_steps  # keys differ across collections: their hook name (fx) is part of them
         values: list[tuple[str, Any]] = []
-        for key, metric, name in self._step_plan(stage, results):
-            cache = metric._forward_cache
-            if cache is None or metric.has_reset or taken.get(key) is cache:
+        for (key, _, name), cache in zip(plan, caches, strict=True):
+            if cache is None or taken.get(key) is cache:
                 continue
             taken[key] = cache
             if on_cpu and cache.is_cpu:
@@ -73,6 +73,22 @@ class LightningMetricTap:
             else:  # Lightning detaches logged values unless `enable_graph=True`; never keep a graph alive
                 values.append((name, cache.detach() if cache.requires_grad else cache))
         return values
+
+    def step_values(
+        self, stage: str, results: Optional[Mapping[str, Any]], *, on_cpu: bool = False
+    ) -> list[tuple[str, Any]]:
+        """Values logged with ``on_step=True`` since the last call, named as Lightning names them.
+
+        ``on_cpu`` (the module trains on the CPU): each value as a Python float (``.item()``, exact, no device to
+        wait for), so that no logged tensor outlives its step by much: holding a whole epoch of step tensors until
+        the flush keeps memory from being reused, which slows the training steps that follow (their new tensors
+        land in memory not in the cache) by more than converting costs. A value not on the CPU is kept as a tensor
+        all the same.
+        """
+        if not results:
+            return []
+        plan = self.step_plan(stage, results)
+        return self.take_step(plan, self.step_caches(plan), on_cpu=on_cpu)
 
     def epoch_values(
         self, stage: str, results: Optional[Mapping[str, Any]], *, keys: Optional[set[str]] = None

@@ -71,15 +71,15 @@ def test_an_error_in_a_per_step_hook_is_a_problem_and_training_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    original = LightningMetricTap.step_values
+    original = LightningMetricTap.take_step
 
-    def failing(self: LightningMetricTap, stage: str, results: Any, **options: Any) -> Any:
-        calls.append(1)
-        if stage == "train" and len(calls) in (3, 4):
+    def failing(self: LightningMetricTap, plan: Any, caches: Any, **options: Any) -> Any:
+        calls.append(1)  # once a training step: the hot path takes each step's values in order, in bulk
+        if len(calls) in (3, 4):
             raise KeyError("a bug in the tap")
-        return original(self, stage, results, **options)
+        return original(self, plan, caches, **options)
 
-    monkeypatch.setattr(LightningMetricTap, "step_values", failing)
+    monkeypatch.setattr(LightningMetricTap, "take_step", failing)
     cb = DeviateCallback(tmp_path / "runs")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -181,6 +181,53 @@ def test_a_mid_epoch_checkpoint_and_a_crash_keep_every_started_step(tmp_path: Pa
     assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 10)]
     manifest = json.loads((Path(cb.run_dir) / "run.json").read_text())  # type: ignore[arg-type]
     assert manifest["status"] == "failed"
+
+
+def test_values_taken_in_bulk_are_every_logged_value_in_order_across_new_metrics_and_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """The hot path reads each step's values and converts them 32 steps at a time: with 75 steps an epoch (two full
+    batches of pending steps and a remainder taken at the epoch's end), a metric first logged mid-epoch (the plan
+    is rebuilt with steps pending), one logged every third step, and a checkpoint at step 40 (its rows written
+    first), the rows are exactly what the module logged, step after step, with wall times in step order."""
+    logged: list[tuple[int, str, float]] = []
+
+    class Sparse(TinyModule):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            step = self.global_step + 1  # recorded under the global step at the step's end: its optimizer step done
+            logged.append((step, "train_loss_step", loss.item()))
+            if step > 45:  # new in the first epoch's 46th step: 13 steps of the old plan pending
+                late = loss.detach() * 2
+                self.log("late", late, on_step=True, on_epoch=False)
+                logged.append((step, "late", late.item()))
+            if batch_idx % 3 == 0:
+                third = torch.tensor(float(batch_idx))
+                self.log("every_third", third, on_step=True, on_epoch=False)
+                logged.append((step, "every_third", third.item()))
+            return loss
+
+    cb = DeviateCallback(tmp_path / "runs")
+    every = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=40, save_top_k=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer([cb, every], max_epochs=2, enable_checkpointing=True).fit(Sparse(), loader(n=75, batch_size=1))
+    table = pq.read_table(Path(cb.run_dir) / "metrics.parquet").to_pylist()  # type: ignore[arg-type]
+    steps = [r for r in table if r["scope"] == "step"]
+    recorded = [(r["step"], r["name"], r["value"]) for r in steps]
+    assert [r[0] for r in recorded] == sorted(r[0] for r in recorded)  # step after step
+    assert sorted(recorded) == sorted(logged)  # exact floats; within a step, in the collection's order
+    assert [r["seq"] for r in table] == list(range(len(table)))
+    walls = [r["wall_time"] for r in steps]
+    assert walls == sorted(walls) and 0 < walls[-1] - walls[0] < 600
+    assert [r["epoch"] for r in steps if r["name"] == "train_loss_step"] == [0] * 75 + [1] * 75
+    assert len(list((tmp_path / "ckpt").glob("*.ckpt"))) == 3  # at steps 40, 80 and 120
+    # the step-40 checkpoint counts the rows of its 40 steps, 8 of them pending when it was saved: a run resumed
+    # from it keeps those rows and records what comes after
+    saved = torch.load(tmp_path / "ckpt" / "epoch=0-step=40.ckpt", weights_only=False)["callbacks"]
+    (state,) = [value for key, value in saved.items() if key.startswith("DeviateCallback")]
+    assert state["next_seq"] == sum(1 for r in table if r["step"] <= 40)
+    assert all(r["seq"] < state["next_seq"] for r in table if r["step"] <= 40)
 
 
 def test_on_the_cpu_no_logged_tensor_outlives_its_step(tmp_path: Path) -> None:
