@@ -50,7 +50,7 @@ class DeviateCallback(pl.Callback):
 
     Records step- and epoch-level train metrics, validation and test metrics (the sanity check is skipped)
     with global step, epoch, stage and wall time into ``metrics.parquet``. Values on a GPU stay on their device
-    until a flush (no per-step ``.item()``, no device sync); on the CPU each is taken as a float in its step. They
+    until a flush (no per-step ``.item()``, no device sync); on the CPU each becomes a float within 32 steps. They
     are written at epoch ends (when 10 s passed since the last write:
     shorter epochs share one; ``DEVIATE_FLUSH_INTERVAL_S=0`` writes at every epoch end), on exception, at
     checkpoints and at teardown, so an exception loses nothing and a process killed outright at most its current
@@ -361,15 +361,9 @@ class DeviateCallback(pl.Callback):
                 steps.step, steps.started = ended + 1, now  # the next step starts as this one ends
                 if len(hot.results) != hot.planned:  # a metric logged for the first time: plan again
                     hot.replan()
-                if hot.metrics:  # what LightningMetricTap.step_caches reads; converted in bulk by _HotPath.take
+                if hot.plan:  # the step's values as the metrics hold them now; converted in bulk by _HotPath.take
                     pending = hot.pending
-                    pending.append(
-                        (
-                            hot.optimizer_steps.completed,  # `global_step`
-                            now,
-                            [None if metric.has_reset else metric._forward_cache for metric in hot.metrics],
-                        )
-                    )
+                    pending.append((hot.optimizer_steps.completed, now, _step_caches(hot.plan)))  # `global_step`
                     if len(pending) >= _PENDING_STEPS:
                         hot.take()
             except Exception as error:
@@ -721,8 +715,10 @@ _perf_counter = time.perf_counter
 
 
 # Steps whose logged values the hot path holds before converting them in one go (_HotPath.take): a step then costs
-# two attribute reads a metric, and the conversion runs as one loop, with its code and data still in the cache.
+# two attribute reads a metric, and the conversion runs as one loop with its code in the cache (the tensors it reads
+# are not: that part of its cost stays).
 _PENDING_STEPS = 32
+_step_caches = LightningMetricTap.step_caches  # one global lookup a step
 
 
 class _HotPath:
@@ -736,7 +732,6 @@ class _HotPath:
     __slots__ = (
         "batches",
         "epoch",
-        "metrics",
         "on_cpu",
         "one_shot",
         "optimizer_steps",
@@ -768,7 +763,6 @@ class _HotPath:
         self.one_shot = one_shot  # on_train_batch_start sets itself to None once it has started a chain
         self.pending: list[tuple[int, float, list[Any]]] = []
         self.plan: list[tuple[str, Any, str]] = []
-        self.metrics: list[Any] = []
         self.planned = -1
         self.replan()
 
@@ -776,7 +770,6 @@ class _HotPath:
         """Take the pending steps (read under the old plan), then plan the collection's ``on_step`` metrics."""
         self.take()
         self.plan = self.tap.step_plan("train", self.results)
-        self.metrics = [metric for _, metric, _ in self.plan]
         self.planned = len(self.results)
 
     def take(self) -> None:
