@@ -16,7 +16,7 @@ microseconds apart; on a shared machine whose speed drifts by tens of percent be
 figure that resolves a 2% effect.
 
     python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras]
-        [--pairs 25] [--fit-steps 125] [--parts startup,worst,steps,gpu]
+        [--pairs 25] [--fit-steps 125] [--parts startup,worst,steps,gpu] [--gpu-shapes launch-bound,GPU-bound]
 
 First it prints the callback's one-off start-up cost at fit start (run directory, manifest, determinism record,
 fingerprint). Then the **worst case** of issue 30, whole fits: a 32-64-1 MLP, batch 32, ``self.log`` of two metrics
@@ -30,11 +30,17 @@ an empty ``L.Callback()`` costs a fit (a third fit of each round): Lightning cal
 floor of any callback. The hook times come from a fourth fit of each round whose callback has its hooks wrapped, left
 out of the ratio: the wrappers cost time themselves, and a wrapper set on the instance keeps
 ``on_train_batch_start`` called every step, which the callback otherwise sets aside after the first step of a chain.
-Goals (issue 30): <= 1.02x and <= 20 us a step. Then the **GPU-shaped** variant: a wider MLP on CUDA, throughput
-(samples/s, wall time, the device drained at the end of each fit) with and without the callback, interleaved;
-skipped, with a line saying so, where no CUDA device is present. Then, for each installed Keras backend among
-TensorFlow and torch, ``keras_overhead.py`` runs the step-interleaved measurement (goal: 1.03x) and the same
-worst case for ``deviate_cb.keras.DeviateCallback`` in its own process.
+Goals (issue 30): <= 1.02x and <= 20 us a step. Then the **GPU-shaped** variant on CUDA (``--gpu-shapes``): a
+GPU-bound MLP (4096-8192-1, batch 4096: the device is busy) and a launch-bound one (1024-4096-1, batch 512: the
+host's Python is), batches made ahead on the device, throughput (samples/s over epochs 1-2, wall time, the device
+drained at both ends) in rounds of four fits, each first in turn: none, DeviateCallback, an empty callback, and a
+callback calling ``torch.cuda.synchronize()`` before and after every step (what the step timer did before issue
+30); printed: the median ratio to no callback with its IQR over rounds, DeviateCallback's per-step hooks' host
+time, and the recorded step times. Skipped, with a line saying so, where no CUDA device is present. On an H100
+(2026-11-26, 8 rounds): GPU-bound 0.999x (sync 0.908x); launch-bound 0.970x [IQR 0.953-1.020] (empty callback
+1.013x: that machine's fits vary by a few percent), the hooks 40-80 us a step. Then, for each installed Keras
+backend among TensorFlow and torch, ``keras_overhead.py`` runs the step-interleaved measurement (goal: 1.03x) and
+the same worst case for ``deviate_cb.keras.DeviateCallback`` in its own process.
 """
 
 from __future__ import annotations
@@ -210,6 +216,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=25, help="worst case: fit pairs (bare, with)")
     parser.add_argument("--fit-steps", type=int, default=125, help="worst case: steps per epoch of a 4-epoch fit")
     parser.add_argument("--parts", default="startup,worst,steps,gpu", help="comma-separated parts to run")
+    parser.add_argument("--gpu-shapes", default="launch-bound,GPU-bound", help="the GPU part's shapes")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     if args.only != "keras":
@@ -311,8 +318,24 @@ def worst_case_part(args: argparse.Namespace) -> None:
     print()
 
 
+class _Batches:
+    """An epoch's batches, made ahead (a list would be read by Lightning as a list of loaders)."""
+
+    def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.batches, self.samples = batches, sum(len(x) for x, _ in batches)
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
 def gpu_part(args: argparse.Namespace) -> None:
-    """Throughput on CUDA with and without the callback (a GPU-shaped model: the GPU, not Python, is busy)."""
+    """Throughput on CUDA with and without the callback, and with a callback that synchronises every step (what
+    issue 30 removed: the step timer used to call ``torch.cuda.synchronize()`` around each step), for two shapes:
+    a launch-bound MLP (the host's Python is the bottleneck, so per-step host work shows) and a GPU-bound one
+    (the device is busy; a per-step sync stalls the host's run-ahead)."""
     if not torch.cuda.is_available():
         print("GPU-shaped variant skipped: no CUDA device here (torch.cuda.is_available() is False).")
         print()
@@ -320,12 +343,6 @@ def gpu_part(args: argparse.Namespace) -> None:
     warnings.filterwarnings("ignore")
     for name in ("lightning.pytorch", "lightning.fabric"):
         __import__("logging").getLogger(name).setLevel("ERROR")
-    features, width, batch, steps = 1024, 4096, 512, 150
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(batch * steps, features, generator=gen)
-    y = torch.randn(batch * steps, 1, generator=gen)
-    data = TensorDataset(x.cuda(), y.cuda())  # on the device: the loader is not what is measured
-    loader = DataLoader(data, batch_size=batch, shuffle=False)
 
     class Window(L.Callback):
         """Times epochs 1-2 (epoch 0 warms up), the device drained at both ends only."""
@@ -341,47 +358,103 @@ def gpu_part(args: argparse.Namespace) -> None:
             torch.cuda.synchronize()
             self.seconds = time.perf_counter() - self.start
 
-    def fit(callback: Any) -> float:
-        window = Window()
-        trainer = L.Trainer(
-            max_epochs=3,
-            accelerator="cuda",
-            devices=1,
-            callbacks=[window] + ([] if callback is None else [callback]),
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-        )
-        trainer.fit(WorstMLP(width=width, features=features), loader)
-        return 2 * batch * steps / window.seconds
+    class SyncEveryStep(L.Callback):
+        """The design issue 30 replaced: the host waits for the device before and after every step."""
 
-    rounds = max(args.pairs // 3, 3)
-    ratios, with_rate, without_rate = [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))
-        for pair in range(rounds):
-            callback = DeviateCallback(Path(tmp) / "runs", experiment="gpu")
-            if pair % 2:
-                with_s, without_s = fit(callback), fit(None)
-            else:
-                without_s, with_s = fit(None), fit(callback)
-            ratios.append(with_s / without_s)
-            with_rate.append(with_s)
-            without_rate.append(without_s)
-        run_dir = next(Path(tmp, "runs").rglob("run.json")).parent
-        walls = [r["wall_s"] for r in read_timings(run_dir).to_pylist() if r["kind"] == "step"]
-    print(
-        f"GPU-shaped ({torch.cuda.get_device_name()}): {features}-{width}-1 MLP, batch {batch}, {steps} steps x 3 "
-        f"epochs (the last 2 timed), {rounds} pairs; throughput without {statistics.median(without_rate):,.0f} "
-        f"samples/s, with {statistics.median(with_rate):,.0f} samples/s: {statistics.median(ratios):.3f}x "
-        "(1.000 = no cost)"
-    )
-    print(
-        f"  recorded step times (wall_s; CUDA events: GPU time between a step's start and end): median "
-        f"{statistics.median(walls) * 1e3:.3f} ms over {len(walls)} steps"
-    )
+        def on_train_batch_start(self, *args: Any) -> None:
+            torch.cuda.synchronize()
+
+        def on_train_batch_end(self, *args: Any) -> None:
+            torch.cuda.synchronize()
+
+    shapes = [("launch-bound", 1024, 4096, 512, 150), ("GPU-bound", 4096, 8192, 4096, 40)]
+    for label, features, width, batch, steps in shapes:
+        if label not in args.gpu_shapes.split(","):
+            continue
+        gen = torch.Generator("cuda").manual_seed(0)
+        x = torch.randn(batch * steps, features, generator=gen, device="cuda")
+        y = torch.randn(batch * steps, 1, generator=gen, device="cuda")
+        # batches made ahead, on the device, as views: neither a loader nor a host-to-device copy is measured
+        batches = _Batches([(x[i : i + batch], y[i : i + batch]) for i in range(0, batch * steps, batch)])
+
+        def fit(callback: Any, loader: _Batches = batches, shape: tuple[int, ...] = (features, width)) -> float:
+            window = Window()
+            trainer = L.Trainer(
+                max_epochs=3,
+                accelerator="cuda",
+                devices=1,
+                callbacks=[window] + ([] if callback is None else [callback]),
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+            )
+            trainer.fit(WorstMLP(width=shape[1], features=shape[0]), loader)
+            return 2 * loader.samples / window.seconds
+
+        rounds = max(args.pairs // 3, 3)
+        rates: dict[str, list[float]] = {"without": [], "with": [], "empty": [], "sync": []}
+        hook_s: list[float] = []  # DeviateCallback's two per-step hooks, host time a step
+        with tempfile.TemporaryDirectory() as tmp:
+            fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))
+            for turn in range(rounds):
+                callback = DeviateCallback(Path(tmp) / "runs", experiment="gpu")
+                spent = _time_step_hooks(callback)
+                arms = {"without": None, "with": callback, "empty": L.Callback(), "sync": SyncEveryStep()}
+                order = list(arms)[turn % 4 :] + list(arms)[: turn % 4]  # each arm goes first in turn
+                got = {arm: fit(arms[arm]) for arm in order}
+                for arm, rate in got.items():
+                    rates[arm].append(rate)
+                hook_s.append(sum(spent) / len(spent) if spent else float("nan"))
+            run_dir = next(Path(tmp, "runs").rglob("run.json")).parent
+            walls = [r["wall_s"] for r in read_timings(run_dir).to_pylist() if r["kind"] == "step"]
+        median = statistics.median
+
+        print(
+            f"GPU-shaped, {label} ({torch.cuda.get_device_name()}): {features}-{width}-1 MLP, batch {batch}, "
+            f"{steps} steps x 3 epochs (the last 2 timed), {rounds} rounds of 4 fits; throughput without a "
+            f"callback {median(rates['without']):,.0f} samples/s, relative to it (1.000 = no cost):"
+        )
+        print(f"  with DeviateCallback           {_ratio(rates['with'], rates['without'])}")
+        print(f"  with an empty L.Callback()     {_ratio(rates['empty'], rates['without'])}")
+        print(f"  with a sync before/after steps {_ratio(rates['sync'], rates['without'])}")
+        print(
+            f"  DeviateCallback's per-step hooks on the host: {median(hook_s) * 1e6:.1f} us a step (median of "
+            f"rounds); the host's time a step without a callback {batch / median(rates['without']) * 1e3:.3f} ms"
+        )
+        print(
+            f"  recorded step times (wall_s; CUDA events: GPU time between a step's start and end): median "
+            f"{median(walls) * 1e3:.3f} ms over {len(walls)} steps"
+        )
     print()
+
+
+def _ratio(rates: list[float], baseline: list[float]) -> str:
+    """Median and interquartile range of round-by-round throughput ratios."""
+    values = sorted(rate / base for rate, base in zip(rates, baseline, strict=True))
+    quarter = len(values) // 4
+    return f"{statistics.median(values):.3f}x [IQR {values[quarter]:.3f}-{values[-1 - quarter]:.3f}]"
+
+
+def _time_step_hooks(callback: Any) -> list[float]:
+    """Wrap ``callback``'s two per-step hooks (on the instance, where Lightning looks them up) to add up their
+    host time a step; the list returned fills as the fit runs, one entry a step."""
+    spent: list[float] = []
+    start, end = callback.on_train_batch_start, callback.on_train_batch_end
+    began = [0.0]
+
+    def timed_start(*args: Any) -> None:
+        t0 = time.perf_counter()
+        start(*args)
+        began[0] = time.perf_counter() - t0
+
+    def timed_end(*args: Any) -> None:
+        t0 = time.perf_counter()
+        end(*args)
+        spent.append(began[0] + time.perf_counter() - t0)
+
+    callback.on_train_batch_start, callback.on_train_batch_end = timed_start, timed_end
+    return spent
 
 
 def startup_part(repeats: int = 20) -> None:
