@@ -323,7 +323,7 @@ class DeviateCallback(pl.Callback):
             steps = hot.steps
             if steps.started is None:  # the first step of a chain: it starts now
                 steps.step = hot.batches.ready - 1  # `total_batch_idx`: every batch, also under gradient accumulation
-                steps.started = _perf_counter()
+                steps.started = _perf_counter() if steps.events is None else steps.mark()
             if hot.one_shot:
                 self.on_train_batch_start = None  # type: ignore[assignment,method-assign]
             return
@@ -355,10 +355,11 @@ class DeviateCallback(pl.Callback):
             now, steps = _perf_counter(), hot.steps
             try:
                 ended = hot.batches.ready - 1  # `total_batch_idx` of the batch ending now
+                mark = now if steps.events is None else steps.mark()  # on CUDA an event recorded on the stream
                 if steps.started is not None:
-                    steps.walls.append(now - steps.started)
+                    steps.walls.append(now - steps.started if mark is now else [steps.started, mark])
                     steps.steps.append(ended)
-                steps.step, steps.started = ended + 1, now  # the next step starts as this one ends
+                steps.step, steps.started = ended + 1, mark  # the next step starts as this one ends
                 if len(hot.results) != hot.planned:  # a metric logged for the first time: plan again
                     hot.replan()
                 if hot.plan:  # the step's values as the metrics hold them now; converted in bulk by _HotPath.take
@@ -420,7 +421,7 @@ class DeviateCallback(pl.Callback):
         if counters is None or results is None:  # another Lightning layout: the properties, a step at a time
             return
         steps = timings.host_steps("train", trainer.current_epoch)
-        if steps is None:  # CUDA events or a profiling window
+        if steps is None:  # a profiling window
             return
         # only this class's own hook sets itself aside: a subclass's override (calling this one, which starts a
         # chain only once) or a wrapper set on the instance stays and is called every step

@@ -42,7 +42,7 @@ PROFILERS = {"torch": "torch", "lightning": "torch", "tensorflow": "tensorflow"}
 
 
 class HostSteps:
-    """Training steps of one stage and epoch that an adapter's hot path times itself with ``time.perf_counter``.
+    """Training steps of one stage and epoch that an adapter's hot path times itself (host clock or CUDA events).
 
     When a step begins the adapter sets :attr:`step` and :attr:`started`; when it ends, it appends the step and
     ``time.perf_counter() - started`` to :attr:`steps` and :attr:`walls`, and sets :attr:`started` to ``None``, or
@@ -51,6 +51,12 @@ class HostSteps:
     hands the steps to its :class:`~deviate_cb.capture.step_timer.StepTimer` before anything reads or writes the
     step rows (a flush, a checkpoint, the run's end): the rows the timer would have recorded itself. A step begun
     and not ended when the run ends (an exception) is recorded up to then, as the timer records an open step.
+
+    With device events (:attr:`events` records one and returns it, the step timer's
+    :meth:`~deviate_cb.capture.step_timer.StepTimer.record_event`: the model is on CUDA), :attr:`started` is an
+    event recorded on the stream when the step began instead of a clock reading, and a step that ends records another
+    and appends ``[started, ended]`` to :attr:`walls` (the step timer reads them at the flush, one wait for all);
+    within a chain the event a step ends with is the one the next step starts with.
 
     Example:
         >>> import tempfile
@@ -66,14 +72,22 @@ class HostSteps:
         (2, 2, 0)
     """
 
-    __slots__ = ("epoch", "stage", "started", "step", "steps", "walls")
+    __slots__ = ("epoch", "events", "stage", "started", "step", "steps", "walls")
 
-    def __init__(self, stage: str, epoch: int) -> None:
-        self.stage, self.epoch = stage, epoch
+    def __init__(self, stage: str, epoch: int, events: Optional[Callable[[], Any]] = None) -> None:
+        self.stage, self.epoch, self.events = stage, epoch, events
         self.steps: list[int] = []
-        self.walls: list[float] = []
+        self.walls: list[Any] = []  # seconds, or [start, end] events
         self.step = 0  # the step begun last
-        self.started: Optional[float] = None  # when it began (perf_counter), while it has not ended
+        self.started: Any = None  # when it began (perf_counter, or a recorded event), while it has not ended
+
+    def mark(self) -> Any:
+        """Now, on this clock: ``time.perf_counter()``, or an event recorded on the current stream."""
+        return time.perf_counter() if self.events is None else self.events()
+
+    def lasted(self, started: Any, ended: Any) -> Any:
+        """What :attr:`walls` holds for a step between two :meth:`mark` readings."""
+        return ended - started if self.events is None else [started, ended]
 
 
 class RunTimings:
@@ -117,14 +131,15 @@ class RunTimings:
     def host_steps(self, stage: str, epoch: int) -> Optional[HostSteps]:
         """A :class:`HostSteps` for the adapter's hot path to time ``stage``'s steps of ``epoch`` with, or ``None``
         when steps must go through :meth:`step_started`/:meth:`step_ended` (a profiling window flags them, or the
-        timer reads CUDA events or synchronizes). The previous one's steps are taken first; it is used no more."""
+        timer synchronizes). The previous one's steps are taken first; it is used no more."""
         self._take_host_steps()
         self._host = None
-        if self.window is not None or not self.timer.host_clock:
+        timer = self.timer
+        if self.window is not None or not (timer.host_clock or timer.events is not None):
             return None
         if self._open is not None:
             self.step_ended()
-        self._host = HostSteps(stage, epoch)
+        self._host = HostSteps(stage, epoch, timer.record_event if timer.events is not None else None)
         return self._host
 
     def _take_host_steps(self, *, end_open: bool = False) -> None:
@@ -133,7 +148,7 @@ class RunTimings:
         if host is None:
             return
         if end_open and host.started is not None:
-            host.walls.append(time.perf_counter() - host.started)
+            host.walls.append(host.lasted(host.started, host.mark()))
             host.steps.append(host.step)
             host.started = None
         if host.steps:

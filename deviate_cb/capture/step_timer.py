@@ -45,6 +45,9 @@ class StepTimer:
       step's last queued work. The events are read when the rows are asked for (:meth:`rows`,
       :meth:`compute`, i.e. at a flush): one wait for the last recorded event, then ``elapsed_time`` of each
       pair. Read events go back to a pool, so a long run creates about two events per step of one flush.
+      :meth:`extend` also takes steps timed by an adapter's chain of events (``[start, end]`` lists from
+      :meth:`record_event`, where one step's end is the next one's start): read the same way; a chain's start
+      events go back to the pool, its last end does not (the chain may still be running from it).
 
     ``synchronize`` (kept for :mod:`deviate_cb.bench`, which measures with the device drained) is called before
     each host clock read; it cannot be combined with ``events``.
@@ -93,7 +96,9 @@ class StepTimer:
         self._unread = 0  # index of the first entry of `_wall` that may still be an event pair
         self._started = None
 
-    def _event(self) -> Any:
+    def record_event(self) -> Any:
+        """A device event recorded now on the current stream: one read at an earlier flush when there is one
+        (creating and destroying an event a step costs more than recording one), else a new one."""
         event = self._pool.pop() if self._pool else self._events()  # type: ignore[misc]
         event.record()
         return event
@@ -101,7 +106,7 @@ class StepTimer:
     def start_step(self) -> None:
         """Mark the beginning of a step: read the host clock (after ``synchronize``), or record an event."""
         if self._events is not None:
-            self._started = self._event()
+            self._started = self.record_event()
             return
         if self._sync is not None:
             self._sync()
@@ -118,7 +123,7 @@ class StepTimer:
             return None
         self._started = None
         if self._events is not None:
-            self._wall.append((started, self._event()))
+            self._wall.append((started, self.record_event()))
             wall = None
         else:
             if self._sync is not None:
@@ -139,9 +144,10 @@ class StepTimer:
         self._wall.append(float(wall_s))
         self._profiled.append(bool(profiled))
 
-    def extend(self, stage: str, epoch: int, steps: list[int], walls: list[float]) -> None:
-        """Record several unprofiled steps of one stage and epoch whose host times were measured elsewhere (an
-        adapter's hot path, :class:`~deviate_cb.capture.run_timings.HostSteps`)."""
+    def extend(self, stage: str, epoch: int, steps: list[int], walls: list[Any]) -> None:
+        """Record several unprofiled steps of one stage and epoch timed elsewhere (an adapter's hot path,
+        :class:`~deviate_cb.capture.run_timings.HostSteps`): host seconds, or ``[start, end]`` lists of this
+        timer's kind of events, read at the next :meth:`rows`/:meth:`columns` like its own pairs."""
         n = len(steps)
         if len(walls) != n:
             raise ValueError(f"`steps` and `walls` must have the same length. Received: {n} and {len(walls)}.")
@@ -150,6 +156,11 @@ class StepTimer:
         self._step += steps
         self._wall += walls
         self._profiled += [False] * n
+
+    @property
+    def events(self) -> Optional[Callable[[], Any]]:
+        """What makes this timer's device events (``None``: host clock)."""
+        return self._events
 
     @property
     def host_clock(self) -> bool:
@@ -162,13 +173,16 @@ class StepTimer:
     def _read_events(self) -> None:
         """Turn the event pairs recorded since the last read into seconds: one wait, for the last event."""
         walls = self._wall
-        pairs = [i for i in range(self._unread, len(walls)) if isinstance(walls[i], tuple)]
+        pairs = [i for i in range(self._unread, len(walls)) if isinstance(walls[i], (tuple, list))]
         if pairs:
             walls[pairs[-1]][1].synchronize()  # the stream runs in order: every earlier event has completed too
             for i in pairs:
-                start, end = walls[i]
-                walls[i] = start.elapsed_time(end) / 1000.0
-                self._pool += (start, end)
+                pair = walls[i]
+                walls[i] = pair[0].elapsed_time(pair[1]) / 1000.0
+                if type(pair) is tuple:  # the timer's own pair: both events are free again
+                    self._pool += pair
+                else:  # a chain's: its start was the previous step's end (read by now); its end may start the next
+                    self._pool.append(pair[0])
         self._unread = len(walls)  # only once read: a failed read (a CUDA error) is tried again at the next flush
 
     def compute(self) -> dict[str, dict[str, Any]]:

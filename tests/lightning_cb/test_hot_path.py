@@ -271,13 +271,40 @@ class _Clock(L.Callback):
         self.ends.append(time.perf_counter())
 
 
+class _StampEvent:
+    """Stands in for ``torch.cuda.Event(enable_timing=True)`` on the CPU: ``record`` stamps ``perf_counter`` (a
+    stream that is always caught up), ``synchronize`` is counted, ``elapsed_time`` is in milliseconds."""
+
+    made = 0
+    waits = 0
+
+    def __init__(self) -> None:
+        _StampEvent.made += 1
+        self.stamp: float | None = None
+
+    def record(self) -> None:
+        self.stamp = time.perf_counter()
+
+    def synchronize(self) -> None:
+        _StampEvent.waits += 1
+
+    def elapsed_time(self, end: _StampEvent) -> float:
+        assert self.stamp is not None and end.stamp is not None
+        return (end.stamp - self.stamp) * 1000.0
+
+
+@pytest.mark.parametrize("clock", ["host", "events"])
 def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epoch_and_validation(
-    tmp_path: Path,
+    tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Host-clock step times: from the end of the step before (its batch fetched, other callbacks' hooks run) to
-    the step's end; the first step of an epoch and the first after a validation run from their own start, the
-    only steps for which Lightning calls DeviateCallback's on_train_batch_start. Two spies around the callback
-    bound each recorded time."""
+    """Step times: from the end of the step before (its batch fetched, other callbacks' hooks run) to the step's
+    end; the first step of an epoch and the first after a validation run from their own start, the only steps
+    for which Lightning calls DeviateCallback's on_train_batch_start. Two spies around the callback bound each
+    recorded time. With device events (as on CUDA; here events stamped with the host clock) the same chain
+    records one event a step and one at each chain's start, read at the flushes with one wait each."""
+    if clock == "events":
+        monkeypatch.setattr("deviate_cb.lightning.cuda_events", lambda device: _StampEvent)
+        _StampEvent.made = _StampEvent.waits = 0
     cb = DeviateCallback(tmp_path / "runs")
     before, after = _Clock(cb), _Clock(cb)
     with warnings.catch_warnings():
@@ -295,3 +322,6 @@ def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epo
         else:
             low, high = before.ends[i] - after.ends[i - 1], after.ends[i] - before.ends[i - 1]
         assert low <= row["wall_s"] <= high, (i, low, row["wall_s"], high)
+    if clock == "events":
+        assert _StampEvent.made == 12 + len(chain_starts)  # a chain's start, then one event a step
+        assert 1 <= _StampEvent.waits <= 3  # at the flushes (the epoch ends, the run's end), never a step

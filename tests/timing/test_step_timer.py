@@ -163,3 +163,28 @@ def test_cuda_events_only_for_a_cuda_device() -> None:
     assert cuda_events("cpu") is None and cuda_events(None) is None
     factory = cuda_events("cuda:0")
     assert factory is not None and factory.keywords == {"enable_timing": True}  # type: ignore[attr-defined]
+
+
+def test_a_chain_of_events_is_read_like_pairs_and_its_starts_are_reused() -> None:
+    # An adapter's hot path (HostSteps on CUDA) records one event a step with record_event and hands the timer
+    # [start, end] lists where a step's end is the next one's start; a read returns each start to the pool and
+    # keeps the chain's last end out of it (the chain may go on from it), so no event is ever recorded twice
+    # while still needed.
+    FakeEvent.stream_time, FakeEvent.made, FakeEvent.waits = 0.0, 0, 0
+    timer = StepTimer(events=FakeEvent)
+    marks = [timer.record_event()]
+    for step in range(3):
+        FakeEvent.stream_time += step + 1.0
+        marks.append(timer.record_event())
+    timer.extend("train", 0, [0, 1, 2], [[marks[i], marks[i + 1]] for i in range(3)])
+    assert FakeEvent.made == 4 and FakeEvent.waits == 0
+    assert timer.columns().wall_s == [1.0, 2.0, 3.0] and FakeEvent.waits == 1
+    FakeEvent.stream_time += 0.5  # the chain goes on from its last end, with an event read before
+    following = timer.record_event()
+    assert FakeEvent.made == 4 and following is not marks[-1] and any(following is e for e in marks[:3])
+    timer.extend("train", 0, [3], [[marks[-1], following]])
+    timer.start_step()  # the timer's own pair beside it, from the pool too
+    FakeEvent.stream_time += 0.25
+    timer.end_step("train", 0, 4)
+    assert FakeEvent.made == 4
+    assert timer.columns(3).wall_s == [0.5, 0.25] and FakeEvent.waits == 2
