@@ -17,6 +17,7 @@ figure that resolves a 2% effect.
 
     python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras]
         [--pairs 25] [--fit-steps 125] [--parts startup,worst,steps,gpu] [--gpu-shapes launch-bound,GPU-bound]
+        [--runs-dir DIR]
 
 First it prints the callback's one-off start-up cost at fit start (run directory, manifest, determinism record,
 fingerprint). Then the **worst case** of issue 30, whole fits: a 32-64-1 MLP, batch 32, ``self.log`` of two metrics
@@ -217,6 +218,9 @@ def main() -> None:
     parser.add_argument("--fit-steps", type=int, default=125, help="worst case: steps per epoch of a 4-epoch fit")
     parser.add_argument("--parts", default="startup,worst,steps,gpu", help="comma-separated parts to run")
     parser.add_argument("--gpu-shapes", default="launch-bound,GPU-bound", help="the GPU part's shapes")
+    parser.add_argument(
+        "--runs-dir", help="worst case: where the runs are written (default: the system's temporary directory)"
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     if args.only != "keras":
@@ -284,7 +288,7 @@ def worst_case_part(args: argparse.Namespace) -> None:
               "end": ("on_fit_end", "teardown")}  # fmt: skip
     per_fit: dict[str, list[float]] = {name: [] for name in ("per-step", *groups)}
     kinds = ["bare", "with", "empty", "timed"]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.runs_dir) as tmp:
         fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))  # warm-up: imports, first calls
         for pair in range(args.pairs):
             # "with" is the callback as users run it; "timed" (left out of the ratio) has its hooks wrapped to time
@@ -313,7 +317,7 @@ def worst_case_part(args: argparse.Namespace) -> None:
     print_fit_costs(
         bare=bare, ratios=ratios, extra=extra, per_step=spent_all, hooks=" + ".join(hooks), kept=kept,
         expected=expected, per_fit=per_fit,
-        empty_extra=empty_extra, empty="L.Callback()", steps=4 * args.fit_steps,
+        empty_extra=empty_extra, empty="L.Callback()", steps=4 * args.fit_steps, runs_dir=args.runs_dir,
     )  # fmt: skip
     print()
 
@@ -498,7 +502,8 @@ def keras_part(args: argparse.Namespace) -> None:
         command = [sys.executable, str(script), f"--rounds={rounds}", f"--epochs={args.epochs}"]
         pairs = args.pairs if "worst" in args.parts.split(",") else 0
         subprocess.run(
-            [*command, f"--steps={args.steps}", f"--pairs={pairs}", f"--fit-steps={args.fit_steps}"],
+            [*command, f"--steps={args.steps}", f"--pairs={pairs}", f"--fit-steps={args.fit_steps}"]
+            + ([f"--runs-dir={args.runs_dir}"] if args.runs_dir else []),
             env=env,
             check=True,
         )

@@ -15,11 +15,62 @@ Example:
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import time
-from typing import Any
+from typing import Any, Optional
 
-__all__ = ["hook_timer", "per_step_us", "print_fit_costs"]
+__all__ = ["files_cost", "hook_timer", "per_step_us", "print_fit_costs"]
+
+# What one run writes (DeviateCallback, a short fit): run.json at the start and at the end, fingerprint.json,
+# metrics.parquet and timings.parquet, each atomically (a new file, written, fsynced, renamed over the target),
+# in a new replica directory. Sizes as the worst case writes them.
+RUN_FILES = (("run.json", 3_000), ("fingerprint.json", 9_000), ("timings.parquet", 6_000),
+             ("metrics.parquet", 14_000), ("run.json", 3_500))  # fmt: skip
+
+
+def files_cost(directory: Optional[str], repeats: int = 20) -> tuple[float, str]:
+    """Process CPU seconds one run's files cost on ``directory``'s file system (median of ``repeats``): a new
+    directory and :data:`RUN_FILES` written as ``deviate_cb.store.atomic`` writes them; and that file system's
+    type and mount point as ``/proc/mounts`` lists them (``"unknown"`` where it cannot be read).
+
+    Example:
+        >>> seconds, where = files_cost(None, repeats=2)
+        >>> seconds > 0 and isinstance(where, str)
+        True
+    """
+    spent = []
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        for i in range(repeats):
+            start = time.process_time()
+            run = os.path.join(tmp, f"replica={i}")
+            os.mkdir(run)
+            for name, size in RUN_FILES:
+                temporary = os.path.join(run, f".{name}.tmp")
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                try:
+                    os.write(fd, b"x" * size)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(temporary, os.path.join(run, name))
+            spent.append(time.process_time() - start)
+        return statistics.median(spent), _file_system(tmp)
+
+
+def _file_system(path: str) -> str:
+    real, best = os.path.realpath(path), ("", "unknown")
+    try:
+        with open("/proc/mounts") as mounts:
+            for line in mounts:
+                fields = line.split()
+                under = len(fields) >= 3 and (real == fields[1] or real.startswith(fields[1].rstrip("/") + "/"))
+                if under and len(fields[1]) >= len(best[0]):
+                    best = (fields[1], f"{fields[2]} at {fields[1]}")
+    except OSError:
+        pass
+    return best[1]
 
 
 def hook_timer(callback: Any, names: tuple[str, ...]) -> list[int]:
@@ -56,6 +107,7 @@ def print_fit_costs(
     empty_extra: list[float],
     empty: str,
     steps: int,
+    runs_dir: Optional[str] = None,
 ) -> None:
     """The worst case's three lines (issue 30), for Lightning and Keras alike: the bare fit and the ratio, the
     per-step hook microseconds with the rows kept, and the milliseconds inside each group of hooks next to what an
@@ -78,4 +130,10 @@ def print_fit_costs(
         + ", ".join(f"{name} {ms:.1f}" for name, ms in inside.items())
         + f"; an empty {empty} costs {median(empty_extra) * 1e3:+.1f} ms a fit (the framework calls its hooks: the "
         "floor of any callback)"
+    )
+    seconds, where = files_cost(runs_dir)
+    print(
+        f"  the runs directory's file system ({where}): one run's files (a directory; run.json twice, "
+        f"fingerprint.json, metrics.parquet, timings.parquet, each a new file written, fsynced and renamed) cost "
+        f"{seconds * 1e3:.2f} ms of CPU a run, part of the extra above"
     )

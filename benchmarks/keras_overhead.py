@@ -137,7 +137,7 @@ def worst_case(args: argparse.Namespace, backend: str) -> None:
 
     ratios, extra, bare, per_step, empty_extra = [], [], [], [], []
     per_fit: dict[str, list[float]] = {name: [] for name in groups}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.runs_dir) as tmp:
         fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm")), fit(keras.callbacks.Callback())
         for pair in range(args.pairs):
             callback = DeviateCallback(Path(tmp) / "runs", experiment="worst")
@@ -165,7 +165,7 @@ def worst_case(args: argparse.Namespace, backend: str) -> None:
     print_fit_costs(
         bare=bare, ratios=ratios, extra=extra, per_step=per_step, hooks="on_train_batch_begin + on_train_batch_end",
         kept=kept, expected=expected, per_fit=per_fit, empty_extra=empty_extra, empty="keras.callbacks.Callback()",
-        steps=4 * args.fit_steps,
+        steps=4 * args.fit_steps, runs_dir=args.runs_dir,
     )  # fmt: skip
 
 
@@ -178,6 +178,7 @@ def main() -> None:
         "--pairs", type=int, default=25, help="worst case: rounds of fits (bare, with, empty callback); 0 skips it"
     )
     parser.add_argument("--fit-steps", type=int, default=125, help="worst case: steps per epoch of a 4-epoch fit")
+    parser.add_argument("--runs-dir", help="worst case: where the runs are written (default: a temporary directory)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     backend = keras.backend.backend()
