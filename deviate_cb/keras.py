@@ -174,7 +174,7 @@ class DeviateCallback(keras.callbacks.Callback):
         self._skipped: set[str] = set()
         # the per-step hooks' switches, set for each fit by _arm_step_hooks (the hot path, see on_train_batch_begin)
         self._step_clock: Optional[_StepClock] = None  # host-clock step times, read once a step
-        self._device_steps = False  # steps are timed with CUDA events (the step timer's own path)
+        self._device_steps = False  # steps are timed with CUDA events (torch with CUDA)
         self._keep_logs = False  # on_train_batch_end keeps the logs: this process records
         self._slow_begin = False  # on_train_batch_begin has more to do: the step timer itself, audit, resume point
         self._slow_end = False  # on_train_batch_end has more to do: audit, resume point
@@ -263,8 +263,10 @@ class DeviateCallback(keras.callbacks.Callback):
         """Decide once per fit what the per-step hooks do, so that they read a few attributes and branch no more."""
         session = self._session
         timings = session.timings if session.enabled else None
-        host_clock = timings is not None and timings.window is None and not self._device_steps
-        self._step_clock = _StepClock() if host_clock else None
+        host_clock = timings is not None and timings.window is None  # the host's clock, or a chain of CUDA events
+        self._step_clock = None
+        if timings is not None and host_clock:
+            self._step_clock = _StepClock(timings.timer.record_event if self._device_steps else None)
         self._keep_logs = session.enabled
         self._slow_end = self._audit is not None or self._resume is not None
         self._slow_begin = self._slow_end or (timings is not None and not host_clock)
@@ -291,15 +293,16 @@ class DeviateCallback(keras.callbacks.Callback):
             self._session.fit_planned = first + steps * max(epochs - epoch, 0)
 
     # The two per-step hooks are the hot path (docs/architecture.md, step 9): on_train_batch_begin reads the host
-    # clock and appends it and the step (_StepClock), on_train_batch_end appends the logs Keras hands it (floats
-    # already: Keras' CallbackList converts them for every callback list, with or without this callback); `try`
-    # instead of `guarded` (no object per step). Converting, sorting and recording wait for the epoch end. A
-    # profiling window, CUDA events, an audit or a resume point take the slow path (_batch_begin, _batch_end).
+    # clock (on torch with CUDA: records an event on the stream) and appends it and the step (_StepClock),
+    # on_train_batch_end appends the logs Keras hands it (floats already: Keras' CallbackList converts them for
+    # every callback list, with or without this callback); `try` instead of `guarded` (no object per step).
+    # Converting, sorting and recording wait for the epoch end. A profiling window, an audit or a resume point
+    # take the slow path (_batch_begin, _batch_end).
     def on_train_batch_begin(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         clock = self._step_clock
         if clock is not None:
             try:
-                clock.starts.append(time.perf_counter())
+                clock.starts.append(clock.now())
                 clock.steps.append(self._steps_done + batch)
             except Exception as error:
                 record_or_raise(self._session, "on_train_batch_begin: step timing", error)
@@ -508,13 +511,19 @@ class DeviateCallback(keras.callbacks.Callback):
 
 
 class _StepClock:
-    """Training steps timed with the host clock read once a step, for :class:`DeviateCallback`'s hot path.
+    """Training steps timed with one clock reading a step, for :class:`DeviateCallback`'s hot path.
 
-    ``on_train_batch_begin`` appends the step and ``time.perf_counter()`` to :attr:`steps` and :attr:`starts`
-    (no call, no object); a step lasts from its start to the next step's start, or to :meth:`stop` for the
+    ``on_train_batch_begin`` appends the step and a reading of :attr:`now` to :attr:`steps` and :attr:`starts`
+    (one call, no object); a step lasts from its start to the next step's start, or to :meth:`stop` for the
     epoch's last one (its training ends: validation or the epoch end). :meth:`hand_over` gives the steps to the
     run's :class:`~deviate_cb.capture.step_timer.StepTimer` at the epoch end, the rows it would have recorded
     itself (``step_started``/``step_ended`` a step, two clock reads) with a flush still to come.
+
+    Args:
+        events: ``None``: the host clock (``time.perf_counter``). Else what records a CUDA event on the current
+            stream and returns it (the step timer's
+            :meth:`~deviate_cb.capture.step_timer.StepTimer.record_event`, Keras on torch with CUDA): each reading
+            is an event, nothing waits, and the steps go to the timer as ``[start, end]`` events, read at its flush.
 
     Example:
         >>> clock, timer = _StepClock(), StepTimer()
@@ -525,17 +534,19 @@ class _StepClock:
         ([0, 1], [0.5, 0.75], [])
     """
 
-    __slots__ = ("starts", "steps", "stopped")
+    __slots__ = ("events", "now", "starts", "steps", "stopped")
 
-    def __init__(self) -> None:
+    def __init__(self, events: Optional[Callable[[], Any]] = None) -> None:
+        self.events = events is not None
+        self.now: Callable[[], Any] = time.perf_counter if events is None else events
         self.steps: list[int] = []
-        self.starts: list[float] = []
-        self.stopped: Optional[float] = None  # when the last step ended, once it has
+        self.starts: list[Any] = []  # perf_counter readings, or events
+        self.stopped: Any = None  # when the last step ended, once it has
 
     def stop(self) -> None:
         """The last step started ends now (nothing if no step is open)."""
         if self.steps and self.stopped is None:
-            self.stopped = time.perf_counter()
+            self.stopped = self.now()
 
     def hand_over(self, timer: StepTimer, epoch: int) -> None:
         """End the last step (if :meth:`stop` did not) and record every step in ``timer``; start afresh."""
@@ -545,8 +556,10 @@ class _StepClock:
         steps, starts, stopped = self.steps, self.starts, self.stopped
         self.steps, self.starts, self.stopped = [], [], None
         ends = [*starts[1:], stopped]
-        walls = [end - start for start, end in zip(starts, ends, strict=True)]  # type: ignore[operator]
-        timer.extend("train", epoch, steps, walls)
+        if self.events:
+            timer.extend("train", epoch, steps, [[start, end] for start, end in zip(starts, ends, strict=True)])
+        else:
+            timer.extend("train", epoch, steps, [end - start for start, end in zip(starts, ends, strict=True)])
 
 
 def _predict(model: Any, config: Predictions) -> CollectedPredictions:

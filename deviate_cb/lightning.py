@@ -90,8 +90,8 @@ class DeviateCallback(pl.Callback):
             :class:`~deviate_cb.profiling.window.ProfileWindow`. Every run records each training batch's wall time in
             ``timings.parquet`` anyway (host time from the previous batch's end to its end, the batch's fetch
             included; an epoch's first batch and the first after validation from its start; on CUDA the GPU time
-            between two CUDA events recorded on the stream at the batch's start and end,
-            read at the epoch-end flush: no device synchronisation per step; steps in a profiling window are
+            between the CUDA events recorded on the stream where those clock readings are taken, one a batch,
+            read at the flush: no device synchronisation per step; steps in a profiling window are
             flagged and left out of step statistics). Default: off.
         audit: Record a bit-exact digest of every tensor of the first ``audit`` training steps (``True``: 20) to
             ``audit.parquet``: the input batch, every module's forward output, every parameter's gradient (in the
@@ -312,8 +312,8 @@ class DeviateCallback(pl.Callback):
     # file. A step lasts from the end of the one before to its own end (what Keras' steps are, start to start), so
     # on_train_batch_start is needed only where a chain of steps begins (an epoch, after validation): it starts the
     # clock and sets itself to None on the instance, which Lightning then skips (its dispatch costs as much as the
-    # hook's work). CUDA events, a profiling window, an audit or a resume point take the slower path below them,
-    # with both hooks every step.
+    # hook's work). On CUDA the clock is an event recorded on the stream (HostSteps.mark). A profiling window, an
+    # audit or a resume point take the slower path below them, with both hooks every step.
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int

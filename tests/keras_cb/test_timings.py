@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import pytest
 
 from deviate_cb.keras import DeviateCallback
 from deviate_cb.store.timings import read_timings
@@ -47,10 +48,39 @@ class SlowValidation(keras.callbacks.Callback):
         time.sleep(0.05)
 
 
-def test_each_step_lasts_from_its_start_to_the_next_and_the_last_ends_where_validation_begins(tmp_path: Path) -> None:
+class StampEvent:
+    """Stands in for ``torch.cuda.Event(enable_timing=True)`` on the CPU: ``record`` stamps ``perf_counter`` (a
+    stream that is always caught up), ``synchronize`` is counted, ``elapsed_time`` is in milliseconds."""
+
+    made = 0
+    waits = 0
+
+    def __init__(self) -> None:
+        StampEvent.made += 1
+        self.stamp = 0.0
+
+    def record(self) -> None:
+        self.stamp = time.perf_counter()
+
+    def synchronize(self) -> None:
+        StampEvent.waits += 1
+
+    def elapsed_time(self, end: StampEvent) -> float:
+        return (end.stamp - self.stamp) * 1000.0
+
+
+@pytest.mark.parametrize("clock", ["host", "events"])
+def test_each_step_lasts_from_its_start_to_the_next_and_the_last_ends_where_validation_begins(
+    tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Keras calls the callbacks in list order: DeviateCallback reads its clock between the two spies' readings, so
     # each step's recorded time lies between what the spies saw (no tolerance: one monotonic clock); the last step
-    # of an epoch ends when validation begins, without the (slow) validation in it.
+    # of an epoch ends when validation begins, without the (slow) validation in it. With device events (as on torch
+    # with CUDA; here events stamped with the host clock) each reading is an event: one a step and one where an
+    # epoch's steps end, read when the steps are written, never a step at a time.
+    if clock == "events":
+        monkeypatch.setattr("deviate_cb.keras._step_events", lambda backend: StampEvent)
+        StampEvent.made = StampEvent.waits = 0
     x, y = data()
     before, after = ClockSpy(), ClockSpy()
     cb = DeviateCallback(tmp_path / "runs", experiment="k")
@@ -75,3 +105,6 @@ def test_each_step_lasts_from_its_start_to_the_next_and_the_last_ends_where_vali
             low, high = before.validation[epoch] - after.starts[i], after.validation[epoch] - before.starts[i]
         assert low - 1e-9 <= row["wall_s"] <= high + 1e-9, (i, low, row["wall_s"], high)
     assert "problems" not in json.loads((Path(cb.run_dir) / "run.json").read_text())
+    if clock == "events":
+        assert StampEvent.made == 8 + 2  # one a step, one at each epoch's end of training
+        assert 1 <= StampEvent.waits <= 3  # at the flushes, never a step
