@@ -9,6 +9,7 @@ from typing import Any
 
 import keras
 import pytest
+from stand_in_events import StampEvent
 
 from deviate_cb.keras import DeviateCallback
 from deviate_cb.store.timings import read_timings
@@ -48,27 +49,6 @@ class SlowValidation(keras.callbacks.Callback):
         time.sleep(0.05)
 
 
-class StampEvent:
-    """Stands in for ``torch.cuda.Event(enable_timing=True)`` on the CPU: ``record`` stamps ``perf_counter`` (a
-    stream that is always caught up), ``synchronize`` is counted, ``elapsed_time`` is in milliseconds."""
-
-    made = 0
-    waits = 0
-
-    def __init__(self) -> None:
-        StampEvent.made += 1
-        self.stamp = 0.0
-
-    def record(self) -> None:
-        self.stamp = time.perf_counter()
-
-    def synchronize(self) -> None:
-        StampEvent.waits += 1
-
-    def elapsed_time(self, end: StampEvent) -> float:
-        return (end.stamp - self.stamp) * 1000.0
-
-
 @pytest.mark.parametrize("clock", ["host", "events"])
 def test_each_step_lasts_from_its_start_to_the_next_and_the_last_ends_where_validation_begins(
     tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
@@ -80,7 +60,7 @@ def test_each_step_lasts_from_its_start_to_the_next_and_the_last_ends_where_vali
     # epoch's steps end, read when the steps are written, never a step at a time.
     if clock == "events":
         monkeypatch.setattr("deviate_cb.keras._step_events", lambda backend: StampEvent)
-        StampEvent.made = StampEvent.waits = 0
+        StampEvent.reset()
     x, y = data()
     before, after = ClockSpy(), ClockSpy()
     cb = DeviateCallback(tmp_path / "runs", experiment="k")

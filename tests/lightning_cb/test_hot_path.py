@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from stand_in_events import StampEvent
 from torch.nn import functional as F
 
 from deviate_cb.capture.lightning_tap import LightningMetricTap
@@ -271,28 +272,6 @@ class _Clock(L.Callback):
         self.ends.append(time.perf_counter())
 
 
-class _StampEvent:
-    """Stands in for ``torch.cuda.Event(enable_timing=True)`` on the CPU: ``record`` stamps ``perf_counter`` (a
-    stream that is always caught up), ``synchronize`` is counted, ``elapsed_time`` is in milliseconds."""
-
-    made = 0
-    waits = 0
-
-    def __init__(self) -> None:
-        _StampEvent.made += 1
-        self.stamp: float | None = None
-
-    def record(self) -> None:
-        self.stamp = time.perf_counter()
-
-    def synchronize(self) -> None:
-        _StampEvent.waits += 1
-
-    def elapsed_time(self, end: _StampEvent) -> float:
-        assert self.stamp is not None and end.stamp is not None
-        return (end.stamp - self.stamp) * 1000.0
-
-
 @pytest.mark.parametrize("clock", ["host", "events"])
 def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epoch_and_validation(
     tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
@@ -303,8 +282,8 @@ def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epo
     recorded time. With device events (as on CUDA; here events stamped with the host clock) the same chain
     records one event a step and one at each chain's start, read at the flushes with one wait each."""
     if clock == "events":
-        monkeypatch.setattr("deviate_cb.lightning.cuda_events", lambda device: _StampEvent)
-        _StampEvent.made = _StampEvent.waits = 0
+        monkeypatch.setattr("deviate_cb.lightning.cuda_events", lambda device: StampEvent)
+        StampEvent.reset()
     cb = DeviateCallback(tmp_path / "runs")
     before, after = _Clock(cb), _Clock(cb)
     with warnings.catch_warnings():
@@ -323,5 +302,5 @@ def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epo
             low, high = before.ends[i] - after.ends[i - 1], after.ends[i] - before.ends[i - 1]
         assert low <= row["wall_s"] <= high, (i, low, row["wall_s"], high)
     if clock == "events":
-        assert _StampEvent.made == 12 + len(chain_starts)  # a chain's start, then one event a step
-        assert 1 <= _StampEvent.waits <= 3  # at the flushes (the epoch ends, the run's end), never a step
+        assert StampEvent.made == 12 + len(chain_starts)  # a chain's start, then one event a step
+        assert 1 <= StampEvent.waits <= 3  # at the flushes (the epoch ends, the run's end), never a step
