@@ -173,7 +173,7 @@ class DeviateCallback(keras.callbacks.Callback):
         self._fit_plan: Optional[tuple[int, int, int]] = None  # (first step, steps per epoch, epochs) of this fit
         self._skipped: set[str] = set()
         # the per-step hooks' switches, set for each fit by _arm_step_hooks (the hot path, see on_train_batch_begin)
-        self._step_clock: Optional[_StepClock] = None  # host-clock step times, read once a step
+        self._step_clock: Optional[_StepClock] = None  # step times from one clock reading a step (host or CUDA)
         self._device_steps = False  # steps are timed with CUDA events (torch with CUDA)
         self._keep_logs = False  # on_train_batch_end keeps the logs: this process records
         self._slow_begin = False  # on_train_batch_begin has more to do: the step timer itself, audit, resume point
@@ -263,13 +263,12 @@ class DeviateCallback(keras.callbacks.Callback):
         """Decide once per fit what the per-step hooks do, so that they read a few attributes and branch no more."""
         session = self._session
         timings = session.timings if session.enabled else None
-        host_clock = timings is not None and timings.window is None  # the host's clock, or a chain of CUDA events
         self._step_clock = None
-        if timings is not None and host_clock:
+        if timings is not None and timings.window is None:  # the host's clock, or a chain of CUDA events
             self._step_clock = _StepClock(timings.timer.record_event if self._device_steps else None)
         self._keep_logs = session.enabled
         self._slow_end = self._audit is not None or self._resume is not None
-        self._slow_begin = self._slow_end or (timings is not None and not host_clock)
+        self._slow_begin = self._slow_end or (timings is not None and self._step_clock is None)
 
     def _begin_fit(self) -> None:
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")

@@ -323,7 +323,7 @@ class DeviateCallback(pl.Callback):
             steps = hot.steps
             if steps.started is None:  # the first step of a chain: it starts now
                 steps.step = hot.batches.ready - 1  # `total_batch_idx`: every batch, also under gradient accumulation
-                steps.started = _perf_counter() if steps.events is None else steps.mark()
+                steps.started = steps.mark()  # perf_counter, or on CUDA an event recorded on the stream
             if hot.one_shot:
                 self.on_train_batch_start = None  # type: ignore[assignment,method-assign]
             return
@@ -356,8 +356,8 @@ class DeviateCallback(pl.Callback):
             try:
                 ended = hot.batches.ready - 1  # `total_batch_idx` of the batch ending now
                 mark = now if steps.events is None else steps.mark()  # on CUDA an event recorded on the stream
-                if steps.started is not None:
-                    steps.walls.append(now - steps.started if mark is now else [steps.started, mark])
+                if steps.started is not None:  # HostSteps.lasted, inline: no call a step
+                    steps.walls.append(now - steps.started if steps.events is None else [steps.started, mark])
                     steps.steps.append(ended)
                 steps.step, steps.started = ended + 1, mark  # the next step starts as this one ends
                 if len(hot.results) != hot.planned:  # a metric logged for the first time: plan again
