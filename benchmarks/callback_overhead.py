@@ -403,13 +403,13 @@ def gpu_part(args: argparse.Namespace) -> None:
             fit(None), fit(DeviateCallback(Path(tmp) / "warm", experiment="warm"))
             for turn in range(rounds):
                 callback = DeviateCallback(Path(tmp) / "runs", experiment="gpu")
-                spent = _time_step_hooks(callback)
+                spent = hook_timer(callback, ("on_train_batch_start", "on_train_batch_end"))  # ns, two a step
                 arms = {"without": None, "with": callback, "empty": L.Callback(), "sync": SyncEveryStep()}
                 order = list(arms)[turn % 4 :] + list(arms)[: turn % 4]  # each arm goes first in turn
                 got = {arm: fit(arms[arm]) for arm in order}
                 for arm, rate in got.items():
                     rates[arm].append(rate)
-                hook_s.append(sum(spent) / len(spent) if spent else float("nan"))
+                hook_s.append(sum(spent) / 1e9 / (len(spent) // 2) if spent else float("nan"))  # mean a step
             run_dir = next(Path(tmp, "runs").rglob("run.json")).parent
             walls = [r["wall_s"] for r in read_timings(run_dir).to_pylist() if r["kind"] == "step"]
         median = statistics.median
@@ -438,27 +438,6 @@ def _ratio(rates: list[float], baseline: list[float]) -> str:
     values = sorted(rate / base for rate, base in zip(rates, baseline, strict=True))
     quarter = len(values) // 4
     return f"{statistics.median(values):.3f}x [IQR {values[quarter]:.3f}-{values[-1 - quarter]:.3f}]"
-
-
-def _time_step_hooks(callback: Any) -> list[float]:
-    """Wrap ``callback``'s two per-step hooks (on the instance, where Lightning looks them up) to add up their
-    host time a step; the list returned fills as the fit runs, one entry a step."""
-    spent: list[float] = []
-    start, end = callback.on_train_batch_start, callback.on_train_batch_end
-    began = [0.0]
-
-    def timed_start(*args: Any) -> None:
-        t0 = time.perf_counter()
-        start(*args)
-        began[0] = time.perf_counter() - t0
-
-    def timed_end(*args: Any) -> None:
-        t0 = time.perf_counter()
-        end(*args)
-        spent.append(began[0] + time.perf_counter() - t0)
-
-    callback.on_train_batch_start, callback.on_train_batch_end = timed_start, timed_end
-    return spent
 
 
 def startup_part(repeats: int = 20) -> None:

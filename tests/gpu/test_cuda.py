@@ -17,6 +17,7 @@ import lightning as L
 import pyarrow.parquet as pq
 import pytest
 import torch
+from lightning_cb.models import trainer
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -52,22 +53,12 @@ class _MLP(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=1e-2)
 
 
-def _fit(callbacks: list, module: L.LightningModule, loader: DataLoader, epochs: int = 2, **kwargs: Any) -> L.Trainer:
-    trainer = L.Trainer(
-        max_epochs=epochs,
-        accelerator="cuda",
-        devices=1,
-        callbacks=callbacks,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **kwargs,
-    )
+def _fit(callbacks: list, module: L.LightningModule, loader: DataLoader, epochs: int = 2) -> L.Trainer:
+    fit = trainer(callbacks, max_epochs=epochs, accelerator="cuda")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer.fit(module, loader)
-    return trainer
+        fit.fit(module, loader)
+    return fit
 
 
 def _syncs(run: Callable[[], Any]) -> dict[str, int]:
