@@ -232,8 +232,9 @@ def test_values_taken_in_bulk_are_every_logged_value_in_order_across_new_metrics
 
 
 def test_on_the_cpu_no_logged_tensor_outlives_its_step(tmp_path: Path) -> None:
-    """On the CPU each step's values are taken as floats at once: by the epoch's end every earlier step's logged
-    tensor is gone (holding them until the flush slows the following steps), and the floats are the tensors'."""
+    """On the CPU each step's values become floats within 32 steps and at every pause (the epoch's end among them):
+    by the epoch's end every earlier step's logged tensor is gone (holding them until the flush slows the following
+    steps), and the floats are the tensors'."""
     kept: list[Any] = []
     logged: list[float] = []
 
