@@ -1,6 +1,7 @@
 """Timing a callback's per-step hooks, shared by ``callback_overhead.py`` (Lightning) and ``keras_overhead.py``.
 
-Framework-free (standard library only), so that the Keras benchmark does not import torch through it.
+Framework-free (the standard library and ``deviate_cb.store.atomic``), so that the Keras benchmark does not import
+torch through it.
 
 Example:
     >>> class Hooks:
@@ -21,6 +22,8 @@ import tempfile
 import time
 from typing import Any, Optional
 
+from deviate_cb.store.atomic import atomic_write_bytes
+
 __all__ = ["files_cost", "hook_timer", "per_step_us", "print_fit_costs"]
 
 # What one run writes (DeviateCallback, a short fit): run.json at the start and at the end, fingerprint.json,
@@ -32,7 +35,7 @@ RUN_FILES = (("run.json", 3_000), ("fingerprint.json", 9_000), ("timings.parquet
 
 def files_cost(directory: Optional[str], repeats: int = 20) -> tuple[float, str]:
     """Process CPU seconds one run's files cost on ``directory``'s file system (median of ``repeats``): a new
-    directory and :data:`RUN_FILES` written as ``deviate_cb.store.atomic`` writes them; and that file system's
+    directory and :data:`RUN_FILES` written with the store's own ``atomic_write_bytes``; and that file system's
     type and mount point as ``/proc/mounts`` lists them (``"unknown"`` where it cannot be read).
 
     Example:
@@ -47,14 +50,7 @@ def files_cost(directory: Optional[str], repeats: int = 20) -> tuple[float, str]
             run = os.path.join(tmp, f"replica={i}")
             os.mkdir(run)
             for name, size in RUN_FILES:
-                temporary = os.path.join(run, f".{name}.tmp")
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                try:
-                    os.write(fd, b"x" * size)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(temporary, os.path.join(run, name))
+                atomic_write_bytes(os.path.join(run, name), b"x" * size)
             spent.append(time.process_time() - start)
         return statistics.median(spent), _file_system(tmp)
 
