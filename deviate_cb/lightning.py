@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
 import lightning.pytorch as pl
@@ -162,6 +162,9 @@ class DeviateCallback(pl.Callback):
         self._last_data_snapshot: Optional[tuple[int, CollectedPredictions]] = None  # (global step, arrays)
         self._snapshots: list[str] = []
         self._hot: Optional[_HotPath] = None  # what the per-step hooks need, armed at each training epoch's start
+        # (Lightning's training batch progress, the function set on it, what it calls): _hook_completion
+        self._completion: Optional[tuple[Any, Any, Any]] = None
+        self._slow_step_open = False  # the slower path: a step began and its values were not read yet
         # Lightning calls every per-batch hook of every callback, each under a profiler context: a few microseconds
         # a hook, as much as this callback's own per-step work. A hook it has nothing to do in is set to None on the
         # instance, which Lightning skips (`_call_callback_hooks` calls only what is callable); a subclass that
@@ -278,6 +281,8 @@ class DeviateCallback(pl.Callback):
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if self._end_processed_step() and self._hot is not None:  # raised by an on_train_batch_end: that step ran
+            self._hot.steps.started = None  # and ended; no step was in progress
         self._disarm_hot_path(pause=False)  # the step in progress is kept, timed up to the exception
         self._end_audit("on_exception", exception)
         if trainer.is_global_zero:
@@ -307,13 +312,17 @@ class DeviateCallback(pl.Callback):
             )
 
     # The per-step hooks are the hot path (docs/architecture.md, step 9). Armed at each training epoch's start
-    # (_arm_hot_path), on_train_batch_end reads a clock and Lightning's counters and appends: no property chain of
-    # the trainer, no call into the step timer, `try` instead of `guarded` (no object per step), no device sync, no
-    # file. A step lasts from the end of the one before to its own end (what Keras' steps are, start to start), so
-    # on_train_batch_start is needed only where a chain of steps begins (an epoch, after validation): it starts the
-    # clock and sets itself to None on the instance, which Lightning then skips (its dispatch costs as much as the
-    # hook's work). On CUDA the clock is an event recorded on the stream (HostSteps.mark). A profiling window, an
-    # audit or a resume point take the slower path below them, with both hooks every step.
+    # (_arm_hot_path), a step's end (_HotPath.end_step) reads a clock and Lightning's counters and appends: no
+    # property chain of the trainer, no call into the step timer, `try` instead of `guarded` (no object per step), no
+    # device sync, no file. A step lasts from the end of the one before to its own end (what Keras' steps are, start
+    # to start), so on_train_batch_start is needed only where a chain of steps begins (an epoch, after validation):
+    # it starts the clock and sets itself to None on the instance, which Lightning then skips. Lightning's dispatch
+    # of a callback hook (its profiler context, the hook's name formatted) costs more than the step's own work, so
+    # the step's end is not on_train_batch_end either: where Lightning's training batch progress can be hooked, its
+    # `increment_completed` (called once a batch, after every on_train_batch_end) ends the step, and
+    # on_train_batch_end is None on the instance (_hook_completion). On CUDA the clock is an event recorded on the
+    # stream (HostSteps.mark). A profiling window, an audit or a resume point take the slower path below them,
+    # with both hooks every step.
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
@@ -329,6 +338,7 @@ class DeviateCallback(pl.Callback):
             return
         session = self._session
         timings = session.timings
+        self._slow_step_open = True  # its values are read when Lightning counts the batch complete (if hooked)
         if timings is not None and session.enabled:
             try:  # the batch index counts every batch, also under gradient accumulation
                 timings.step_started("train", trainer.current_epoch, trainer.fit_loop.epoch_loop.total_batch_idx)
@@ -351,24 +361,8 @@ class DeviateCallback(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         hot = self._hot
-        if hot is not None:
-            now, steps = _perf_counter(), hot.steps
-            try:
-                ended = hot.batches.ready - 1  # `total_batch_idx` of the batch ending now
-                mark = now if steps.events is None else steps.mark()  # on CUDA an event recorded on the stream
-                if steps.started is not None:  # HostSteps.lasted, inline: no call a step
-                    steps.walls.append(now - steps.started if steps.events is None else [steps.started, mark])
-                    steps.steps.append(ended)
-                steps.step, steps.started = ended + 1, mark  # the next step starts as this one ends
-                if len(hot.results) != hot.planned:  # a metric logged for the first time: plan again
-                    hot.replan()
-                if hot.plan:  # the step's values as the metrics hold them now; converted in bulk by _HotPath.take
-                    pending = hot.pending
-                    pending.append((hot.optimizer_steps.completed, now, _step_caches(hot.plan)))  # `global_step`
-                    if len(pending) >= _PENDING_STEPS:
-                        hot.take()
-            except Exception as error:
-                record_or_raise(self._session, "on_train_batch_end: metrics", error)
+        if hot is not None:  # called only where Lightning's count of completed batches is not hooked (_arm_hot_path)
+            hot.end_step()
             return
         session = self._session
         if session.timings is not None:
@@ -381,7 +375,7 @@ class DeviateCallback(pl.Callback):
                 self._audit.end_step()
             if self._audit.done:
                 self._end_audit("on_train_batch_end", trainer=trainer)
-        if session.enabled:
+        if session.enabled and self._completion is None:  # else read where Lightning counts the batch complete
             try:
                 self._record(
                     trainer, "train", "step", self._tap.step_values("train", trainer.fit_loop.epoch_loop._results)
@@ -412,29 +406,76 @@ class DeviateCallback(pl.Callback):
         """Decide for this training epoch whether the per-step hooks take the hot path, and resolve once what they
         read: the step timer's :class:`~deviate_cb.capture.run_timings.HostSteps`, the epoch (constant within
         it), Lightning's batch and optimizer-step counters (what ``total_batch_idx`` and ``global_step`` read,
-        checked against them here) and the training result collection."""
+        checked against them here) and the training result collection. On either path a step's values are read
+        where Lightning counts its batch complete, where that can be hooked (:func:`_hook_completion`)."""
         self._disarm_hot_path()
         session, timings = self._session, self._session.timings
-        if not session.enabled or timings is None or self._audit is not None or self._resume is not None:
+        if not session.enabled:  # a rank that records nothing
             return
         counters, results = _step_counters(trainer), trainer.fit_loop.epoch_loop._results
         if counters is None or results is None:  # another Lightning layout: the properties, a step at a time
             return
-        steps = timings.host_steps("train", trainer.current_epoch)
-        if steps is None:  # a profiling window
+        slower = timings is None or self._audit is not None or self._resume is not None
+        steps = None if slower else timings.host_steps("train", trainer.current_epoch)  # type: ignore[union-attr]
+        if steps is None:  # an audit, a resume point, a profiling window: both hooks every step
+            if type(self).on_train_batch_start is DeviateCallback.on_train_batch_start:  # it says when a step began
+                self._completion = _hook_completion(
+                    trainer.fit_loop.epoch_loop.batch_progress, lambda: self._slow_step_completed(trainer)
+                )
             return
         # only this class's own hook sets itself aside: a subclass's override (calling this one, which starts a
         # chain only once) or a wrapper set on the instance stays and is called every step
         own = type(self).on_train_batch_start is DeviateCallback.on_train_batch_start
-        self._hot = _HotPath(
+        one_shot = own and self.__dict__.get("on_train_batch_start") is None
+        hot = self._hot = _HotPath(
             steps,
             *counters,
             results,
             self._tap,
             session,
             on_cpu=trainer.strategy.root_device.type == "cpu",  # values as floats: see step_values
-            one_shot=own and self.__dict__.get("on_train_batch_start") is None,
+            one_shot=one_shot,
         )
+        # the step's end where Lightning counts the batch complete, not in on_train_batch_end; not where a subclass
+        # overrides on_train_batch_end or a wrapper is set on the instance (called every step, as they expect), nor
+        # where on_train_batch_start is not this class's own (it may not start the chain that the end relies on)
+        own_end = type(self).on_train_batch_end is DeviateCallback.on_train_batch_end
+        if one_shot and own_end and "on_train_batch_end" not in self.__dict__:
+            self._completion = _hook_completion(trainer.fit_loop.epoch_loop.batch_progress, hot.completed)
+            if self._completion is not None:
+                self.on_train_batch_end = None  # type: ignore[assignment,method-assign]
+
+    def _slow_step_completed(self, trainer: pl.Trainer) -> None:
+        """The slower path's step values, read where Lightning counts the batch complete (after the module's own
+        on_train_batch_end, as Lightning's loggers read them); only after a step began (not a restart's count)."""
+        if not self._slow_step_open:
+            return
+        self._slow_step_open = False
+        try:
+            self._record(trainer, "train", "step", self._tap.step_values("train", trainer.fit_loop.epoch_loop._results))
+        except Exception as error:
+            record_or_raise(self._session, "on_train_batch_end: metrics", error)
+
+    def _end_processed_step(self) -> bool:
+        """With the step's end hooked on Lightning's count of completed batches: end now a step that ran its
+        training step and is not counted complete yet (a checkpoint saved, an exception raised in some callback's
+        ``on_train_batch_end``), so that a checkpoint's rows include the step it was saved at, as where
+        ``on_train_batch_end`` ends the step (Lightning runs checkpoint callbacks last). Returns whether it did."""
+        if self._completion is None:
+            return False
+        batches = getattr(self._completion[0], "total", None)
+        ran = getattr(batches, "processed", None) == getattr(batches, "ready", None)  # its training step is done
+        if not ran or not batches.ready > batches.completed:  # type: ignore[union-attr]
+            return False
+        hot = self._hot
+        if hot is None:
+            was_open = self._slow_step_open
+            self._completion[2]()  # the values now; the count later only counts
+            return was_open
+        if hot.steps.started is None:
+            return False
+        hot.end_step()  # the count later finds the step ended
+        return True
 
     def _pause_steps(self) -> None:
         """Training pauses (validation, the epoch's end): the next training step starts a new chain, timed from its
@@ -450,10 +491,22 @@ class DeviateCallback(pl.Callback):
         if "on_train_batch_start" in self.__dict__ and self.__dict__["on_train_batch_start"] is None:
             del self.__dict__["on_train_batch_start"]
 
+    def _unhook_completion(self) -> None:
+        """Undo :func:`_hook_completion` and the ``on_train_batch_end = None`` that may have gone with it."""
+        completion, self._completion, self._slow_step_open = self._completion, None, False
+        if completion is None:
+            return
+        progress, hooked = completion[0], completion[1]
+        if getattr(progress, "__dict__", {}).get("increment_completed") is hooked:
+            del progress.__dict__["increment_completed"]
+        if "on_train_batch_end" in self.__dict__ and self.__dict__["on_train_batch_end"] is None:
+            del self.__dict__["on_train_batch_end"]
+
     def _disarm_hot_path(self, *, pause: bool = True) -> None:
         """The per-step hooks take the slower path (and on_train_batch_start is called every step) until the next
         :meth:`_arm_hot_path`. ``pause``: forget the chain's open step (the next one has not begun); without it
         (an exception) the step in progress is kept, timed up to the end of the run."""
+        self._unhook_completion()
         hot = self._hot
         if hot is not None:
             hot.take()
@@ -599,6 +652,7 @@ class DeviateCallback(pl.Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {}
+        self._end_processed_step()  # saved in an on_train_batch_end (ModelCheckpoint's): that step is in it
         if self._hot is not None:  # a checkpoint within an epoch: the steps so far into the buffer, then written
             self._hot.take()
         self._session.flush(hook="state_dict")  # a checkpoint's rows are on disk before it records how many
@@ -767,6 +821,37 @@ class _HotPath:
         self.planned = -1
         self.replan()
 
+    def end_step(self) -> None:
+        """The training step ends now: its time (from the end of the one before, or its chain's start) and, read
+        from the metrics as they hold them now, its values, pending until :meth:`take`. A step ended already (by
+        ``DeviateCallback._end_processed_step``) is not ended again; an error is a problem of the run, never raised
+        into the training loop once the run is under way."""
+        now, steps = _perf_counter(), self.steps
+        try:
+            ended = self.batches.ready - 1  # `total_batch_idx` of the batch ending now
+            if steps.step > ended:  # ended by a checkpoint before Lightning counted it complete
+                return
+            mark = now if steps.events is None else steps.mark()  # on CUDA an event recorded on the stream
+            if steps.started is not None:  # HostSteps.lasted, inline: no call a step
+                steps.walls.append(now - steps.started if steps.events is None else [steps.started, mark])
+                steps.steps.append(ended)
+            steps.step, steps.started = ended + 1, mark  # the next step starts as this one ends
+            if len(self.results) != self.planned:  # a metric logged for the first time: plan again
+                self.replan()
+            if self.plan:  # the step's values as the metrics hold them now; converted in bulk by take
+                pending = self.pending
+                pending.append((self.optimizer_steps.completed, now, _step_caches(self.plan)))  # `global_step`
+                if len(pending) >= _PENDING_STEPS:
+                    self.take()
+        except Exception as error:
+            record_or_raise(self.session, "on_train_batch_end: metrics", error)
+
+    def completed(self) -> None:
+        """Lightning counts the batch complete (:func:`_hook_completion`): the step ends, if one began (not a
+        restart's count of the batch a checkpoint was saved in, before any step of this process)."""
+        if self.steps.started is not None:
+            self.end_step()
+
     def replan(self) -> None:
         """Take the pending steps (read under the old plan), then plan the collection's ``on_step`` metrics."""
         self.take()
@@ -790,6 +875,32 @@ class _HotPath:
                     update(step=step, epoch=epoch, stage="train", scope="step", items=items, wall_time=anchor + ended)
             except Exception as error:
                 record_or_raise(session, "on_train_batch_end: metrics", error)
+
+
+def _hook_completion(progress: Any, completed: Callable[[], None]) -> Optional[tuple[Any, Any, Any]]:
+    """Call ``completed`` where Lightning counts a training batch complete: ``progress.increment_completed`` (the
+    training epoch loop's batch progress; called once a batch, after every callback's and the module's
+    ``on_train_batch_end`` and Lightning's logger connector, before the loggers read the step's values) shadowed
+    on the instance by a function that calls ``completed`` and then counts. ``(progress, that function,
+    completed)`` to undo it with, or ``None`` where this Lightning keeps no such method, or something else
+    shadowed it first."""
+    count = getattr(progress, "increment_completed", None)
+    if not callable(count) or getattr(type(progress), "increment_completed", None) is None:
+        return None
+    if "increment_completed" in getattr(progress, "__dict__", {"increment_completed": None}):
+        return None
+
+    def increment_completed() -> None:
+        try:
+            completed()
+        finally:
+            count()
+
+    try:
+        progress.increment_completed = increment_completed
+    except (AttributeError, TypeError):  # slots, a frozen object
+        return None
+    return progress, increment_completed, completed
 
 
 def _step_counters(trainer: pl.Trainer) -> Optional[tuple[Any, Any]]:

@@ -257,13 +257,21 @@ def test_on_the_cpu_no_logged_tensor_outlives_its_step(tmp_path: Path) -> None:
 
 
 class _Clock(L.Callback):
-    """perf_counter at each training batch's start and end, and whether DeviateCallback's start hook was armed."""
+    """perf_counter at each training batch's start and end and at each pause (a validation's start, the epoch's
+    end), and whether DeviateCallback's start hook was armed."""
 
     def __init__(self, deviate: DeviateCallback) -> None:
         self.deviate = deviate
         self.starts: list[float] = []
         self.ends: list[float] = []
+        self.pauses: list[float] = []
         self.armed: list[bool] = []
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        self.pauses.append(time.perf_counter())
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        self.pauses.append(time.perf_counter())
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
         self.armed.append(callable(self.deviate.on_train_batch_start))
@@ -277,11 +285,14 @@ class _Clock(L.Callback):
 def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epoch_and_validation(
     tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Step times: from the end of the step before (its batch fetched, other callbacks' hooks run) to the step's
-    end; the first step of an epoch and the first after a validation run from their own start, the only steps
-    for which Lightning calls DeviateCallback's on_train_batch_start. Two spies around the callback bound each
-    recorded time. With device events (as on CUDA; here events stamped with the host clock) the same chain
-    records one event a step and one at each chain's start, read at the flushes with one wait each."""
+    """Step times: from the end of the step before to the step's end, where Lightning counts its batch complete
+    (after every callback's and the module's on_train_batch_end, so the next batch's fetch and the hooks around
+    it fall within the next step); the first step of an epoch and the first after a validation run from their own
+    start, the only steps for which Lightning calls DeviateCallback's on_train_batch_start. Two spies around the
+    callback bound each recorded time: a step ends after the spies' on_train_batch_end and before whatever a spy
+    sees next (the next batch's start, a validation, the epoch's end). With device events (as on CUDA; here events
+    stamped with the host clock) the same chain records one event a step and one at each chain's start, read at the
+    flushes with one wait each."""
     if clock == "events":
         monkeypatch.setattr("deviate_cb.lightning.cuda_events", lambda device: StampEvent)
         StampEvent.reset()
@@ -296,12 +307,183 @@ def test_a_step_lasts_from_the_previous_steps_end_and_a_chain_starts_at_each_epo
     assert [i for i, armed in enumerate(before.armed) if armed] == chain_starts
     rows = [r for r in pq.read_table(Path(cb.run_dir) / "timings.parquet").to_pylist() if r["kind"] == "step"]  # type: ignore[arg-type]
     assert [r["step"] for r in rows] == list(range(12))
+    seen = sorted(before.starts + before.pauses)
     for i, row in enumerate(rows):
+        ended_after = after.ends[i]
+        ended_before = next(t for t in seen if t > ended_after)  # the next batch's start, or a pause
         if i in chain_starts:
-            low, high = before.ends[i] - after.starts[i], after.ends[i] - before.starts[i]
+            low, high = ended_after - after.starts[i], ended_before - before.starts[i]
         else:
-            low, high = before.ends[i] - after.ends[i - 1], after.ends[i] - before.ends[i - 1]
+            low, high = ended_after - before.starts[i], ended_before - after.ends[i - 1]
         assert low <= row["wall_s"] <= high, (i, low, row["wall_s"], high)
     if clock == "events":
         assert StampEvent.made == 12 + len(chain_starts)  # a chain's start, then one event a step
         assert 1 <= StampEvent.waits <= 3  # at the flushes (the epoch ends, the run's end), never a step
+
+
+class _Hooked(L.Callback):
+    """Whether DeviateCallback's on_train_batch_end is set aside and Lightning's batch completion hooked, at each
+    training batch's start."""
+
+    def __init__(self, deviate: DeviateCallback) -> None:
+        self.deviate = deviate
+        self.seen: list[tuple[bool, bool]] = []
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
+        progress = trainer.fit_loop.epoch_loop.batch_progress
+        self.seen.append((self.deviate.on_train_batch_end is None, "increment_completed" in vars(progress)))
+
+
+class _LogsInItsBatchEnd(TinyModule):
+    """Also logs ``at_step`` = the global step from its own on_train_batch_end, which Lightning calls after every
+    callback's on_train_batch_end."""
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.log("at_step", float(self.global_step), on_step=True, on_epoch=False)
+
+
+def test_the_step_ends_where_lightning_counts_its_batch_complete_and_every_hook_is_put_back(tmp_path: Path) -> None:
+    """On the hot path Lightning dispatches no per-step hook of the callback: on_train_batch_end is None on the
+    instance and the training batch progress's `increment_completed` ends the step; both are undone at the run's
+    end. A value the module logs in its own on_train_batch_end is recorded with its own step, as Lightning's
+    loggers get it (they read after the batch's completion too)."""
+    cb = DeviateCallback(tmp_path / "runs")
+    hooked = _Hooked(cb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = trainer([cb, hooked], max_epochs=2, val_check_interval=0.5, num_sanity_val_steps=0)
+        fit.fit(_LogsInItsBatchEnd(), loader(), loader(shuffle=False))
+    assert fit.state.finished and hooked.seen == [(True, True)] * 12
+    assert "on_train_batch_end" not in vars(cb) and callable(cb.on_train_batch_end)
+    assert "increment_completed" not in vars(fit.fit_loop.epoch_loop.batch_progress)
+    table = pq.read_table(Path(cb.run_dir) / "metrics.parquet").to_pylist()  # type: ignore[arg-type]
+    at_step = [(r["step"], r["value"]) for r in table if r["name"] == "at_step"]
+    assert at_step == [(step, float(step)) for step in range(1, 13)]
+    steps, values = _rows(cb.run_dir)
+    assert steps == [(0, i) for i in range(6)] + [(1, i) for i in range(6, 12)]
+    assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 13)]
+
+
+def test_an_on_train_batch_end_of_a_subclass_or_set_on_the_instance_is_called_every_step(tmp_path: Path) -> None:
+    """Where on_train_batch_end is a subclass's override or a wrapper set on the instance (the benchmark's timer),
+    Lightning calls it every step as its author expects, the batch completion is not hooked, and the steps and
+    values are recorded the same."""
+    calls: list[str] = []
+
+    class Mine(DeviateCallback):
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+            calls.append("subclass")
+            super().on_train_batch_end(trainer, pl_module, *args)
+
+    wrapped = DeviateCallback(tmp_path / "runs")
+    original = wrapped.on_train_batch_end
+
+    def wrapper(*args: Any) -> None:
+        calls.append("instance")
+        original(*args)
+
+    wrapped.on_train_batch_end = wrapper  # type: ignore[method-assign]
+    for cb in (Mine(tmp_path / "runs"), wrapped):
+        hooked = _Hooked(cb)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer([cb, hooked], max_epochs=2).fit(TinyModule(), loader())
+        assert [seen[1] for seen in hooked.seen] == [False] * 12 and cb._hot is None
+        steps, values = _rows(cb.run_dir)
+        assert steps == [(0, i) for i in range(6)] + [(1, i) for i in range(6, 12)]
+        assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 13)]
+    assert calls == ["subclass"] * 12 + ["instance"] * 12
+
+
+@pytest.mark.parametrize("path", ["hot", "profile"])
+def test_an_exception_in_a_later_on_train_batch_end_keeps_that_step_and_adds_none(tmp_path: Path, path: str) -> None:
+    """A callback after DeviateCallback raises in its on_train_batch_end at the fourth step: Lightning never counts
+    that batch complete, yet the step ran; it is recorded (time and values) as where on_train_batch_end ended it,
+    no step is open after it, and the run failed; on the slower path of a profiling window too."""
+
+    class Raising(L.Callback):
+        def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
+            if trainer.fit_loop.epoch_loop.total_batch_idx == 3:
+                raise RuntimeError("raising on purpose")
+
+    cb = DeviateCallback(tmp_path / "runs", profile=path == "profile")
+    with warnings.catch_warnings(), pytest.raises(RuntimeError, match="raising on purpose"):
+        warnings.simplefilter("ignore")
+        trainer([cb, Raising()], max_epochs=2).fit(TinyModule(), loader())
+    steps, values = _rows(cb.run_dir)
+    assert steps == [(0, i) for i in range(4)] and values == [(0, i) for i in range(1, 5)]
+    assert json.loads((Path(cb.run_dir) / "run.json").read_text())["status"] == "failed"  # type: ignore[arg-type]
+
+
+def test_a_fit_resumed_from_a_checkpoint_saved_within_an_epoch_records_each_step_once(tmp_path: Path) -> None:
+    """A checkpoint saved at the fourth step (ModelCheckpoint, in its on_train_batch_end: before the batch counts as
+    complete) holds that step's rows; the fit dies in the fifth step; resumed from the checkpoint, Lightning counts
+    the fourth batch complete before any step of the new process (a call that only counts) and goes on from the
+    fifth: the run has every step's time and value once. The fourth step's time is its own (it trains for 50 ms),
+    not the moment between the checkpoint and the batch's completion."""
+
+    class SlowFourth(TinyModule):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if self.current_epoch == 0 and batch_idx == 3:
+                time.sleep(0.05)
+            return super().training_step(batch, batch_idx)
+
+    every = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=4, save_top_k=-1)
+    cb = DeviateCallback(tmp_path / "runs")
+    with warnings.catch_warnings(), pytest.raises(RuntimeError, match="failing on purpose"):
+        warnings.simplefilter("ignore")
+        trainer([cb, every], max_epochs=2, enable_checkpointing=True).fit(SlowFourth(fail_at_epoch=1), loader())
+    resumed = DeviateCallback(tmp_path / "runs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = trainer([resumed, ModelCheckpoint(dirpath=tmp_path / "ckpt2")], max_epochs=2, enable_checkpointing=True)
+        fit.fit(TinyModule(), loader(), ckpt_path=tmp_path / "ckpt" / "epoch=0-step=4.ckpt")
+    assert fit.state.finished and Path(resumed.run_dir) == Path(cb.run_dir)
+    steps, values = _rows(cb.run_dir)
+    assert sorted(values) == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 13)]
+    assert sorted(steps) == [(0, i) for i in range(6)] + [(1, i) for i in range(6, 12)]
+    timings = pq.read_table(Path(cb.run_dir) / "timings.parquet").to_pylist()  # type: ignore[arg-type]
+    assert next(r["wall_s"] for r in timings if r["kind"] == "step" and r["step"] == 3) >= 0.05
+
+
+@pytest.mark.parametrize("path", ["hot", "profile", "audit", "not hooked"])
+def test_a_value_the_module_logs_in_its_own_batch_end_is_recorded_with_its_step(
+    tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the hot path and on the slower one (a profiling window, an audit: both hooks every step) the step's
+    values are read once Lightning counts the batch complete, so a value the module logs in its own
+    on_train_batch_end (after every callback's) is recorded under its own step, the last of each epoch too, as
+    Lightning's loggers record it. Where the completion cannot be hooked (another Lightning), on_train_batch_end
+    reads them, and every value logged in training_step is still recorded with its step."""
+    if path == "not hooked":
+        monkeypatch.setattr("deviate_cb.lightning._hook_completion", lambda progress, completed: None)
+    options: dict[str, Any] = {"profile": True} if path == "profile" else {"audit": 2} if path == "audit" else {}
+    cb = DeviateCallback(tmp_path / "runs", **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = trainer([cb], max_epochs=2)
+        fit.fit(_LogsInItsBatchEnd(), loader())
+    assert fit.state.finished and "on_train_batch_end" not in vars(cb)
+    table = pq.read_table(Path(cb.run_dir) / "metrics.parquet").to_pylist()  # type: ignore[arg-type]
+    at_step = [(r["step"], r["value"]) for r in table if r["name"] == "at_step"]
+    if path != "not hooked":
+        assert at_step == [(step, float(step)) for step in range(1, 13)]
+    else:  # read in on_train_batch_end: the value logged after it, with the next step; an epoch's last is not read
+        assert at_step == [(step + 1, float(step)) for step in (*range(1, 6), *range(7, 12))]
+    _, values = _rows(cb.run_dir)
+    assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 13)]
+
+
+@pytest.mark.parametrize("path", ["hot", "profile"])
+def test_a_checkpoint_saved_in_on_train_batch_end_counts_the_rows_of_its_step(tmp_path: Path, path: str) -> None:
+    """ModelCheckpoint saves in its on_train_batch_end, before Lightning counts the batch complete: the callback's
+    state in the checkpoint counts the rows of every step up to the one it was saved at, on either path."""
+    every = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=4, save_top_k=-1)
+    cb = DeviateCallback(tmp_path / "runs", profile=path == "profile")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer([cb, every], max_epochs=1, enable_checkpointing=True).fit(TinyModule(), loader())
+    table = pq.read_table(Path(cb.run_dir) / "metrics.parquet").to_pylist()  # type: ignore[arg-type]
+    saved = torch.load(tmp_path / "ckpt" / "epoch=0-step=4.ckpt", weights_only=False)["callbacks"]
+    (state,) = [value for key, value in saved.items() if key.startswith("DeviateCallback")]
+    assert state["next_seq"] == sum(1 for r in table if r["step"] <= 4) == 4
