@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from deviate_cb.store.atomic import atomic_write_bytes
 
-__all__ = ["files_cost", "hook_timer", "per_step_us", "print_fit_costs"]
+__all__ = ["files_cost", "goal_verdict", "hook_timer", "per_step_us", "print_fit_costs"]
 
 # What one run writes (DeviateCallback, a short fit): run.json at the start and at the end, fingerprint.json,
 # metrics.parquet and timings.parquet, each atomically (a new file, written, fsynced, renamed over the target),
@@ -53,6 +53,31 @@ def files_cost(directory: Optional[str], repeats: int = 20) -> tuple[float, str]
                 atomic_write_bytes(os.path.join(run, name), b"x" * size)
             spent.append(time.process_time() - start)
         return statistics.median(spent), _file_system(tmp)
+
+
+def goal_verdict(ratios: list[float], goal: float, level: float = 0.95) -> str:
+    """One line that answers whether the fits with the callback meet ``goal`` (at most that many times the bare
+    fit): the median of the paired ratios with its order-statistic confidence interval
+    (:func:`deviate_cb.bench.stats.median_ratio_ci`, distribution-free), and "meets" only when the whole interval
+    is at or below the goal, "misses" only when it is above, "cannot tell at this noise" otherwise.
+
+    Example:
+        >>> goal_verdict([1.00, 1.01, 1.005, 0.995, 1.002, 1.008, 0.999, 1.004], 1.02)
+        'meets the goal of <= 1.02x: median 1.003x, 99% CI [0.995, 1.010] (order statistics, 8 pairs)'
+    """
+    from deviate_cb.bench.stats import median_ratio_ci
+
+    ci = median_ratio_ci(ratios, level)
+    if ci.high <= goal:
+        answer = "meets"
+    elif ci.low > goal:
+        answer = "misses"
+    else:
+        answer = "cannot tell at this noise whether it meets"
+    return (
+        f"{answer} the goal of <= {goal:g}x: median {ci.median:.3f}x, {ci.level:.0%} CI [{ci.low:.3f}, "
+        f"{ci.high:.3f}] (order statistics, {ci.n} pairs)"
+    )
 
 
 def _file_system(path: str) -> str:
@@ -104,13 +129,17 @@ def print_fit_costs(
     empty: str,
     steps: int,
     runs_dir: Optional[str] = None,
+    one_hook_extra: Optional[list[float]] = None,
+    one_hook: str = "",
 ) -> None:
-    """The worst case's three lines (issue 30), for Lightning and Keras alike: the bare fit and the ratio, the
-    per-step hook microseconds with the rows kept, and the milliseconds inside each group of hooks next to what an
-    empty callback (``empty``, e.g. ``"L.Callback()"``) costs. Seconds in, except ``per_step`` (microseconds)
-    and ``per_fit`` (milliseconds); medians printed."""
+    """The worst case's lines (issue 30), for Lightning and Keras alike: the verdict on the goal with the median
+    ratio's confidence interval (:func:`goal_verdict`), the bare fit and the ratio, the per-step hook microseconds
+    with the rows kept, and the milliseconds inside each group of hooks next to what an empty callback (``empty``,
+    e.g. ``"L.Callback()"``) costs, and where given what a callback with one no-op per-step hook (``one_hook``)
+    costs. Seconds in, except ``per_step`` (microseconds) and ``per_fit`` (milliseconds); medians printed."""
     median = statistics.median
     q1, middle, q3 = statistics.quantiles(ratios, n=4)
+    print(f"  {goal_verdict(ratios, 1.02)}")
     print(
         f"  bare fit {median(bare) * 1e3:.0f} ms ({median(bare) / steps * 1e6:.0f} us/step); with DeviateCallback "
         f"{middle:.3f}x (IQR {q1:.3f}-{q3:.3f}), +{median(extra) * 1e3:.1f} ms per fit (goal <= 1.02x)"
@@ -127,6 +156,11 @@ def print_fit_costs(
         + f"; an empty {empty} costs {median(empty_extra) * 1e3:+.1f} ms a fit (the framework calls its hooks: the "
         "floor of any callback)"
     )
+    if one_hook_extra:
+        print(
+            f"  a callback with one no-op per-step hook ({one_hook}) costs {median(one_hook_extra) * 1e3:+.1f} ms a "
+            "fit: the framework's share of a callback that reads every step, which no work inside the hook removes"
+        )
     seconds, where = files_cost(runs_dir)
     print(
         f"  the runs directory's file system ({where}): one run's files (a directory; run.json twice, "

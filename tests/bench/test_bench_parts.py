@@ -34,6 +34,38 @@ def test_ratio_ci_reaches_the_level_or_says_which_it_reaches() -> None:
         median_ratio_ci([])
 
 
+@pytest.mark.parametrize("n", [8, 25, 40])
+def test_the_ratio_ci_covers_the_true_median_at_least_at_the_level_it_reports(n: int) -> None:
+    """Simulated pairs of fits, ratios skewed as timings are (lognormal around a true median of 1.02): the
+    order-statistic interval holds the true median in at least the share of samples it says it does (the level
+    it reaches, 95% or more with 25 and 40 pairs; with 8 pairs the widest interval, 99%)."""
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(n)
+    true_median, trials = 1.02, 1500
+    samples = true_median * np.exp(rng.normal(0.0, 0.01, size=(trials, n)))
+    cis = [median_ratio_ci(list(sample)) for sample in samples]
+    covered = sum(ci.low <= true_median <= ci.high for ci in cis) / trials
+    level = cis[0].level
+    assert all(ci.level == level for ci in cis) and level >= 0.95
+    assert covered >= level - 3 * (level * (1 - level) / trials) ** 0.5, (covered, level)
+
+
+def test_the_goal_verdict_says_meets_or_misses_only_when_the_whole_interval_does() -> None:
+    """The benchmark's first line for the worst case: an answer, from the same interval it prints."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from hook_timing import goal_verdict
+
+    below = [1.000 + i / 1000 for i in range(25)]  # 1.000 .. 1.024: median 1.012
+    assert goal_verdict([r - 0.010 for r in below], 1.02).startswith("meets the goal of <= 1.02x: median 1.002x")
+    assert goal_verdict([r + 0.015 for r in below], 1.02).startswith("misses the goal of <= 1.02x: median 1.027x")
+    assert goal_verdict(below, 1.02).endswith("96% CI [1.007, 1.017] (order statistics, 25 pairs)")
+    middle = goal_verdict([r + 0.008 for r in below], 1.02)
+    assert middle.startswith("cannot tell at this noise whether it meets the goal") and "[1.015, 1.025]" in middle
+
+
 def test_op_differences_are_signed_shares_of_the_total_change() -> None:
     off = [
         {"op": "a", "device_type": "cpu", "self_us_per_step": 10.0},
