@@ -1,7 +1,7 @@
 """Timing a callback's per-step hooks, shared by ``callback_overhead.py`` (Lightning) and ``keras_overhead.py``.
 
-Framework-free (the standard library and ``deviate_cb.store.atomic``), so that the Keras benchmark does not import
-torch through it.
+Framework-free (the standard library, ``deviate_cb.store.atomic`` and, for the verdict, ``deviate_cb.bench.stats``
+with SciPy), so that the Keras benchmark does not import torch through it.
 
 Example:
     >>> class Hooks:
@@ -59,7 +59,8 @@ def goal_verdict(ratios: list[float], goal: float, level: float = 0.95) -> str:
     """One line that answers whether the fits with the callback meet ``goal`` (at most that many times the bare
     fit): the median of the paired ratios with its order-statistic confidence interval
     (:func:`deviate_cb.bench.stats.median_ratio_ci`, distribution-free), and "meets" only when the whole interval
-    is at or below the goal, "misses" only when it is above, "cannot tell at this noise" otherwise.
+    is at or below the goal, "misses" only when it is above, "cannot tell at this noise" otherwise (and "too few
+    pairs" where even the widest interval does not reach ``level``).
 
     Example:
         >>> goal_verdict([1.00, 1.01, 1.005, 0.995, 1.002, 1.008, 0.999, 1.004], 1.02)
@@ -68,7 +69,9 @@ def goal_verdict(ratios: list[float], goal: float, level: float = 0.95) -> str:
     from deviate_cb.bench.stats import median_ratio_ci
 
     ci = median_ratio_ci(ratios, level)
-    if ci.high <= goal:
+    if ci.level < level:  # too few pairs for the level: the widest interval, which says less
+        answer = "too few pairs to tell whether it meets"
+    elif ci.high <= goal:
         answer = "meets"
     elif ci.low > goal:
         answer = "misses"

@@ -64,6 +64,7 @@ def test_the_goal_verdict_says_meets_or_misses_only_when_the_whole_interval_does
     assert goal_verdict(below, 1.02).endswith("96% CI [1.007, 1.017] (order statistics, 25 pairs)")
     middle = goal_verdict([r + 0.008 for r in below], 1.02)
     assert middle.startswith("cannot tell at this noise whether it meets the goal") and "[1.015, 1.025]" in middle
+    assert goal_verdict([1.0, 1.01, 1.005], 1.02).startswith("too few pairs to tell")  # 75% at most
 
 
 def test_op_differences_are_signed_shares_of_the_total_change() -> None:
