@@ -376,12 +376,7 @@ class DeviateCallback(pl.Callback):
             if self._audit.done:
                 self._end_audit("on_train_batch_end", trainer=trainer)
         if session.enabled and self._completion is None:  # else read where Lightning counts the batch complete
-            try:
-                self._record(
-                    trainer, "train", "step", self._tap.step_values("train", trainer.fit_loop.epoch_loop._results)
-                )
-            except Exception as error:
-                record_or_raise(session, "on_train_batch_end: metrics", error)
+            self._record_step_values(trainer)
         if self._resume is not None:
             self._resume_step(trainer, start=False)
 
@@ -415,17 +410,17 @@ class DeviateCallback(pl.Callback):
         counters, results = _step_counters(trainer), trainer.fit_loop.epoch_loop._results
         if counters is None or results is None:  # another Lightning layout: the properties, a step at a time
             return
+        own = type(self).on_train_batch_start is DeviateCallback.on_train_batch_start  # it says when a step began
         slower = timings is None or self._audit is not None or self._resume is not None
         steps = None if slower else timings.host_steps("train", trainer.current_epoch)  # type: ignore[union-attr]
         if steps is None:  # an audit, a resume point, a profiling window: both hooks every step
-            if type(self).on_train_batch_start is DeviateCallback.on_train_batch_start:  # it says when a step began
+            if own:
                 self._completion = _hook_completion(
                     trainer.fit_loop.epoch_loop.batch_progress, lambda: self._slow_step_completed(trainer)
                 )
             return
         # only this class's own hook sets itself aside: a subclass's override (calling this one, which starts a
         # chain only once) or a wrapper set on the instance stays and is called every step
-        own = type(self).on_train_batch_start is DeviateCallback.on_train_batch_start
         one_shot = own and self.__dict__.get("on_train_batch_start") is None
         hot = self._hot = _HotPath(
             steps,
@@ -448,9 +443,12 @@ class DeviateCallback(pl.Callback):
     def _slow_step_completed(self, trainer: pl.Trainer) -> None:
         """The slower path's step values, read where Lightning counts the batch complete (after the module's own
         on_train_batch_end, as Lightning's loggers read them); only after a step began (not a restart's count)."""
-        if not self._slow_step_open:
-            return
-        self._slow_step_open = False
+        if self._slow_step_open:
+            self._slow_step_open = False
+            self._record_step_values(trainer)
+
+    def _record_step_values(self, trainer: pl.Trainer) -> None:
+        """The slower path's read of a training step's values (per-step: ``try``, an error a problem of the run)."""
         try:
             self._record(trainer, "train", "step", self._tap.step_values("train", trainer.fit_loop.epoch_loop._results))
         except Exception as error:
@@ -463,19 +461,13 @@ class DeviateCallback(pl.Callback):
         ``on_train_batch_end`` ends the step (Lightning runs checkpoint callbacks last). Returns whether it did."""
         if self._completion is None:
             return False
-        batches = getattr(self._completion[0], "total", None)
-        ran = getattr(batches, "processed", None) == getattr(batches, "ready", None)  # its training step is done
-        if not ran or not batches.ready > batches.completed:  # type: ignore[union-attr]
+        batches = self._completion[0].total  # what _step_counters read before the hook was set
+        processed, completed = getattr(batches, "processed", None), getattr(batches, "completed", None)
+        if processed != batches.ready or completed is None or completed >= processed:  # not between the two
             return False
-        hot = self._hot
-        if hot is None:
-            was_open = self._slow_step_open
-            self._completion[2]()  # the values now; the count later only counts
-            return was_open
-        if hot.steps.started is None:
-            return False
-        hot.end_step()  # the count later finds the step ended
-        return True
+        began = self._slow_step_open if self._hot is None else self._hot.steps.started is not None
+        self._completion[2]()  # what the count calls: the step ends now, and the count finds it ended
+        return began
 
     def _pause_steps(self) -> None:
         """Training pauses (validation, the epoch's end): the next training step starts a new chain, timed from its
@@ -484,12 +476,12 @@ class DeviateCallback(pl.Callback):
         if hot is not None:
             hot.steps.started = None
             hot.take()
-        self._restore_start_hook()
+        self._restore_hook("on_train_batch_start")
 
-    def _restore_start_hook(self) -> None:
-        """Undo the hot path's ``on_train_batch_start = None`` on the instance (and nothing else set there)."""
-        if "on_train_batch_start" in self.__dict__ and self.__dict__["on_train_batch_start"] is None:
-            del self.__dict__["on_train_batch_start"]
+    def _restore_hook(self, name: str) -> None:
+        """Undo the hot path's ``<name> = None`` on the instance (and nothing else set there)."""
+        if name in self.__dict__ and self.__dict__[name] is None:
+            del self.__dict__[name]
 
     def _unhook_completion(self) -> None:
         """Undo :func:`_hook_completion` and the ``on_train_batch_end = None`` that may have gone with it."""
@@ -499,8 +491,7 @@ class DeviateCallback(pl.Callback):
         progress, hooked = completion[0], completion[1]
         if getattr(progress, "__dict__", {}).get("increment_completed") is hooked:
             del progress.__dict__["increment_completed"]
-        if "on_train_batch_end" in self.__dict__ and self.__dict__["on_train_batch_end"] is None:
-            del self.__dict__["on_train_batch_end"]
+        self._restore_hook("on_train_batch_end")
 
     def _disarm_hot_path(self, *, pause: bool = True) -> None:
         """The per-step hooks take the slower path (and on_train_batch_start is called every step) until the next
@@ -512,7 +503,7 @@ class DeviateCallback(pl.Callback):
             hot.take()
             if pause:
                 hot.steps.started = None
-        self._restore_start_hook()
+        self._restore_hook("on_train_batch_start")
         self._hot = None
 
     @override
