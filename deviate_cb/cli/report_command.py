@@ -32,7 +32,7 @@ def add_report(commands: argparse._SubParsersAction) -> None:
         "metrics by default): are the control runs bit-identical, how large is each variant's spread (std with its "
         "interval), what share of the seed spread implementation noise alone keeps, and how many runs per group "
         "detect --effect. Then per (experiment, variant) group and metric: n, mean, std (ddof=1), cv, min, max, "
-        "range and a chi-square confidence interval of the std, over the completed runs under DIR. Runs that did not "
+        "range and a confidence interval of the std (Bonett's), over the completed runs under DIR. Runs that did not "
         "complete are listed apart and left out. When an experiment holds the variants impl and algo+impl (or "
         "control and algo), the table and md formats end with the variance decomposition: std(impl)/std(algo+impl) and "
         "std(control)/std(algo) per metric, with its F interval capped at 1; --decomposition makes csv and json "

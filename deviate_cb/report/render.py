@@ -98,7 +98,7 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = (), headlines: 
         lines.append("")
     lines += [
         f"Per-run aggregate: `{report.aggregate}`. std: sample standard deviation (ddof=1); "
-        f"std CI: {level} chi-square interval; cv: std / |mean|. Metrics sorted by cv within each group."
+        f"std CI: {level} Bonett interval; cv: std / |mean|. Metrics sorted by cv within each group."
         + _iqm_note(report),
         "",
         "| " + " | ".join(("experiment", "variant", *_headers(report))) + " |",
@@ -227,7 +227,7 @@ def print_table(
         console.print(_DECOMPOSITION_NOTE.format(level=_level(report.level)), style="dim")
         console.print()
     console.print(
-        f"std: sample standard deviation (ddof=1); std CI: {_level(report.level)} chi-square interval; "
+        f"std: sample standard deviation (ddof=1); std CI: {_level(report.level)} Bonett interval; "
         "cv: std / |mean|." + _iqm_note(report),
         style="dim",
     )

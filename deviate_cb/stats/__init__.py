@@ -39,7 +39,12 @@ from deviate_cb.stats.decompose import decompose
 from deviate_cb.stats.describe import STD_CI_METHODS, Description, describe
 from deviate_cb.stats.directions import DIRECTIONS, infer_direction, resolve_direction
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
-from deviate_cb.stats.intervals import ConfidenceInterval, mean_confidence_interval, std_confidence_interval
+from deviate_cb.stats.intervals import (
+    ConfidenceInterval,
+    bonett_std_interval,
+    mean_confidence_interval,
+    std_confidence_interval,
+)
 from deviate_cb.stats.iqm import iqm
 from deviate_cb.stats.multi_aso import MultiASO, multi_aso
 from deviate_cb.stats.power import (
@@ -51,6 +56,7 @@ from deviate_cb.stats.power import (
     power_report,
     runs_needed,
 )
+from deviate_cb.stats.precision import PrecisionLook, precision_look, std_interval_note
 from deviate_cb.stats.sequential import (
     SequentialLook,
     SequentialPlan,
@@ -95,6 +101,7 @@ __all__ = [
     "MultiASO",
     "PerClassAccuracy",
     "PowerReport",
+    "PrecisionLook",
     "SampleInstability",
     "SequentialLook",
     "SequentialPlan",
@@ -107,6 +114,7 @@ __all__ = [
     "aggregate_table",
     "align_runs",
     "almost_stochastic_order",
+    "bonett_std_interval",
     "cohens_d",
     "compare",
     "correct",
@@ -130,6 +138,7 @@ __all__ = [
     "plan_sequential",
     "power_curve",
     "power_report",
+    "precision_look",
     "prediction_churn",
     "prob_improvement",
     "reject",
@@ -142,6 +151,7 @@ __all__ = [
     "sketch_vector",
     "spread_ratio",
     "std_confidence_interval",
+    "std_interval_note",
     "std_precision",
     "student_t",
     "subgroup_rates",

@@ -1,11 +1,19 @@
 """Across-run description of one metric: n, mean, std, CV, min, max, range, robust extras, and CIs.
 
 The standard deviation uses ``ddof=1`` (the sample standard deviation) unless ``ddof=0`` is asked for (the
-population standard deviation, as some papers report). Its default confidence interval is the chi-square
-interval of :func:`~deviate_cb.stats.intervals.std_confidence_interval`, an interval for the population
-``sigma``, so it is the same whichever ``ddof`` the point estimate uses. ``std_ci="bootstrap"`` replaces it by
-``scipy.stats.bootstrap`` (BCa) of ``np.std(..., ddof=ddof)``. The confidence interval of the mean is Student's
-t interval (:func:`~deviate_cb.stats.intervals.mean_confidence_interval`).
+population standard deviation, as some papers report); equal runs have std 0 exactly
+(:func:`~deviate_cb.stats._std.guarded_std`). Its default confidence interval is Bonett's
+(:func:`~deviate_cb.stats.intervals.bonett_std_interval`), an interval for the population ``sigma`` whose width
+follows the kurtosis the runs show, so it is the same whichever ``ddof`` the point estimate uses: it covers about
+as the chi-square interval for normal runs and tied accuracies and far better for skewed or heavy-tailed ones
+(``tests/stats/test_std_interval_coverage.py``). ``std_ci="chi2"`` gives the chi-square interval
+(:func:`~deviate_cb.stats.intervals.std_confidence_interval`, exact for normal runs only), ``std_ci="bootstrap"``
+``scipy.stats.bootstrap`` (BCa) of ``np.std(..., ddof=ddof)``. Whatever the method, no interval holds for runs
+with fewer than 3 distinct values or with most runs equal and one or two apart:
+:attr:`Description.std_note` says so ("cannot tell the std from 7 runs with only 1 distinct value") and the
+interval is NaN (:func:`~deviate_cb.stats.precision.std_interval_note`), unless ``by_design=True`` (the ``control``
+variant, bit-identical by design: equal runs are ``[0, 0]``). The confidence interval of the mean is Student's t
+interval (:func:`~deviate_cb.stats.intervals.mean_confidence_interval`).
 
 Robust extras: the median, the interquartile range ``np.percentile(x, 75) - np.percentile(x, 25)`` (NumPy's
 default linear interpolation, as ``scipy.stats.iqr``) and the interquartile mean (IQM: the mean of the middle
@@ -28,6 +36,8 @@ Example:
     >>> low, high = d.mean_confidence_interval(0.95)
     >>> bool(low < d.mean < high)
     True
+    >>> describe([0.9, 0.9, 0.9]).std_note
+    'cannot tell the std from 3 runs with only 1 distinct value'
     >>> low, high = describe([0.84, 0.85, 0.86, 0.81, 0.90], rng=0).iqm_confidence_interval(0.95)
     >>> bool(low <= 0.85 <= high)
     True
@@ -43,8 +53,10 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from deviate_cb.stats._checks import as_vector, check_rng, positive_int, seed_of
+from deviate_cb.stats._std import guarded_std
 from deviate_cb.stats.intervals import (
     ConfidenceInterval,
+    bonett_std_interval,
     bootstrap_std_interval,
     check_ci_level,
     mean_confidence_interval,
@@ -52,10 +64,11 @@ from deviate_cb.stats.intervals import (
 )
 from deviate_cb.stats.iqm import iqm as iqm_result
 from deviate_cb.stats.iqm import iqm_point
+from deviate_cb.stats.precision import std_interval_note
 
 __all__ = ["IQM_CI_METHODS", "STD_CI_METHODS", "Description", "describe"]
 
-STD_CI_METHODS = ("chi2", "bootstrap")
+STD_CI_METHODS = ("bonett", "chi2", "bootstrap")
 IQM_CI_METHODS = ("t", "bootstrap")
 
 
@@ -78,12 +91,14 @@ class Description:
             :meth:`iqm_confidence_interval`.
         ddof: Delta degrees of freedom of :attr:`std` (0 or 1).
         level: Confidence level of the default intervals (used by :meth:`to_dict`).
-        std_ci: How the std's interval is computed: ``"chi2"`` or ``"bootstrap"``.
+        std_ci: How the std's interval is computed: ``"bonett"`` (default), ``"chi2"`` or ``"bootstrap"``.
         n_resamples: Bootstrap resamples of the IQM's interval (``iqm_ci="bootstrap"``) and of the std's
             (``std_ci="bootstrap"``).
         seed: The seed those bootstraps use, so that every call gives the same interval.
         values: The finite values (for the IQM's interval and the bootstrap intervals).
         iqm_ci: How the IQM's interval is computed: ``"t"`` (Yuen's trimmed-mean t) or ``"bootstrap"``.
+        by_design: The runs are bit-identical by design (the ``control`` variant): equal runs then have the std
+            interval ``[0, 0]`` instead of no interval.
     """
 
     n: int
@@ -99,23 +114,36 @@ class Description:
     iqm: float = math.nan
     ddof: int = 1
     level: float = 0.95
-    std_ci: str = "chi2"
+    std_ci: str = "bonett"
     n_resamples: int = 9999
     seed: Optional[int] = None
     values: Optional[tuple[float, ...]] = field(default=None, repr=False, compare=False)
     iqm_ci: str = "t"
+    by_design: bool = False
 
     def confidence_interval(self, level: Optional[float] = None) -> ConfidenceInterval:
         """The confidence interval of the standard deviation at ``level`` (default: :attr:`level`).
 
-        Chi-square by default; with ``std_ci="bootstrap"`` the BCa bootstrap with the stored :attr:`seed`, so
-        repeated calls give the same interval. NaN when ``n < 2``.
+        Bonett's by default; ``std_ci="chi2"`` the chi-square interval; ``std_ci="bootstrap"`` the BCa bootstrap
+        with the stored :attr:`seed`, so repeated calls give the same interval. NaN where :attr:`std_note` says
+        that no interval holds (fewer than 3 distinct values, or most runs equal and one or two apart). A
+        description built from summary numbers (no :attr:`values`) gives the chi-square interval.
 
         Example:
             >>> describe([1.0, 2.0, 3.0]).confidence_interval(0.9).high > 1.0
             True
         """
         level = self.level if level is None else level
+        if self.by_design and self.n >= 2 and self.range == 0:
+            check_ci_level(level)
+            return ConfidenceInterval(0.0, 0.0)
+        if self.std_note:
+            check_ci_level(level)
+            return ConfidenceInterval(math.nan, math.nan)
+        if self.std_ci == "bonett" and self.values is not None:
+            check_ci_level(level)
+            low, high = bonett_std_interval(np.asarray(self.values, dtype=np.float64), level)
+            return ConfidenceInterval(float(low), float(high))
         if self.std_ci == "bootstrap":
             check_ci_level(level)
             return bootstrap_std_interval(self.values or (), self.ddof, level, self.n_resamples, self.seed)
@@ -123,6 +151,19 @@ class Description:
         if self.ddof == 0 and self.n >= 2:
             sample_std = self.std * math.sqrt(self.n / (self.n - 1))
         return std_confidence_interval(sample_std, self.n, level)
+
+    @property
+    def std_note(self) -> str:
+        """``""`` when the std's interval holds, else why not: "cannot tell the std from N runs with only K
+        distinct values" (:func:`~deviate_cb.stats.precision.std_interval_note`); ``""`` without :attr:`values`.
+
+        Example:
+            >>> describe([0.0, 0.0, 0.0, 0.0, 0.0, 0.1]).std_note
+            'cannot tell the std from 6 runs with only 2 distinct values'
+        """
+        if self.values is None or (self.by_design and self.n >= 2 and self.range == 0):
+            return ""
+        return std_interval_note(self.values)
 
     def mean_confidence_interval(self, level: Optional[float] = None) -> ConfidenceInterval:
         """Student's t confidence interval of the mean at ``level`` (default: :attr:`level`); NaN when ``n < 2``.
@@ -166,7 +207,7 @@ class Description:
         Example:
             >>> out = describe([1.0, 2.0, 3.0]).to_dict()
             >>> out["std"], out["median"], out["std_ci"], round(out["mean_ci_high"], 4)
-            (1.0, 2.0, 'chi2', 4.4841)
+            (1.0, 2.0, 'bonett', 4.4841)
         """
         std_low, std_high = self.confidence_interval()
         mean_low, mean_high = self.mean_confidence_interval()
@@ -189,12 +230,14 @@ class Description:
             "iqm_ci": self.iqm_ci,
             "std_ci_low": float(std_low),
             "std_ci_high": float(std_high),
+            "std_note": self.std_note,
             "mean_ci_low": float(mean_low),
             "mean_ci_high": float(mean_high),
             "iqm_ci_low": float(iqm_low),
             "iqm_ci_high": float(iqm_high),
             "n_resamples": self.n_resamples,
             "seed": self.seed,
+            "by_design": self.by_design,
         }
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 
@@ -204,10 +247,11 @@ def describe(
     *,
     ddof: int = 1,
     level: float = 0.95,
-    std_ci: str = "chi2",
+    std_ci: str = "bonett",
     n_resamples: int = 9999,
     rng: Union[int, np.random.Generator, None] = None,
     iqm_ci: str = "t",
+    by_design: bool = False,
 ) -> Description:
     """Describe the spread of one metric across runs.
 
@@ -216,14 +260,17 @@ def describe(
             counted in ``n_nonfinite``.
         ddof: Delta degrees of freedom of the std: 1 (sample std, the default) or 0 (population std).
         level: Confidence level in (0, 1) of the default intervals (:meth:`Description.to_dict`).
-        std_ci: The std's interval: ``"chi2"`` (default, assumes normal values) or ``"bootstrap"``
-            (``scipy.stats.bootstrap``, BCa).
+        std_ci: The std's interval: ``"bonett"`` (default, Bonett 2006: its width follows the runs' kurtosis),
+            ``"chi2"`` (exact for normal values only) or ``"bootstrap"`` (``scipy.stats.bootstrap``, BCa).
         n_resamples: Bootstrap resamples of the IQM's interval and, with ``std_ci="bootstrap"``, of the std's.
         rng: Seed of the bootstraps: an int, a ``numpy.random.Generator`` (one seed is drawn from it) or
             ``None`` (fresh entropy). The seed is stored, so every interval of the result is reproducible.
             The global random state is never used.
         iqm_ci: The IQM's interval: ``"t"`` (default, Yuen's trimmed-mean t interval) or ``"bootstrap"``
             (percentile bootstrap, one stratum).
+        by_design: The runs are bit-identical by design (the ``control`` variant): equal runs are then std 0
+            with the interval ``[0, 0]``. Otherwise equal runs are std 0 with no interval (:attr:`Description.
+            std_note`): a sample of equal runs does not show that the std is 0.
 
     Returns:
         A frozen :class:`Description`.
@@ -243,6 +290,8 @@ def describe(
     array = _validate_describe(values, ddof, level, std_ci, n_resamples, rng)
     if iqm_ci not in IQM_CI_METHODS:
         raise ValueError(f"`iqm_ci` must be 't' or 'bootstrap'. Received: iqm_ci={iqm_ci!r}.")
+    if not isinstance(by_design, bool):
+        raise ValueError(f"`by_design` must be True or False. Received: by_design={by_design!r}.")
     seed = seed_of(rng)
     settings: dict[str, Any] = {
         "ddof": ddof,
@@ -250,6 +299,7 @@ def describe(
         "std_ci": std_ci,
         "n_resamples": n_resamples,
         "seed": seed,
+        "by_design": by_design,
     }
     finite = array[np.isfinite(array)]
     n = int(finite.size)
@@ -263,7 +313,7 @@ def describe(
     # their value, and the subtraction loses less precision when the spread is small relative to the mean.
     shifted = finite - finite[0]
     mean = float(finite[0] + np.mean(shifted))
-    std = float(np.std(shifted, ddof=ddof)) if n >= 2 else math.nan
+    std = guarded_std(shifted, ddof) if n >= 2 else math.nan
     cv = std / abs(mean) if mean != 0 and math.isfinite(std) else math.nan
     low, high = float(np.min(finite)), float(np.max(finite))
     median = float(np.median(finite))
@@ -298,7 +348,7 @@ def _validate_describe(
         raise ValueError(f"`ddof` must be 0 or 1. Received: ddof={ddof!r}.")
     check_ci_level(level)
     if std_ci not in STD_CI_METHODS:
-        raise ValueError(f"`std_ci` must be 'chi2' or 'bootstrap'. Received: std_ci={std_ci!r}.")
+        raise ValueError(f"`std_ci` must be 'bonett', 'chi2' or 'bootstrap'. Received: std_ci={std_ci!r}.")
     positive_int(n_resamples, "n_resamples")
     check_rng(rng)
     return as_vector(values, "values")

@@ -1,7 +1,17 @@
-"""Confidence intervals of a standard deviation and of a mean, from summary numbers or by the bootstrap.
+"""Confidence intervals of a standard deviation and of a mean: Bonett's, chi-square, t, and by the bootstrap.
 
-The standard deviation's interval comes from the chi-square distribution of ``(n-1) s^2 / sigma^2`` for
-normally distributed values (``s`` with ``ddof=1``)::
+:func:`bonett_std_interval` is the std's interval that holds beyond normal runs (Bonett 2006, "Approximate
+confidence interval for standard deviation of nonnormal distributions", Computational Statistics & Data Analysis
+50:775-782): on the log scale, with a kurtosis estimate and a small-sample adjustment ``c = n / (n - z)``::
+
+    exp( ln(c s^2) +- z c sqrt((kurt - (n-3)/n) / (n-1)) ) ** 0.5,   kurt = n sum((x - m)^4) / sum((x - mean)^2)^2
+
+Bonett takes ``m`` as a trimmed mean (trim ``1 / (2 sqrt(n-4))``); here ``m`` is the median (the same at 5 runs),
+which covered better on skewed runs in ``tests/stats/test_std_interval_coverage.py`` (lognormal(0, 0.5): 0.90
+against 0.88 at 36 runs; normal: 0.951 against 0.943). Its width follows the tails the runs show; no interval of
+a std holds for tails as heavy as t(3)'s from tens of runs (see that test's notes).
+
+:func:`std_confidence_interval` is the chi-square interval, exact for normal runs only (``s`` with ``ddof=1``)::
 
     [ sqrt((n-1) s^2 / chi2.ppf(1 - a/2, n-1)),  sqrt((n-1) s^2 / chi2.ppf(a/2, n-1)) ],  a = 1 - level
 
@@ -19,6 +29,9 @@ Example:
     (0.6878, 1.8256)
     >>> mean_confidence_interval(0.0, 1.0, 1)
     ConfidenceInterval(low=nan, high=nan)
+    >>> low, high = bonett_std_interval([0.84, 0.85, 0.86, 0.81, 0.90, 0.83, 0.85, 0.86, 0.84, 0.82])
+    >>> round(float(low), 4), round(float(high), 4)
+    (0.0141, 0.0552)
 """
 
 from __future__ import annotations
@@ -32,10 +45,12 @@ import numpy as np
 __all__ = [
     "ArrayLike",
     "ConfidenceInterval",
+    "bonett_std_interval",
     "bootstrap_std_interval",
     "check_ci_level",
     "mean_confidence_interval",
     "std_confidence_interval",
+    "std_kurtosis",
 ]
 
 ArrayLike = Union[float, np.ndarray]
@@ -50,6 +65,9 @@ class ConfidenceInterval(NamedTuple):
 
 def std_confidence_interval(std: ArrayLike, n: Union[int, np.ndarray], level: float = 0.95) -> ConfidenceInterval:
     """Chi-square confidence interval of a standard deviation (vectorised over ``std`` and ``n``).
+
+    Exact for normal runs; it does not hold for skewed or heavy-tailed ones (0.39 at 36 lognormal(0, 1) runs):
+    :func:`bonett_std_interval` does better there.
 
     Args:
         std: Sample standard deviation(s) (``ddof=1``).
@@ -76,6 +94,80 @@ def std_confidence_interval(std: ArrayLike, n: Union[int, np.ndarray], level: fl
     low = np.where(valid, np.sqrt(scale / chdtri(df, alpha / 2.0)), np.nan)
     high = np.where(valid, np.sqrt(scale / chdtri(df, 1.0 - alpha / 2.0)), np.nan)
     if low.ndim == 0:
+        return ConfidenceInterval(float(low), float(high))
+    return ConfidenceInterval(low, high)
+
+
+def std_kurtosis(values: np.ndarray) -> np.ndarray:
+    """Bonett's kurtosis estimate ``n sum((x - median)^4) / sum((x - mean)^2)^2`` along the last axis.
+
+    3 for normal runs in the limit (larger for heavier tails); at least 1 (Cauchy-Schwarz); NaN where the values
+    are all equal or fewer than 2. Vectorised: one estimate per row of a 2-D array.
+
+    Example:
+        >>> round(float(std_kurtosis(np.array([1.0, 2.0, 3.0, 4.0, 10.0]))), 3)
+        4.838
+    """
+    x = np.asarray(values, dtype=np.float64)
+    n = x.shape[-1]
+    if n < 2:
+        return np.full(x.shape[:-1], np.nan)
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    squares = np.sum(centred**2, axis=-1)
+    fourth = np.sum((x - np.median(x, axis=-1, keepdims=True)) ** 4, axis=-1)
+    constant = np.ptp(x, axis=-1) == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(constant, np.nan, n * fourth / np.where(constant, 1.0, squares) ** 2)
+
+
+def bonett_std_interval(
+    values: np.ndarray, level: float = 0.95, kurtosis: Optional[ArrayLike] = None
+) -> ConfidenceInterval:
+    """Bonett's (2006) confidence interval of the standard deviation, along the last axis of ``values``.
+
+    Args:
+        values: One run per value; a 2-D array gives one interval per row.
+        level: Confidence level in (0, 1).
+        kurtosis: The kurtosis the interval's width uses (one per row); ``None``: :func:`std_kurtosis` of the
+            values. A larger value (say the largest estimate of several looks) widens the interval.
+
+    Returns:
+        ``ConfidenceInterval(low, high)`` for sigma; NaN where the values are all equal or fewer than 3 (no
+        kurtosis: :func:`~deviate_cb.stats.precision.std_interval_note` says why), ``(0, inf)`` where ``n`` is
+        not above the normal quantile (a level so high that the small-sample adjustment is undefined).
+
+    Example:
+        >>> low, high = bonett_std_interval(np.array([[1.0, 2.0, 3.0, 4.0, 6.0], [1.0, 1.0, 1.0, 1.0, 1.0]]))
+        >>> np.round(low, 3).tolist(), np.round(high, 3).tolist()
+        ([0.822, nan], [7.404, nan])
+    """
+    check_ci_level(level)
+    x = np.asarray(values, dtype=np.float64)
+    n = x.shape[-1] if x.ndim else 0
+    shape = x.shape[:-1] if x.ndim else ()
+    if n < 3:
+        nan = np.full(shape, np.nan)
+        return _interval(nan, nan)
+    kurt = std_kurtosis(x) if kurtosis is None else np.broadcast_to(np.asarray(kurtosis, np.float64), shape)
+    from scipy.special import ndtri
+
+    z = float(ndtri(1.0 - (1.0 - level) / 2.0))
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    variance = np.sum(centred**2, axis=-1) / (n - 1)
+    variance = np.where(np.ptp(x, axis=-1) == 0, np.nan, variance)
+    if n - z <= 0.0:
+        inf = np.where(np.isnan(variance), np.nan, np.inf)
+        return _interval(np.where(np.isnan(variance), np.nan, 0.0), inf)
+    c = n / (n - z)
+    se = c * np.sqrt(np.maximum(kurt - (n - 3.0) / n, 0.0) / (n - 1.0))
+    with np.errstate(invalid="ignore"):
+        low = np.sqrt(c * variance * np.exp(-z * se))
+        high = np.sqrt(c * variance * np.exp(z * se))
+    return _interval(low, high)
+
+
+def _interval(low: np.ndarray, high: np.ndarray) -> ConfidenceInterval:
+    if np.ndim(low) == 0:
         return ConfidenceInterval(float(low), float(high))
     return ConfidenceInterval(low, high)
 
@@ -118,21 +210,22 @@ def bootstrap_std_interval(
 ) -> ConfidenceInterval:
     """BCa bootstrap interval of ``np.std(values, ddof=ddof)``, reproducible from ``seed``.
 
-    NaN with fewer than two values; ``(0.0, 0.0)`` when every value is the same (BCa is undefined there).
+    NaN with fewer than two values and when every value is the same: every resample then has std 0, which
+    shows nothing about the std (:func:`~deviate_cb.stats.precision.std_interval_note`).
 
     Example:
         >>> bootstrap_std_interval((0.5, 0.5, 0.5), 1, 0.95, 999, 0)
-        ConfidenceInterval(low=0.0, high=0.0)
+        ConfidenceInterval(low=nan, high=nan)
     """
     x = np.asarray(values, dtype=np.float64)
-    if x.size < 2:
+    if x.size < 2 or np.ptp(x) == 0:
         return ConfidenceInterval(math.nan, math.nan)
-    if np.all(x == x[0]):  # every resample has std 0; BCa is undefined there
-        return ConfidenceInterval(0.0, 0.0)
     from scipy.stats import bootstrap
 
+    from deviate_cb.stats._std import guarded_std_along
+
     def statistic(sample: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.std(sample, ddof=ddof, axis=axis)
+        return guarded_std_along(sample, axis=axis, ddof=ddof)
 
     result = bootstrap(
         (x,),

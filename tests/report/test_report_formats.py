@@ -84,12 +84,12 @@ def test_terminal_table(mixed) -> None:
     assert "experiment=mlp  variant=control  (1 completed run, aggregate=last)" in text
     assert "Runs left out of the statistics" in text and "RuntimeError: boom" in text
     assert text.index("val_loss") < text.index("val_acc")
-    assert "95% chi-square interval" in text
+    assert "95% Bonett interval" in text
 
 
 def test_terminal_table_on_morin(report) -> None:
     text = render(report, "table")
-    assert "0.02656" in text and "[0.02219, 0.0331]" in text and "2.68%" in text
+    assert "0.02656" in text and "[0.02167, 0.03388]" in text and "2.68%" in text
 
 
 def test_unknown_format(report) -> None:

@@ -49,9 +49,11 @@ def test_every_statistic_matches_numpy_and_scipy(rows: dict, variant: str) -> No
         np.testing.assert_allclose(row.cv, x.std(ddof=1) / abs(x.mean()), rtol=1e-12)
         assert (row.min, row.max) == (x.min(), x.max())
         np.testing.assert_allclose(row.range, x.max() - x.min(), rtol=1e-13)
-        df, s2 = x.size - 1, x.var(ddof=1)
-        expected = [math.sqrt(df * s2 / sps.chi2.ppf(q, df)) for q in (0.975, 0.025)]
-        np.testing.assert_allclose([row.std_ci_low, row.std_ci_high], expected, rtol=1e-12)
+        n, s2, z = x.size, x.var(ddof=1), sps.norm.ppf(0.975)  # Bonett (2006), kurtosis about the median
+        c, kurt = n / (n - z), n * np.sum((x - np.median(x)) ** 4) / np.sum((x - x.mean()) ** 2) ** 2
+        se = c * math.sqrt((kurt - (n - 3) / n) / (n - 1))
+        expected = [math.sqrt(c * s2 * math.exp(sign * z * se)) for sign in (-1, 1)]
+        np.testing.assert_allclose([row.std_ci_low, row.std_ci_high], expected, rtol=1e-10)
 
 
 def test_implementation_noise_share_matches_readme_ratios(rows: dict) -> None:

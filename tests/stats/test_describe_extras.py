@@ -30,7 +30,9 @@ def test_chi2_interval_is_for_sigma_whatever_the_ddof(ddof: int) -> None:
     for level in (0.8, 0.95):
         a, df, s2 = 1 - level, x.size - 1, np.var(x, ddof=1)
         expected = (math.sqrt(df * s2 / sps.chi2.ppf(1 - a / 2, df)), math.sqrt(df * s2 / sps.chi2.ppf(a / 2, df)))
-        np.testing.assert_allclose(describe(x, ddof=ddof).confidence_interval(level), expected, rtol=1e-10)
+        np.testing.assert_allclose(
+            describe(x, ddof=ddof, std_ci="chi2").confidence_interval(level), expected, rtol=1e-10
+        )
 
 
 @pytest.mark.parametrize("n", [2, 5, 30])
@@ -65,17 +67,45 @@ def test_iqm_is_the_mean_of_the_middle_half() -> None:
     assert describe([100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -50.0]).iqm == 3.5
 
 
-def test_identical_values_give_exact_zero_spread() -> None:
-    d = describe([0.1] * 7, ddof=0)
+@pytest.mark.parametrize("std_ci", ["bonett", "chi2", "bootstrap"])
+def test_identical_values_give_exact_zero_spread_and_no_interval(std_ci: str) -> None:
+    """Seven equal runs have std 0, but a sample of equal runs does not show the std is 0 (implementation noise
+    that shows in 15% of runs leaves 7 runs equal 32% of the time): no interval, and the note says so."""
+    d = describe([0.901] * 7, ddof=0, std_ci=std_ci, n_resamples=99, rng=0)
     assert (d.std, d.iqr, d.range) == (0.0, 0.0, 0.0)
-    assert d.mean == d.median == d.iqm == 0.1
-    assert d.confidence_interval() == (0.0, 0.0)
-    assert d.mean_confidence_interval() == (0.1, 0.1)
-    b = describe([0.1] * 7, std_ci="bootstrap", n_resamples=99, rng=0)
-    assert b.std == 0.0 and b.confidence_interval() == (0.0, 0.0)
+    assert d.mean == d.median == d.iqm == 0.901
+    assert all(math.isnan(v) for v in d.confidence_interval())
+    assert d.std_note == "cannot tell the std from 7 runs with only 1 distinct value"
+    assert d.to_dict()["std_note"] == d.std_note and d.to_dict()["std_ci_low"] is None
+    assert d.mean_confidence_interval() == (0.901, 0.901)
 
 
-@pytest.mark.parametrize("std_ci", ["chi2", "bootstrap"])
+@pytest.mark.parametrize("std_ci", ["bonett", "chi2", "bootstrap"])
+@pytest.mark.parametrize(
+    ("values", "note"),
+    [
+        ([0.9, 0.9, 0.905, 0.905, 0.9], "cannot tell the std from 5 runs with only 2 distinct values"),
+        ([0.0] * 8 + [0.3, -0.2], "cannot tell the std from 10 runs: only 2 differ from the other 8"),
+        ([0.0] * 5 + [0.3], "cannot tell the std from 6 runs with only 2 distinct values"),
+    ],
+)
+def test_too_few_differing_runs_give_no_interval(std_ci: str, values: list[float], note: str) -> None:
+    d = describe(values, std_ci=std_ci, n_resamples=99, rng=0)
+    assert d.std > 0 and d.std_note == note
+    assert all(math.isnan(v) for v in d.confidence_interval())
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[0.9, 0.905, 0.91], [0.9, 0.9, 0.905, 0.91], [0.0, 0.0, 0.0, 0.1, 0.2, 0.3], [0.895, 0.9, 0.9, 0.905, 0.9, 0.91]],
+)
+def test_enough_differing_runs_give_an_interval(values: list[float]) -> None:
+    d = describe(values)
+    low, high = d.confidence_interval()
+    assert d.std_note == "" and 0 < low < d.std < high < math.inf
+
+
+@pytest.mark.parametrize("std_ci", ["bonett", "chi2", "bootstrap"])
 def test_fewer_than_two_values_give_nan_intervals(std_ci: str) -> None:
     for values in ([], [1.5], [1.5, float("nan")]):
         d = describe(values, std_ci=std_ci, rng=0, n_resamples=99)
@@ -132,8 +162,9 @@ def test_to_dict_is_json_ready() -> None:
 
 
 def test_old_positional_construction_still_works() -> None:
-    d = Description(3, 2.0, 1.0, 0.5, 1.0, 3.0, 2.0, 0)
-    assert d.confidence_interval(0.95) == describe([1.0, 2.0, 3.0]).confidence_interval(0.95)
+    d = Description(3, 2.0, 1.0, 0.5, 1.0, 3.0, 2.0, 0)  # summary numbers only: the chi-square interval
+    assert d.confidence_interval(0.95) == describe([1.0, 2.0, 3.0], std_ci="chi2").confidence_interval(0.95)
+    assert d.std_note == ""
 
 
 @pytest.mark.parametrize(
@@ -142,7 +173,7 @@ def test_old_positional_construction_still_works() -> None:
         ({"ddof": 2}, ValueError, "`ddof` must be 0 or 1. Received: ddof=2."),
         ({"ddof": True}, ValueError, "`ddof` must be 0 or 1. Received: ddof=True."),
         ({"level": 1.0}, ValueError, "`level` must be in (0, 1). Received: level=1.0."),
-        ({"std_ci": "t"}, ValueError, "`std_ci` must be 'chi2' or 'bootstrap'. Received: std_ci='t'."),
+        ({"std_ci": "t"}, ValueError, "`std_ci` must be 'bonett', 'chi2' or 'bootstrap'. Received: std_ci='t'."),
         ({"n_resamples": 0}, ValueError, "`n_resamples` must be a positive integer. Received: n_resamples=0."),
         ({"rng": "a"}, TypeError, "`rng` must be None, a non-negative int seed or a numpy.random.Generator."),
         (
@@ -165,3 +196,13 @@ def test_morin2020_same_seed_population_std() -> None:
     assert d.n == column.size
     assert f"{d.std:.3e}" == "1.995e-02"
     np.testing.assert_allclose(d.std, np.std(column), rtol=1e-12)
+
+
+def test_a_group_identical_by_design_has_the_interval_0_0() -> None:
+    """The control variant is bit-identical by design: its equal runs are std 0 with [0, 0], not "cannot tell"."""
+    d = describe([0.901] * 4, by_design=True)
+    assert d.std == 0.0 and d.confidence_interval() == (0.0, 0.0) and d.std_note == ""
+    differs = describe([0.9, 0.91, 0.92], by_design=True)  # a control that differs: the ordinary interval
+    assert differs.confidence_interval() == describe([0.9, 0.91, 0.92]).confidence_interval()
+    with pytest.raises(ValueError, match=r"^`by_design` must be True or False\. Received: by_design=1\.$"):
+        describe([1.0, 2.0], by_design=1)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""describe() and std_confidence_interval() against numpy/scipy references and a coverage simulation."""
+"""describe() and its std intervals (Bonett's, chi-square) against numpy/scipy references and a coverage simulation."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_cv_matches_scipy_variation_and_uses_abs_mean() -> None:
 
 def test_confidence_interval_matches_chi2_formula() -> None:
     x = np.random.default_rng(7).normal(size=12)
-    d = describe(x)
+    d = describe(x, std_ci="chi2")
     for level in (0.5, 0.9, 0.95, 0.99):
         a = 1 - level
         s2, df = np.var(x, ddof=1), x.size - 1
@@ -42,6 +42,26 @@ def test_confidence_interval_matches_chi2_formula() -> None:
         assert isinstance(ci, ConfidenceInterval)
         np.testing.assert_allclose([ci.low, ci.high], [low, high], rtol=1e-12)
         assert ci.low < d.std < ci.high
+
+
+@pytest.mark.parametrize("n", [3, 5, 12, 40])
+def test_default_interval_is_bonett_formula(n: int) -> None:
+    """Bonett (2006): exp(ln(c s^2) +- z c se) with c = n/(n - z), se^2 = (kurt - (n-3)/n)/(n-1), kurtosis about
+    the median; written out here with scipy's quantile."""
+    x = np.random.default_rng(n).lognormal(0.0, 0.5, size=n)
+    d = describe(x)
+    assert d.std_ci == "bonett"
+    for level in (0.8, 0.95, 0.99):
+        z = sps.norm.ppf(1 - (1 - level) / 2)
+        c = n / (n - z)
+        kurt = n * np.sum((x - np.median(x)) ** 4) / np.sum((x - x.mean()) ** 2) ** 2
+        se = c * math.sqrt((kurt - (n - 3) / n) / (n - 1))
+        s2 = np.var(x, ddof=1)
+        expected = (math.sqrt(c * s2 * math.exp(-z * se)), math.sqrt(c * s2 * math.exp(z * se)))
+        np.testing.assert_allclose(d.confidence_interval(level), expected, rtol=1e-10)
+        low, high = d.confidence_interval(level)
+        assert low < d.std < high
+        assert describe(x, ddof=0).confidence_interval(level) == (low, high)  # an interval for sigma
 
 
 def test_confidence_interval_narrows_with_level_and_n() -> None:
@@ -80,7 +100,8 @@ def test_small_and_degenerate_samples() -> None:
     assert zero_mean.std == pytest.approx(math.sqrt(2)) and math.isnan(zero_mean.cv)
     identical = describe([0.7, 0.7, 0.7])
     assert identical.std == 0.0 and identical.cv == 0.0 and identical.mean == 0.7
-    assert tuple(identical.confidence_interval()) == (0.0, 0.0)
+    assert all(math.isnan(v) for v in identical.confidence_interval())  # no zero-width interval from a sample
+    assert identical.std_note == "cannot tell the std from 3 runs with only 1 distinct value"
 
 
 def test_result_is_frozen() -> None:
