@@ -14,7 +14,8 @@
   :func:`noether_runs`, :func:`power_report`;
 - noise sources: :func:`decompose` (the share of spread due to implementation noise);
 - model stability (issue 5): :func:`prediction_churn`, :func:`sample_instability`, :func:`per_class_accuracy`,
-  :func:`subgroup_rates`, :func:`weight_distance` and :func:`weight_distance_from_sketches`.
+  :func:`subgroup_rates`, :func:`weight_distance` and :func:`weight_distance_from_sketches`; the test set's own
+  sampling spread beside the run-to-run spread: :func:`sampling_spread`.
 
 Plain functions do the maths; results are frozen objects in SciPy's style (``statistic``, ``pvalue``,
 ``confidence_interval(level)``, ``to_dict()``). Resampling functions take ``rng`` and never touch the global
@@ -76,6 +77,7 @@ from deviate_cb.stats.stability.predictions import (
     prediction_churn,
     sample_instability,
 )
+from deviate_cb.stats.stability.sampling import SamplingSpread, sampling_spread
 from deviate_cb.stats.stability.sketch import (
     WeightDistance,
     jl_epsilon,
@@ -103,6 +105,7 @@ __all__ = [
     "PowerReport",
     "PrecisionLook",
     "SampleInstability",
+    "SamplingSpread",
     "SequentialLook",
     "SequentialPlan",
     "SequentialSimulation",
@@ -146,6 +149,7 @@ __all__ = [
     "runs_for_precision",
     "runs_needed",
     "sample_instability",
+    "sampling_spread",
     "sequential_look",
     "simulate_sequential",
     "sketch_vector",

@@ -60,6 +60,8 @@ def stability_section(groups: Sequence[Any]) -> str:
             plots.append(figure(markup, "Per class: how much its accuracy varies across runs.", "bars"))
         if plots:
             parts.append(f'<div class="pair">{"".join(plots)}</div>')
+        if getattr(group, "sampling", None) is not None:  # the test set's own sampling spread, in words
+            parts.append(f"<p>{text(group.sampling.sentence())}</p>")
         for labelling, rates in group.subgroups.items():
             header = list(rates.rows[0].keys()) if rates.rows else []
             if header:

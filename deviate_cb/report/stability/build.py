@@ -1,9 +1,12 @@
-"""The stability section of ``deviate report``: churn, weight distance, per-class and sub-group spread.
+"""The stability section of ``deviate report``: churn, weight distance, per-class and sub-group spread, and the
+test set's own sampling spread of the accuracy beside the run-to-run spread.
 
 For every (experiment, variant) group whose completed runs stored ``predictions.parquet`` or weight files
 (:mod:`deviate_cb.store.predictions`, :mod:`deviate_cb.store.weights`), :func:`build_stability` computes the measures
-of :mod:`deviate_cb.stats.stability.predictions`, :mod:`deviate_cb.stats.stability.groups` and
-:mod:`deviate_cb.stats.stability.sketch` into one :class:`StabilityGroup` each. Two views of them:
+of :mod:`deviate_cb.stats.stability.predictions`, :mod:`deviate_cb.stats.stability.groups`,
+:mod:`deviate_cb.stats.stability.sampling` (classification with true labels: the accuracy's bootstrap over the
+test set's samples, seed 0) and :mod:`deviate_cb.stats.stability.sketch` into one :class:`StabilityGroup` each.
+Two views of them:
 :func:`~deviate_cb.report.stability.rows.stability_rows` flattens them into records
 (:data:`~deviate_cb.report.stability.rows.STABILITY_COLUMNS`, for ``--stability`` with csv or json) and
 :func:`~deviate_cb.report.stability.render.write_stability` writes the section as Markdown or terminal tables.
@@ -20,6 +23,8 @@ Example:
     >>> group = build_stability(root)[0]
     >>> group.n_runs, round(group.churn.mean, 4), group.per_class.worst_class
     (3, 0.3333, 0)
+    >>> group.sampling.metric, group.sampling.n_samples, round(group.sampling.binomial_std, 3)
+    ('accuracy', 4, 0.186)
     >>> from deviate_cb.report.stability.render import write_stability
     >>> from deviate_cb.report.stability.rows import stability_rows
     >>> [r["measure"] for r in stability_rows([group])][:3]
@@ -54,6 +59,7 @@ from deviate_cb.stats.stability.predictions import (
     prediction_churn,
     sample_instability,
 )
+from deviate_cb.stats.stability.sampling import SamplingSpread, sampling_spread
 from deviate_cb.stats.stability.sketch import WeightDistance, weight_distance_blocks, weight_distance_from_sketches
 from deviate_cb.store.predictions import PREDICTIONS_FILE, predictions_metadata, read_predictions
 from deviate_cb.store.weights import (
@@ -82,6 +88,7 @@ class StabilityGroup:
     subgroups: dict[str, SubgroupRates] = field(default_factory=dict)
     instability: Optional[SampleInstability] = None
     regression: Optional[dict[str, float]] = None
+    sampling: Optional[SamplingSpread] = None
     weights: Optional[WeightDistance] = None
     n_weight_runs: int = 0
     notes: tuple[str, ...] = ()
@@ -230,6 +237,7 @@ def _prediction_measures(
     fields["instability"] = sample_instability(matrix, labels, ids)
     if labels is not None:
         fields["per_class"] = per_class_accuracy(matrix, labels)
+        fields["sampling"] = sampling_spread(matrix == labels[None, :], seed=0)
         fields["subgroups"] = {
             name[len("group_") :]: subgroup_rates(
                 matrix, labels, first.column(name).to_numpy(zero_copy_only=False)[order], positive=positive
@@ -238,7 +246,9 @@ def _prediction_measures(
             if name.startswith("group_") and first.column(name).null_count < first.num_rows
         }
     else:
-        notes.append("no true labels: per-class and sub-group accuracy are not computed")
+        notes.append(
+            "no true labels: per-class and sub-group accuracy and the test set's sampling spread are not computed"
+        )
     return fields
 
 

@@ -1,8 +1,9 @@
 """The stability section as Markdown (``md``) or terminal (``table``) text: one block per group.
 
 :func:`write_stability` writes, for each :class:`~deviate_cb.report.stability.build.StabilityGroup`, a headline (runs,
-snapshot, samples, notes), a summary of each measure in words, the sub-group table of every grouping column and
-the most unstable samples.
+snapshot, samples, notes), a summary of each measure in words (the test set's sampling spread of the accuracy
+beside the run-to-run spread as one sentence: :meth:`~deviate_cb.stats.stability.sampling.SamplingSpread.sentence`),
+the sub-group table of every grouping column and the most unstable samples.
 
 Example:
     >>> import sys
@@ -121,6 +122,8 @@ def _summary(g: StabilityGroup) -> list[dict[str, Any]]:
         p = g.per_class
         rows.append({"measure": "accuracy", "value": f"mean {_f(float(p.overall.mean()))}, std {_f(p.overall_std)}"})
         rows.append({"measure": "per-class accuracy", "value": _per_class_text(p)})
+    if g.sampling is not None:
+        rows.append({"measure": "test-set sampling spread", "value": g.sampling.sentence()})
     if g.instability is not None:
         inst = g.instability
         rows.append(

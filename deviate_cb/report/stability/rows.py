@@ -112,6 +112,18 @@ def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
                     ratio=r[f"{rate}_ratio"],
                     note=f"positive class {sg.positive}",
                 )
+    if g.sampling is not None:
+        sp = g.sampling
+        add(
+            "test_set_sampling",
+            sp.metric,
+            mean=sp.estimate,
+            std=sp.sampling_std,
+            ratio=sp.ratio,
+            low=sp.ci_low,
+            high=sp.ci_high,
+            note=sp.sentence(),
+        )
     if g.instability is not None:
         inst = g.instability
         add("unstable_samples", mean=inst.n_unstable / max(g.n_samples, 1), note=f"{inst.n_unstable} samples flip")
