@@ -8,7 +8,9 @@ difference (:func:`deviate_cb.stats.sequential.sequential_look`, planned over th
 so the error rate is spent once over the whole sequence) decides: A better, B better, no difference of at least
 ``--effect`` (when given), or on to the next round; at ``--max-runs`` runs per group the sequence ends undecided,
 with the repeated confidence interval of the difference. ``--until-precision REL`` runs one group in rounds until
-the chi-square interval of its std is within ``REL`` of the std (half-width over std), or ``--max-runs``.
+Bonett's interval of its std is within ``REL`` of the std (half-width over std), or ``--max-runs``
+(:func:`deviate_cb.stats.precision.precision_look`: no interval, and no stop, while the runs show fewer than 3
+distinct values or one or two runs apart from the rest; equal runs stop only the ``control`` variant).
 
 Every look is written to the sequence's record (:mod:`deviate_cb.store.sequential_record`) before the next round
 starts, so an interrupted launcher, rerun with the same command, continues from the looks recorded; a rerun with
@@ -288,7 +290,7 @@ def _until_precision(
     level: float,
     stream: TextIO,
 ) -> RoundsResult:
-    from deviate_cb.stats.intervals import std_confidence_interval
+    from deviate_cb.stats.precision import precision_look
 
     path = record_path(out, group)
     looks = _looks(runs, step, max_runs)
@@ -296,11 +298,12 @@ def _until_precision(
         "kind": "until-precision",
         "metric": metric,
         "group": {"experiment": group[0], "variant": group[1]},
-        "plan": {"precision": precision, "level": level, "looks": looks},
+        "plan": {"precision": precision, "level": level, "looks": looks, "interval": "bonett"},
     }
     record = _resume(path, header, bool(launch.get("force")))
     _say(stream, f"{_PROG}: replicating {_label(group)} until the std of {metric} is known to ±{precision:.0%} "
-         f"(the half-width of its {level:.0%} chi-square interval over the std), at most {max_runs} runs")  # fmt: skip
+         f"(the half-width of its {level:.0%} Bonett interval over the std, its width from the largest kurtosis "
+         f"the runs show), at most {max_runs} runs")  # fmt: skip
     if record.get("decision"):
         _say(stream, f"{_PROG}: {record['decision_text']}")
         return RoundsResult(0, record["decision"], path)
@@ -316,25 +319,16 @@ def _until_precision(
                  f"{result.summary()}; rerun the same command to retry the failed replicas")  # fmt: skip
             write_record(path, record)
             return RoundsResult(1, None, path)
-        mean = sum(values) / n
-        std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else math.nan
-        low, high = std_confidence_interval(std, n, level) if n > 1 else (math.nan, math.nan)
-        reached = (float(high) - float(low)) / (2 * std) if std > 0 else (0.0 if n > 1 else math.inf)
-        done = reached <= precision or n >= max_runs
-        decision = "known" if reached <= precision else ("not known" if done else "continue")
-        text = (
-            f"after {n} runs: std of {metric} {std:.4g} [{float(low):.4g}, {float(high):.4g}] ({level:.0%} CI): "
-            f"known to ±{reached:.0%} (target ±{precision:.0%})"
-        )
-        if decision == "not known":
-            text += f"; stopped at --max-runs {max_runs}"
-        record["looks"].append({"n": n, "std": std, "low": float(low), "high": float(high), "precision": reached,
-                                "decision": decision, "text": text})  # fmt: skip
-        if done:
-            record.update(decision=decision, decision_text=text, decided_at=time.time())
+        # Equal runs are std 0 known exactly only where the group is bit-identical by design (control).
+        look = precision_look(values, precision, looks=[m for m in looks if m < n], level=level,
+                              last=n >= max_runs, by_design=group[1] == "control", name=metric)  # fmt: skip
+        text = look.text + (f"; stopped at --max-runs {max_runs}" if look.decision == "not known" else "")
+        record["looks"].append({**look.to_dict(), "text": text})
+        if look.stop:
+            record.update(decision=look.decision, decision_text=text, decided_at=time.time())
         write_record(path, record)
         _say(stream, f"{_PROG}: {text}")
-        if done:
+        if look.stop:
             break
     return RoundsResult(0, record.get("decision"), path)
 
@@ -448,6 +442,9 @@ def _check(
         raise UsageError("`--until-precision` replicates one group; `--against` belongs to --until-decided.")
     if precision is not None and not 0 < precision < 1:
         raise UsageError(f"`--until-precision` must be in (0, 1), e.g. 0.25. Received: --until-precision={precision}.")
+    if precision is not None and max_runs < 3:
+        raise UsageError(f"`--max-runs` must be at least 3 with --until-precision (a std's interval needs 3 runs that "
+                         f"differ). Received: --max-runs={max_runs}.")  # fmt: skip
     if not 0 < alpha < 0.5:
         raise UsageError(f"`--alpha` must be in (0, 0.5). Received: --alpha={alpha}.")
     if effect is not None and not (math.isfinite(effect) and effect > 0):

@@ -43,6 +43,10 @@ def base(seed):
     return {"acc": _value(seed, 0.80)}
 
 
+def flat(seed):
+    return {"acc": 0.901}
+
+
 def same(seed):
     if Path(os.environ.get("FAIL_A_MARKER", "/nonexistent")).exists() and seed >= 3:
         raise RuntimeError("out of memory")
@@ -180,6 +184,44 @@ def test_until_precision_stops_when_the_std_is_known(study: Path) -> None:
     ns = [look["n"] for look in record["looks"]]
     assert ns[0] == 3 and ns[-1] < 30 and record["looks"][-1]["precision"] <= 0.5
     assert all(look["precision"] > 0.5 for look in record["looks"][:-1])
+    assert "Bonett" in record["looks"][-1]["text"] and record["plan"]["interval"] == "bonett"
+
+
+def test_until_precision_never_stops_on_equal_runs(study: Path) -> None:
+    """Equal runs are std 0, but they do not show that the std is 0: no "known to ±0%" from 3 equal runs."""
+    args = ("--trainer", "fns.py:flat", "-n", "3", "--variant", "impl", "--experiment", "q", "--until-precision",
+            "0.5", "--metric", "acc", "--max-runs", "5", "--parallel", "2")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = _records(study)
+    assert [look["n"] for look in record["looks"]] == [3, 5]
+    assert record["decision"] == "not known"
+    assert record["looks"][0]["decision"] == "continue" and record["looks"][0]["precision"] is None
+    assert record["decision_text"] == (
+        "after 5 runs: cannot tell the std of acc from 5 runs with only 1 distinct value (target ±50%); "
+        "stopped at --max-runs 5"
+    )
+    assert "cannot tell the std of acc from 3 runs with only 1 distinct value" in done.stdout
+
+
+def test_until_precision_on_control_stops_on_bit_identical_runs(study: Path) -> None:
+    """The control variant is bit-identical by design: its equal runs are std 0, known exactly."""
+    args = ("--trainer", "fns.py:flat", "-n", "3", "--variant", "control", "--experiment", "c", "--until-precision",
+            "0.5", "--metric", "acc", "--max-runs", "6")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = _records(study)
+    assert record["decision"] == "known" and [look["n"] for look in record["looks"]] == [3]
+    assert "the 3 runs are bit-identical, as this group is by design: known exactly" in record["decision_text"]
+
+
+def test_until_precision_needs_max_runs_of_at_least_three(study: Path) -> None:
+    done = _run(study, "--trainer", "fns.py:good", "-n", "2", "--variant", "algo", "--experiment", "bad",
+                "--until-precision", "0.5", "--metric", "acc", "--max-runs", "2")  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "`--max-runs` must be at least 3 with --until-precision" in lines[0], lines
+    assert not (study / "runs" / "experiment=bad").exists()
 
 
 @pytest.mark.parametrize(
