@@ -115,7 +115,8 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         "--correction",
         choices=("holm", "bh", "bonferroni", "none"),
         default="holm",
-        help="multiple-comparison correction across the metrics compared (default: holm)",
+        help="multiple-comparison correction over the metrics of interest: those named with --metric, else the "
+        "validation and test metrics (the other metrics form a family of their own) (default: holm)",
     )
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstraps (default 0: reproducible)")
@@ -174,19 +175,30 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if sequential:
         say(err, "note", printable(sequential))
     correction = None if args.correction == "none" else args.correction
-    rows = compare_groups(group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed)
+    rows = compare_groups(
+        group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed,
+        directions=dict(args.direction), interest=args.metric or None,
+    )  # fmt: skip
     for row in rows:
         if row["status"] == "skipped" and args.format in ("csv", "json"):
             say(err, "warning", printable(f"metric `{row['metric']}` not compared: {row['reason']}."))
     how = "" if args.table else f"  aggregate={args.aggregate}"
     title = f"A: {label_a} ({len(group_a)} runs)  vs  B: {label_b} ({len(group_b)} runs){how}"
+    interest = sorted(r["metric"] for r in rows if r.get("family") == "interest")
+    family = (
+        f"the metrics named with --metric ({', '.join(interest)})"
+        if args.metric
+        else f"the metrics of interest ({', '.join(interest) or 'none'}: validation and test metrics, else all)"
+    )
     notes = (
         f"diff: mean(A) - mean(B) with Welch's {args.level:.0%} t interval; p: Welch t, p adj: {args.correction} over "
-        "the metrics compared; d: Cohen's d and P(A>B): the share of pairs where A's run is higher, each with the "
-        "interval that inverts Welch's test (it excludes 0, or 0.5, exactly when p <= "
+        f"{family}, the other metrics corrected among themselves; d: Cohen's d and P(A>B): the share of pairs where "
+        "A's run is higher, each with the interval that inverts Welch's test (it excludes 0, or 0.5, exactly when p <= "
         f"{1 - args.level:.2g}; normal runs assumed); std A/B: the spread ratio with the interval that inverts the "
-        "Brown-Forsythe test, spread p adj its p corrected; ASO eps: epsilon_min of A over B (< 0.2: A almost "
-        "dominates). Intervals are per metric, not corrected; a verdict's 'significant' uses the corrected p.",
+        "Brown-Forsythe test, spread p adj its p corrected; ASO eps: epsilon_min of A over B in the metric's "
+        "direction (a lower-is-better metric, from its name or --direction, is compared negated; < 0.2: A almost "
+        "dominates, i.e. is better). Intervals are per metric, not corrected; a verdict's 'significant' uses the "
+        "corrected p.",
     )
     if args.format == "html":
         from deviate_cb.report.html.compare_page import compare_curves, compare_page

@@ -29,7 +29,8 @@ independently ``n_resamples`` times gives ``eps*``; ``sigma_hat`` is the standar
 ``eps_min < threshold`` (0.2 by default) means A is almost stochastically dominant over B; ``eps_min = 0``
 is full stochastic dominance, ``eps_min = 1`` no dominance at all. For the reverse question, swap the
 arguments. ``confidence_interval(level)`` is the one-sided interval ``(0, eps_W - sd(eps*) Phi^-1(1 - level))``
-from the same resamples, so at ``level = 1 - alpha`` its upper end is ``eps_min``.
+from the same resamples, so at ``level = 1 - alpha`` its upper end is ``eps_min``. With both groups constant
+every resample is the sample itself: ``epsilon_min`` is NaN and nothing is decided (``settings["note"]``).
 
 Example:
     >>> a = [0.86, 0.87, 0.88, 0.87, 0.89, 0.86, 0.88]
@@ -51,6 +52,7 @@ import numpy as np
 from deviate_cb.stats._checks import positive_int, resolve_rng
 from deviate_cb.stats._groups import _group
 from deviate_cb.stats._results import StatResult
+from deviate_cb.stats._std import is_constant
 
 __all__ = ["almost_stochastic_order", "violation_ratio"]
 
@@ -128,6 +130,9 @@ def almost_stochastic_order(
         return min(1.0, max(0.0, eps - scale * NormalDist().inv_cdf(1.0 - level)))
 
     eps_min = upper(1.0 - alpha)
+    both_constant = is_constant(x) and is_constant(y)
+    if both_constant:  # every resample is the sample: a zero-width bound that would claim from nothing
+        eps_min = math.nan
     settings: dict[str, Any] = {
         "violation_ratio": eps,
         "bootstrap_std": scale,
@@ -140,6 +145,15 @@ def almost_stochastic_order(
         "grid_size": grid_size,
         "seed": seed,
     }
+    if both_constant:
+        settings["note"] = "both groups are constant: no spread to bootstrap, so no bound and no decision"
+        return StatResult(
+            "almost_stochastic_order",
+            eps_min,
+            level=1.0 - alpha,
+            settings=settings,
+            interval=lambda lv: (0.0, math.nan),
+        )
     return StatResult(
         "almost_stochastic_order", eps_min, level=1.0 - alpha, settings=settings, interval=lambda lv: (0.0, upper(lv))
     )

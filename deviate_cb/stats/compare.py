@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from deviate_cb.stats._groups import (
     _validate_pair,
 )
 from deviate_cb.stats._results import StatResult, check_level
+from deviate_cb.stats._std import guarded_std, is_constant
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
 from deviate_cb.stats.spread import spread_ratio
 
@@ -194,6 +195,7 @@ def compare(
     aso_resamples: int = 1000,
     mean_difference_method: str = "welch",
     prob_improvement_method: str = "normal",
+    direction: str = "max",
 ) -> Comparison:
     """Compare two groups of per-run values with every test and estimate of this module.
 
@@ -206,11 +208,18 @@ def compare(
         n_resamples: Bootstrap resamples of P(A>B) and of the mean difference, when a bootstrap method is chosen.
         variance_alternative: For the Brown-Forsythe test (``"less"``: A is less variable than B).
         aso_threshold: A almost stochastically dominates B when ``epsilon_min`` is below it (Ulmer et al. 2022:
-            0.2; larger is better for ASO, so pass the groups of a loss-like metric swapped).
+            0.2).
         aso_resamples: Bootstrap resamples of ASO.
         mean_difference_method: The mean difference's interval: ``"welch"`` (Welch's t interval, the default) or
             a bootstrap, ``"percentile"``, ``"basic"``, ``"BCa"``.
         prob_improvement_method: P(A>B)'s interval: ``"normal"`` (from Welch's test, the default) or a bootstrap.
+        direction: ``"max"`` (larger is better, the default) or ``"min"`` (a loss): ASO takes larger as better,
+            so with ``"min"`` it runs on the negated values and ``epsilon_min`` says how far A is from being
+            *better* (lower) than B; recorded in ``almost_stochastic_order.settings["direction"]``.
+
+    With both groups constant (every run of each gives one value, compared exactly: ``np.std`` of equal floats
+    is not always 0) nothing is inferred: the t-tests' p-values, d, g and every interval built from a spread are
+    NaN, ASO decides nothing, and ``notes`` says in words what the runs show.
 
     Example:
         >>> c = compare([1.0, 2.0, 3.0, float("nan")], [2.0, 3.0, 4.0], rng=0)
@@ -227,13 +236,12 @@ def compare(
     seed = _check_bootstrap(level, n_resamples, rng, "percentile")
     from deviate_cb.stats.aso import almost_stochastic_order
 
-    aso = almost_stochastic_order(x, y, alpha, aso_threshold, aso_resamples, seed)
-    std_a, std_b = float(np.std(x, ddof=1)), float(np.std(y, ddof=1))
-    notes = tuple(
-        f"`{g}` is constant (std 0): t-tests, effect sizes and the variance test may be NaN or infinite."
-        for g, s in (("a", std_a), ("b", std_b))
-        if s == 0
-    )
+    direction = _check_direction(direction)
+    sign = -1.0 if direction == "min" else 1.0  # ASO takes larger as better: a loss is compared negated
+    aso = almost_stochastic_order(sign * x, sign * y, alpha, aso_threshold, aso_resamples, seed)
+    aso = replace(aso, settings={**aso.settings, "direction": direction})
+    std_a, std_b = guarded_std(x), guarded_std(y)  # exactly 0 for equal values (np.std leaves 1e-16)
+    notes = _constant_notes(x, y)
     return Comparison(
         welch_t=welch_t(x, y, alternative, level),
         student_t=student_t(x, y, alternative, level),
@@ -266,6 +274,14 @@ def _t_test(
 ) -> StatResult:
     from scipy.stats import ttest_ind
 
+    name = "student_t" if equal_var else "welch_t"
+    estimate = float(np.mean(x) - np.mean(y))
+    if is_constant(x) and is_constant(y):  # no spread to test against: no p-value, no interval (not a point)
+        note = "both groups are constant: there is no spread to test the difference against"
+        settings = _settings(
+            x, y, n_bad, alternative=alternative, equal_var=equal_var, df=math.nan, estimate=estimate, note=note
+        )
+        return StatResult(name, math.nan, math.nan, level, settings, lambda lvl: (math.nan, math.nan))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         res = ttest_ind(x, y, equal_var=equal_var, alternative=alternative)
@@ -276,7 +292,6 @@ def _t_test(
             ci = res.confidence_interval(lvl)
         return float(ci.low), float(ci.high)
 
-    name = "student_t" if equal_var else "welch_t"
     return StatResult(
         name,
         float(res.statistic),
@@ -289,7 +304,32 @@ def _t_test(
             alternative=alternative,
             equal_var=equal_var,
             df=float(res.df),
-            estimate=float(np.mean(x) - np.mean(y)),
+            estimate=estimate,
         ),
         interval,
+    )
+
+
+def _check_direction(direction: object) -> str:
+    if direction not in ("max", "min"):
+        raise ValueError(f"`direction` must be 'max' or 'min'. Received: direction={direction!r}.")
+    return str(direction)
+
+
+def _constant_notes(x: np.ndarray, y: np.ndarray) -> tuple[str, ...]:
+    """What constant groups leave to say, in words (compared exactly, not through ``np.std``)."""
+    const_a, const_b = is_constant(x), is_constant(y)
+    if const_a and const_b:
+        va, vb = f"{float(x[0]):.6g}", f"{float(y[0]):.6g}"
+        if float(x[0]) == float(y[0]):
+            return (f"both groups constant and equal: every run of A and B gave {va}; no spread to test against.",)
+        return (
+            f"both groups constant: A {va} in all {x.size} runs, B {vb} in all {y.size}: no spread to test against "
+            "(no p-value, effect size or interval); the difference is exact only if the runs are bit-identical by "
+            "design (control).",
+        )
+    return tuple(
+        f"`{g}` is constant (all {v.size} runs {float(v[0]):.6g}): the tests use the other group's spread alone."
+        for g, v, c in (("a", x, const_a), ("b", y, const_b))
+        if c
     )

@@ -38,6 +38,7 @@ from deviate_cb.stats._checks import check_rng
 from deviate_cb.stats._groups import RngLike, Values, _check_bootstrap, _settings, _validate_pair
 from deviate_cb.stats._results import StatResult, check_level
 from deviate_cb.stats._roots import solve_decreasing
+from deviate_cb.stats._std import guarded_var
 
 __all__ = [
     "D_METHODS",
@@ -160,9 +161,10 @@ def mean_difference(
 
     ``method="welch"``: ``diff -/+ t_{1-a/2, df} se``, the interval of :func:`~deviate_cb.stats.welch_t` (it
     excludes 0 exactly when Welch's two-sided test rejects at ``1 - level``); with both groups constant it is
-    the point ``(diff, diff)``. ``"percentile"``, ``"basic"``, ``"BCa"``: ``scipy.stats.bootstrap`` of the
-    difference (unpaired), with ``n_resamples`` and ``seed`` in ``settings`` (the percentile bootstrap covers
-    only about 83% at nominal 95% with 4 and 3 normal runs).
+    NaN (no spread to build it from: a zero-width interval would claim an exact difference). ``"percentile"``,
+    ``"basic"``, ``"BCa"``: ``scipy.stats.bootstrap`` of the difference (unpaired), with ``n_resamples`` and
+    ``seed`` in ``settings`` (the percentile bootstrap covers only about 83% at nominal 95% with 4 and 3 normal
+    runs).
 
     Example:
         >>> r = mean_difference([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
@@ -181,12 +183,16 @@ def mean_difference(
     diff, se, df = (float(v) for v in _welch_parts(x, y))
 
     def interval(lvl: float) -> tuple[float, float]:
+        if se == 0.0:  # both groups constant: no spread, so no interval (a zero-width one would claim exactness)
+            return math.nan, math.nan
         low, high = _welch_interval(np.array(diff), np.array(se), np.array(df), lvl)
         return float(low), float(high)
 
     settings = _settings(x, y, n_bad, method="welch", se=se, df=df)
     if se == 0.0:
-        settings["note"] = "both groups are constant: the interval is the difference itself; Welch's test is NaN"
+        settings["note"] = (
+            "both groups are constant: no spread to build an interval from (NaN); Welch's test is NaN too"
+        )
     return StatResult("mean_difference", diff, math.nan, level, settings, interval)
 
 
@@ -212,11 +218,19 @@ def _welch_parts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     """Difference of means, Welch's standard error and Welch-Satterthwaite df along the last axis (vectorised)."""
     na, nb = x.shape[-1], y.shape[-1]
     diff = np.mean(x, axis=-1) - np.mean(y, axis=-1)
-    va, vb = np.var(x, axis=-1, ddof=1) / na, np.var(y, axis=-1, ddof=1) / nb
+    # guarded: equal values have variance 0 exactly (np.var of three 0.901 is 2e-32, and diff / se would be 1e13)
+    va, vb = _guarded_var_along(x) / na, _guarded_var_along(y) / nb
     se2 = va + vb
     with np.errstate(divide="ignore", invalid="ignore"):
         df = se2**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
     return diff, np.sqrt(se2), df
+
+
+def _guarded_var_along(values: np.ndarray) -> np.ndarray:
+    """``np.var(ddof=1)`` along the last axis, 0 exactly where a row's values are equal (as ``_std``'s guard)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = np.var(values, axis=-1, ddof=1)
+    return np.where(np.ptp(values, axis=-1) == 0, 0.0, var)
 
 
 def _welch_t_df(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -274,7 +288,7 @@ def _effect_size(
     name: str, x: np.ndarray, y: np.ndarray, n_bad: tuple[int, int], level: float, factor: float, method: str
 ) -> StatResult:
     na, nb = x.size, y.size
-    pooled = math.sqrt(((na - 1) * np.var(x, ddof=1) + (nb - 1) * np.var(y, ddof=1)) / (na + nb - 2))
+    pooled = math.sqrt(((na - 1) * guarded_var(x) + (nb - 1) * guarded_var(y)) / (na + nb - 2))
     d = float((np.mean(x) - np.mean(y)) / pooled) if pooled > 0 else math.nan
     t, df = _welch_t_df(x, y)
     if not math.isfinite(d):

@@ -80,7 +80,7 @@ def test_tables_match_store(capsys, tmp_path: Path, morin_json: list[dict]) -> N
     (row,) = json.loads(out)
     (expected,) = [r for r in morin_json if r["metric"] == "test_acc"]
     assert code == 0 and row["welch_p_corrected"] == row["welch_p"]  # one metric: nothing to correct
-    multi = ("welch_p_corrected", "spread_p_corrected", "spread_verdict", "location_verdict", "verdict")
+    multi = ("welch_p_corrected", "spread_p_corrected", "spread_verdict", "location_verdict", "verdict", "family_size")
     assert {k: v for k, v in row.items() if k not in multi} == {  # corrected over 1 metric here, 2 there
         k: v for k, v in expected.items() if k not in multi
     }
@@ -111,7 +111,9 @@ def test_significant_difference_and_skipped_metrics(capsys, tmp_path: Path, make
     assert code == 0
     rows = {r["metric"]: r for r in json.loads(out)}
     assert rows["val_acc"]["verdict"].startswith("means: A > B (significant after holm)")
-    assert rows["val_loss"]["verdict"].startswith("means: A < B (significant after holm);")
+    # val_loss is lower-is-better: A's lower loss is better, so ASO (on the negated values) says A dominates
+    assert rows["val_loss"]["verdict"].startswith("means: A < B (significant after holm), ASO: A almost dominates B")
+    assert "lower is better" in rows["val_loss"]["verdict"] and rows["val_loss"]["direction"] == "min"
     assert rows["val_acc"]["n_a"] == 8  # the failed run is left out
     assert (rows["only_new"]["status"], rows["only_new"]["reason"]) == ("skipped", "only in group A")
     assert rows["sparse"]["reason"] == "fewer than 2 finite runs in group A"
@@ -197,9 +199,11 @@ def test_subprocess_end_to_end_on_morin_tables(tmp_path: Path) -> None:
 
 
 def test_aso_is_not_quoted_for_a_loss(capsys, tmp_path: Path, make_run) -> None:
+    """A higher loss is worse: ASO runs on the negated loss, so A (higher loss) does not dominate B."""
     root = _study(tmp_path, make_run, shift=-0.05)
     code, out, _ = run_cli(capsys, "compare", str(root), "--a", "variant=new", "--b", "variant=old", "--format", "json")
     rows = {r["metric"]: r for r in json.loads(out)}
     assert code == 0 and rows["val_loss"]["verdict"].startswith("means: A > B (significant after holm);")
     assert "ASO" not in rows["val_loss"]["verdict"]
-    assert rows["val_loss"]["aso_epsilon_min"] < 0.2
+    assert rows["val_loss"]["aso_epsilon_min"] > 0.8  # before: 0.0 (A's higher loss called "dominant")
+    assert rows["val_loss"]["direction"] == "min" and rows["val_acc"]["direction"] == "max"

@@ -35,8 +35,11 @@ def test_degenerate_identical_samples_give_one_half() -> None:
     assert violation_ratio(x, x) == 0.5
     assert violation_ratio(x, list(reversed(x))) == 0.5  # same empirical distribution
     r = almost_stochastic_order([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], rng=0)
-    assert r.settings["violation_ratio"] == 0.5 and r.statistic == 0.5 and r.settings["bootstrap_std"] == 0.0
-    assert not r.settings["dominant"]
+    assert r.settings["violation_ratio"] == 0.5 and r.settings["bootstrap_std"] == 0.0
+    assert math.isnan(r.statistic) and not r.settings["dominant"] and "constant" in r.settings["note"]
+    # two constant groups that differ: every resample is the sample, so no bound and no decision (was eps 0)
+    apart = almost_stochastic_order([0.901] * 3, [0.9] * 3, rng=0)
+    assert apart.settings["violation_ratio"] == 0.0 and math.isnan(apart.statistic) and not apart.settings["dominant"]
     same = almost_stochastic_order(x, x, rng=0)
     assert same.settings["violation_ratio"] == 0.5 and same.statistic >= 0.5 and not same.settings["dominant"]
 
