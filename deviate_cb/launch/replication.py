@@ -34,7 +34,7 @@ from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.isolation import WORKDIR, make_workdir
 from deviate_cb.launch.liveness import compact_what_it_left, live_processes, stop_processes
-from deviate_cb.launch.output_metrics import metrics_from_logs
+from deviate_cb.launch.output_metrics import parsed_metrics_from_logs
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt
 from deviate_cb.launch.progress import Progress
 from deviate_cb.launch.records import (
@@ -332,11 +332,13 @@ class Replication:
             return fields
         manifest = run.read_manifest()
         if self.patterns:
-            found = metrics_from_logs([job.stdout_path, job.stderr_path], self.patterns)
+            found, decimals = parsed_metrics_from_logs([job.stdout_path, job.stderr_path], self.patterns)
             with writing(run.metrics_path):
                 names = set(record_final_metrics(found, run.path)) if found else set()
             wanted = {name for pattern in self.patterns for name in pattern.groupindex}
             fields["output_metrics"] = sorted(found)
+            if decimals:  # the printed precision: identical printouts are identical to it, not bit-identical
+                fields["output_metrics_decimals"] = dict(sorted(decimals.items()))
             missing = sorted(wanted - set(found))
             if missing:
                 fields["output_metrics_missing"] = missing

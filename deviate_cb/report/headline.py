@@ -4,8 +4,10 @@ Per experiment and metric of interest (by default the validation and test metric
 last stage logged; ``--metric`` picks others), :func:`build_headlines` answers, from a
 :class:`~deviate_cb.report.summary.Report` and the study's problems:
 
-- **control**: are the ``control`` runs (every seed fixed, determinism on) bit-identical, so determinism holds?
-  Or how much do they differ (and ``deviate audit`` finds where)?
+- **control**: are the ``control`` runs (every seed fixed, determinism on) bit-identical? Identical runs show no
+  nondeterminism in the runs made (they cannot prove determinism); values parsed from a project's printed output
+  (``--metric-regex``) are identical only to the decimals printed. Or how much do they differ (and ``deviate
+  audit`` finds where)?
 - **noise**: how large is the spread across runs of each other variant (std with its chi-square interval, the
   CV); which variants are identical;
 - **implementation share**: ``std(impl) / std(algo+impl)`` with its interval, or why it is not measurable here
@@ -24,7 +26,7 @@ Example:
     >>> values = {("mlp", "control", "val_acc"): (0.9, 0.9, 0.9)}
     >>> h = build_headlines(Report(rows, (), groups=(("mlp", "control", 3),), values=values))[0]
     >>> h.sentences[0]
-    'control: bit-identical across 3 runs (determinism holds).'
+    'control: the 3 runs are bit-identical on val_acc: no nondeterminism seen in 3 runs.'
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ class Headline:
     Attributes:
         experiment, metric: What it answers for.
         level: Confidence level of every interval.
-        control: ``"identical"``, ``"differs"``, or ``None`` without control runs.
+        control: ``"identical"``, ``"identical as printed"`` (values parsed from printed output, identical to
+            the printed decimals), ``"differs"``, or ``None`` without control runs.
         control_line: The control runs' spread, when there are control runs.
         noise: Every other variant's spread.
         share: The implementation share, or why it is not measurable.
@@ -305,8 +308,8 @@ def _headline(
     elif control_line.n < 2:
         sentences.append(f"control: {control_line.n} completed run; at least 2 are needed to check determinism.")
     elif control_line.identical and (experiment, "control", "control_differs") not in kinds:
-        control = "identical"
-        sentences.append(f"control: bit-identical across {control_line.n} runs (determinism holds).")
+        control, sentence = _identical_control(report, experiment, metric, control_line.n)
+        sentences.append(sentence)
     elif control_line.identical:
         control = "differs"
         sentences.append(
@@ -357,6 +360,51 @@ def _headline(
         sentences.append(_runs_sentence(runs))
     return Headline(experiment, metric, level, control, control_line, tuple(lines.values()), share, runs,
                     tuple(sentences), tuple(notes))  # fmt: skip
+
+
+def _identical_control(report: Any, experiment: str, metric: str, n: int) -> tuple[str, str]:
+    """The control sentence of identical runs: bit-identical values, or values parsed from printed output
+    (``--metric-regex``), identical only to the decimals they were printed with (the manifests'
+    ``output_metrics_decimals``). Either way ``n`` identical runs show no nondeterminism; they cannot prove
+    there is none."""
+    seen = f"no nondeterminism seen in {n} runs"
+    printed = _printed_decimals(report, experiment, metric)
+    if printed is None:
+        return "identical", f"control: the {n} runs are bit-identical on {metric}: {seen}."
+    places = (
+        f"the printed {printed} decimal{'s' * (printed != 1)}"
+        if isinstance(printed, int) and printed >= 0
+        else "the printed precision"
+    )
+    return "identical as printed", (
+        f"control: the {n} runs are identical to {places} on {metric} (values parsed from the printed output, "
+        f"not compared bit for bit): {seen} at that precision."
+    )
+
+
+def _printed_decimals(report: Any, experiment: str, metric: str) -> Union[int, str, None]:
+    """``None`` when the control runs' values of ``metric`` were recorded as they are; else the fewest decimals any
+    control run printed it with, or ``"unknown"`` when a run parsed it and recorded no decimals."""
+    from deviate_cb.store.run_directory import read_manifest_file
+
+    fewest: Union[int, str, None] = None
+    for run in getattr(report, "completed", ()):
+        if (run.experiment, run.variant) != (experiment, "control"):
+            continue
+        try:
+            manifest = read_manifest_file(str(run.path / "run.json"))
+        except (OSError, ValueError, UsageError):
+            continue
+        parsed = manifest.get("output_metrics")
+        if not isinstance(parsed, list) or metric not in parsed:
+            continue
+        decimals = manifest.get("output_metrics_decimals")
+        places = decimals.get(metric) if isinstance(decimals, dict) else None
+        if not isinstance(places, int) or isinstance(places, bool):
+            fewest = "unknown"
+        elif fewest != "unknown":
+            fewest = places if fewest is None else min(int(fewest), places)
+    return fewest
 
 
 _NOISE_NAMES = {

@@ -20,7 +20,7 @@ Example:
     ...                                   "name": ["val_acc"], "value": [acc], "wall_time": [0.0]})
     >>> study = load(root)
     >>> print(study.headlines[0].sentences[0])
-    control: bit-identical across 3 runs (determinism holds).
+    control: the 3 runs are bit-identical on val_acc: no nondeterminism seen in 3 runs.
     >>> study.tables()["groups"].num_rows
     2
 """

@@ -147,8 +147,8 @@ def wrap_lines(text: str, width: int, *, first: str = "", indent: Optional[str] 
     ``first``); words longer than a line are broken, so no line is ever wider than ``width``.
 
     Example:
-        >>> wrap_lines("control: bit-identical across 3 runs (determinism holds).", 30, first="  ")
-        ['  control: bit-identical', '  across 3 runs (determinism', '  holds).']
+        >>> wrap_lines("control: the 3 runs are bit-identical on val_acc.", 30, first="  ")
+        ['  control: the 3 runs are', '  bit-identical on val_acc.']
     """
     import textwrap
 

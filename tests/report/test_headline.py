@@ -40,7 +40,7 @@ def test_control_identical_seed_noise_and_runs_needed(capsys: pytest.CaptureFixt
     root = _study(tmp_path, [0.91] * 3, SEEDS)
     (h,) = _headlines(capsys, root)  # val_acc only: the metric a user looks at first, not train_loss
     assert (h["experiment"], h["metric"], h["control"]) == ("mlp", "val_acc", "identical")
-    assert h["sentences"][0] == "control: bit-identical across 3 runs (determinism holds)."
+    assert h["sentences"][0] == "control: the 3 runs are bit-identical on val_acc: no nondeterminism seen in 3 runs."
     std = float(__import__("numpy").std(SEEDS, ddof=1))
     (noise,) = h["noise"]
     assert noise["variant"] == "algo+impl" and noise["std"] == pytest.approx(std)

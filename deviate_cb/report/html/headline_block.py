@@ -1,8 +1,10 @@
 """The answers at the top of the HTML report: each :class:`~deviate_cb.report.headline.Headline`'s sentences.
 
 Per experiment and metric of interest, :func:`headline_section` prints the headline's sentences (escaped) as a
-list; the control sentence is marked: ``ok`` when the control runs are bit-identical (determinism holds),
-``warn`` when they differ, plain when there are no control runs to tell. The headline's notes follow, marked as
+list; the control sentence is marked: ``ok`` with "✓ identical" when the control runs are bit-identical (no
+nondeterminism seen in the runs made, which cannot prove there is none), ``ok`` with "✓ identical as printed"
+when their values were parsed from printed output and agree to the printed decimals, ``warn`` when they differ,
+plain when there are no control runs to tell. The headline's notes follow, marked as
 warnings. The figures that go with each answer (the interval plot, the runs-needed curve) are in the metric's
 section below.
 
@@ -12,7 +14,7 @@ Example:
     >>> rows = (ReportRow("mlp", "control", "val_acc", "last", 3, 0.9, 0.0, 0.0, 0.9, 0.9, 0.0, 0.0, 0.0),)
     >>> report = Report(rows, (), groups=(("mlp", "control", 3),), values={("mlp", "control", "val_acc"): (0.9,) * 3})
     >>> block = headline_section(build_headlines(report))
-    >>> '<li class="ok"><span class="badge">✓ identical</span>control: bit-identical' in block
+    >>> '<li class="ok"><span class="badge">✓ identical</span>control: the 3 runs are bit-identical' in block
     True
 """
 
@@ -26,7 +28,11 @@ from deviate_cb.report.html.markup import figure, text
 
 __all__ = ["headline_section"]
 
-_MARKS = {"identical": ("ok", "✓ identical"), "differs": ("warn", "⚠ differs")}
+_MARKS = {
+    "identical": ("ok", "✓ identical"),
+    "identical as printed": ("ok", "✓ identical as printed"),
+    "differs": ("warn", "⚠ differs"),
+}
 
 
 def headline_section(headlines: Sequence[Any], anchors: dict[str, str] | None = None) -> str:
