@@ -1,11 +1,13 @@
 """Sequential stopping (issue 27): test A against B after every round of runs, and stay valid while doing so.
 
 Re-testing at ``alpha`` after every round and stopping at the first ``p < alpha`` rejects a true "no difference"
-far more often than ``alpha`` (about 25% with 48 looks; :func:`naive_rate`). This module plans the looks
-instead, as a group-sequential design with a Pocock-type constant nominal level (Pocock 1977, Biometrika 64:191;
-Jennison & Turnbull, *Group Sequential Methods with Applications to Clinical Trials*, 2000, ch. 2-3). Pocock's
-constant nominal level was derived for normal statistics with known variance and equal increments; here it is
-calibrated by simulation for the t-tests actually run and for any looks:
+far more often than ``alpha``: 28.6% at 0.05 with 48 looks, after every run from 3 to 50 runs per group
+(normal runs, Welch's t; :func:`naive_rate` of ``plan_looks(3, 3, 1, 50)``, 100,000 simulated studies, seed
+101). This module plans the looks instead, as a group-sequential design with a Pocock-type constant nominal
+level (Pocock 1977, Biometrika 64:191; Jennison & Turnbull, *Group Sequential Methods with Applications to
+Clinical Trials*, 2000, ch. 2-3). Pocock's constant nominal level was derived for normal statistics with known
+variance and equal increments; here it is calibrated by simulation for the t-tests actually run and for any
+looks:
 
 - :func:`plan_sequential` fixes the looks ``(n_a_k, n_b_k)``, ``k = 1..K``, and one nominal two-sided level
   ``p*``: look ``k`` rejects when the test's p-value is below ``p*``, and ``p*`` is calibrated so that *some*
