@@ -121,7 +121,7 @@ def parse_effect(text: Union[str, float, None]) -> Effect:
 
 @dataclass(frozen=True)
 class NoiseLine:
-    """The spread of one variant on the metric: std (ddof=1) with its chi-square interval."""
+    """The spread of one variant on the metric: std (ddof=1) with its interval (Bonett's), or why none holds."""
 
     variant: str
     n: int
@@ -132,6 +132,7 @@ class NoiseLine:
     cv: float
     identical: bool
     identical_to: tuple[str, ...] = ()  # other variants whose runs gave exactly the same values
+    std_note: str = ""  # why no std interval holds ("cannot tell the std from 5 runs: only 2 differ ..."), or ""
 
 
 @dataclass(frozen=True)
@@ -319,8 +320,8 @@ def _headline(
     else:
         control = "differs"
         sentences.append(
-            f"control: the {control_line.n} runs differ: std {_n(control_line.std)} "
-            f"[{_n(control_line.std_ci_low)}, {_n(control_line.std_ci_high)}] ({lv} CI): determinism does not hold; "
+            f"control: the {control_line.n} runs differ: std {_n(control_line.std)} {_std_ci(control_line, lv)}: "
+            "determinism does not hold; "
             "`deviate audit` finds the first step and module where they part."
         )
     for line in lines.values():
@@ -332,10 +333,8 @@ def _headline(
             sentences.append(f"{what} ({line.variant}): none: the {line.n} runs are identical (std 0){twin}.")
         else:
             cv = "" if not math.isfinite(line.cv) else f", CV {percent(line.cv)}"
-            sentences.append(
-                f"{what} ({line.variant}): std {_n(line.std)} [{_n(line.std_ci_low)}, {_n(line.std_ci_high)}] "
-                f"({lv} CI) over {line.n} runs{cv}."
-            )
+            std = f"std {_n(line.std)} {_std_ci(line, lv)}"
+            sentences.append(f"{what} ({line.variant}): {std} over {line.n} runs{cv}.")
         if (experiment, line.variant, "identical_replicas") in kinds:
             notes.append(f"{line.variant}: replicas whose seeds differ came out identical: the seeds did not reach "
                          "the training (see the problems).")  # fmt: skip
@@ -415,8 +414,19 @@ _NOISE_NAMES = {
 
 
 def _noise_line(row: Any, values: Sequence[float]) -> NoiseLine:
+    from deviate_cb.stats.precision import std_interval_note
+
     identical = len(values) >= 2 and len(set(values)) == 1
-    return NoiseLine(row.variant, row.n, row.mean, row.std, row.std_ci_low, row.std_ci_high, row.cv, identical)
+    note = std_interval_note(values) if math.isnan(row.std_ci_low) else ""
+    return NoiseLine(row.variant, row.n, row.mean, row.std, row.std_ci_low, row.std_ci_high, row.cv, identical,
+                     std_note=note)  # fmt: skip
+
+
+def _std_ci(line: NoiseLine, lv: str) -> str:
+    """``[low, high] (95% CI)``, or why no interval holds (the runs cannot tell the std)."""
+    if line.std_note:
+        return f"(no interval: {line.std_note.replace('cannot tell the std', 'cannot tell it')})"
+    return f"[{_n(line.std_ci_low)}, {_n(line.std_ci_high)}] ({lv} CI)"
 
 
 def _replace_identical(line: NoiseLine, twins: tuple[str, ...]) -> NoiseLine:
