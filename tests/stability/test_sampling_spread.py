@@ -59,7 +59,9 @@ def test_bootstrap_matches_scipy_and_the_binomial_formula_per_run() -> None:
     s = sampling_spread(correct, n_resamples=4000, seed=5)
     per_run = correct.mean(axis=1)
     binomial_each = np.sqrt(per_run * (1 - per_run) / correct.shape[1])
-    assert s.sampling_std == pytest.approx(np.sqrt(np.mean(binomial_each**2)), rel=0.04)
+    assert s.sampling_std == pytest.approx(np.sqrt(np.mean(binomial_each**2)), rel=1e-12)  # the exact bootstrap
+    resampled = np.array([correct[:, idx].mean() for idx in np.random.default_rng(4).integers(0, 4000, (400, 4000))])
+    assert np.std(resampled) == pytest.approx(np.sqrt(np.var(correct.mean(axis=0)) / 4000), rel=0.1)
     reference = stats.bootstrap(
         (correct.mean(axis=0),), np.mean, method="percentile", n_resamples=4000, random_state=11
     )
@@ -74,7 +76,11 @@ def test_seeded_and_non_binary_scores() -> None:
     losses = rng.gamma(0.5, 1.0, size=(4, 300))  # skewed per-example losses: a mean score, no binomial std
     a, b = sampling_spread(losses, seed=9), sampling_spread(losses, seed=9)
     assert a == b and a.metric == "mean score" and math.isnan(a.binomial_std)
-    assert a.sampling_std == pytest.approx(np.sqrt(np.mean(np.var(losses, axis=1) / 300)), rel=0.06)
+    assert a.sampling_std == pytest.approx(np.sqrt(np.mean(np.var(losses, axis=1) / 300)), rel=1e-12)
+    reference = stats.bootstrap((losses.mean(axis=0),), np.mean, method="percentile", random_state=2)
+    half = (reference.confidence_interval.high - reference.confidence_interval.low) / 2
+    assert a.ci_low == pytest.approx(reference.confidence_interval.low, abs=0.1 * half)
+    assert a.ci_high == pytest.approx(reference.confidence_interval.high, abs=0.1 * half)
 
 
 @pytest.mark.parametrize(("n", "a", "reliable"), [(200, 5.67, True), (500, 19.0, True)])
@@ -95,6 +101,22 @@ def test_interval_covers_the_population_accuracy(n: int, a: float, reliable: boo
     se = math.sqrt(0.95 * 0.05 / studies)
     assert abs(hits / studies - 0.95) < 3.5 * se
     assert flagged == studies * reliable
+
+
+def test_skewed_losses_cover_from_100_samples_and_fewer_are_flagged() -> None:
+    """Per-example losses from gamma(0.5) (skewness 2.8), mean 0.5 in every run."""
+    rng = np.random.default_rng(7)
+    studies = 600
+    for n, reliable in ((100, True), (20, False)):
+        hits = 0
+        for i in range(studies):
+            s = sampling_spread(rng.gamma(0.5, 1.0, (3, n)), n_resamples=400, seed=i)
+            hits += s.ci_low <= 0.5 <= s.ci_high
+            assert s.reliable is reliable
+        if reliable:
+            assert abs(hits / studies - 0.95) < 3.5 * math.sqrt(0.95 * 0.05 / studies)
+        else:
+            assert hits / studies < 0.93
 
 
 def test_rare_outcomes_undercover_and_the_answer_says_so() -> None:
@@ -142,6 +164,9 @@ def test_bad_arguments(kwargs: dict, message: str) -> None:
         sampling_spread(**kwargs)
 
 
+ACCURACIES: list[float] = []  # the recorded runs' accuracies, as the fixture computed them
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Real tiny torch runs that recorded their predictions (4 seeds), and a run that recorded none."""
@@ -149,6 +174,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for k in range(4):
         _, logits, labels = train_tiny(k, steps=8)
         acc = float((logits.argmax(1) == labels).mean())
+        ACCURACIES.append(acc)
         path = write_run(root, "mlp", "algo", k, [("val", "val_acc", acc)])
         write_predictions(path, outputs=logits, labels=labels)
     for k in range(3):  # an accuracy whose test-set size is known from elsewhere, but no predictions
@@ -160,8 +186,7 @@ def test_the_stability_section_reports_the_recorded_runs(capsys, recorded: Path)
     group = build_stability(recorded)[0]
     s = group.sampling
     assert s is not None and s.n_samples == 256 and s.n_runs == 4
-    labels = train_tiny(0, steps=8)[2]
-    accs = np.array([(train_tiny(k, steps=8)[1].argmax(1) == labels).mean() for k in range(4)])
+    accs = np.array(ACCURACIES)
     assert s.estimate == pytest.approx(accs.mean()) and s.run_std == pytest.approx(np.std(accs, ddof=1))
     assert s.binomial_std == pytest.approx(math.sqrt(accs.mean() * (1 - accs.mean()) / 256))
     row = next(r for r in stability_rows([group]) if r["measure"] == "test_set_sampling")
