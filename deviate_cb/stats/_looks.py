@@ -1,8 +1,8 @@
 """Argument checks of the sequential design (:mod:`~deviate_cb.stats.sequential`, :mod:`~deviate_cb.stats.stopping`).
 
 Example:
-    >>> check_looks(((2, 2), (4, 4)), "mean"), MIN_RUNS["spread"]
-    (((2, 2), (4, 4)), 3)
+    >>> check_looks(((3, 3), (5, 5)), "mean"), MIN_RUNS["spread"], check_boundary("obf")
+    (((3, 3), (5, 5)), 3, 'obf')
 """
 
 from __future__ import annotations
@@ -12,23 +12,70 @@ import math
 import numbers
 from typing import Optional
 
-__all__ = ["DISTS", "MIN_RUNS", "ON", "check_dist", "check_effect", "check_looks", "check_on", "check_seed"]
+__all__ = [
+    "BOUNDARIES",
+    "DISTS",
+    "MIN_RUNS",
+    "ON",
+    "check_boundary",
+    "check_dist",
+    "check_effect",
+    "check_kappa",
+    "check_looks",
+    "check_on",
+    "check_seed",
+]
 
 ON = ("mean", "spread")
-DISTS = ("normal", "t3")
-MIN_RUNS = {"mean": 2, "spread": 3}  # Brown-Forsythe with 2 runs a group always rejects (spread.py)
+BOUNDARIES = ("obf", "pocock")
+DISTS = ("normal", "t3", "lognormal", "lognormal-normal", "diverged", "discrete")
+# The mean's skewness term needs each group's third cumulant (3 runs); Brown-Forsythe with 2 runs a group always
+# rejects (spread.py).
+MIN_RUNS = {"mean": 3, "spread": 3}
+_WHY = {
+    "mean": "the mean: its skewness correction needs a group's third cumulant, which takes 3 runs",
+    "spread": "the spread: Brown-Forsythe with 2 runs a group always rejects",
+}
 
 
 def check_dist(dist: object) -> str:
-    """``dist`` when it is ``"normal"`` or ``"t3"``.
+    """``dist`` when it is one of :data:`DISTS` (see :func:`~deviate_cb.stats.stopping.null_paths`).
 
     Example:
         >>> check_dist("t3")
         't3'
     """
     if dist not in DISTS:
-        raise ValueError(f"`dist` must be one of 'normal', 't3'. Received: dist={dist!r}.")
+        raise ValueError(f"`dist` must be one of {', '.join(map(repr, DISTS))}. Received: dist={dist!r}.")
     return str(dist)
+
+
+def check_boundary(boundary: object) -> str:
+    """``boundary`` when it is ``"obf"`` (O'Brien-Fleming-type) or ``"pocock"``.
+
+    Example:
+        >>> check_boundary("pocock")
+        'pocock'
+    """
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"`boundary` must be one of 'obf', 'pocock'. Received: boundary={boundary!r}.")
+    return str(boundary)
+
+
+def check_kappa(kappa: object, on: str) -> float:
+    """The skewness correction's inflation ``kappa``: a finite number >= 0, and 0 for the spread.
+
+    Example:
+        >>> check_kappa(8, "mean")
+        8.0
+    """
+    if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real) or not 0 <= float(kappa) < math.inf:
+        raise ValueError(f"`kappa` must be a finite number >= 0. Received: kappa={kappa!r}.")
+    if on == "spread" and kappa != 0:
+        raise ValueError(
+            f"`kappa` must be 0 for the spread (its test has no skewness term). Received: kappa={kappa!r}."
+        )
+    return float(kappa)
 
 
 def check_on(on: object) -> str:
@@ -73,16 +120,19 @@ def check_effect(effect: object, on: str) -> Optional[float]:
     return float(effect)
 
 
-def check_looks(looks: object, on: str) -> tuple[tuple[int, int], ...]:
+def check_looks(looks: object, on: str, least: Optional[int] = None) -> tuple[tuple[int, int], ...]:
     """The looks as a tuple of ``(n_a, n_b)`` int pairs, each group with the test's minimum, growing.
+
+    ``least`` overrides the minimum (a plan written before the mean needed 3 runs a group is read back as written).
 
     Example:
         >>> check_looks([[3, 3], (5, 5)], "spread")
         ((3, 3), (5, 5))
     """
-    least = MIN_RUNS[on]
+    least = MIN_RUNS[on] if least is None else least
+    why = f"{on}" if least != MIN_RUNS[on] else _WHY[on]
     message = (
-        f"`looks` must be a non-empty sequence of (n_a, n_b) pairs of integers >= {least} ({on}), neither group "
+        f"`looks` must be a non-empty sequence of (n_a, n_b) pairs of integers >= {least} ({why}), neither group "
         f"shrinking and some runs added between looks. Received: looks={looks!r}."
     )
     try:

@@ -3,18 +3,19 @@
 A *path* (one simulated study) holds the runs of groups A and B in the order they are made; a look at
 ``(n_a, n_b)`` sees the first ``n_a`` and ``n_b`` of them. For each path and look the kernels compute, vectorised:
 
-- the mean: the difference of means and the pooled (Student) standard error, from prefix sums of the values and
-  of their squares (:func:`mean_parts`);
+- the mean: the difference of means, Welch's standard error and degrees of freedom, and the skewness of the
+  studentized difference, from prefix sums of the values, their squares and cubes (:func:`welch_parts`), and the
+  p-value of the skewness-widened Welch test (:func:`widened_p`);
 - the spread: the mean and variance of the absolute deviations from each group's median at every look, the
   parts of the Brown-Forsythe test (:func:`abs_dev_parts`; the median by ``np.partition``, ``sum |x - m|`` as
   the upper half's sum less the lower half's, ``sum (x - m)^2 = Q - 2 m S + n m^2``), and from them the pooled
   t of "A and ``c`` B spread alike" (:func:`bf_t`; ``scipy.stats.levene(center="median")`` is its square).
 
-:func:`calibrate_nominal` draws standard normal paths (seeded, in chunks) and returns the Pocock-type nominal
-level ``p*``: the ``alpha`` quantile of each path's smallest p-value over the looks, so that a fraction ``alpha``
-of the null paths reject at some look. Only the looks whose p-value is below ``alpha`` are evaluated exactly
-(``p* <= alpha``), so it costs little more than drawing the data. :func:`null_paths` draws data for the other
-simulations (normal or t with 3 degrees of freedom, scaled to unit variance).
+:func:`calibrate_boundary` draws standard normal paths (seeded, in chunks) and returns the boundary's constant
+``C`` (O'Brien-Fleming-type or Pocock, :func:`boundary_nominals`) at which a fraction ``alpha`` of the null
+paths reject at some look, for the test as run (the skewness widening included). :func:`null_paths` draws data
+for the other simulations: normal, t(3), lognormal, lognormal against normal, diverged runs, tied accuracies, all
+with mean 0 and variance 1.
 
 Example:
     >>> looks = ((5, 5), (10, 10), (15, 15), (20, 20))
@@ -40,7 +41,11 @@ __all__ = [
     "SequentialSimulation",
     "abs_dev_parts",
     "bf_t",
+    "boundary_nominals",
+    "calibrate_boundary",
     "calibrate_nominal",
+    "information_fractions",
+    "look_p",
     "look_t",
     "mean_parts",
     "naive_rate",
@@ -48,6 +53,9 @@ __all__ = [
     "simulate_sequential",
     "small_p",
     "two_sided_p",
+    "welch_parts",
+    "widened",
+    "widened_p",
 ]
 
 Looks = tuple[tuple[int, int], ...]
@@ -62,7 +70,9 @@ class PlanLike(Protocol):
     @property
     def on(self) -> str: ...
     @property
-    def nominal(self) -> float: ...
+    def nominals(self) -> tuple[float, ...]: ...
+    @property
+    def kappa(self) -> float: ...
     @property
     def effect(self) -> Optional[float]: ...
     @property
@@ -76,7 +86,11 @@ def null_paths(
     looks: Looks, dist: str, count: int, rng: np.random.Generator
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Chunks of ``(x, y)``: ``count`` paths in all, each row the runs of A (``x``) and B (``y``) up to the last
-    look, drawn from the standard normal or the unit-variance t(3) (``dist``).
+    look, drawn with mean 0 and variance 1 from ``dist``: ``"normal"``; ``"t3"`` (t with 3 degrees of freedom:
+    symmetric, heavy tails); ``"lognormal"`` (``exp(Z)``: skewness 6.2, a loss's right tail);
+    ``"lognormal-normal"`` (A lognormal, B normal); ``"diverged"`` (normal, but 10% of runs 5 sd below: a
+    training that diverged to a poor value); ``"discrete"`` (an accuracy on 200 examples, ``binomial(200, 0.9) /
+    200``: tied values; 3 equal runs in 0.5% of groups of 3).
 
     Example:
         >>> x, y = next(null_paths(((2, 3),), "t3", 4, np.random.default_rng(0)))
@@ -88,37 +102,134 @@ def null_paths(
     done = 0
     while done < count:
         size = min(chunk, count - done)
-        if dist == "normal":
-            x, y = rng.standard_normal((size, n_a)), rng.standard_normal((size, n_b))
-        else:
-            x, y = rng.standard_t(3, (size, n_a)) / math.sqrt(3.0), rng.standard_t(3, (size, n_b)) / math.sqrt(3.0)
+        first = "lognormal" if dist == "lognormal-normal" else dist
+        second = "normal" if dist == "lognormal-normal" else dist
+        x, y = _draw(first, rng, (size, n_a)), _draw(second, rng, (size, n_b))
         done += size
         yield x, y
 
 
+def _draw(dist: str, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    if dist == "normal":
+        return rng.standard_normal(shape)
+    if dist == "t3":
+        return rng.standard_t(3, shape) / math.sqrt(3.0)
+    if dist == "lognormal":
+        mean, var = math.exp(0.5), (math.e - 1.0) * math.e
+        return (np.exp(rng.standard_normal(shape)) - mean) / math.sqrt(var)
+    if dist == "diverged":
+        values = np.where(rng.random(shape) < 0.1, -5.0, rng.standard_normal(shape))
+        return (values + 0.5) / math.sqrt(3.15)  # mean -0.5, variance 0.9 + 2.5 - 0.25
+    return (rng.binomial(200, 0.9, shape) - 180.0) / math.sqrt(18.0)  # discrete
+
+
+def welch_parts(x: np.ndarray, y: np.ndarray, looks: Looks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The difference of means, Welch's standard error and degrees of freedom, and the skewness of the
+    studentized difference ``g = (k3_A / n_A^2 - k3_B / n_B^2) / SE^3`` (``k3`` each group's unbiased third
+    cumulant) at each look: four ``(paths, looks)`` arrays, from prefix sums of the values, their squares and
+    cubes, each row centred on its first value (a constant group is exactly 0: standard error 0, NaN dof).
+
+    Example:
+        >>> diff, se, dof, g = welch_parts(np.array([[1.0, 2.0, 3.0]]), np.array([[2.0, 3.0, 7.0]]), ((3, 3),))
+        >>> float(diff[0, 0]), round(float(diff[0, 0] / se[0, 0]), 4), round(float(dof[0, 0]), 3)  # scipy's Welch
+        (-2.0, -1.2247, 2.56)
+        >>> round(float(g[0, 0]), 4)  # B's right skew: A-B leans left
+        -0.6889
+    """
+    mean_a, var_a, k3_a, n_a = _moments(x, np.array([look[0] for look in looks], dtype=np.float64))
+    mean_b, var_b, k3_b, n_b = _moments(y, np.array([look[1] for look in looks], dtype=np.float64))
+    part_a, part_b = var_a / n_a, var_b / n_b
+    se2 = part_a + part_b
+    se = np.sqrt(se2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = se2 * se2 / (part_a * part_a / (n_a - 1.0) + part_b * part_b / (n_b - 1.0))
+        skew = (k3_a / (n_a * n_a) - k3_b / (n_b * n_b)) / (se2 * se)
+    skew[se2 == 0] = 0.0
+    return mean_a - mean_b, se, dof, skew
+
+
 def mean_parts(x: np.ndarray, y: np.ndarray, looks: Looks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The difference of means, Welch's standard error and degrees of freedom at each look: ``(paths, looks)``.
+    """The difference of means, Welch's standard error and degrees of freedom at each look (:func:`welch_parts`).
 
     Example:
         >>> diff, se, dof = mean_parts(np.array([[1.0, 2.0, 3.0]]), np.array([[2.0, 3.0, 4.0]]), ((3, 3),))
         >>> float(diff[0, 0]), round(float(diff[0, 0] / se[0, 0]), 4), float(dof[0, 0])  # as scipy's Welch t
         (-1.0, -1.2247, 4.0)
     """
-    n_a = np.array([look[0] for look in looks], dtype=np.float64)
-    n_b = np.array([look[1] for look in looks], dtype=np.float64)
-    sum_a, sq_a = _prefix(x, n_a)
-    sum_b, sq_b = _prefix(y, n_b)
-    part_a = np.maximum(sq_a - sum_a**2 / n_a, 0.0) / ((n_a - 1.0) * n_a)  # var_a / n_a
-    part_b = np.maximum(sq_b - sum_b**2 / n_b, 0.0) / ((n_b - 1.0) * n_b)
-    se2 = part_a + part_b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dof = se2**2 / (part_a**2 / (n_a - 1.0) + part_b**2 / (n_b - 1.0))
-    return sum_a / n_a - sum_b / n_b, np.sqrt(se2), dof
+    return welch_parts(x, y, looks)[:3]
 
 
-def _prefix(x: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _moments(x: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and unbiased third cumulant of the first ``n`` values of each row, for each ``n``."""
+    origin = x[:, :1]
+    c = x - origin
     index = sizes.astype(np.intp) - 1
-    return np.cumsum(x, axis=1)[:, index], np.cumsum(x * x, axis=1)[:, index]
+    s1 = np.cumsum(c, axis=1)[:, index]
+    s2 = np.cumsum(c * c, axis=1)[:, index]
+    s3 = np.cumsum(c * c * c, axis=1)[:, index]
+    m = s1 / sizes
+    sq = np.maximum(s2 - sizes * m * m, 0.0)  # sum of squared deviations
+    cube = s3 - m * (3.0 * s2 - 2.0 * sizes * m * m)  # sum of cubed deviations
+    k3 = np.zeros_like(cube)
+    np.multiply(cube, sizes / np.maximum((sizes - 1.0) * (sizes - 2.0), 1.0), out=k3, where=(sq > 0) & (sizes > 2))
+    return origin + m, sq / (sizes - 1.0), k3, sizes
+
+
+def widened(q: Any, a: Any) -> Any:
+    """The half-width in standard errors of the skewness-widened interval: ``q + a (2 q^2 + 1)``, where ``q`` is
+    the t quantile and ``a = kappa |g| / 6`` (the Cornish-Fisher term of the studentized mean difference: Hall
+    1992, *The Bootstrap and Edgeworth Expansion*, section 2.6; Johnson 1978, JASA 73:536).
+
+    Example:
+        >>> widened(2.0, 0.0), widened(2.0, 0.1)
+        (2.0, 2.9)
+    """
+    return q + a * (2.0 * q * q + 1.0)
+
+
+def widened_p(t: np.ndarray, skew: np.ndarray, dof: np.ndarray, kappa: float) -> np.ndarray:
+    """The two-sided p-value of the skewness-widened test: ``2 F_t(-q*)`` with ``q*`` solving
+    ``|t| = q + a (2 q^2 + 1)``, ``a = kappa |skew| / 6`` (``|t| <= a``: 1, never rejected; NaN: 1). It is below
+    a level ``p`` exactly when the interval ``d +- widened(t_{dof, 1-p/2}, a) SE`` excludes 0.
+
+    Example:
+        >>> widened_p(np.array([2.9]), np.array([0.075]), np.array([1e9]), 8.0).round(4).tolist()  # q* = 2
+        [0.0455]
+    """
+    from scipy.special import stdtr
+
+    a = kappa * np.abs(skew) / 6.0
+    excess = np.abs(t) - a
+    with np.errstate(invalid="ignore"):
+        q = 2.0 * excess / (1.0 + np.sqrt(np.maximum(1.0 + 8.0 * a * excess, 0.0)))  # the stable root
+        p = np.where(q > 0, 2.0 * stdtr(dof, -q), 1.0)
+    return np.where(np.isfinite(p), p, 1.0)
+
+
+def information_fractions(looks: Looks) -> np.ndarray:
+    """Each look's information ``1 / (1/n_a + 1/n_b)`` over the last look's.
+
+    Example:
+        >>> information_fractions(((3, 3), (6, 6))).tolist()
+        [0.5, 1.0]
+    """
+    info = np.array([1.0 / (1.0 / a + 1.0 / b) for a, b in looks])
+    return info / info[-1]
+
+
+def boundary_nominals(looks: Looks, constant: float, boundary: str) -> tuple[float, ...]:
+    """Each look's nominal two-sided level: ``2 Phi(-C / sqrt(t_k))`` (``"obf"``, O'Brien & Fleming 1979,
+    Biometrics 35:549, in the spending-free form of Jennison & Turnbull 2000, ch. 2) or ``2 Phi(-C)`` at every look
+    (``"pocock"``), ``t_k`` the information fraction.
+
+    Example:
+        >>> [round(p, 4) for p in boundary_nominals(((3, 3), (6, 6)), 1.977, "obf")]
+        [0.0052, 0.048]
+    """
+    from scipy.special import ndtr
+
+    scale = np.sqrt(information_fractions(looks)) if boundary == "obf" else np.ones(len(looks))
+    return tuple(float(p) for p in 2.0 * ndtr(-constant / scale))
 
 
 def abs_dev_parts(x: np.ndarray, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -225,25 +336,80 @@ def small_p(t: np.ndarray, dof: np.ndarray, looks: Looks, level: float) -> np.nd
     return np.where(p < level, p, 1.0)
 
 
-@functools.lru_cache(maxsize=64)
-def calibrate_nominal(looks: Looks, alpha: float, on: str, seed: int, paths: int) -> float:
-    """The nominal two-sided level ``p*`` at which rejecting at any look has probability ``alpha`` under H0.
-
-    One look: ``alpha`` itself. Otherwise ``paths`` standard normal null paths (seeded by ``seed``; cached by
-    the arguments), each's smallest p-value over the looks, and their ``alpha`` quantile (at most ``alpha``).
+def look_p(x: np.ndarray, y: np.ndarray, looks: Looks, on: str, kappa: float) -> np.ndarray:
+    """The p-value of "no difference" at each look: the mean's skewness-widened Welch test (:func:`widened_p`;
+    ``kappa`` 0: Welch's t-test), the spread's Brown-Forsythe test. NaN (a constant group) is 1.
 
     Example:
-        >>> calibrate_nominal(((5, 5),), 0.05, "mean", 0, 1000)
-        0.05
+        >>> look_p(np.array([[1.0, 2.0, 3.0]]), np.array([[2.0, 3.0, 4.0]]), ((3, 3),), "mean", 0.0).round(4)
+        array([[0.2879]])
     """
+    if on == "mean":
+        diff, se, dof, skew = welch_parts(x, y, looks)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return widened_p(diff / se, skew, dof, kappa)
+    t, dof = look_t(x, y, looks, on)
+    p = two_sided_p(t, dof)
+    return np.where(np.isfinite(p), p, 1.0)
+
+
+@functools.lru_cache(maxsize=64)
+def calibrate_boundary(
+    looks: Looks, alpha: float, on: str, seed: int, paths: int, boundary: str, kappa: float
+) -> float:
+    """The boundary's constant ``C`` (:func:`boundary_nominals`) at which rejecting at any look has probability
+    ``alpha`` when there is no difference, for standard normal runs and the test as run (``kappa`` included).
+
+    One look: ``z_{1-alpha/2}`` (the plain test). Otherwise ``paths`` standard normal null paths (seeded; cached
+    by the arguments): a path rejects at look ``k`` when its p-value ``p_k`` is below ``2 Phi(-C / s_k)`` (``s_k``
+    the square root of the information fraction for ``"obf"``, 1 for ``"pocock"``), that is when
+    ``s_k z(p_k) > C`` with ``z(p) = Phi^-1(1 - p/2)``; ``C`` is the ``1 - alpha`` quantile of each path's largest
+    ``s_k z(p_k)``, no search needed.
+
+    Example:
+        >>> round(calibrate_boundary(((5, 5), (10, 10)), 0.05, "mean", 0, 20_000, "obf", 0.0), 2)
+        1.97
+    """
+    from scipy.special import ndtri
+
     if len(looks) == 1:
-        return alpha
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 27, 0]))
-    smallest = []
-    for x, y in null_paths(looks, "normal", paths, rng):
-        smallest.append(small_p(*look_t(x, y, looks, on), looks, alpha).min(axis=1))
-    ordered = np.sort(np.concatenate(smallest))
-    return float(min(alpha, ordered[math.floor(alpha * ordered.size)]))
+        return float(-ndtri(alpha / 2.0))
+    scale = np.sqrt(information_fractions(looks)) if boundary == "obf" else np.ones(len(looks))
+    for floor in (1.0, 0.0):  # only s_k |t_k| > floor can matter when C > floor (z(p) <= q* <= |t|)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 27, 0]))
+        largest = []
+        for x, y in null_paths(looks, "normal", paths, rng):
+            if on == "mean":
+                diff, se, dof, skew = welch_parts(x, y, looks)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    t = diff / se
+            else:
+                t, dof = look_t(x, y, looks, on)
+                skew = np.zeros(t.shape)
+            z = np.zeros(t.shape)
+            with np.errstate(invalid="ignore"):
+                near = scale * np.abs(t) > floor
+            p = widened_p(t[near], skew[near], np.broadcast_to(dof, t.shape)[near], kappa)
+            z[near] = -ndtri(p / 2.0)
+            largest.append((scale * z).max(axis=1))
+        ordered = np.sort(np.concatenate(largest))[::-1]
+        constant = float(ordered[math.floor(alpha * ordered.size)])
+        if constant > floor:
+            break
+    return constant
+
+
+def calibrate_nominal(looks: Looks, alpha: float, on: str, seed: int, paths: int) -> float:
+    """Pocock's constant nominal level ``p*`` for Welch's t-test (no skewness widening) or Brown-Forsythe's: the
+    ``alpha`` quantile of each null path's smallest p-value (:func:`calibrate_boundary`).
+
+    Example:
+        >>> looks = ((5, 5), (10, 10), (15, 15), (20, 20))
+        >>> round(calibrate_nominal(looks, 0.05, "mean", 0, 200_000), 4)  # Pocock's 0.0182 for 4 looks, df -> inf
+        0.0188
+    """
+    constant = calibrate_boundary(looks, alpha, on, seed, paths, "pocock", 0.0)
+    return min(alpha, boundary_nominals(looks, constant, "pocock")[0])
 
 
 @dataclass(frozen=True)
@@ -299,14 +465,15 @@ def simulate_sequential(
 ) -> SequentialSimulation:
     """Run ``plan`` on ``studies`` simulated studies, each stopped at its first decision, and tally the outcomes.
 
-    B's runs are standard (normal, or t(3) scaled to unit variance); A's are ``effect_sd + std_ratio`` times
-    such draws, so the mean difference is ``effect_sd`` standard deviations of B and the std ratio
-    ``std_ratio``; ``plan.effect`` is read in B's standard deviations. The seeds differ from the calibration's.
+    B's runs are drawn from ``dist`` with mean 0 and variance 1 (:func:`null_paths`); A's are ``effect_sd +
+    std_ratio`` times such draws, so the mean difference is ``effect_sd`` standard deviations of B and the std
+    ratio ``std_ratio``; ``plan.effect`` is read in B's standard deviations. The seeds differ from the
+    calibration's.
 
     Example:
         >>> from deviate_cb.stats.sequential import plan_looks, plan_sequential
         >>> sim = simulate_sequential(plan_sequential(plan_looks(3, 3, 1, 20)), effect_sd=2.0, studies=2000)
-        >>> sim.decided > 0.95, sim.mean_runs < 20
+        >>> sim.decided > 0.95, sim.mean_runs_a < 20
         (True, True)
     """
     dist, studies, seed = _check_sim(dist, studies, seed)
@@ -317,7 +484,8 @@ def simulate_sequential(
     from scipy.special import stdtrit
 
     looks, on = plan.looks, plan.on
-    crit = stdtrit(np.array([a + b - 2.0 for a, b in looks]), 1.0 - plan.nominal / 2.0)  # the spread's
+    nominals = np.array(plan.nominals)
+    crit = stdtrit(np.array([a + b - 2.0 for a, b in looks]), 1.0 - nominals / 2.0)  # the spread's
     n_a, n_b = np.array([a for a, _ in looks]), np.array([b for _, b in looks])
     counts = dict.fromkeys(("a_better", "b_better", "equivalent", "undecided", "runs_a", "runs_b", "cover", "all"), 0.0)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 27, 1]))
@@ -352,19 +520,17 @@ def _look_outcomes(
     """Per path and look: the interval above / below "no difference", inside the effect bounds, holding the truth."""
     looks, effect = plan.looks, plan.effect
     if plan.on == "mean":
-        from scipy.special import stdtr
+        from scipy.special import stdtrit
 
-        # the interval diff +- q se, q = t_{dof, 1-p*/2}, read through the t distribution's tail
-        diff, se, dof = mean_parts(x, y, looks)
-        tail = plan.nominal / 2.0
+        # the interval diff +- widened(q, a) se, q = t_{dof, 1-p_k/2}: a zero-width one (constant groups) is no
+        # interval at all, so it is taken as the whole line: no decision, and it holds the truth
+        diff, se, dof, skew = welch_parts(x, y, looks)
         with np.errstate(divide="ignore", invalid="ignore"):
-            outside = stdtr(dof, -np.abs(diff) / se) < tail  # the interval excludes 0
-            covers = stdtr(dof, -np.abs(diff - shift) / se) >= tail
-            if effect is None:
-                equivalent = np.zeros(diff.shape, bool)
-            else:
-                margin = (effect - np.abs(diff)) / se
-                equivalent = (margin > 0) & (stdtr(dof, -margin) < tail)
+            q = stdtrit(dof, 1.0 - np.array(plan.nominals) / 2.0)
+            half = np.where(se > 0, widened(q, plan.kappa * np.abs(skew) / 6.0) * se, np.inf)
+        outside = np.abs(diff) > half
+        covers = np.abs(diff - shift) <= half
+        equivalent = np.abs(diff) + half < effect if effect is not None else np.zeros(diff.shape, bool)
         return outside & (diff > 0), outside & (diff < 0), equivalent, covers
     # the interval of the std ratio is the c whose t(c) is within +-crit, and t(c) decreases in c
     parts_a = abs_dev_parts(x, tuple(n for n, _ in looks))
