@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     rounds.add_argument("--effect", metavar="X", help="a difference that matters, in the metric's units")
     rounds.add_argument("--alpha", default="0.05", metavar="A", help="error rate over the whole sequence (0.05)")
     rounds.add_argument("--on", default="mean", choices=("mean", "spread"), help="decide on the mean or the spread")
+    rounds.add_argument(
+        "--boundary",
+        metavar="B",
+        help="--until-decided: obf (the default: O'Brien-Fleming-type, early looks decide only on a large "
+        "difference) or pocock (one level at every look); a sequence under way keeps the one it was planned with",
+    )
     rounds.add_argument("--level", default="0.95", metavar="L", help="--until-precision: the std interval's level")
     parser.add_argument(
         "--cold",
@@ -306,6 +312,7 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
         alpha=numbers["--alpha"],
         on=ns.on,
         level=numbers["--level"],
+        boundary=ns.boundary,
     )
     return result.exit_status
 

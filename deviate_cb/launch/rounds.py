@@ -67,12 +67,15 @@ def replicate_until(
     alpha: float = 0.05,
     on: str = "mean",
     level: float = 0.95,
+    boundary: Optional[str] = None,
     stream: Optional[TextIO] = None,
 ) -> RoundsResult:
     """Run ``launch`` (the keyword arguments of :func:`~deviate_cb.launch.runner.replicate`) in rounds.
 
     With ``against`` (``KEY=VALUE`` terms naming the group B), until the sequential test decides; with
     ``precision``, until the std of ``metric`` is known to ``precision`` (relative half-width of its interval).
+    ``boundary`` (``"obf"`` or ``"pocock"``; ``None``: the one a recorded sequence was planned with, else
+    ``"obf"``) shapes the sequential test's levels over the looks.
 
     Raises:
         UsageError: A bad option, a group B that does not exist, has no such metric, or cannot be relaunched as
@@ -84,6 +87,13 @@ def replicate_until(
     runs = int(launch.get("runs", 1))
     parallel = launch.get("parallel")
     _check(metric, max_runs, runs, against, precision, alpha, effect, on, level)
+    if boundary is not None and boundary not in ("obf", "pocock"):
+        raise UsageError(f"`--boundary` must be obf or pocock. Received: --boundary={boundary}.")
+    if precision is None and max_runs < 3:
+        raise UsageError(
+            f"`--max-runs` must be at least 3 with --until-decided (a look needs 3 runs a group: the test's "
+            f"skewness term needs each group's third cumulant). Received: --max-runs={max_runs}."
+        )
     out = Path(str(launch.get("out", "deviate_runs"))).absolute()
     experiment = experiment_name(
         launch.get("trainer"), launch.get("command"), launch.get("trainer_args", ()), launch.get("experiment")
@@ -94,17 +104,22 @@ def replicate_until(
     if precision is not None:
         return _until_precision(launch, out, group, metric, runs, step, max_runs, precision, level, stream)
     b_launch, b_group, b_done = against_launch(out, against, metric, exclude=group, launch=launch)
-    from deviate_cb.stats.sequential import SequentialPlan, plan_looks, plan_sequential
+    from deviate_cb.stats.sequential import DEFAULT_BOUNDARY, SequentialPlan, plan_looks, plan_sequential
 
     path = record_path(out, group, b_group)
+    if boundary is None:  # a sequence under way keeps the boundary it was planned with (before: Pocock's)
+        recorded_plan = (read_record(path) or {}).get("plan")
+        planned = recorded_plan.get("boundary", "pocock") if isinstance(recorded_plan, dict) else None
+        boundary = DEFAULT_BOUNDARY if launch.get("force") or planned is None else str(planned)
     header = {
         "kind": "until-decided",
         "metric": metric,
         "direction": direction or "max",
         "group": {"experiment": group[0], "variant": group[1]},
         "against": {"experiment": b_group[0], "variant": b_group[1]},
-        "options": {"runs": runs, "round": step, "max_runs": max_runs, "alpha": alpha, "on": on, "effect": effect},
-    }
+        "options": {"runs": runs, "round": step, "max_runs": max_runs, "alpha": alpha, "on": on, "effect": effect,
+                    "boundary": boundary},
+    }  # fmt: skip
     record = _resume(path, header, bool(launch.get("force")))
     if "plan" in record:  # a sequence under way: its plan as recorded, never planned again
         plan = SequentialPlan.from_dict(record["plan"])
@@ -115,7 +130,9 @@ def replicate_until(
                 f"--against names. Received: --max-runs={max_runs}."
             )
         looks = plan_looks(runs, b_done, step, max_runs, on=on)
-        plan = plan_sequential(looks, alpha=alpha, on=on, effect=effect, direction=direction or "max")
+        plan = plan_sequential(
+            looks, alpha=alpha, on=on, effect=effect, direction=direction or "max", boundary=boundary
+        )
         record.update(plan=plan.to_dict(), against_terms=list(against))
     looks = plan.looks
     _say(stream, _plan_line(plan, looks, metric, group, b_group))
@@ -160,15 +177,25 @@ def replicate_until(
 
 
 def _answer(look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str], b: tuple[str, str]) -> str:
-    """The sequence's answer in the user's words: which group is better, by how much, after how many runs."""
+    """The sequence's answer in the user's words: which group is better, by how much, after how many runs.
+
+    Example:
+        >>> from deviate_cb.stats.sequential import SequentialPlan
+        >>> plan = SequentialPlan(((3, 3), (6, 6)), 0.05, "mean", None, "min", (0.01, 0.04), 0, 1000)
+        >>> look = {"n_a": 6, "n_b": 6, "k": 2, "level": 0.95, "statistic": -0.08275, "low": -0.1499,
+        ...         "high": -0.01558, "decision": "A better"}
+        >>> _answer(look, "loss", plan, ("new", "algo"), ("old", "algo")).split(" (95%")[0]
+        'decided: experiment=new variant=algo has the better loss (lower), by 0.08275 [0.01558, 0.1499]'
+    """
     runs = f"{look['n_a']} runs per group" if look["n_a"] == look["n_b"] else f"{look['n_a']} and {look['n_b']} runs"
     where = f"after {runs} (look {look['k']} of {len(plan.looks)}; alpha {plan.alpha:g} over the whole sequence)"
     level = f"{look['level']:.0%} repeated CI"
-    low, high = look["low"], look["high"]
+    low, high = _bound(look.get("low"), -math.inf), _bound(look.get("high"), math.inf)
     if look["decision"] in ("A better", "B better") and plan.on == "mean":
         winner = a if look["decision"] == "A better" else b
-        sign = 1.0 if look["decision"] == "A better" else -1.0
-        lo, hi = sorted((sign * low, sign * high))
+        # the winner's margin is |A-B|: the interval excludes 0, so it is (low, high) or (-high, -low), as the
+        # estimate's sign says (not the winner's: for a lower-is-better metric the winner has the lower mean)
+        lo, hi = (low, high) if look["statistic"] > 0 else (-high, -low)
         higher = "higher" if plan.direction == "max" else "lower"
         return (
             f"decided: {_label(winner)} has the better {metric} ({higher}), by {abs(look['statistic']):.4g} "
@@ -180,10 +207,20 @@ def _answer(look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str],
             f"decided: {_label(winner)} spreads less on {metric}: std A/B = {look['statistic']:.4g} [{low:.4g}, "
             f"{high:.4g}] ({level}), {where}."
         )
+    if look["decision"] == "undecided" and math.isinf(low) and math.isinf(high):
+        return (
+            f"undecided at --max-runs: both groups' {metric} were constant at every run, so no difference can be "
+            f"claimed from them, {where}."
+        )
     if look["decision"] == "undecided":
         name = "the difference A-B" if plan.on == "mean" else "std A/B"
         return f"undecided at --max-runs: {name} of {metric} is within [{low:.4g}, {high:.4g}] ({level}), {where}."
     return f"decided: {look['decision']} in {metric}: within [{low:.4g}, {high:.4g}] ({level}), {where}."
+
+
+def _bound(value: Any, missing: float) -> float:
+    """An interval's end as recorded (JSON has no infinity: ``None`` is the unbounded end)."""
+    return float(value) if _finite(value) else missing
 
 
 def against_launch(
@@ -384,6 +421,7 @@ _OPTION_NAMES = {
     "effect": "--effect",
     "precision": "--until-precision",
     "level": "--level",
+    "boundary": "--boundary",
     "looks": "looks",
 }
 
@@ -398,7 +436,8 @@ def _resume(path: Path, header: dict[str, Any], force: bool) -> dict[str, Any]:
             continue
         if isinstance(value, dict) and isinstance(recorded.get(key), dict) and key in ("options", "plan"):
             for option, now in value.items():
-                before = recorded[key].get(option)
+                # a sequence recorded before --boundary existed was planned with Pocock's
+                before = recorded[key].get(option, "pocock" if option == "boundary" else None)
                 if before != now:
                     changed.append(f"{_OPTION_NAMES.get(option, option)} {before!r}, not {now!r}")
         else:
@@ -457,10 +496,13 @@ def _check(
 
 def _plan_line(plan: Any, looks: Sequence[tuple[int, int]], metric: str, a: tuple[str, str], b: tuple[str, str]) -> str:
     what = "the difference of the means" if plan.on == "mean" else "the spread ratio"
+    first, last = plan.nominals[0], plan.nominals[-1]
+    levels = f"{last:.4g}" if first == last else f"from {first:.3g} at the first look to {last:.4g} at the last"
+    widened = ", before the skewness widening" if getattr(plan, "kappa", 0.0) > 0 else ""
     return (
         f"{_PROG}: replicating A = {_label(a)} against B = {_label(b)} in rounds until {what} of {metric} is decided: "
         f"{len(looks)} looks at {_runs_text(looks)} runs per group, {plan.method} at alpha "
-        f"{plan.alpha:g} (nominal level per look {plan.nominal:.4g})"
+        f"{plan.alpha:g} (nominal level per look {levels}{widened})"
     )
 
 

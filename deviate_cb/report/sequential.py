@@ -91,6 +91,9 @@ def _line(record: Mapping[str, Any]) -> str:
         f"{name} = {_number(last.get('statistic'))} [{_number(last.get('low'))}, {_number(last.get('high'))}] "
         f"({_percent(level)} repeated CI)"
     )
+    if last.get("low") is None and last.get("high") is None and last.get("statistic") is not None:
+        # no interval: both groups constant, no spread to test a difference against (never a decision)
+        interval = f"{name} = {_number(last.get('statistic'))}, both groups constant: no difference can be claimed"
     if record.get("decision"):
         return f"{metric}, {who}: {record['decision']} ({where}): {interval}; {rule}."
     return (
