@@ -1,9 +1,11 @@
 """Sequential stopping (issues 27, 42): test A against B after every round of runs, and stay valid while doing so.
 
 Re-testing at ``alpha`` after every round and stopping at the first ``p < alpha`` rejects a true "no difference"
-far more often than ``alpha`` (about 25% with 48 looks; :func:`naive_rate`). This module plans the looks
-instead, as a group-sequential design (Jennison & Turnbull, *Group Sequential Methods with Applications to
-Clinical Trials*, 2000, ch. 2-3), calibrated by simulation for the tests actually run and for any looks:
+far more often than ``alpha``: 28.6% at 0.05 with 48 looks, after every run from 3 to 50 runs per group
+(normal runs, Welch's t; :func:`naive_rate` of ``plan_looks(3, 3, 1, 50)``, 100,000 simulated studies, seed
+101). This module plans the looks instead, as a group-sequential design (Jennison & Turnbull, *Group Sequential
+Methods with Applications to Clinical Trials*, 2000, ch. 2-3), calibrated by simulation for the tests actually run
+and for any looks:
 
 - :func:`plan_sequential` fixes the looks ``(n_a_k, n_b_k)``, ``k = 1..K``, and each look's nominal two-sided
   level ``p_k``: by default O'Brien-Fleming-type, ``p_k = 2 Phi(-C / sqrt(t_k))`` with ``t_k`` the information
