@@ -6,9 +6,11 @@ population standard deviation, as some papers report); equal runs have std 0 exa
 (:func:`~deviate_cb.stats.intervals.bonett_std_interval`), an interval for the population ``sigma`` whose width
 follows the kurtosis the runs show, so it is the same whichever ``ddof`` the point estimate uses: it covers about
 as the chi-square interval for normal runs and tied accuracies and far better for skewed or heavy-tailed ones
-(``tests/stats/test_std_interval_coverage.py``). ``std_ci="chi2"`` gives the chi-square interval
-(:func:`~deviate_cb.stats.intervals.std_confidence_interval`, exact for normal runs only), ``std_ci="bootstrap"``
-``scipy.stats.bootstrap`` (BCa) of ``np.std(..., ddof=ddof)``. Whatever the method, no interval holds for runs
+(``tests/stats/test_std_interval_coverage.py``), at the price of width from very few runs (its ends a factor of
+about 1000 apart at 3 runs, 12 at 5, 3 at 10, for normal runs; the chi-square's 12, 4.8, 2.7).
+``std_ci="chi2"`` gives the chi-square interval (:func:`~deviate_cb.stats.intervals.std_confidence_interval`,
+exact for normal runs only), ``std_ci="bootstrap"`` ``scipy.stats.bootstrap`` (BCa) of
+``np.std(..., ddof=ddof)``. Whatever the method, no interval holds for runs
 with fewer than 3 distinct values or with most runs equal and one or two apart:
 :attr:`Description.std_note` says so ("cannot tell the std from 7 runs with only 1 distinct value") and the
 interval is NaN (:func:`~deviate_cb.stats.precision.std_interval_note`), unless ``by_design=True`` (the ``control``
