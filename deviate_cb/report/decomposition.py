@@ -1,10 +1,12 @@
 """The variance decomposition of a study that holds several variants of one experiment.
 
 For every experiment and metric, and for each pair of variants present, the share of the spread that the
-narrower setting keeps: ``std(impl) / std(algo+impl)`` (implementation noise alone against seeds plus
-implementation noise) and ``std(control) / std(algo)`` (everything fixed against only the seed varying), with
-the F interval of the ratio (:func:`deviate_cb.stats.decompose`: exact for normal runs, capped at 1, since the
-narrower setting's noise is part of the wider one's).
+narrower setting keeps: the std ratio ``std(impl) / std(algo+impl)`` (implementation noise alone against seeds
+plus implementation noise) and ``std(control) / std(algo)`` (everything fixed against only the seed varying),
+with the kurtosis-adjusted interval of :func:`deviate_cb.stats.decompose` (Bonett 2006; the F interval below 4
+runs a group), the variance share (the ratio squared, with its interval squared) and the two-sided p-value of
+equal spreads. The interval is not capped at 1: a share significantly above 1 means the set-up is broken (the
+narrower setting's noise is part of the wider one's), and the note says so (:data:`ABOVE_ONE`).
 A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number. Bit-identical
 runs have a std of exactly 0, as in the report's table: identical narrow runs give a share of 0 with the
 interval ``[0, 0]``, identical wide runs an undefined share with a note. Where the ``impl`` or ``algo+impl``
@@ -26,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-__all__ = ["DECOMPOSITION_COLUMNS", "PAIRS", "DecompositionRow", "decompose_series", "missing_note"]
+__all__ = ["ABOVE_ONE", "DECOMPOSITION_COLUMNS", "PAIRS", "DecompositionRow", "decompose_series", "missing_note"]
+
+ABOVE_ONE = "set-up problem"  # how a note of a share significantly above 1 starts
 
 # (narrow setting, wide setting): accepted spellings of each variant name.
 PAIRS = (
@@ -48,12 +52,19 @@ DECOMPOSITION_COLUMNS = (
     "share_ci_high",
     "level",
     "note",
+    "variance_share",
+    "variance_share_ci_low",
+    "variance_share_ci_high",
+    "pvalue_equal_spread",
+    "method",
 )
 
 
 @dataclass(frozen=True)
 class DecompositionRow:
-    """``std(narrow) / std(wide)`` of one metric of one experiment, with its F interval (capped at 1)."""
+    """The std ratio ``std(narrow) / std(wide)`` of one metric of one experiment with its interval, and the
+    variance share (the ratio squared) with its interval; ``pvalue_equal_spread`` tests equal spreads by the
+    interval's method (``method``)."""
 
     experiment: str
     metric: str
@@ -69,6 +80,11 @@ class DecompositionRow:
     share_ci_high: float
     level: float
     note: str = ""
+    variance_share: float = math.nan
+    variance_share_ci_low: float = math.nan
+    variance_share_ci_high: float = math.nan
+    pvalue_equal_spread: float = math.nan
+    method: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a dict with the keys of :data:`DECOMPOSITION_COLUMNS`."""
@@ -145,17 +161,31 @@ def _row(
         nan = math.nan
         return DecompositionRow(*head, nan, nan, nan, nan, nan, level, "fewer than 2 finite runs in a group")
     try:
-        result = decompose(x, y, level=level, rng=seed, method="F")
+        result = decompose(x, y, level=level, rng=seed)
     except ValueError as exc:  # degenerate data
         nan = math.nan
         return DecompositionRow(*head, nan, nan, nan, nan, nan, level, f"no interval: {' '.join(str(exc).split())}")
     # The stds as the statistics computed them: exactly 0 for bit-identical runs, as in the report's table
     std_x, std_y = float(result.settings["std_impl"]), float(result.settings["std_algo_impl"])
     low, high = result.confidence_interval()
-    note = str(result.settings.get("note", ""))
+    settings = result.settings
+    note = "" if std_x == 0.0 else str(settings.get("note", ""))  # identical narrow runs: [0, 0], said in the headline
     if std_y == 0.0:  # the statistics name their argument (`algo_impl`); here the variant has a name
         note = f"{wide} has no spread (all runs equal), so the share is undefined"
-    return DecompositionRow(*head, std_x, std_y, float(result.statistic), low, high, level, note)
+    elif settings.get("above_one"):
+        note = (
+            f"{ABOVE_ONE}: the {narrow} runs spread more than the {wide} runs (p = {result.pvalue:.2g}), which a "
+            f"sound set-up rules out ({narrow} noise is part of {wide}'s): check that both ran on the same machines "
+            "and software, that the variants are not mislabelled, and that the impl runs did not all take one "
+            "unlucky seed"
+        )
+    elif settings.get("few_runs_note"):
+        note = f"approximate interval: {settings['few_runs_note']}"
+    share = float(result.statistic)
+    return DecompositionRow(
+        *head, std_x, std_y, share, low, high, level, note, float(settings.get("variance_share", math.nan)),
+        low**2, high**2, float(result.pvalue), str(settings["method"]),
+    )  # fmt: skip
 
 
 def _finite(values: Sequence[float]) -> list[float]:

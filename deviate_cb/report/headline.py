@@ -10,9 +10,10 @@ last stage logged; ``--metric`` picks others), :func:`build_headlines` answers, 
   audit`` finds where)?
 - **noise**: how large is the spread across runs of each other variant (std with its chi-square interval, the
   CV); which variants are identical;
-- **implementation share**: ``std(impl) / std(algo+impl)`` with its interval, or why it is not measurable here
-  (no ``impl`` variant, ``impl`` runs identical because the kernels are deterministic, ``algo+impl`` without
-  spread);
+- **implementation share**: the std ratio ``std(impl) / std(algo+impl)`` and the variance share (its square)
+  with their intervals, a set-up problem where the ratio is significantly above 1, or why it is not measurable
+  here (no ``impl`` variant, ``impl`` runs identical because the kernels are deterministic, ``algo+impl``
+  without spread);
 - **runs needed**: for the smallest difference worth reporting (``effect``: by default 1% of the mean, else a
   number in the metric's units), the runs per group Welch's t-test needs for 80% power at the measured spread of
   the seed-varying variant, and the difference the runs already made can detect.
@@ -40,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from deviate_cb.errors import UsageError
-from deviate_cb.report.decomposition import PAIRS
+from deviate_cb.report.decomposition import ABOVE_ONE, PAIRS
 from deviate_cb.report.text import percent
 
 __all__ = [
@@ -137,13 +138,20 @@ class NoiseLine:
 
 @dataclass(frozen=True)
 class ShareLine:
-    """``std(impl) / std(algo+impl)``: the part of the seed spread implementation noise alone keeps."""
+    """The std ratio ``std(impl) / std(algo+impl)`` with its interval, and the variance share (its square, the
+    part of the seed runs' variance implementation noise alone keeps) with its interval; ``problem`` says when
+    the ratio is significantly above 1, which a sound set-up rules out."""
 
     pair: str
     share: float = math.nan
     ci_low: float = math.nan
     ci_high: float = math.nan
     reason: str = ""  # why it is not measurable here; empty when measured
+    variance_share: float = math.nan
+    variance_ci_low: float = math.nan
+    variance_ci_high: float = math.nan
+    pvalue: float = math.nan  # two-sided, equal spreads, by the interval's method
+    problem: str = ""  # the set-up problem a share significantly above 1 shows; empty otherwise
 
 
 @dataclass(frozen=True)
@@ -219,7 +227,7 @@ class Headline:
         if self.share is not None:
             s = self.share
             out.append({**base, "kind": "implementation share", "variant": s.pair, "value": s.share,
-                        "ci_low": s.ci_low, "ci_high": s.ci_high, "detail": s.reason,
+                        "ci_low": s.ci_low, "ci_high": s.ci_high, "detail": s.reason or s.problem,
                         "sentence": next(sentences, "")})  # fmt: skip
         if self.runs is not None:
             r = self.runs
@@ -340,25 +348,44 @@ def _headline(
                          "the training (see the problems).")  # fmt: skip
     share = _share(report, experiment, metric, lines)
     if share is not None:
-        if share.reason:
-            sentences.append(f"implementation share ({share.pair}): not measurable here: {share.reason}.")
-        elif share.share == 0.0:
-            sentences.append(
-                f"implementation share ({share.pair}): 0: the {lines[share.pair.split(' / ')[0]].n} impl runs are "
-                "identical (no implementation noise here: the kernels that ran are deterministic, as on CPU)."
-            )
-        else:
-            capped = " (above 1: within noise, the impl runs spread as much as the seeds)" if share.share > 1 else ""
-            sentences.append(
-                f"implementation share ({share.pair}): {_n(share.share, 2)} [{_n(share.ci_low, 2)}, "
-                f"{_n(share.ci_high, 2)}] ({lv} CI){capped}: the part of the seed spread implementation noise alone "
-                "keeps (std ratio)."
-            )
+        sentences.append(_share_sentence(share, lines, lv))
+        if share.problem:
+            notes.append(f"problem: {share.problem}.")
     runs = _runs_needed(lines, effect, alpha, power)
     if runs is not None:
         sentences.append(_runs_sentence(runs))
     return Headline(experiment, metric, level, control, control_line, tuple(lines.values()), share, runs,
                     tuple(sentences), tuple(notes))  # fmt: skip
+
+
+def _share_sentence(share: ShareLine, lines: Mapping[str, NoiseLine], lv: str) -> str:
+    """The implementation share in words: the std ratio and the variance share, each with its interval; a set-up
+    problem where the ratio is significantly above 1; never an interval that excludes its own estimate."""
+    head = f"implementation share ({share.pair})"
+    if share.reason:
+        return f"{head}: not measurable here: {share.reason}."
+    if share.share == 0.0:
+        n = lines[share.pair.split(" / ")[0]].n
+        return (
+            f"{head}: 0: the {n} impl runs are identical (no implementation noise here: the kernels that ran are "
+            f"deterministic, as on CPU; noise that shows in a few runs only, {n} runs cannot rule out)."
+        )
+    ratio = f"std ratio {_n(share.share, 2)} [{_n(share.ci_low, 2)}, {_n(share.ci_high, 2)}] ({lv} CI)"
+    if share.problem:
+        return f"{head}: {ratio}: a set-up problem: {share.problem}."
+    variance = (
+        f"variance share {_n(share.variance_share, 2)} [{_n(share.variance_ci_low, 2)}, "
+        f"{_n(share.variance_ci_high, 2)}]"
+    )
+    if share.share > 1:
+        return (
+            f"{head}: {ratio}: above 1 but within noise of 1 (a sound set-up gives at most 1): implementation "
+            f"noise alone may be all of the seed runs' spread ({variance})."
+        )
+    return (
+        f"{head}: {ratio}; {variance}: the part of the seed runs' variance implementation noise alone keeps "
+        "(the variance share is the std ratio squared)."
+    )
 
 
 def _identical_control(report: Any, experiment: str, metric: str, n: int) -> tuple[str, str]:
@@ -466,7 +493,10 @@ def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseL
         return ShareLine(pair, 0.0, 0.0, 0.0, reason="")
     if row is None or not math.isfinite(row.share):
         return ShareLine(pair, reason=(row.note if row is not None and row.note else "no decomposition computed"))
-    return ShareLine(pair, row.share, row.share_ci_low, row.share_ci_high)
+    problem = row.note.removeprefix(f"{ABOVE_ONE}: ") if row.note.startswith(ABOVE_ONE) else ""
+    variance = (row.variance_share, row.variance_share_ci_low, row.variance_share_ci_high)
+    return ShareLine(pair, row.share, row.share_ci_low, row.share_ci_high, "", *variance, row.pvalue_equal_spread,
+                     problem)  # fmt: skip
 
 
 def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, power: float) -> Optional[RunsNeeded]:

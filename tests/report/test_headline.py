@@ -107,7 +107,10 @@ def test_implementation_share_with_its_interval_on_morin(capsys: pytest.CaptureF
     h = heads["test_acc"]
     share = h["share"]
     assert share["pair"] == "impl / algo+impl" and share["reason"] == ""
-    assert 0 <= share["ci_low"] < share["share"] < share["ci_high"] <= 1
+    assert 0 <= share["ci_low"] < share["share"] < share["ci_high"]  # not capped at 1: never excludes its estimate
+    assert share["variance_share"] == pytest.approx(share["share"] ** 2)
+    squared = (share["ci_low"] ** 2, share["ci_high"] ** 2)
+    assert (share["variance_ci_low"], share["variance_ci_high"]) == pytest.approx(squared)
     code, out, _ = run_cli(capsys, "report", str(morin_study), "--decomposition", "--format", "json")
     assert code == 0
     (row,) = [d for d in json.loads(out) if d["metric"] == "test_acc"]
@@ -117,7 +120,29 @@ def test_implementation_share_with_its_interval_on_morin(capsys: pytest.CaptureF
         share["ci_high"],
     )  # one computation for every format
     sentence = next(s for s in h["sentences"] if s.startswith("implementation share"))
-    assert f"{share['share']:.2g} [{share['ci_low']:.2g}, {share['ci_high']:.2g}] (95% CI)" in sentence
+    assert f"std ratio {share['share']:.2g} [{share['ci_low']:.2g}, {share['ci_high']:.2g}] (95% CI)" in sentence
+    low, high = share["variance_ci_low"], share["variance_ci_high"]
+    v = f"variance share {share['variance_share']:.2g} [{low:.2g}, {high:.2g}]"
+    assert v in sentence and "problem" not in sentence
+    assert (row["variance_share"], row["variance_share_ci_low"]) == (share["variance_share"], share["variance_ci_low"])
+
+
+def test_a_share_significantly_above_one_is_a_set_up_problem_in_headline_and_table(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    seeds = [0.900, 0.902, 0.899, 0.901, 0.898, 0.900]
+    root = _study(tmp_path, [], seeds, impl=[0.90, 0.91, 0.89, 0.905, 0.885, 0.915])
+    (h,) = _headlines(capsys, root)
+    share = h["share"]
+    assert share["share"] > 1 and 1 < share["ci_low"] <= share["share"] <= share["ci_high"]
+    assert share["pvalue"] < 0.05
+    sentence = next(s for s in h["sentences"] if s.startswith("implementation share"))
+    assert "a set-up problem" in sentence and "within noise" not in sentence and "[1, 1]" not in sentence
+    assert any(n.startswith("problem: ") and "mislabelled" in n for n in h["notes"])
+    _, out, _ = run_cli(capsys, "report", str(root), "--decomposition", "--format", "json")
+    (row,) = [d for d in json.loads(out) if d["metric"] == "val_acc"]
+    assert (row["share_ci_low"], row["share_ci_high"]) == (share["ci_low"], share["ci_high"])  # the table agrees
+    assert row["note"].startswith("set-up problem") and share["problem"] in row["note"]
 
 
 def test_identical_variants_are_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

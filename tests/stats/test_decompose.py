@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from morin_data import morin
 
-from deviate_cb.stats.decompose import decompose
+from deviate_cb.stats.decompose import decompose, variance_share_interval
 
 
 def _morin() -> tuple[np.ndarray, np.ndarray]:
@@ -103,23 +103,45 @@ def test_f_interval_is_the_direct_scipy_computation(n_narrow: int, n_wide: int, 
 
     g = np.random.default_rng(n_narrow * 100 + n_wide)
     x, y = g.normal(0.0, 0.3, n_narrow), g.normal(0.0, 1.0, n_wide)
-    r = decompose(x, y, level=0.5)
+    r = decompose(x, y, level=0.5, method="F")
     share = np.std(x, ddof=1) / np.std(y, ddof=1)
     alpha = 1 - level
     f = sps.f(n_narrow - 1, n_wide - 1)
     low, high = share / np.sqrt(f.ppf(1 - alpha / 2)), share / np.sqrt(f.ppf(alpha / 2))
-    np.testing.assert_allclose(r.confidence_interval(level), [min(low, 1.0), min(high, 1.0)], rtol=1e-10)
+    np.testing.assert_allclose(r.confidence_interval(level), [low, high], rtol=1e-10)  # not capped at 1
     assert r.settings["method"] == "F" and "seed" not in r.settings
     assert r.statistic == share and r.settings["exceeds_one"] is bool(share > 1)
+    np.testing.assert_allclose(r.pvalue, 2 * min(f.cdf(share**2), f.sf(share**2)), rtol=1e-9)
 
 
-def test_f_interval_caps_at_one_and_keeps_the_raw_ratio() -> None:
+def test_fewer_than_four_runs_use_the_f_interval() -> None:
     r = decompose([1.0, 2.0, 3.0], [0.0, 2.0, 4.0])
-    assert r.statistic == 0.5 and r.confidence_interval().high == 1.0 and r.settings["capped"] is True
-    above = decompose([0.0, 4.0, 8.0, 2.0], [1.0, 2.0, 3.0, 2.5])  # the narrow group spreads more
-    assert above.statistic > 1 and above.settings["exceeds_one"] is True
-    assert above.confidence_interval().high == 1.0 and "lower end" in above.settings["note"]
-    assert above.confidence_interval() == (1.0, 1.0)
-    uncapped = decompose(np.linspace(0, 1, 40), np.linspace(0, 10, 40))
-    assert uncapped.settings["capped"] is False and uncapped.confidence_interval().high < 1.0
+    assert r.statistic == 0.5 and r.settings["method"] == "F" and r.confidence_interval().high > 1.0
     assert decompose([0.9, 0.9, 0.9], [0.8, 0.85, 0.9]).confidence_interval() == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("method", ["bonett", "F"])
+def test_a_significant_share_above_one_is_a_broken_set_up_never_a_capped_interval(method: str) -> None:
+    # the case: impl spreads 4x the seed runs; F rejects equal spreads at p = 0.00025
+    g = np.random.default_rng(5)
+    impl, wide = g.normal(0.0, 4.0, 10), g.normal(0.0, 1.0, 10)
+    r = decompose(impl, wide, method=method)
+    low, high = r.confidence_interval()
+    assert r.statistic > 1 and low <= r.statistic <= high  # never an interval that excludes its estimate
+    assert low > 1 and r.settings["above_one"] is True and r.pvalue < 0.05
+    assert "sound set-up rules out" in r.settings["note"] and "mislabelled" in r.settings["note"]
+    vlow, vhigh = variance_share_interval(r)
+    np.testing.assert_allclose((vlow, vhigh), (low**2, high**2))
+    assert vlow <= r.settings["variance_share"] <= vhigh
+
+
+def test_a_share_above_one_within_noise_is_not_a_problem() -> None:
+    r = decompose([0.0, 1.2, 2.0, 0.4, 1.1], [0.0, 1.0, 2.0, 0.5, 1.2])
+    low, high = r.confidence_interval()
+    assert r.statistic > 1 and low < 1 < high and r.settings["above_one"] is False and "note" not in r.settings
+
+
+def test_identical_impl_runs_say_what_they_cannot_rule_out() -> None:
+    r = decompose([0.9] * 6, [0.8, 0.85, 0.9, 0.84, 0.88, 0.83])
+    assert r.statistic == 0.0 and r.confidence_interval() == (0.0, 0.0)
+    assert "cannot be ruled out" in r.settings["note"]
