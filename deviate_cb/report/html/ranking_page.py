@@ -11,7 +11,7 @@ Example:
     >>> from deviate_cb.report.ranking import rank_metrics, split_by
     >>> from deviate_cb.report.selection import RunValues
     >>> runs = [RunValues({"variant": v}, {"acc": x}) for v, base in (("a", 0.80), ("b", 0.90), ("c", 0.85))
-    ...         for x in (base, base + 0.01, base + 0.02, base + 0.01)]
+    ...         for x in (base, base + 0.01, base + 0.02, base + 0.01, base + 0.015)]  # 5 runs: a claim can hold
     >>> page = ranking_page(rank_metrics(split_by(runs, "variant"), seed=0), title="by variant", key="variant")
     >>> 'data-kind="heatmap"' in page and "b &gt; c &gt; a" in page
     True
