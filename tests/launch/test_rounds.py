@@ -47,6 +47,10 @@ def flat(seed):
     return {"acc": 0.901}
 
 
+def low(seed):
+    return {"acc": 0.8}
+
+
 def same(seed):
     if Path(os.environ.get("FAIL_A_MARKER", "/nonexistent")).exists() and seed >= 3:
         raise RuntimeError("out of memory")
@@ -93,6 +97,9 @@ def test_a_clear_difference_is_decided_at_the_first_look(study: Path) -> None:
     (record,) = _records(study)
     assert record["decision"] == "A better" and len(record["looks"]) == 1
     assert record["against"]["experiment"] == "a" and record["plan"]["alpha"] == 0.05
+    from deviate_cb.stats.sequential import DEFAULT_BOUNDARY, DEFAULT_KAPPA
+
+    assert (record["plan"]["boundary"], record["plan"]["kappa"]) == (DEFAULT_BOUNDARY, DEFAULT_KAPPA)  # the API's
     assert _replicas(study, "b") == ["replica=0", "replica=1", "replica=2"]  # stopped: no more runs made
     low, high = record["looks"][0]["low"], record["looks"][0]["high"]
     assert 0 < low < 0.1 < high  # the repeated interval around the true difference, 0.1
@@ -174,6 +181,66 @@ def test_a_sequence_resumes_after_b_was_topped_up(study: Path) -> None:
     assert [(look["n_a"], look["n_b"]) for look in record["looks"]] == [(3, 3), (6, 6)]
 
 
+def test_a_sequence_recorded_before_boundaries_resumes_on_its_pocock_plan(study: Path) -> None:
+    """A record of the old code (one "nominal", no "boundary", no --boundary option) continues as it was planned:
+    the alpha it spent is not spent again under another boundary."""
+    marker = study / "fail"
+    marker.write_text("")
+    args = ("--trainer", "fns.py:same", "-n", "3", "--variant", "algo", "--experiment", "g", "--until-decided",
+            "--against", "experiment=a", "--metric", "acc", "--max-runs", "6", "--parallel", "3")  # fmt: skip
+    first = _run(study, *args, env={"FAIL_MARKER": str(marker)})
+    assert first.returncode == 1, first.stdout + first.stderr
+    (path,) = sorted((study / "runs" / ".sequential").glob("*.json"))
+    record = json.loads(path.read_text())
+    legacy = {key: record["plan"][key] for key in ("looks", "alpha", "on", "effect", "direction", "seed", "paths")}
+    legacy.update(nominal=0.0304, method="Pocock-type group-sequential Welch t-test")
+    record["plan"] = legacy
+    del record["options"]["boundary"]
+    path.write_text(json.dumps(record))
+    marker.unlink()
+    second = _run(study, *args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Pocock-type group-sequential Welch t-test at alpha 0.05 (nominal level per look 0.0304)" in second.stdout
+    (record,) = _records(study)
+    assert record["plan"] == legacy and [look["k"] for look in record["looks"]] == [1, 2]
+    assert record["looks"][1]["nominal"] == 0.0304
+    obf = _run(study, *args, "--boundary", "obf")  # asking for another boundary over the same runs: refused
+    assert obf.returncode == 2 and "--boundary 'pocock', not 'obf'" in obf.stderr, obf.stderr
+
+
+def test_constant_groups_end_undecided_in_words(study: Path) -> None:
+    """Equal runs in both groups (0.901 against 0.8) give a zero-width interval: never a decision."""
+    done = _run(study, "--trainer", "fns.py:flat", "-n", "3", "--variant", "algo", "--experiment", "k")
+    assert done.returncode == 0, done.stdout + done.stderr
+    args = ("--trainer", "fns.py:low", "-n", "3", "--variant", "algo", "--experiment", "m", "--until-decided",
+            "--against", "experiment=k", "--metric", "acc", "--max-runs", "4", "--parallel", "1")  # fmt: skip
+    done = _run(study, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = _records(study)
+    assert [look["decision"] for look in record["looks"]] == ["continue", "undecided"]
+    assert "both groups constant so far: no spread to test against: continue" in done.stdout
+    assert "undecided at --max-runs: both groups' acc were constant at every run, so no difference" in done.stdout
+    assert record["looks"][-1]["low"] is None and record["looks"][-1]["high"] is None
+
+
+@pytest.mark.parametrize(
+    ("direction", "decision", "statistic"),
+    [("min", "A better", -0.08), ("min", "B better", 0.08), ("max", "A better", 0.08), ("max", "B better", -0.08)],
+)
+def test_the_answer_puts_the_margin_inside_its_interval(direction: str, decision: str, statistic: float) -> None:
+    from deviate_cb.launch.rounds import _answer
+    from deviate_cb.stats.sequential import plan_sequential
+
+    plan = plan_sequential(((3, 3), (6, 6)), direction=direction)
+    low, high = (0.015, 0.15) if statistic > 0 else (-0.15, -0.015)
+    look = {"n_a": 6, "n_b": 6, "k": 2, "level": 0.95, "statistic": statistic, "low": low, "high": high,
+            "decision": decision}  # fmt: skip
+    text = _answer(look, "loss", plan, ("new", "algo"), ("old", "algo"))
+    winner = "new" if decision == "A better" else "old"
+    assert text.startswith(f"decided: experiment={winner} variant=algo has the better loss"), text
+    assert "by 0.08 [0.015, 0.15] (95% repeated CI)" in text, text
+
+
 def test_until_precision_stops_when_the_std_is_known(study: Path) -> None:
     args = ("--trainer", "fns.py:good", "-n", "3", "--variant", "algo", "--experiment", "p", "--until-precision",
             "0.5", "--metric", "acc", "--max-runs", "30", "--parallel", "5")  # fmt: skip
@@ -234,6 +301,8 @@ def test_until_precision_needs_max_runs_of_at_least_three(study: Path) -> None:
         (("--until-decided", "--against", "experiment=a", "--metric", "acc", "--max-runs", "2"),
          "`--max-runs` must be at least -n (3). Received: --max-runs=2."),
         (("--until-decided", "--against", "experiment=a", "--metric", "acc"), "`--max-runs` is required"),
+        (("--until-decided", "--against", "experiment=a", "--metric", "acc", "--max-runs", "6", "--boundary", "x"),
+         "`--boundary` must be obf or pocock. Received: --boundary=x."),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_nothing_is_launched(study: Path, extra: tuple[str, ...], expected: str) -> None:
