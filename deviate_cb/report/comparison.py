@@ -28,6 +28,15 @@ from typing import Any, Optional
 
 import numpy as np
 
+from deviate_cb.report.compare_notes import (
+    IMPROVEMENT_THRESHOLD,
+    family_text,
+    improvement_verdict,
+    metrics_of_interest,
+    power_words,
+    skew_note,
+    skewness,
+)
 from deviate_cb.report.render import _cell
 from deviate_cb.report.selection import RunValues
 from deviate_cb.stats._results import json_value
@@ -35,6 +44,8 @@ from deviate_cb.stats._results import json_value
 __all__ = [
     "COMPARE_COLUMNS",
     "COMPARE_HUMAN",
+    "IMPROVEMENT_HUMAN",
+    "IMPROVEMENT_THRESHOLD",
     "POWER_COLUMNS",
     "POWER_HUMAN",
     "compare_groups",
@@ -50,9 +61,9 @@ COMPARE_COLUMNS = (
     "hedges_g_ci_high", "p_a_gt_b", "p_a_gt_b_ci_low", "p_a_gt_b_ci_high", "variance_p",
     "spread_ratio", "spread_ratio_ci_low", "spread_ratio_ci_high", "spread_p", "spread_p_corrected",
     "aso_epsilon_min", "direction", "correction", "family", "family_size", "alpha", "level", "skewness_a",
-    "skewness_b", "notes", "location_verdict", "spread_verdict", "verdict",
+    "skewness_b", "notes", "improvement_threshold", "improvement_verdict", "location_verdict", "spread_verdict",
+    "verdict",
 )  # fmt: skip
-SKEWED = 1.0  # |sample skewness| above which a group is called skewed (see the note of location_verdict)
 POWER_COLUMNS = (
     "group", "metric", "n", "mean", "std", "effect", "alpha", "power", "runs_needed", "achieved_power", "summary",
 )  # fmt: skip
@@ -73,6 +84,7 @@ def compare_groups(
     n_resamples: int = 9999,
     directions: Optional[Mapping[str, str]] = None,
     interest: Optional[Sequence[str]] = None,
+    improvement_threshold: Optional[float] = None,
 ) -> list[dict[str, Any]]:
     """One flat dict per metric (keys :data:`COMPARE_COLUMNS`): compared metrics first, then skipped ones.
 
@@ -81,8 +93,19 @@ def compare_groups(
     matching the ``interest`` patterns (``--metric``), else the headline metrics
     (:func:`~deviate_cb.report.headline.headline_metrics`: validation and test metrics); the other metrics
     compared form a second family of their own (``family "other"``), so near-duplicate logged series do not
-    dilute the answer the user came for.
+    dilute the answer the user came for. ``improvement_threshold`` (``--on improvement``; e.g. 0.75, as
+    Bouthillier et al. 2021) adds the decision on P(A>B) (:func:`~deviate_cb.report.compare_notes.
+    improvement_verdict`) as ``improvement_verdict``, first in ``verdict``.
     """
+    if improvement_threshold is not None and (
+        isinstance(improvement_threshold, bool)
+        or not isinstance(improvement_threshold, (int, float))
+        or not 0.5 <= improvement_threshold < 1.0
+    ):
+        raise ValueError(
+            "`improvement_threshold` must be a number in [0.5, 1). "
+            f"Received: improvement_threshold={improvement_threshold!r}."
+        )
     from deviate_cb.stats import compare, correct, resolve_direction
 
     names_a = {m for r in a for m in r.values}
@@ -106,7 +129,7 @@ def compare_groups(
         c = compare(x, y, alpha=alpha, level=level, rng=seed, n_resamples=n_resamples, direction=known or "max")
         aso = c.almost_stochastic_order
         row.update(status="compared", reason="", mean_a=c.mean_a, mean_b=c.mean_b, std_a=c.std_a, std_b=c.std_b)
-        row.update(direction=known or "max?", notes=" ".join(c.notes), **_skewness(x, y))
+        row.update(direction=known or "max?", notes=" ".join(c.notes), **skewness(x, y))
         row.update(welch_t=c.welch_t.statistic, welch_p=c.welch_t.pvalue, mann_whitney_p=c.mann_whitney_u.pvalue)
         for key, result in (
             ("mean_diff", c.mean_difference),
@@ -125,7 +148,7 @@ def compare_groups(
             low, high = ratio.confidence_interval(level)
             row.update(spread_p=ratio.pvalue, spread_ratio_ci_low=low, spread_ratio_ci_high=high)
         compared.append(row)
-    wanted = set(_interest([r["metric"] for r in compared], interest))
+    wanted = set(metrics_of_interest([r["metric"] for r in compared], interest))
     for family in ("interest", "other"):
         members = [r for r in compared if (r["metric"] in wanted) == (family == "interest")]
         for row in members:
@@ -142,36 +165,11 @@ def compare_groups(
         row["location_verdict"] = location_verdict(row, alpha, correction, row["family_size"])
         row["spread_verdict"] = spread_verdict(row, alpha, correction, row["family_size"])
         row["verdict"] = _verdict(row, alpha, correction)
+        if improvement_threshold is not None:
+            row["improvement_threshold"] = improvement_threshold
+            row["improvement_verdict"] = improvement_verdict(row, improvement_threshold)
+            row["verdict"] = f"improvement: {row['improvement_verdict'].split(':')[0]}; {row['verdict']}"
     return [{k: _value(k, v) for k, v in r.items()} for r in (*compared, *skipped)]
-
-
-def _interest(names: Sequence[str], patterns: Optional[Sequence[str]]) -> list[str]:
-    """The metrics of interest among ``names``: the ``--metric`` patterns', else the headline metrics."""
-    from types import SimpleNamespace
-
-    from deviate_cb.report.headline import headline_metrics
-
-    if not names:
-        return []
-    return headline_metrics(SimpleNamespace(rows=[SimpleNamespace(metric=n) for n in names]), patterns or None)
-
-
-def _skewness(x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
-    """Each group's adjusted sample skewness (G1; NaN below 3 runs or without spread)."""
-    from scipy.stats import skew
-
-    from deviate_cb.stats._std import is_constant
-
-    def one(v: Sequence[float]) -> float:
-        return float(skew(np.asarray(v), bias=False)) if len(v) >= 3 and not is_constant(v) else math.nan
-
-    return {"skewness_a": one(x), "skewness_b": one(y)}
-
-
-def _family_text(row: Mapping[str, Any], m: int) -> str:
-    if row.get("family") == "other":
-        return f"the {m} other metric{'s' if m != 1 else ''} compared"
-    return f"the {m} metric{'s' if m != 1 else ''} of interest"
 
 
 def _value(key: str, value: Any) -> Any:
@@ -245,10 +243,10 @@ def location_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[
             "bit-identical by design (control)"
         )
     p, p_adj = row["welch_p"], row["welch_p_corrected"]
-    over = f" over {_family_text(row, m)}" if row.get("family") else f" over {m} metrics"
+    over = f" over {family_text(row, m)}" if row.get("family") else f" over {m} metrics"
     tested = f"Welch p {_p(p)}" + (f", {_p(p_adj)} after {correction}{over}" if correction and m > 1 else "")
     lv = f"{level:.0%}"
-    skew = _skew_note(row)
+    skew = skew_note(row)
     if math.isnan(p):
         return f"no test possible: diff {diff}"
     higher = "A" if row["mean_diff"] > 0 else "B"
@@ -260,27 +258,6 @@ def location_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[
             f"{effect} ({tested}){skew}"
         )
     return f"no significant difference in means: diff {diff} ({lv} CI, includes 0){effect} ({tested}){skew}"
-
-
-def _skew_note(row: Mapping[str, Any]) -> str:
-    """The caveat where Welch's interval may undercover: a group with sample skewness above :data:`SKEWED`.
-
-    Simulated coverage of the printed 95% interval (20,000 data sets per case): normal, t(3), lognormal with
-    equal spreads, lognormal against normal and tied accuracies (binomial(200, 0.9) / 200) all cover 94.5-98%
-    at 5, 10 and 20 runs per group; lognormal runs with 3:1 spreads cover 87-90% and 10% diverged runs (shifted
-    by 10 sd) 81-89%. Few runs cannot show the skew reliably (at 5 runs the flag is raised for about 78% of the
-    lognormal 3:1 data sets and 49% of normal ones; at 20 runs 98% and 11%), so the caveat is a warning, not a
-    guarantee in either direction.
-    """
-    skews = [(g, row.get(f"skewness_{g.lower()}")) for g in ("A", "B")]
-    skewed = [(g, v) for g, v in skews if v is not None and not math.isnan(v) and abs(v) > SKEWED]
-    if not skewed:
-        return ""
-    which = ", ".join(f"{g} {v:+.2g}" for g, v in skewed)
-    return (
-        f"; skewed runs (sample skewness {which}): the interval may undercover at this n (simulated 81-90% at a "
-        "nominal 95% for lognormal runs with 3:1 spreads or 10% diverged runs)"
-    )
 
 
 def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[str], m: int) -> str:
@@ -299,7 +276,7 @@ def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[st
             f"std ratio A/B {_inf(row['spread_ratio'])}, {stds}"
         )
     p, p_adj = row["spread_p"], row["spread_p_corrected"]
-    over = f" over {_family_text(row, m)}" if row.get("family") else f" over {m} metrics"
+    over = f" over {family_text(row, m)}" if row.get("family") else f" over {m} metrics"
     tested = f"Brown-Forsythe p {_p(p)}" + (f", {_p(p_adj)} after {correction}{over}" if correction and m > 1 else "")
     low, high = row["spread_ratio_ci_low"], row["spread_ratio_ci_high"]
     ratio = f"std ratio A/B {_inf(row['spread_ratio'])}"
@@ -314,25 +291,7 @@ def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[st
     if p <= 1 - level:
         alone = "; the interval excludes 1 for this metric alone"
         return f"no significant difference in spread after {correction}: {ratio}, {stds} ({tested}{alone})"
-    return f"no significant difference in spread{constant}: {ratio}, {stds} ({tested}{_power_words(row, alpha)})"
-
-
-def _power_words(row: Mapping[str, Any], alpha: float) -> str:
-    """What Brown-Forsythe can detect at these sizes (normal runs, simulated power), in numbers."""
-    from deviate_cb.stats.spread import detectable_spread_ratio, spread_power
-
-    n_a, n_b = row["n_a"], row["n_b"]
-    three = spread_power(n_a, n_b, 3.0, alpha)
-    ratio = detectable_spread_ratio(n_a, n_b, alpha, 0.8)
-    if math.isinf(ratio):
-        return (
-            f"; at {n_a}/{n_b} runs it detects a 3x std ratio only {three:.0%} of the time and no ratio with 80% "
-            "power (normal runs, simulated): this cannot show that the spreads are alike"
-        )
-    return (
-        f"; at {n_a}/{n_b} runs it detects a 3x std ratio {three:.0%} of the time and needs a ratio of "
-        f"{ratio:.2g}x for 80% power (normal runs, simulated): smaller differences may go unseen"
-    )
+    return f"no significant difference in spread{constant}: {ratio}, {stds} ({tested}{power_words(row, alpha)})"
 
 
 def _inf(x: Any) -> str:
@@ -432,6 +391,7 @@ COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
     "means": lambda r: r.get("location_verdict") or r.get("verdict") or "",
     "spread": lambda r: r.get("spread_verdict") or "",
 }
+IMPROVEMENT_HUMAN = {"improvement": lambda r: r.get("improvement_verdict") or ""}  # with --on improvement
 
 
 POWER_HUMAN = {  # headers in words (csv and json keep the keys of POWER_COLUMNS)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import skew
 
-from deviate_cb.report.comparison import SKEWED
+from deviate_cb.report.compare_notes import SKEWED
 from deviate_cb.stats.compare import compare
 from deviate_cb.stats.effect_size import _welch_interval, _welch_parts
 
