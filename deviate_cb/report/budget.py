@@ -6,23 +6,25 @@ the group's completed replicas that record one (the mean, since the run-hours of
 times the mean in expectation). How many replicas run at once is not known here, so costs are run-hours: the
 sum of the runs' wall times (20 run-hours are 20 h of wall time one run at a time, 5 h four at a time).
 
-The runs needed are those of :func:`~deviate_cb.stats.power.runs_needed` (Welch's t-test, equal groups, the
-group's measured spread for both, as ``deviate power`` prints them); a budget is split evenly between the two
+The runs needed are those of :func:`~deviate_cb.stats.pilot.plan_runs` (Welch's t-test, equal groups, planned
+on the 80% upper confidence limit of the group's measured std, as ``deviate power`` prints them: for normal runs
+they reach the power with 80% probability; the runs at the measured std, which fall short more often than not
+from a few runs, are given beside them with their expected power); a budget is split evenly between the two
 groups of the comparison (each assumed to cost what this group's runs measured), buys
 ``floor(budget / 2 / time per run)`` runs per group, the runs made included, and detects
-:func:`~deviate_cb.stats.power.detectable_effect` of that many runs per group at the same spread, alpha and power.
+:func:`~deviate_cb.stats.pilot.assured_detectable_effect` of that many runs per group (at the same upper limit,
+alpha and power; ``budget_effect_at_estimate`` at the measured std).
 
 Example:
     >>> parse_budget("90m"), parse_budget("1.5h"), parse_budget("3600s"), parse_budget("20")
     (1.5, 1.5, 1.0, 20.0)
     >>> plan = plan_budget(std=0.0034, n_made=3, run_s=588.0, effect=0.005, budget_h=20.0)
-    >>> plan["runs_needed"], plan["runs_more"], plan["budget_runs"]
-    (9, 6, 61)
+    >>> plan["runs_needed"], plan["runs_at_estimate"], plan["runs_more"], plan["budget_runs"]
+    (34, 9, 31, 61)
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -46,7 +48,7 @@ __all__ = [
 
 BUDGET_COLUMNS = (
     "run_s", "timed_runs", "runs_more", "cost_h", "budget_h", "budget_group_h", "budget_runs", "budget_used_h",
-    "budget_effect", "budget_summary",
+    "budget_effect", "budget_summary", "runs_at_estimate", "expected_power", "budget_effect_at_estimate",
 )  # fmt: skip
 
 BUDGET_NOTE = (
@@ -129,17 +131,24 @@ def plan_budget(
     power: float = 0.8,
 ) -> dict[str, Any]:
     """The numbers of one group and metric: ``runs_needed`` (``None`` without ``effect``, a spread, or when no
-    number up to 10^9 detects it), ``runs_more``, ``cost_h`` (run-hours of ``runs_needed`` runs), ``budget_runs``
-    (runs per group the budget buys, half of it each), ``budget_used_h`` and ``budget_effect`` (``None`` below 2
-    runs or without a spread). ``run_s`` is the mean wall time of a run (``None`` when none was measured)."""
-    from deviate_cb.stats import detectable_effect, runs_needed
+    number up to 10^9 detects it; planned on the std's 80% upper confidence limit from ``n_made`` runs),
+    ``runs_at_estimate`` (at the measured std), ``expected_power`` (of ``runs_needed``, averaged over the std's
+    uncertainty), ``runs_more``, ``cost_h`` (run-hours of ``runs_needed`` runs), ``budget_runs`` (runs per group
+    the budget buys, half of it each), ``budget_used_h``, ``budget_effect`` (what they detect with ``power`` at
+    the std's upper limit) and ``budget_effect_at_estimate`` (at the measured std; both ``None`` below 2 runs or
+    without a spread). ``run_s`` is the mean wall time of a run (``None`` when none was measured)."""
+    from deviate_cb.stats import detectable_effect
+    from deviate_cb.stats.pilot import assured_detectable_effect, plan_runs
 
     plan: dict[str, Any] = dict.fromkeys(("runs_needed", "runs_more", "cost_h", "budget_runs", "budget_used_h"))
     plan.update(budget_h=budget_h, budget_group_h=budget_h / 2.0, budget_effect=None)
-    spread = std is not None and math.isfinite(std) and std > 0
+    plan.update(runs_at_estimate=None, expected_power=None, budget_effect_at_estimate=None)
+    spread = std is not None and math.isfinite(std) and std > 0 and n_made >= 2
     if spread and effect is not None:
-        with contextlib.suppress(ValueError):  # too small to detect with fewer than 10^9 runs per group
-            plan["runs_needed"] = runs_needed(std, effect=effect, alpha=alpha, power=power)  # type: ignore[arg-type]
+        made = plan_runs(std, n_made, effect=effect, alpha=alpha, power=power)  # type: ignore[arg-type]
+        plan.update(runs_needed=made.runs_needed, runs_at_estimate=made.runs_at_estimate)
+        if made.runs_needed is not None:
+            plan["expected_power"] = made.expected_power
     if plan["runs_needed"] is not None:
         plan["runs_more"] = max(0, plan["runs_needed"] - n_made)
         if run_s is not None:
@@ -148,7 +157,8 @@ def plan_budget(
         runs = math.floor(plan["budget_group_h"] * 3600.0 / run_s * (1 + 1e-12))
         plan.update(budget_runs=runs, budget_used_h=runs * run_s / 3600.0)
         if spread and runs >= 2:
-            plan["budget_effect"] = detectable_effect(runs, runs, std, alpha=alpha, power=power)  # type: ignore[arg-type]
+            plan["budget_effect"] = assured_detectable_effect(runs, runs, std, n_made, alpha=alpha, power=power)  # type: ignore[arg-type]
+            plan["budget_effect_at_estimate"] = detectable_effect(runs, runs, std, alpha=alpha, power=power)  # type: ignore[arg-type]
     return plan
 
 
@@ -163,7 +173,11 @@ def _sentence(row: Mapping[str, Any], budget_text: str, run_s: Optional[float], 
     else:
         n, more = row["runs_needed"], row["runs_more"]
         made = f"{more} more than the {row['n']} made" if more else f"the {row['n']} made are enough"
-        text = f"To detect a difference of {effect:g} in {metric} with {power} power: {n} runs per group ({made})"
+        text = (
+            f"To detect a difference of {effect:g} in {metric} with {power} power: {n} runs per group ({made}; "
+            f"planned on the 80% upper confidence limit of the std: at least {power} power with 80% confidence, "
+            f"{row['expected_power']:.0%} expected; {row['runs_at_estimate']} at the measured std)"
+        )
         if run_s is not None:
             cost, each = format_hours(row["cost_h"] * 3600.0), format_hours(run_s)
             text += f", about {cost} of runs per group (measured {each} per run, the mean of {row['timed_runs']})."
@@ -190,7 +204,10 @@ def _sentence(row: Mapping[str, Any], budget_text: str, run_s: Optional[float], 
         if row["budget_effect"] is None:
             text += ", but with no measured spread the difference they detect cannot be given."
         else:
-            text += f", which detect {row['budget_effect']:.2g} with {power} power."
+            text += (
+                f", which detect {row['budget_effect']:.2g} with {power} power at 80% confidence "
+                f"({row['budget_effect_at_estimate']:.2g} at the measured std)."
+            )
         parts.append(text)
     return " ".join(parts)
 

@@ -15,8 +15,10 @@ last stage logged; ``--metric`` picks others), :func:`build_headlines` answers, 
   here (no ``impl`` variant, ``impl`` runs identical because the kernels are deterministic, ``algo+impl``
   without spread);
 - **runs needed**: for the smallest difference worth reporting (``effect``: by default 1% of the mean, else a
-  number in the metric's units), the runs per group Welch's t-test needs for 80% power at the measured spread of
-  the seed-varying variant, and the difference the runs already made can detect.
+  number in the metric's units), the runs per group Welch's t-test needs for 80% power, planned on the 80% upper
+  confidence limit of the seed-varying variant's std (reached with 80% probability for normal runs), with its
+  expected power, the runs at the measured std and across the std's interval, and the difference the runs
+  already made detect at the same confidence.
 
 The terminal table, Markdown, HTML and JSON (``deviate report --headline``) and the Python API
 (:func:`deviate_cb.report.load`) all print these same objects; nothing else computes them.
@@ -156,7 +158,15 @@ class ShareLine:
 
 @dataclass(frozen=True)
 class RunsNeeded:
-    """Runs per group for ``power`` to detect ``effect`` with Welch's t-test at the measured spread."""
+    """Runs per group for ``power`` to detect ``effect`` with Welch's t-test, planned on the upper confidence
+    limit of the measured std (:func:`~deviate_cb.stats.pilot.plan_runs`), with the plan's uncertainty.
+
+    ``runs_per_group`` reaches ``power`` with probability ``confidence`` (normal runs); ``expected_power`` is
+    its power averaged over the std's uncertainty; ``runs_at_estimate`` the runs at the measured std;
+    ``runs_low``/``runs_high`` at the ends of the std's printed interval. ``detectable_now`` is what the runs
+    made detect with ``power`` at the same confidence (``detectable_at_estimate`` at the measured std);
+    ``power_now`` their power at the measured std, ``expected_power_now`` averaged over its uncertainty.
+    """
 
     variant: str
     std: float
@@ -169,6 +179,17 @@ class RunsNeeded:
     power_now: float
     detectable_now: float
     reason: str = ""
+    confidence: float = 0.8
+    std_upper: float = math.nan
+    expected_power: float = math.nan
+    runs_at_estimate: Optional[int] = None
+    expected_power_at_estimate: float = math.nan
+    runs_low: Optional[int] = None
+    runs_high: Optional[int] = None
+    std_low: float = math.nan
+    std_high: float = math.nan
+    expected_power_now: float = math.nan
+    detectable_at_estimate: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -514,34 +535,51 @@ def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, p
     if not (math.isfinite(size) and size > 0):
         return RunsNeeded(**base, runs_per_group=None, power_now=math.nan, detectable_now=math.nan,  # type: ignore[arg-type]
                           reason="no difference to plan for (the mean and the spread are 0)")  # fmt: skip
-    from deviate_cb.stats import achieved_power, detectable_effect, runs_needed
+    from deviate_cb.stats import achieved_power, detectable_effect
+    from deviate_cb.stats.pilot import assured_detectable_effect, expected_power, plan_runs
 
-    try:
-        needed: Optional[int] = runs_needed(chosen.std, effect=size, alpha=alpha, power=power)
-        reason = ""
-    except ValueError:
-        needed, reason = None, "more than 10^9 runs per group"
+    interval = (chosen.std_ci_low, chosen.std_ci_high)
+    printed = all(math.isfinite(v) for v in interval)  # the interval printed beside the std; else chi-square
+    plan = plan_runs(chosen.std, chosen.n, effect=size, alpha=alpha, power=power,
+                     std_interval=interval if printed else None)  # fmt: skip
+    reason = "" if plan.runs_needed is not None else "more than 10^9 runs per group"
     now = achieved_power(chosen.n, chosen.n, chosen.std, effect=size, alpha=alpha)
-    detectable = float(detectable_effect(chosen.n, chosen.n, chosen.std, alpha=alpha, power=power))
-    return RunsNeeded(**base, runs_per_group=needed, power_now=now, detectable_now=detectable,  # type: ignore[arg-type]
-                      reason=reason)  # fmt: skip
+    expected_now = expected_power(chosen.n, chosen.n, chosen.std, chosen.n, effect=size, alpha=alpha)
+    assured = assured_detectable_effect(chosen.n, chosen.n, chosen.std, chosen.n, alpha=alpha, power=power)
+    at_estimate = float(detectable_effect(chosen.n, chosen.n, chosen.std, alpha=alpha, power=power))
+    return RunsNeeded(**base, runs_per_group=plan.runs_needed, power_now=now, detectable_now=assured,  # type: ignore[arg-type]
+                      reason=reason, confidence=plan.confidence, std_upper=plan.std_upper,
+                      expected_power=plan.expected_power, runs_at_estimate=plan.runs_at_estimate,
+                      expected_power_at_estimate=plan.expected_power_at_estimate, runs_low=plan.runs_low,
+                      runs_high=plan.runs_high, std_low=plan.std_low, std_high=plan.std_high,
+                      expected_power_now=expected_now, detectable_at_estimate=at_estimate)  # fmt: skip
 
 
 def _runs_sentence(r: RunsNeeded) -> str:
+    """Runs needed with their uncertainty: the plan on the std's upper confidence limit (the probability it
+    reaches the power, and its expected power), the plan at the measured std with its shortfall, the range
+    across the std's interval, and what the runs made detect at the same confidence."""
     if r.reason and r.runs_per_group is not None and r.std == 0.0:
         return f"runs needed: {r.reason} ({r.variant})."
     if r.runs_per_group is None:
         return f"runs needed: {r.reason}."
+    conf, pw = f"{r.confidence:.0%}", f"{r.power:.0%}"
+    low, high = ("more than 10^9" if v is None else str(v) for v in (r.runs_low, r.runs_high))
+    span = low if low == high else f"{low} to {high}"
     made = (
-        f"{r.n_now} runs per group, as made, detect {_n(r.detectable_now)} with {r.power:.0%} power "
-        f"({r.power_now:.0%} for {_n(r.effect)})"
+        f"{r.n_now} runs per group, as made, detect {_n(r.detectable_now)} with {pw} power at {conf} confidence "
+        f"({_n(r.detectable_at_estimate)} at the measured std; {r.power_now:.0%} power for {_n(r.effect)}, "
+        f"{r.expected_power_now:.0%} expected)"
         if math.isfinite(r.detectable_now)
         else f"{r.n_now} runs were made"
     )
     return (
         f"runs needed: {r.runs_per_group} per group to detect a difference of {_n(r.effect)} ({r.effect_basis}) "
-        f"with {r.power:.0%} power (Welch t, alpha {r.alpha:g}) at the measured spread of {r.variant} (std "
-        f"{_n(r.std)}); {made}."
+        f"with {pw} power (Welch t, alpha {r.alpha:g}), planned on the {conf} upper confidence limit of the std "
+        f"of {r.variant} ({_n(r.std_upper)} for a measured {_n(r.std)} over {r.n_now} runs): at least {pw} power "
+        f"with {conf} confidence, {r.expected_power:.0%} expected (normal runs); at the measured std "
+        f"{r.runs_at_estimate} (only {r.expected_power_at_estimate:.0%} expected), {span} across the std's "
+        f"interval [{_n(r.std_low)}, {_n(r.std_high)}]; {made}."
     )
 
 

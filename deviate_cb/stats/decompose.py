@@ -288,7 +288,7 @@ def variance_share_interval(result: StatResult, level: Optional[float] = None) -
         True
     """
     low, high = result.confidence_interval(level)
-    return low**2, high**2
+    return float(low) ** 2, float(high) ** 2
 
 
 def f_share_interval(

@@ -11,6 +11,7 @@ from report_study import run_cli
 
 from deviate_cb.report.comparison import POWER_COLUMNS
 from deviate_cb.stats import achieved_power, runs_needed
+from deviate_cb.stats.pilot import std_upper_limit
 
 
 @pytest.fixture(scope="module")
@@ -29,20 +30,24 @@ def test_power_per_group_and_metric(capsys, store: Path) -> None:
         x = load(setting)[:, 1]
         assert list(row) == list(POWER_COLUMNS)
         assert row["std"] == pytest.approx(x.std(ddof=1), rel=1e-12)
-        assert row["runs_needed"] == runs_needed(x.std(ddof=1), effect=0.002)
+        # planned on the 80% upper confidence limit of the std of the 50 runs, the measured std's plan beside it
+        upper = std_upper_limit(x.std(ddof=1), 50)
+        assert row["runs_needed"] == runs_needed(upper, effect=0.002) > runs_needed(x.std(ddof=1), effect=0.002)
         assert row["achieved_power"] == pytest.approx(achieved_power(50, 50, x.std(ddof=1), effect=0.002))
-        assert row["summary"].startswith(f"{row['group']} test_acc: At the measured spread (std ")
-        assert (
-            f"you need {row['runs_needed']} runs per group to detect a difference of 0.002 at 80% power"
-            in (row["summary"])
+        assert row["summary"].startswith(
+            f"{row['group']} test_acc: To detect a difference of 0.002 at 80% power (alpha 0.05): "
+            f"{row['runs_needed']} runs per group (at the 80% upper confidence limit of the std"
         )
+        at_estimate = runs_needed(x.std(ddof=1), effect=0.002)
+        assert f"at the measured std {at_estimate} (only " in row["summary"] and "with 80% confidence" in row["summary"]
 
 
 def test_power_table_prints_the_sentences(capsys, store: Path) -> None:
     code, out, _ = run_cli(capsys, "power", str(store), "--effect", "0.01", "--group", "variant=impl", "--power", "0.9")
     assert code == 0
     assert "variant=algo+impl" not in out
-    assert out.count("At the measured spread") == 2 and "at 90% power" in out
+    words = " ".join(out.split())  # the table wraps the sentences
+    assert words.count("upper confidence limit of the std") == 2 and "at 90% power" in words
     code, md, _ = run_cli(capsys, "power", str(store), "--effect", "0.01", "--format", "md")
     assert code == 0 and md.startswith("# power to detect a difference of 0.01") and "| group | metric |" in md
 

@@ -15,6 +15,7 @@ import pytest
 from report_study import run_cli, write_run
 
 from deviate_cb.stats import achieved_power, runs_needed
+from deviate_cb.stats.pilot import std_upper_limit
 
 
 def _study(root: Path, control: list[float], seeds: list[float], impl: list[float] | None = None) -> Path:
@@ -50,18 +51,31 @@ def test_control_identical_seed_noise_and_runs_needed(capsys: pytest.CaptureFixt
     effect = 0.01 * sum(SEEDS) / 4  # the default: 1% of the mean
     runs = h["runs"]
     assert runs["effect"] == pytest.approx(effect) and runs["effect_basis"] == "1% of the mean"
-    assert runs["runs_per_group"] == runs_needed(std, effect=effect)
+    # planned on the 80% upper confidence limit of the std, with the plan at the measured std beside it
+    upper = std_upper_limit(std, 4)
+    assert runs["runs_per_group"] == runs_needed(upper, effect=effect) > runs["runs_at_estimate"]
+    assert runs["runs_at_estimate"] == runs_needed(std, effect=effect)
+    assert (runs["runs_low"], runs["runs_high"]) == (
+        runs_needed(noise["std_ci_low"], effect=effect),
+        runs_needed(noise["std_ci_high"], effect=effect),
+    )  # at the ends of the interval printed beside the std
+    assert runs["expected_power_at_estimate"] < 0.8 < runs["expected_power"]
     assert runs["power_now"] == pytest.approx(achieved_power(4, 4, std, effect=effect))
-    # what the runs made can detect: 80% power at exactly that difference
-    assert achieved_power(4, 4, std, effect=runs["detectable_now"]) == pytest.approx(0.8, abs=1e-3)
-    assert h["sentences"][3].startswith(f"runs needed: {runs['runs_per_group']} per group to detect a difference")
+    # what the runs made detect: 80% power at exactly that difference at the std's upper limit
+    assert achieved_power(4, 4, upper, effect=runs["detectable_now"]) == pytest.approx(0.8, abs=1e-3)
+    assert achieved_power(4, 4, std, effect=runs["detectable_at_estimate"]) == pytest.approx(0.8, abs=1e-3)
+    sentence = h["sentences"][3]
+    assert sentence.startswith(f"runs needed: {runs['runs_per_group']} per group to detect a difference")
+    assert "with 80% confidence" in sentence and "expected" in sentence
+    assert f"{runs['runs_low']} to {runs['runs_high']} across the std's interval" in sentence
 
 
 def test_effect_option_and_bad_effect(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     root = _study(tmp_path, [0.91] * 3, SEEDS)
     (h,) = _headlines(capsys, root, "--effect", "0.02")
     std = float(__import__("numpy").std(SEEDS, ddof=1))
-    assert h["runs"]["effect"] == 0.02 and h["runs"]["runs_per_group"] == runs_needed(std, effect=0.02)
+    assert h["runs"]["effect"] == 0.02 and h["runs"]["runs_at_estimate"] == runs_needed(std, effect=0.02)
+    assert h["runs"]["runs_per_group"] == runs_needed(std_upper_limit(std, 4), effect=0.02)
     (h,) = _headlines(capsys, root, "--effect", "5%")
     assert h["runs"]["effect_basis"] == "5% of the mean"
     for bad in ("-1", "abc", "0%"):

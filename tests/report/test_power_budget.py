@@ -17,6 +17,7 @@ from report_study import run_cli, write_run
 from deviate_cb.report.budget import BUDGET_COLUMNS, parse_budget
 from deviate_cb.report.comparison import POWER_COLUMNS
 from deviate_cb.stats import detectable_effect, runs_needed
+from deviate_cb.stats.pilot import std_upper_limit
 
 ALGO = (0.851, 0.847, 0.853)
 IMPL = (0.850, 0.852, 0.8515, 0.849)
@@ -48,24 +49,30 @@ def test_budget_numbers_match_the_stats(capsys, store: Path) -> None:
         assert list(row) == [*POWER_COLUMNS, *BUDGET_COLUMNS]
         assert {k: row[k] for k in POWER_COLUMNS} == before  # nothing `deviate power` prints changes
         std = statistics.stdev(values)
-        n = runs_needed(std, effect=0.005)
+        upper = std_upper_limit(std, len(values))  # planned on the std's 80% upper confidence limit
+        n = runs_needed(upper, effect=0.005)
         assert row["runs_needed"] == n and row["runs_more"] == max(0, n - len(values))
+        assert row["runs_at_estimate"] == runs_needed(std, effect=0.005) < n
+        assert row["expected_power"] > 0.8
         assert row["run_s"] == pytest.approx(statistics.fmean(seconds)) and row["timed_runs"] == len(values)
         assert row["cost_h"] == pytest.approx(n * statistics.fmean(seconds) / 3600)
         assert (row["budget_h"], row["budget_group_h"]) == (20.0, 10.0)  # split evenly between the two groups
         afford = math.floor(10 * 3600 / statistics.fmean(seconds))
         assert row["budget_runs"] == afford
         assert row["budget_used_h"] == pytest.approx(afford * statistics.fmean(seconds) / 3600)
-        assert row["budget_effect"] == pytest.approx(detectable_effect(afford, afford, std), rel=1e-9)
+        assert row["budget_effect"] == pytest.approx(detectable_effect(afford, afford, upper), rel=1e-9)
+        assert row["budget_effect_at_estimate"] == pytest.approx(detectable_effect(afford, afford, std), rel=1e-9)
         assert row["budget_effect"] < 0.005  # the budget buys more than the runs needed: it detects less
     algo = rows[0]
-    assert (algo["runs_needed"], algo["budget_runs"]) == (8, 61)
+    assert (algo["runs_needed"], algo["runs_at_estimate"], algo["budget_runs"]) == (28, 8, 61)
     assert algo["budget_summary"] == (
-        "experiment=mlp variant=algo val_acc: To detect a difference of 0.005 in val_acc with 80% power: 8 runs per "
-        "group (5 more than the 3 made), about 1.3 h of runs per group (measured 9.8 min per run, the mean of 3). "
-        f"With 20 h: 61 runs per group (10 h each), which detect {algo['budget_effect']:.2g} with 80% power."
+        "experiment=mlp variant=algo val_acc: To detect a difference of 0.005 in val_acc with 80% power: 28 runs per "
+        "group (25 more than the 3 made; planned on the 80% upper confidence limit of the std: at least 80% power "
+        "with 80% confidence, 88% expected; 8 at the measured std), about 4.6 h of runs per group (measured 9.8 min "
+        f"per run, the mean of 3). With 20 h: 61 runs per group (10 h each), which detect {algo['budget_effect']:.2g} "
+        f"with 80% power at 80% confidence ({algo['budget_effect_at_estimate']:.2g} at the measured std)."
     )
-    assert "(the 4 made are enough)" in rows[1]["budget_summary"]
+    assert "(1 more than the 4 made;" in rows[1]["budget_summary"]  # the 4 made are enough at the measured std only
 
 
 def test_table_leads_with_the_answer(capsys, store: Path) -> None:
@@ -85,7 +92,8 @@ def test_budget_without_effect_still_answers(capsys, store: Path) -> None:
     algo = rows[0]
     afford = math.floor(0.75 * 3600 / statistics.fmean(ALGO_S))
     assert (algo["effect"], algo["runs_needed"], algo["cost_h"], algo["budget_runs"]) == (None, None, None, afford)
-    assert algo["budget_effect"] == pytest.approx(detectable_effect(afford, afford, statistics.stdev(ALGO)), rel=1e-9)
+    upper = std_upper_limit(statistics.stdev(ALGO), len(ALGO))
+    assert algo["budget_effect"] == pytest.approx(detectable_effect(afford, afford, upper), rel=1e-9)
     assert algo["budget_summary"].startswith(
         "experiment=mlp variant=algo val_acc: for the runs needed, give `--effect` (the difference of val_acc to "
         "detect). With 1.5 h: 4 runs per group"
@@ -100,7 +108,7 @@ def test_groups_without_measured_times_say_so(capsys, tmp_path: Path) -> None:
         write_run(tmp_path, "mlp", "impl", k, [("val", "val_acc", value)], **timed)
     algo, impl = _json(capsys, str(tmp_path), "--effect", "0.005", "--budget", "1h")
     assert (algo["run_s"], algo["cost_h"], algo["budget_runs"], algo["budget_effect"]) == (None, None, None, None)
-    assert algo["runs_needed"] == runs_needed(statistics.stdev(ALGO), effect=0.005)
+    assert algo["runs_needed"] == runs_needed(std_upper_limit(statistics.stdev(ALGO), len(ALGO)), effect=0.005)
     assert algo["budget_summary"].endswith(
         "Its cost and what 1 h buys are not known: no completed run of this group records its wall time (run.json "
         "`duration_s`)."
@@ -156,4 +164,5 @@ def test_a_real_study_costs_its_manifests_durations(capsys, tmp_path: Path) -> N
     assert row["cost_h"] == pytest.approx(row["runs_needed"] * statistics.fmean(seconds) / 3600)
     afford = math.floor(1800 / statistics.fmean(seconds))
     assert row["budget_runs"] == afford
-    assert row["budget_effect"] == pytest.approx(detectable_effect(afford, afford, row["std"]), rel=1e-9)
+    upper = std_upper_limit(row["std"], row["n"])
+    assert row["budget_effect"] == pytest.approx(detectable_effect(afford, afford, upper), rel=1e-9)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from deviate_cb.stats.pilot import std_upper_limit
 from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
 
 
@@ -112,11 +113,16 @@ def test_power_report_one_group_summary() -> None:
     assert isinstance(r, PowerReport)
     std = float(np.std(values[:-1], ddof=1))
     assert (r.n_a, r.n_b, r.std_a, r.std_b) == (6, 6, std, std)
-    assert r.n_needed == runs_needed(std, effect=0.005)
+    # planned on the 80% upper confidence limit of the std, not on the std as if it were the truth
+    assert r.n_at_estimate == runs_needed(std, effect=0.005) == 11
+    assert r.n_needed == runs_needed(std_upper_limit(std, 6), effect=0.005) == 21
     assert r.achieved_power == achieved_power(6, 6, std, effect=0.005)
     assert r.summary() == (
-        "At the measured spread (std 0.0038) you need 11 runs per group to detect a difference of 0.005 at 80% "
-        "power (alpha 0.05); the 6 runs you have give 53% power."
+        "To detect a difference of 0.005 at 80% power (alpha 0.05): 21 runs per group (at the 80% upper confidence "
+        "limit of the std, 0.00552 for a measured 0.00378 from 6 runs): at least 80% power with 80% confidence, 90% "
+        "expected; at the measured std 11 (only 73% expected), 5 to 55 across the std's interval [0.00236, "
+        "0.00926]. The 6 runs you have give 53% power at the measured std, 48% expected. The confidence and "
+        "expected powers hold for normal runs (heavier tails: optimistic)."
     )
     with pytest.raises(AttributeError):
         r.n_needed = 3  # type: ignore[misc]
@@ -125,17 +131,12 @@ def test_power_report_one_group_summary() -> None:
 def test_power_report_two_groups_summary() -> None:
     r = power_report([1.0, 2.0, 3.0], [1.0, 3.0, 5.0, 7.0], effect=2.0, power=0.9, alternative="greater")
     assert (r.n_a, r.n_b, r.std_a) == (3, 4, 1.0)
-    assert r.n_needed == runs_needed(1.0, r.std_b, effect=2.0, power=0.9, alternative="greater")
+    assert r.n_at_estimate == runs_needed(1.0, r.std_b, effect=2.0, power=0.9, alternative="greater")
+    upper = (std_upper_limit(1.0, 3, 0.8**0.5), std_upper_limit(r.std_b, 4, 0.8**0.5))  # both hold with 80%
+    assert r.n_needed == runs_needed(*upper, effect=2.0, power=0.9, alternative="greater") > r.n_at_estimate
     text = r.summary()
-    assert "(std 1 and 2.6)" in text and "the 3 and 4 runs you have" in text and "at 90% power" in text
-
-
-def test_the_summary_of_the_brief() -> None:
-    r = PowerReport(17, 0.52, 0.0034, 0.0034, 10, 10, 0.005, 0.05, 0.8)
-    assert r.summary() == (
-        "At the measured spread (std 0.0034) you need 17 runs per group to detect a difference of 0.005 at 80% "
-        "power (alpha 0.05); the 10 runs you have give 52% power."
-    )
+    assert "(measured std 1 and 2.6)" in text and "The 3 and 4 runs you have" in text and "at 90% power" in text
+    assert "with 80% confidence" in text
 
 
 @pytest.mark.parametrize(
