@@ -221,9 +221,9 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         "A's run is higher, each with the interval that inverts Welch's test (it excludes 0, or 0.5, exactly when p <= "
         f"{1 - args.level:.2g}; normal runs assumed); std A/B: the spread ratio with the interval that inverts the "
         "Brown-Forsythe test, spread p adj its p corrected; ASO eps: epsilon_min of A over B in the metric's "
-        "direction (a lower-is-better metric, from its name or --direction, is compared negated; < 0.2: A almost "
-        "dominates, i.e. is better). Intervals are per metric, not corrected; a verdict's 'significant' uses the "
-        "corrected p.",
+        "direction (a lower-is-better metric, from its name or --direction, is compared negated and marked "
+        "(min); (max?): direction unknown, larger taken as better; < 0.2: A almost dominates, i.e. is better). "
+        "Intervals are per metric, not corrected; a verdict's 'significant' uses the corrected p.",
     )
     if threshold is not None:
         notes = (

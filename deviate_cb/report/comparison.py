@@ -26,8 +26,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-import numpy as np
-
 from deviate_cb.report.compare_notes import (
     IMPROVEMENT_THRESHOLD,
     family_text,
@@ -149,11 +147,12 @@ def compare_groups(
             row.update(spread_p=ratio.pvalue, spread_ratio_ci_low=low, spread_ratio_ci_high=high)
         compared.append(row)
     wanted = set(metrics_of_interest([r["metric"] for r in compared], interest))
+    keys = ("welch_p", "spread_p")
     for family in ("interest", "other"):
         members = [r for r in compared if (r["metric"] in wanted) == (family == "interest")]
         for row in members:
             row.update(family=family, family_size=len(members))
-        for key in ("welch_p", "spread_p"):
+        for key in keys:
             ps = [r[key] for r in members]
             finite = [i for i, p in enumerate(ps) if not math.isnan(p)]
             adjusted: list[float] = list(correct([ps[i] for i in finite], method=correction)) if finite else []
@@ -161,9 +160,10 @@ def compare_groups(
                 row[f"{key}_corrected"] = math.nan
             for i, p in zip(finite, adjusted, strict=True):
                 members[i][f"{key}_corrected"] = float(p)
-    for row in compared:
-        row["location_verdict"] = location_verdict(row, alpha, correction, row["family_size"])
-        row["spread_verdict"] = spread_verdict(row, alpha, correction, row["family_size"])
+    for row in compared:  # the family size the correction used: the finite p-values of the row's family
+        tested = {k: sum(1 for r in compared if r["family"] == row["family"] and not math.isnan(r[k])) for k in keys}
+        row["location_verdict"] = location_verdict(row, alpha, correction, tested["welch_p"])
+        row["spread_verdict"] = spread_verdict(row, alpha, correction, tested["spread_p"])
         row["verdict"] = _verdict(row, alpha, correction)
         if improvement_threshold is not None:
             row["improvement_threshold"] = improvement_threshold
@@ -339,7 +339,9 @@ def power_rows(
             try:
                 r = power_report(x, effect=effect, alpha=alpha, power=power)
             except ValueError:  # the only one left: no number of runs up to 10^9 detects --effect
-                std = float(np.std(x, ddof=1))
+                from deviate_cb.stats._std import guarded_std
+
+                std = guarded_std(x)
                 row.update(mean=mean, std=std, summary=_too_small(label, metric, effect, std))
                 rows.append({k: json_value(v) for k, v in row.items()})
                 continue
@@ -375,6 +377,8 @@ def _c(key: str) -> Callable[[dict[str, Any]], str]:
     return lambda row: _cell(row.get(key))
 
 
+_ASO_DIRECTION = {"min": " (min)", "max?": " (max?)"}  # ASO's orientation where it is not plainly larger-better
+
 COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
     "metric": _c("metric"),
     "n A/B": lambda r: f"{r['n_a']}/{r['n_b']}",
@@ -387,7 +391,7 @@ COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
     "P(A>B) [CI]": lambda r: _ci(r, "p_a_gt_b"),
     "std A/B [CI]": lambda r: _ci(r, "spread_ratio"),
     "spread p adj": _c("spread_p_corrected"),
-    "ASO eps": _c("aso_epsilon_min"),
+    "ASO eps": lambda r: _cell(r.get("aso_epsilon_min")) + _ASO_DIRECTION.get(r.get("direction") or "", ""),
     "means": lambda r: r.get("location_verdict") or r.get("verdict") or "",
     "spread": lambda r: r.get("spread_verdict") or "",
 }

@@ -128,3 +128,17 @@ def test_skewed_runs_carry_the_caveat() -> None:
     assert "skewed runs (sample skewness A +3.2): the interval may undercover at this n" in row["location_verdict"]
     (plain,) = compare_groups(_runs({"acc": b}), _runs({"acc": b[::-1]}), n_resamples=999)
     assert "skewed" not in plain["location_verdict"]
+
+
+def test_the_family_counts_the_tests_made(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A constant metric has no p-value, so it is not counted in the family the correction is over."""
+    groups = {
+        "A": {"val_acc": [0.9] * 3, "val_loss": [0.30, 0.31, 0.29]},
+        "B": {"val_acc": [0.901] * 3, "val_loss": [0.5, 0.6, 0.4]},
+    }
+    path = _table(tmp_path / "t.csv", groups)
+    code, out, err = run_cli(capsys, "compare", "--table", path, "--group-by", "group", "--a", "A", "--b", "B")
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "(Welch p 0.073)" in text and "after holm over the 2" not in text  # one test made: nothing to correct
+    assert "0 (min)" in out  # ASO ran on the negated loss, and the table says so
