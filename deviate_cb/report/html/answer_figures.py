@@ -176,8 +176,9 @@ def _zero_word(row: Any) -> str:
 
 
 def decomposition_figure(experiment: str, rows: Sequence[Any]) -> str:
-    """The decomposition rows of one experiment: each std ratio with its interval (clipped to [0, 1]) on
-    ``[0, max(1.05, largest ratio)]``; a word for a ratio of 0 (identical narrow runs) or an undefined one."""
+    """The decomposition rows of one experiment: each std ratio with its interval (not clipped at 1: an interval
+    above 1 is a set-up problem, said in a word) on ``[0, max(1.05, largest end)]``; a word for a ratio of 0
+    (identical narrow runs) or an undefined one."""
     labels, points, lows, highs, words = [], [], [], [], []
     for row in rows:
         labels.append(f"{row.metric} ({row.narrow} / {row.wide})")
@@ -187,11 +188,11 @@ def decomposition_figure(experiment: str, rows: Sequence[Any]) -> str:
         elif not _ok(share):
             words.append("undefined: " + (row.note or f"{row.wide} runs without spread"))
         else:
-            words.append("")
+            words.append("set-up problem: spreads more than the seeds" if row.note.startswith("set-up problem") else "")
         points.append(share if _ok(share) else None)
-        lows.append(min(max(row.share_ci_low, 0.0), 1.0) if _ok(row.share_ci_low) else None)
-        highs.append(min(max(row.share_ci_high, 0.0), 1.0) if _ok(row.share_ci_high) else None)
-    largest = max([p for p in points if p is not None] or [0.0])
+        lows.append(max(row.share_ci_low, 0.0) if _ok(row.share_ci_low) else None)
+        highs.append(max(row.share_ci_high, 0.0) if _ok(row.share_ci_high) else None)
+    largest = max([p for p in (*points, *highs) if p is not None] or [0.0])
     colours = [colour(0) if row.narrow == "impl" else colour(1) for row in rows]
     return dot_whisker_figure(
         f"variance decomposition of {experiment}",
