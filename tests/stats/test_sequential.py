@@ -208,7 +208,7 @@ def test_decisions_agree_with_the_interval_and_the_simulation_kernels(on: str) -
         above, below, equivalent, _ = _look_outcomes(plan, x, y, crit, 0.0, 1.0)
         for i in range(x.shape[0]):
             for k, (n_a, n_b) in enumerate(plan.looks):
-                look = sequential_look(plan, x[i, :n_a], y[i, :n_b])
+                look = sequential_look(plan, x[i, :n_a], y[i, :n_b], adjust=False)
                 low, high = look.confidence_interval()
                 null = 0.0 if on == "mean" else 1.0
                 assert look.nominal == plan.nominals[k]
@@ -246,7 +246,7 @@ def test_the_look_text_direction_and_spread() -> None:
     a, b = _look_data(21, 5, 5, -10.0, 1.0)  # 5 runs: the skewness term widens the interval (2.7x here)
     look = sequential_look(plan, a, b)
     assert look.decision == "A better" and look.statistic < 0 and look.k == 1 and look.n_looks == 2
-    assert look.text.startswith("look 1 of 2: A-B = ") and look.text.endswith("(kappa 8)): A better")
+    assert look.text.startswith("look 1 of 2: A-B = ") and "(kappa 8)): A better; bias-adjusted A-B " in look.text
     assert "95% repeated CI" in look.text
     a, b = _look_data(22, 10, 10, 0.0, 1.0)
     look = sequential_look(plan, a, b)
@@ -340,3 +340,21 @@ def test_bad_input_gives_one_readable_line(call, message: str) -> None:  # type:
     with pytest.raises((ValueError, TypeError), match=message) as info:
         call()
     assert "\n" not in str(info.value)
+
+
+def test_the_bias_adjusted_difference_after_an_early_stop() -> None:
+    """Whitehead (1986): a study that stops early overstates the difference; the adjusted estimate is the difference
+    whose stopped mean is the estimate, and it lies between 0 and the naive one."""
+    from deviate_cb.stats.sequential_bias import bias_adjusted, stopped_mean
+
+    plan = plan_sequential(plan_looks(3, 3, 1, 30), boundary="pocock")
+    assert stopped_mean(plan, 0.7, 1.0, 1.0) - 0.7 > 0.05  # Pocock's early stops: a visible upward bias
+    adjusted = bias_adjusted(plan, 0.9, 1.0, 1.0)
+    assert 0.6 < adjusted < 0.9 and stopped_mean(plan, adjusted, 1.0, 1.0) == pytest.approx(0.9, abs=1e-3)
+    a, b = _look_data(34, 6, 6, 6.0, 1.0)
+    look = sequential_look(plan, a, b)
+    assert look.decision == "A better" and look.low <= look.adjusted < look.statistic, look
+    assert f"bias-adjusted A-B {look.adjusted:.3g}" in look.text and look.to_dict()["adjusted"] == look.adjusted
+    assert math.isnan(sequential_look(plan, a, b, adjust=False).adjusted)
+    undecided = sequential_look(plan_sequential(((3, 3), (6, 6))), [0.0, 1.0, 2.0] * 2, [0.5, 1.5, 1.0] * 2)
+    assert undecided.decision == "undecided" and math.isnan(undecided.adjusted)
