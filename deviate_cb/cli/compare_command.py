@@ -215,7 +215,7 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if args.metric
         else f"the metrics of interest ({', '.join(interest) or 'none'}: validation and test metrics, else all)"
     )
-    notes = (
+    notes: tuple[str, ...] = (
         f"diff: mean(A) - mean(B) with Welch's {args.level:.0%} t interval; p: Welch t, p adj: {args.correction} over "
         f"{family}, the other metrics corrected among themselves; d: Cohen's d and P(A>B): the share of pairs where "
         "A's run is higher, each with the interval that inverts Welch's test (it excludes 0, or 0.5, exactly when p <= "
