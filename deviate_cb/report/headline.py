@@ -154,6 +154,7 @@ class ShareLine:
     variance_ci_high: float = math.nan
     pvalue: float = math.nan  # two-sided, equal spreads, by the interval's method
     problem: str = ""  # the set-up problem a share significantly above 1 shows; empty otherwise
+    caveat: str = ""  # where the interval is approximate (impl noise that shows in a few runs only)
 
 
 @dataclass(frozen=True)
@@ -372,6 +373,8 @@ def _headline(
         sentences.append(_share_sentence(share, lines, lv))
         if share.problem:
             notes.append(f"problem: {share.problem}.")
+        if share.caveat:
+            notes.append(f"implementation share: {share.caveat}.")
     runs = _runs_needed(lines, effect, alpha, power)
     if runs is not None:
         sentences.append(_runs_sentence(runs))
@@ -515,9 +518,10 @@ def _share(report: Any, experiment: str, metric: str, lines: Mapping[str, NoiseL
     if row is None or not math.isfinite(row.share):
         return ShareLine(pair, reason=(row.note if row is not None and row.note else "no decomposition computed"))
     problem = row.note.removeprefix(f"{ABOVE_ONE}: ") if row.note.startswith(ABOVE_ONE) else ""
+    caveat = row.note if row.note.startswith("approximate interval") else ""
     variance = (row.variance_share, row.variance_share_ci_low, row.variance_share_ci_high)
     return ShareLine(pair, row.share, row.share_ci_low, row.share_ci_high, "", *variance, row.pvalue_equal_spread,
-                     problem)  # fmt: skip
+                     problem, caveat)  # fmt: skip
 
 
 def _runs_needed(lines: Mapping[str, NoiseLine], effect: Effect, alpha: float, power: float) -> Optional[RunsNeeded]:

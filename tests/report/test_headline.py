@@ -197,3 +197,11 @@ def test_headline_follows_metric_patterns(capsys: pytest.CaptureFixture[str], tm
     assert [h["metric"] for h in heads] == ["train_loss"]
     code, _, err = run_cli(capsys, "report", str(root), "--headline")
     assert code == 2 and "`--headline` applies to --format csv or json" in err
+
+
+def test_impl_noise_in_a_few_runs_is_named_in_the_notes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # two of five impl runs bit-identical: noise that shows in some runs only, where no interval holds its level
+    root = _study(tmp_path, [], [0.885, 0.91, 0.89, 0.9, 0.87], impl=[0.9, 0.905, 0.895, 0.9, 0.902])
+    (h,) = _headlines(capsys, root)
+    assert h["share"]["caveat"].startswith("approximate interval")
+    assert any(n.startswith("implementation share: approximate interval") for n in h["notes"])
