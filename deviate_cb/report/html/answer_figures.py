@@ -144,7 +144,10 @@ def power_figure(title: str, plans: Sequence[tuple[str, Any]]) -> Optional[str]:
         if needed is not None:
             at = float(_powers(runs, np.asarray([needed]))[0])
             ax.plot([needed], [at], "o", color=c, markersize=7, markeredgecolor=FG, markeredgewidth=0.6)[0].set_url(
-                tips.url(f"{metric}: runs needed {needed} per group for {runs.power:.0%} power")
+                tips.url(
+                    f"{metric}: runs needed {needed} per group for {runs.power:.0%} power, planned on the std's "
+                    f"{getattr(runs, 'confidence', 0.8):.0%} upper confidence limit ({at:.0%} at the measured std)"
+                )
             )
         if _ok(runs.power_now):
             ax.plot(
