@@ -197,8 +197,8 @@ def _answer(look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str],
         # estimate's sign says (not the winner's: for a lower-is-better metric the winner has the lower mean)
         lo, hi = (low, high) if look["statistic"] > 0 else (-high, -low)
         higher = "higher" if plan.direction == "max" else "lower"
-        adjusted = look.get("adjusted")
-        bias = f"; {abs(adjusted):.4g} adjusted for the stopping's bias" if _finite(adjusted) else ""
+        adjusted = _bound(look.get("adjusted"), math.nan)
+        bias = f"; {abs(adjusted):.4g} adjusted for the stopping's bias" if math.isfinite(adjusted) else ""
         return (
             f"decided: {_label(winner)} has the better {metric} ({higher}), by {abs(look['statistic']):.4g} "
             f"[{lo:.4g}, {hi:.4g}] ({level}{bias}), {where}."
