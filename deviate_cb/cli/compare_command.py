@@ -91,15 +91,17 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         "compare",
         help="is A really better than B? every test and effect size, per metric",
         description="Compare two groups of completed runs, per metric present in both, on both questions: do the "
-        "means differ (the mean difference with Welch's t interval, Welch's t with p raw and corrected across the "
-        "metrics compared, Cohen's d, Hedges' g and P(A>B) with intervals that invert the same test, Mann-Whitney "
-        "U, Almost Stochastic Order's epsilon_min of A over B) and do the spreads differ (std(A)/std(B) with the "
+        "means differ (the mean difference with Welch's t interval, Welch's t with p raw and corrected over the "
+        "metrics of interest (--metric, else the validation and test metrics), Cohen's d, Hedges' g and P(A>B) "
+        "with intervals that invert the same test, Mann-Whitney U, Almost Stochastic Order's epsilon_min of A over "
+        "B in the metric's direction) and do the spreads differ (std(A)/std(B) with the "
         "interval that inverts the Brown-Forsythe test, its p raw and corrected); a verdict sentence for each. "
         "Groups: `DIR --a KEY=VALUE --b KEY=VALUE` (any partition "
         "key; several --a terms are ANDed), `DIR_A DIR_B`, `--table A.csv --table B.csv`, or `--table ALL.csv "
         "--group-by COLUMN --a VALUE --b VALUE`. Metrics in one group only, or with fewer than 2 runs in a group, "
         "are listed with the reason. `DIR --by KEY` ranks the k groups of one key's values instead (k >= 2): per "
         "metric, Almost Stochastic Order's epsilon_min of every ordered pair at alpha / (k (k - 1)) (Bonferroni), "
+        "a claim of dominance also needing a permutation test at that level (so that all claims hold together), "
         "and the groups ordered by how many others each almost dominates.",
     )
     _add_sources(p, "one study directory (with --a/--b) or two (A then B)")

@@ -1,7 +1,9 @@
 """``deviate compare`` and ``deviate power``: per-metric rows built from two (or more) groups of runs.
 
-:func:`compare_groups` runs :func:`deviate_cb.stats.compare` and Almost Stochastic Order per metric present
-in both groups, corrects the Welch and Brown-Forsythe p-values across the metrics compared and writes a verdict
+:func:`compare_groups` runs :func:`deviate_cb.stats.compare` and Almost Stochastic Order (in the metric's
+direction) per metric present in both groups, corrects the Welch and Brown-Forsythe p-values over the metrics of
+interest (and, apart, over the others; :func:`~deviate_cb.report.compare_notes.metrics_of_interest`) and writes a
+verdict
 on each question: :func:`location_verdict` (do the means differ?) and :func:`spread_verdict` (do the spreads?),
 with ``verdict`` the two in short.
 Metrics in one group only, or with fewer than two finite runs in a group, get a row with ``status

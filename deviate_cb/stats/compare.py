@@ -134,11 +134,13 @@ class Comparison:
             agree with Welch's test: each excludes "no effect" exactly when ``welch_t`` rejects two-sided at
             ``1 - level``.
         spread_ratio: ``std_a / std_b`` with the two-sided Brown-Forsythe p-value and the interval inverting it.
-        almost_stochastic_order: ``epsilon_min`` of A over B (``settings["dominant"]``: below the threshold).
+        almost_stochastic_order: ``epsilon_min`` of A over B in the metric's direction (``settings["direction"]``;
+            ``settings["dominant"]``: below the threshold; NaN and not dominant when both groups are constant).
         n_a, n_b, mean_a, mean_b, std_a, std_b: Finite values per group, their mean and std (ddof=1).
         n_nonfinite_a, n_nonfinite_b: NaN/Inf values left out.
         alpha: Significance level for :meth:`to_dict`'s ``reject`` flags.
-        notes: Why some results are NaN or degenerate (constant groups).
+        notes: What constant groups leave to say, in words (two constant groups: the values and run counts, and
+            that nothing is inferred from them).
     """
 
     welch_t: StatResult
