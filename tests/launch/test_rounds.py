@@ -311,3 +311,15 @@ def test_bad_input_is_one_line_and_nothing_is_launched(study: Path, extra: tuple
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], lines
     assert not (study / "runs" / "experiment=bad").exists()
+
+
+def test_the_report_line_of_constant_groups_claims_nothing() -> None:
+    from deviate_cb.report.sequential import sequence_lines
+
+    look = {"k": 2, "n_a": 4, "n_b": 4, "statistic": 0.101, "low": None, "high": None, "level": 0.95}
+    record = {"kind": "until-decided", "metric": "acc", "group": {"experiment": "m", "variant": "algo"},
+              "against": {"experiment": "k", "variant": "algo"}, "decision": "undecided", "looks": [look],
+              "plan": {"method": "O'Brien-Fleming-type group-sequential Welch t-test", "alpha": 0.05,
+                       "looks": [[3, 3], [4, 4]]}}  # fmt: skip
+    (line,) = sequence_lines([record])
+    assert "A-B = 0.101, both groups constant: no difference can be claimed" in line and "?" not in line, line
