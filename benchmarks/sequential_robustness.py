@@ -73,7 +73,8 @@ import time
 import numpy as np
 
 from deviate_cb.stats import plan_looks, plan_sequential, simulate_sequential
-from deviate_cb.stats.stopping import null_paths, welch_parts
+from deviate_cb.stats.boundaries import welch_parts
+from deviate_cb.stats.stopping import null_paths
 
 CELLS = [
     ("normal", 1.0), ("normal", 3.0), ("t3", 3.0), ("lognormal", 1.0), ("lognormal", 3.0), ("lognormal", 1 / 3),

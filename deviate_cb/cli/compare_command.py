@@ -146,11 +146,11 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from deviate_cb.report.compare_notes import IMPROVEMENT_THRESHOLD
     from deviate_cb.report.comparison import (
         COMPARE_COLUMNS,
         COMPARE_HUMAN,
         IMPROVEMENT_HUMAN,
-        IMPROVEMENT_THRESHOLD,
         compare_groups,
     )
     from deviate_cb.report.render import render_records

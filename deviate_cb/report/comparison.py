@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from deviate_cb.report.compare_notes import (
-    IMPROVEMENT_THRESHOLD,
     family_text,
     improvement_verdict,
     metrics_of_interest,
@@ -45,7 +44,6 @@ __all__ = [
     "COMPARE_COLUMNS",
     "COMPARE_HUMAN",
     "IMPROVEMENT_HUMAN",
-    "IMPROVEMENT_THRESHOLD",
     "POWER_COLUMNS",
     "POWER_HUMAN",
     "compare_groups",

@@ -48,13 +48,12 @@ from deviate_cb.stats.intervals import (
 )
 from deviate_cb.stats.iqm import iqm
 from deviate_cb.stats.multi_aso import MultiASO, multi_aso
+from deviate_cb.stats.planning import PowerReport, power_report
 from deviate_cb.stats.power import (
-    PowerReport,
     achieved_power,
     detectable_effect,
     noether_runs,
     power_curve,
-    power_report,
     runs_needed,
 )
 from deviate_cb.stats.precision import PrecisionLook, precision_look, std_interval_note

@@ -44,7 +44,7 @@ and for any looks:
   with it: A or B better when it excludes 0 (a ratio of 1), "no difference of at least ``effect``" when it lies
   inside ``(-effect, effect)`` (the spread: inside ``(1/effect, effect)``, ``effect > 1`` a factor), "undecided" at
   the last look. Where the mean's study stops on a decision, the look adds Whitehead's (1986) bias-adjusted
-  difference (:mod:`~deviate_cb.stats.sequential_bias`): stopping early overstates the difference on average
+  difference (:mod:`~deviate_cb.stats.stopped_estimate`): stopping early overstates the difference on average
   (for ``plan_looks(3, 3, 1, 30)`` and both stds 1: 0.9 -> 0.84 under the O'Brien-Fleming-type boundary, 0.78 under
   Pocock's). While both groups are constant (equal runs within each) there is no spread to test a difference
   against: the look continues, and the last look is undecided. For the mean, "better" follows ``direction``
@@ -92,9 +92,10 @@ from deviate_cb.stats._looks import (
 )
 from deviate_cb.stats._results import check_level, json_value
 from deviate_cb.stats._std import guarded_std, guarded_var, is_constant
+from deviate_cb.stats.boundaries import boundary_nominals
 from deviate_cb.stats.directions import validate_direction
 from deviate_cb.stats.intervals import ConfidenceInterval
-from deviate_cb.stats.stopping import boundary_nominals, calibrate_boundary
+from deviate_cb.stats.stopping import calibrate_boundary
 
 __all__ = [
     "DEFAULT_BOUNDARY",
@@ -259,7 +260,7 @@ class SequentialLook:
             ``"b_better"``, ``"equivalent"``, ``"continue"``, ``"undecided"``).
         text: One line for the launcher to print.
         adjusted: Where the mean's study stops on a decision, Whitehead's (1986) bias-adjusted difference
-            (:func:`~deviate_cb.stats.sequential_bias.bias_adjusted`: a study that stops early overstates the
+            (:func:`~deviate_cb.stats.stopped_estimate.bias_adjusted`: a study that stops early overstates the
             difference on average), within the interval; NaN otherwise.
     """
 
@@ -435,7 +436,7 @@ def sequential_look(plan: SequentialPlan, a: Values, b: Values, *, adjust: bool 
             text += f": {runs}; the {what} is within [{low:.3g}, {high:.3g}]"
     adjusted = math.nan
     if adjust and plan.on == "mean" and outcome in ("a_better", "b_better", "equivalent"):
-        from deviate_cb.stats.sequential_bias import bias_adjusted
+        from deviate_cb.stats.stopped_estimate import bias_adjusted
 
         found = bias_adjusted(plan, estimate, guarded_std(x), guarded_std(y), seed=plan.seed)
         adjusted = min(max(found, low), high) if math.isfinite(found) else math.nan  # an estimate within its CI
@@ -518,7 +519,7 @@ def _mean_look(x: np.ndarray, y: np.ndarray, nominal: float, kappa: float) -> tu
     """The difference, the widened test's p-value and the repeated interval ``d +- widened(q, a) SE``."""
     from scipy.special import stdtrit
 
-    from deviate_cb.stats.stopping import widened, widened_p
+    from deviate_cb.stats.boundaries import widened, widened_p
 
     var_a, var_b = guarded_var(x), guarded_var(y)  # equal runs have variance 0 exactly
     part_a, part_b = var_a / x.size, var_b / y.size

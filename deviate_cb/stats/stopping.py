@@ -48,10 +48,8 @@ __all__ = [
     "SequentialSimulation",
     "abs_dev_parts",
     "bf_t",
-    "boundary_nominals",
     "calibrate_boundary",
     "calibrate_nominal",
-    "information_fractions",
     "look_p",
     "look_t",
     "mean_parts",
@@ -60,9 +58,6 @@ __all__ = [
     "simulate_sequential",
     "small_p",
     "two_sided_p",
-    "welch_parts",
-    "widened",
-    "widened_p",
 ]
 
 Looks = tuple[tuple[int, int], ...]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from deviate_cb.stats.pilot import assured_detectable_effect, expected_power, plan_runs, std_upper_limit
-from deviate_cb.stats.power import detectable_effect, power_report, runs_needed
+from deviate_cb.stats.planning import power_report
+from deviate_cb.stats.power import detectable_effect, runs_needed
 from deviate_cb.stats.welch_power import welch_power
 
 _N_PILOT, _EFFECT, _PILOTS, _MAX = 5, 1.0, 20000, 300

@@ -10,7 +10,8 @@ import pytest
 from scipy import stats as sps
 
 from deviate_cb.stats.pilot import std_upper_limit
-from deviate_cb.stats.power import PowerReport, achieved_power, noether_runs, power_report, runs_needed
+from deviate_cb.stats.planning import PowerReport, power_report
+from deviate_cb.stats.power import achieved_power, noether_runs, runs_needed
 
 
 def _reference_power(n_a: int, n_b: int, sa: float, sb: float, effect: float, alpha: float, alt: str) -> float:

@@ -345,7 +345,7 @@ def test_bad_input_gives_one_readable_line(call, message: str) -> None:  # type:
 def test_the_bias_adjusted_difference_after_an_early_stop() -> None:
     """Whitehead (1986): a study that stops early overstates the difference; the adjusted estimate is the difference
     whose stopped mean is the estimate, and it lies between 0 and the naive one."""
-    from deviate_cb.stats.sequential_bias import bias_adjusted, stopped_mean
+    from deviate_cb.stats.stopped_estimate import bias_adjusted, stopped_mean
 
     plan = plan_sequential(plan_looks(3, 3, 1, 30), boundary="pocock")
     assert stopped_mean(plan, 0.7, 1.0, 1.0) - 0.7 > 0.05  # Pocock's early stops: a visible upward bias

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from deviate_cb.stats.stopping import null_paths, welch_parts, widened
+from deviate_cb.stats.boundaries import welch_parts, widened
+from deviate_cb.stats.stopping import null_paths
 
 __all__ = ["bias_adjusted", "stopped_mean"]
 
