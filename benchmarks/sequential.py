@@ -15,6 +15,10 @@ In one run, for the looks ``plan_looks(3, 3, --round, --max-runs)`` (both groups
    sequential design, so its power at small effects is below 1);
 3. a larger null check: ``--null-studies`` (default 100,000) studies for the mean and the spread (normal runs).
 
+Since issue 42 the default plan is O'Brien-Fleming-type with a skewness-widened Welch test (its false decisions on
+skewed, unequal, diverged and tied runs: ``benchmarks/sequential_robustness.py``); the ``p*`` column shows the last
+look's nominal level. The figures below were measured with the Pocock-type design before that change.
+
 Measured 2026-11-26, 2-core VM, defaults (``--round 1 --max-runs 50 --studies 20000 --null-studies 100000``,
 48 looks)::
 
