@@ -360,7 +360,10 @@ def _headline(
             sentences.append(f"{what} ({line.variant}): {line.n} completed run; at least 2 are needed for a spread.")
         elif line.identical:
             twin = f"; identical to {', '.join(line.identical_to)}" if line.identical_to else ""
-            sentences.append(f"{what} ({line.variant}): none: the {line.n} runs are identical (std 0){twin}.")
+            sentences.append(
+                f"{what} ({line.variant}): none seen: the {line.n} runs are identical (std 0; noise that shows in only "
+                f"a few runs cannot be ruled out from {line.n}){twin}."
+            )
         else:
             cv = "" if not math.isfinite(line.cv) else f", CV {percent(line.cv)}"
             std = f"std {_n(line.std)} {_std_ci(line, lv)}"

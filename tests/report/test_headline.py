@@ -164,7 +164,11 @@ def test_identical_variants_are_named(capsys: pytest.CaptureFixture[str], tmp_pa
     (h,) = _headlines(capsys, root)
     (noise,) = h["noise"]
     assert noise["identical"] and noise["identical_to"] == ["control"]
-    assert "none: the 3 runs are identical (std 0); identical to control" in h["sentences"][1]
+    assert (
+        "none seen: the 3 runs are identical (std 0; noise that shows in only a few runs cannot be ruled out from 3)"
+        in (h["sentences"][1])
+    )
+    assert h["sentences"][1].endswith("; identical to control.")
     assert h["runs"]["reason"].startswith("the runs are identical")
 
 
