@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 import pytest
+from std_draws import draw
 
 from deviate_cb.stats import describe
 from deviate_cb.stats.intervals import bonett_std_interval, std_confidence_interval
@@ -30,22 +31,7 @@ LEVEL = 0.95
 
 
 def _draw(name: str, n: int, seed: int) -> tuple[np.ndarray, float]:
-    rng = np.random.default_rng(seed)
-    shape = (SIMS, n)
-    if name == "normal":
-        return rng.normal(0.9, 0.01, size=shape), 0.01
-    if name == "ties":
-        return rng.binomial(200, 0.9, size=shape) / 200, math.sqrt(0.09 / 200)
-    if name == "lognormal":
-        return rng.lognormal(0.0, 0.5, size=shape), math.sqrt((math.exp(0.25) - 1) * math.exp(0.25))
-    if name == "mixture":
-        noisy = rng.random(shape) < 0.15
-        return np.where(noisy, 0.901 + 0.01 * rng.normal(size=shape), 0.901), 0.01 * math.sqrt(0.15)
-    if name == "t3":
-        return rng.standard_t(3, size=shape), math.sqrt(3.0)
-    if name == "lognormal1":
-        return rng.lognormal(0.0, 1.0, size=shape), math.sqrt((math.e - 1) * math.e)
-    raise KeyError(name)
+    return draw(name, (SIMS, n), seed)
 
 
 def _bonett(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
