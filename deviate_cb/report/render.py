@@ -238,7 +238,8 @@ _DECOMPOSITION_NOTE = (
     "share: std(narrow) / std(wide) (ddof=1); impl / algo+impl is the part of the spread implementation noise "
     "alone keeps, control / algo the part left with every seed fixed and determinism on (not implementation noise: "
     "control fixes that too); share CI: {level} kurtosis-adjusted interval (Bonett 2006; F below 4 runs), not capped: "
-    "a share significantly above 1 is a set-up problem (note). The variance share is the share squared (JSON/CSV)."
+    "a share significantly above 1 means the set-up needs checking (said in the note). The variance share is the "
+    "share squared (JSON/CSV)."
 )
 
 

@@ -171,7 +171,8 @@ def _decomposition_section(rows: Sequence[Any], level: float) -> str:
     parts = [
         "<h2>Variance decomposition</h2>",
         '<p class="note">std(narrow) / std(wide) per metric, with its '
-        f"{level:.0%} interval (kurtosis-adjusted, not capped: a share significantly above 1 is a set-up problem, "
+        f"{level:.0%} interval (kurtosis-adjusted, not capped: a share significantly above 1 means the set-up needs "
+        "checking, "
         "named in the note). impl / algo+impl: the implementation noise share, the part of the seed "
         "spread implementation noise alone keeps. control / algo: what is left of the spread with every seed "
         "fixed and determinism on (not implementation noise). A ratio of 0 means the narrow variant's runs are "
