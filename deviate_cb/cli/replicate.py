@@ -137,7 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     rounds.add_argument("--direction", metavar="max|min", help="whether higher is better (default: from the name)")
     rounds.add_argument("--effect", metavar="X", help="a difference that matters, in the metric's units")
     rounds.add_argument("--alpha", default="0.05", metavar="A", help="error rate over the whole sequence (0.05)")
-    rounds.add_argument("--on", default="mean", choices=("mean", "spread"), help="decide on the mean or the spread")
+    rounds.add_argument(
+        "--on",
+        default="mean",
+        choices=("mean", "spread", "improvement"),
+        help="decide on the mean, the spread, or improvement: P(A>B) (a run of A beats a run of B, ties half) "
+        "against --threshold",
+    )
+    rounds.add_argument(
+        "--threshold",
+        metavar="P",
+        help="with --on improvement: A better when P(A>B)'s repeated interval is above P, B better below 1 - P, "
+        "no improvement either way inside (1 - P, P); in (0.5, 1) (default 0.75, Bouthillier et al. 2021)",
+    )
     rounds.add_argument(
         "--boundary",
         metavar="B",
@@ -285,6 +297,7 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
         "--effect": None if ns.effect is None else _number(ns.effect, float),
         "--until-precision": None if ns.until_precision is None else _number(ns.until_precision, float),
         "--level": _number(ns.level, float),
+        "--threshold": None if ns.threshold is None else _number(ns.threshold, float),
     }
     for option, value in numbers.items():
         if isinstance(value, str):
@@ -313,6 +326,7 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
         on=ns.on,
         level=numbers["--level"],
         boundary=ns.boundary,
+        threshold=numbers["--threshold"],
     )
     return result.exit_status
 

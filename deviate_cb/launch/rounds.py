@@ -7,7 +7,8 @@ directory; its seed series simply continues). After each round, a group-sequenti
 difference (:func:`deviate_cb.stats.sequential.sequential_look`, planned over the looks before the first round,
 so the error rate is spent once over the whole sequence) decides: A better, B better, no difference of at least
 ``--effect`` (when given), or on to the next round; at ``--max-runs`` runs per group the sequence ends undecided,
-with the repeated confidence interval of the difference. ``--until-precision REL`` runs one group in rounds until
+with the repeated confidence interval of the difference (``--on improvement``: of P(A>B), against ``--threshold``).
+``--until-precision REL`` runs one group in rounds until
 Bonett's interval of its std is within ``REL`` of the std (half-width over std), or ``--max-runs``
 (:func:`deviate_cb.stats.precision.precision_look`: no interval, and no stop, while the runs show fewer than 3
 distinct values or one or two runs apart from the rest; equal runs stop only the ``control`` variant).
@@ -68,6 +69,7 @@ def replicate_until(
     on: str = "mean",
     level: float = 0.95,
     boundary: Optional[str] = None,
+    threshold: Optional[float] = None,
     stream: Optional[TextIO] = None,
 ) -> RoundsResult:
     """Run ``launch`` (the keyword arguments of :func:`~deviate_cb.launch.runner.replicate`) in rounds.
@@ -75,7 +77,8 @@ def replicate_until(
     With ``against`` (``KEY=VALUE`` terms naming the group B), until the sequential test decides; with
     ``precision``, until the std of ``metric`` is known to ``precision`` (relative half-width of its interval).
     ``boundary`` (``"obf"`` or ``"pocock"``; ``None``: the one a recorded sequence was planned with, else
-    ``"obf"``) shapes the sequential test's levels over the looks.
+    ``"obf"``) shapes the sequential test's levels over the looks. ``on="improvement"`` decides on P(A>B) against
+    ``threshold`` (default 0.75, Bouthillier et al. 2021) instead of the mean difference.
 
     Raises:
         UsageError: A bad option, a group B that does not exist, has no such metric, or cannot be relaunched as
@@ -87,6 +90,7 @@ def replicate_until(
     runs = int(launch.get("runs", 1))
     parallel = launch.get("parallel")
     _check(metric, max_runs, runs, against, precision, alpha, effect, on, level)
+    threshold = _check_threshold(on, threshold, effect)
     if boundary is not None and boundary not in ("obf", "pocock"):
         raise UsageError(f"`--boundary` must be obf or pocock. Received: --boundary={boundary}.")
     if precision is None and max_runs < 3:
@@ -111,15 +115,18 @@ def replicate_until(
         recorded_plan = (read_record(path) or {}).get("plan")
         planned = recorded_plan.get("boundary", "pocock") if isinstance(recorded_plan, dict) else None
         boundary = DEFAULT_BOUNDARY if launch.get("force") or planned is None else str(planned)
+    options: dict[str, Any] = {"runs": runs, "round": step, "max_runs": max_runs, "alpha": alpha, "on": on,
+                               "effect": effect, "boundary": boundary}  # fmt: skip
+    if threshold is not None:  # only P(A>B) sequences record one: the others' records stay as they were
+        options["threshold"] = threshold
     header = {
         "kind": "until-decided",
         "metric": metric,
         "direction": direction or "max",
         "group": {"experiment": group[0], "variant": group[1]},
         "against": {"experiment": b_group[0], "variant": b_group[1]},
-        "options": {"runs": runs, "round": step, "max_runs": max_runs, "alpha": alpha, "on": on, "effect": effect,
-                    "boundary": boundary},
-    }  # fmt: skip
+        "options": options,
+    }
     record = _resume(path, header, bool(launch.get("force")))
     if "plan" in record:  # a sequence under way: its plan as recorded, never planned again
         plan = SequentialPlan.from_dict(record["plan"])
@@ -131,8 +138,9 @@ def replicate_until(
             )
         looks = plan_looks(runs, b_done, step, max_runs, on=on)
         plan = plan_sequential(
-            looks, alpha=alpha, on=on, effect=effect, direction=direction or "max", boundary=boundary
-        )
+            looks, alpha=alpha, on=on, effect=effect, direction=direction or "max", boundary=boundary,
+            threshold=threshold,
+        )  # fmt: skip
         record.update(plan=plan.to_dict(), against_terms=list(against))
     looks = plan.looks
     _say(stream, _plan_line(plan, looks, metric, group, b_group))
@@ -190,6 +198,8 @@ def _answer(look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str],
     runs = f"{look['n_a']} runs per group" if look["n_a"] == look["n_b"] else f"{look['n_a']} and {look['n_b']} runs"
     where = f"after {runs} (look {look['k']} of {len(plan.looks)}; alpha {plan.alpha:g} over the whole sequence)"
     level = f"{look['level']:.0%} repeated CI"
+    if plan.on == "improvement":
+        return _improvement_answer(look, metric, plan, a, b, where, level)
     low, high = _bound(look.get("low"), -math.inf), _bound(look.get("high"), math.inf)
     if look["decision"] in ("A better", "B better") and plan.on == "mean":
         winner = a if look["decision"] == "A better" else b
@@ -218,6 +228,63 @@ def _answer(look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str],
         name = "the difference A-B" if plan.on == "mean" else "std A/B"
         return f"undecided at --max-runs: {name} of {metric} is within [{low:.4g}, {high:.4g}] ({level}), {where}."
     return f"decided: {look['decision']} in {metric}: within [{low:.4g}, {high:.4g}] ({level}), {where}."
+
+
+def _improvement_answer(
+    look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str], b: tuple[str, str], where: str, level: str
+) -> str:
+    """The P(A>B) sequence's answer: who wins a run against a run, how often, and what that rests on.
+
+    Example:
+        >>> from deviate_cb.stats.sequential import SequentialPlan
+        >>> plan = SequentialPlan(((3, 3), (6, 6)), 0.05, "improvement", None, "max", (0.01, 0.04), 0, 1000,
+        ...                       threshold=0.75)
+        >>> look = {"n_a": 6, "n_b": 6, "k": 2, "level": 0.95, "statistic": 0.97, "low": 0.8, "high": 1.0,
+        ...         "decision": "A better"}
+        >>> print(_answer(look, "acc", plan, ("new", "algo"), ("old", "algo")).split(" (95%")[0])
+        ... # doctest: +NORMALIZE_WHITESPACE
+        decided: experiment=new variant=algo is better on acc: a run of it beats a run of experiment=old
+        variant=algo in 97% of pairs, P(A>B) = 0.97 [0.8, 1]
+    """
+    low, high = _bound(look.get("low"), 0.0), _bound(look.get("high"), 1.0)
+    name = "P(A<B)" if plan.direction == "min" else "P(A>B)"
+    better = "lower" if plan.direction == "min" else "higher"
+    meaning = f"{name}: the chance a run of A has the {better} {metric} than a run of B, ties half"
+    shown = f"{name} = {look['statistic']:.3g} [{low:.3g}, {high:.3g}] ({level}; {meaning})"
+    threshold = plan.threshold
+    if look["decision"] in ("A better", "B better"):
+        winner, loser = (a, b) if look["decision"] == "A better" else (b, a)
+        share = look["statistic"] if look["decision"] == "A better" else 1.0 - look["statistic"]
+        return (
+            f"decided: {_label(winner)} is better on {metric}: a run of it beats a run of {_label(loser)} in "
+            f"{share:.0%} of pairs, {shown}, with confidence above {threshold:g}, {where}."
+        )
+    if look["decision"] == "undecided":
+        return (
+            f"undecided at --max-runs: {shown} is neither above {threshold:g} nor below {1 - threshold:g}, nor "
+            f"inside both, {where}."
+        )
+    return f"decided: {look['decision']} on {metric}: {shown} lies within ({1 - threshold:g}, {threshold:g}), {where}."
+
+
+def _check_threshold(on: str, threshold: Optional[float], effect: Optional[float]) -> Optional[float]:
+    """The P(A>B) threshold: default 0.75 with ``--on improvement``, refused otherwise."""
+    if on != "improvement":
+        if threshold is not None:
+            raise UsageError(f"`--threshold` goes with `--on improvement`. Received: --threshold={threshold}.")
+        return None
+    if effect is not None:
+        raise UsageError(
+            "`--effect` does not go with `--on improvement`: --threshold says what matters. "
+            f"Received: --effect={effect}."
+        )
+    from deviate_cb.stats.improvement_look import DEFAULT_THRESHOLD
+
+    if threshold is None:
+        return DEFAULT_THRESHOLD
+    if isinstance(threshold, bool) or not 0.5 < threshold < 1:
+        raise UsageError(f"`--threshold` must be in (0.5, 1), e.g. 0.75. Received: --threshold={threshold}.")
+    return float(threshold)
 
 
 def _bound(value: Any, missing: float) -> float:
@@ -424,6 +491,7 @@ _OPTION_NAMES = {
     "precision": "--until-precision",
     "level": "--level",
     "boundary": "--boundary",
+    "threshold": "--threshold",
     "looks": "looks",
 }
 
@@ -490,14 +558,17 @@ def _check(
         raise UsageError(f"`--alpha` must be in (0, 0.5). Received: --alpha={alpha}.")
     if effect is not None and not (math.isfinite(effect) and effect > 0):
         raise UsageError(f"`--effect` must be a positive number in the metric's units. Received: --effect={effect}.")
-    if on not in ("mean", "spread"):
-        raise UsageError(f"`--on` must be mean or spread. Received: --on={on}.")
+    if on not in ("mean", "spread", "improvement"):
+        raise UsageError(f"`--on` must be mean, spread or improvement. Received: --on={on}.")
     if not 0 < level < 1:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={level}.")
 
 
 def _plan_line(plan: Any, looks: Sequence[tuple[int, int]], metric: str, a: tuple[str, str], b: tuple[str, str]) -> str:
-    what = "the difference of the means" if plan.on == "mean" else "the spread ratio"
+    if plan.on == "improvement":
+        what = f"P(A>B) against the threshold {plan.threshold:g}"
+    else:
+        what = "the difference of the means" if plan.on == "mean" else "the spread ratio"
     first, last = plan.nominals[0], plan.nominals[-1]
     levels = f"{last:.4g}" if first == last else f"from {first:.3g} at the first look to {last:.4g} at the last"
     widened = ", before the skewness widening" if getattr(plan, "kappa", 0.0) > 0 else ""

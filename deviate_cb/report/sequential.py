@@ -85,7 +85,8 @@ def _line(record: Mapping[str, Any]) -> str:
     if last is None:
         return f"{metric}, {who}: not decided yet, no look made ({rule}); rerun the launcher's command to continue."
     where = f"look {last.get('k')} of {len(planned)}, {_sizes(last)}"
-    name = "A-B" if plan.get("on", "mean") == "mean" else "std A/B"
+    p_name = "P(A<B)" if record.get("direction") == "min" else "P(A>B)"  # --on improvement
+    name = {"mean": "A-B", "spread": "std A/B"}.get(str(plan.get("on", "mean")), p_name)
     level = last.get("level")
     interval = (
         f"{name} = {_number(last.get('statistic'))} [{_number(last.get('low'))}, {_number(last.get('high'))}] "

@@ -26,15 +26,16 @@ __all__ = [
     "check_seed",
 ]
 
-ON = ("mean", "spread")
+ON = ("mean", "spread", "improvement")
 BOUNDARIES = ("obf", "pocock")
 DISTS = ("normal", "t3", "lognormal", "lognormal-normal", "diverged", "discrete")
 # The mean's skewness term needs each group's third cumulant (3 runs); Brown-Forsythe with 2 runs a group always
 # rejects (spread.py).
-MIN_RUNS = {"mean": 3, "spread": 3}
+MIN_RUNS = {"mean": 3, "spread": 3, "improvement": 3}
 _WHY = {
     "mean": "the mean: its skewness correction needs a group's third cumulant, which takes 3 runs",
     "spread": "the spread: Brown-Forsythe with 2 runs a group always rejects",
+    "improvement": "P(A>B): a placement variance needs 2 runs a group; 3, as the mean's, keeps the looks alike",
 }
 
 
@@ -71,22 +72,20 @@ def check_kappa(kappa: object, on: str) -> float:
     """
     if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real) or not 0 <= float(kappa) < math.inf:
         raise ValueError(f"`kappa` must be a finite number >= 0. Received: kappa={kappa!r}.")
-    if on == "spread" and kappa != 0:
-        raise ValueError(
-            f"`kappa` must be 0 for the spread (its test has no skewness term). Received: kappa={kappa!r}."
-        )
+    if on != "mean" and kappa != 0:
+        raise ValueError(f"`kappa` must be 0 for the {on} (its test has no skewness term). Received: kappa={kappa!r}.")
     return float(kappa)
 
 
 def check_on(on: object) -> str:
-    """``on`` when it is ``"mean"`` or ``"spread"``.
+    """``on`` when it is ``"mean"``, ``"spread"`` or ``"improvement"`` (P(A>B) against a threshold).
 
     Example:
         >>> check_on("spread")
         'spread'
     """
     if on not in ON:
-        raise ValueError(f"`on` must be one of 'mean', 'spread'. Received: on={on!r}.")
+        raise ValueError(f"`on` must be one of 'mean', 'spread', 'improvement'. Received: on={on!r}.")
     return str(on)
 
 
@@ -113,6 +112,11 @@ def check_effect(effect: object, on: str) -> Optional[float]:
     """
     if effect is None:
         return None
+    if on == "improvement":
+        raise ValueError(
+            "`effect` must be None with on='improvement' (its threshold sets what matters). "
+            f"Received: effect={effect!r}."
+        )
     least = 0.0 if on == "mean" else 1.0
     if isinstance(effect, bool) or not isinstance(effect, numbers.Real) or not (least < float(effect) < math.inf):
         what = "a positive number" if on == "mean" else "a factor greater than 1 (the spread)"

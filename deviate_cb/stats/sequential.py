@@ -35,6 +35,11 @@ and for any looks:
 - The spread uses the Brown-Forsythe test (``scipy.stats.levene(center="median")``) on the same boundary
   (``kappa`` 0: no skewness term), calibrated on 100,000 normal paths; under unit-variance t(3) runs it rejects
   less than ``alpha``, so heavy tails make it conservative.
+- ``on="improvement"`` decides on ``P(A>B) + P(A=B)/2`` (A's run the better one in the metric's direction)
+  against a ``threshold`` (default 0.75, Bouthillier et al. 2021): its interval (placement standard error floored
+  by Hanley-McNeil's) and its own calibrated constant are in :mod:`~deviate_cb.stats.improvement_look`; "A better"
+  above the threshold, "B better" below ``1 - threshold``, "no improvement of at least THRESHOLD either way"
+  inside both.
 - :func:`sequential_look` tests the runs made so far at a planned look and gives the *repeated confidence interval*
   (Jennison & Turnbull 2000, ch. 9): the mean difference's above, or for the spread the ratio ``std(A)/std(B)``
   with the interval that inverts Brown-Forsythe at ``1 - p_k`` (:func:`~deviate_cb.stats.spread.spread_ratio`).
@@ -94,6 +99,7 @@ from deviate_cb.stats._results import check_level, json_value
 from deviate_cb.stats._std import guarded_std, guarded_var, is_constant
 from deviate_cb.stats.boundaries import boundary_nominals
 from deviate_cb.stats.directions import validate_direction
+from deviate_cb.stats.improvement_look import DEFAULT_THRESHOLD, calibrate_improvement, check_threshold
 from deviate_cb.stats.intervals import ConfidenceInterval
 from deviate_cb.stats.stopping import calibrate_boundary
 
@@ -111,9 +117,13 @@ __all__ = [
 
 DEFAULT_BOUNDARY = "obf"
 DEFAULT_KAPPA = 8.0  # the mean's; the spread's is 0
-_TESTS = {"mean": "Welch t-test", "spread": "Brown-Forsythe test"}
+_TESTS = {
+    "mean": "Welch t-test",
+    "spread": "Brown-Forsythe test",
+    "improvement": "P(A>B) interval (placement SE, Hanley-McNeil floor)",
+}
 _SHAPES = {"obf": "O'Brien-Fleming-type", "pocock": "Pocock-type"}
-_PATHS = {"mean": 200_000, "spread": 100_000}
+_PATHS = {"mean": 200_000, "spread": 100_000, "improvement": 10_000}
 REFERENCE = (
     "O'Brien & Fleming (1979), Biometrics 35:549-556; Pocock (1977), Biometrika 64:191-199; Jennison & Turnbull "
     "(2000), Group Sequential Methods with Applications to Clinical Trials, ch. 2-3 and 9 (repeated confidence "
@@ -147,6 +157,7 @@ class SequentialPlan:
         boundary: ``"obf"`` (O'Brien-Fleming-type: strict early looks) or ``"pocock"`` (one level at every look).
         kappa: The inflation of the mean's skewness term (0: Welch's plain t interval; the spread: 0).
         method, reference: What runs, and where it comes from.
+        threshold: ``on="improvement"``: the P(A>B) to exceed with confidence (``None`` otherwise).
     """
 
     looks: tuple[tuple[int, int], ...]
@@ -161,6 +172,7 @@ class SequentialPlan:
     kappa: float = field(default=0.0)
     method: str = field(default="")
     reference: str = field(default=REFERENCE)
+    threshold: Optional[float] = field(default=None)
 
     @property
     def nominal(self) -> float:
@@ -175,6 +187,7 @@ class SequentialPlan:
             >>> SequentialPlan.from_dict(plan.to_dict()) == plan
             True
         """
+        extra = {} if self.threshold is None else {"threshold": self.threshold}
         return {
             "looks": [list(look) for look in self.looks],
             "alpha": self.alpha,
@@ -189,6 +202,7 @@ class SequentialPlan:
             "paths": self.paths,
             "method": self.method,
             "reference": self.reference,
+            **extra,
         }
 
     @classmethod
@@ -225,6 +239,9 @@ class SequentialPlan:
                 f"Received: {name}={data[name]!r}."
             )
         boundary = "pocock" if legacy else check_boundary(data["boundary"])
+        if on == "improvement" and "threshold" not in data:
+            raise ValueError(f"A P(A>B) plan needs its threshold. Received keys: {sorted(data)}.")
+        threshold = check_threshold(data["threshold"]) if on == "improvement" else None
         return cls(
             looks,
             check_level(data["alpha"], "alpha"),
@@ -238,6 +255,7 @@ class SequentialPlan:
             kappa,
             str(data.get("method", _method(on, boundary, kappa))),
             str(data.get("reference", _LEGACY_REFERENCE if legacy else REFERENCE)),
+            threshold,
         )
 
 
@@ -313,6 +331,7 @@ def plan_sequential(
     kappa: Optional[float] = None,
     seed: int = 0,
     paths: Optional[int] = None,
+    threshold: Optional[float] = None,
 ) -> SequentialPlan:
     """Plan a sequential comparison: the looks and each look's calibrated nominal level (see the module's notes).
 
@@ -330,7 +349,11 @@ def plan_sequential(
         kappa: The inflation of the mean's skewness term (default 8 for the mean; 0 turns the widening off, as
             the spread always has it).
         seed, paths: The calibration's seed and number of simulated null studies (default 200,000 for the
-            mean, 100,000 for the spread). The result is cached by its arguments.
+            mean, 100,000 for the spread, 10,000 for P(A>B)). The result is cached by its arguments.
+        threshold: ``on="improvement"`` only: "A better" when the interval of ``P(A>B)`` (ties half; for
+            ``direction="min"`` a lower run wins) lies above it, "B better" below ``1 - threshold``, "no
+            improvement of at least ``threshold`` either way" inside ``(1 - threshold, threshold)``; in (0.5, 1),
+            default 0.75 (Bouthillier et al. 2021); :mod:`~deviate_cb.stats.improvement_look`.
 
     Example:
         >>> plan = plan_sequential(((5, 5), (10, 10)))  # the levels of q, before the skewness widening
@@ -346,10 +369,18 @@ def plan_sequential(
     kappa = check_kappa((DEFAULT_KAPPA if on == "mean" else 0.0) if kappa is None else kappa, on)
     seed = check_seed(seed)
     paths = _PATHS[on] if paths is None else positive_int(paths, "paths")
-    constant = calibrate_boundary(checked, alpha, on, seed, paths, boundary, kappa)
+    if on != "improvement" and threshold is not None:
+        raise ValueError(f"`threshold` goes with on='improvement'. Received: threshold={threshold!r}, on={on!r}.")
+    if on == "improvement":
+        threshold = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
+        constant = calibrate_improvement(checked, alpha, threshold, seed, paths, boundary)
+    else:
+        constant = calibrate_boundary(checked, alpha, on, seed, paths, boundary, kappa)
     nominals = (alpha,) if len(checked) == 1 else boundary_nominals(checked, constant, boundary)
     method = _method(on, boundary, kappa)
-    return SequentialPlan(checked, alpha, on, effect, direction, nominals, seed, paths, boundary, kappa, method)
+    return SequentialPlan(
+        checked, alpha, on, effect, direction, nominals, seed, paths, boundary, kappa, method, REFERENCE, threshold
+    )
 
 
 def plan_looks(
@@ -415,10 +446,16 @@ def sequential_look(plan: SequentialPlan, a: Values, b: Values, *, adjust: bool 
     nominal = plan.nominals[k - 1]
     if plan.on == "mean":
         estimate, pvalue, low, high = _mean_look(x, y, nominal, plan.kappa)
-    else:
+    elif plan.on == "spread":
         estimate, pvalue, low, high = _spread_look(x, y, nominal)
+    else:
+        from deviate_cb.stats.improvement_look import improvement_interval
+
+        sign = -1.0 if plan.direction == "min" else 1.0  # "min": a lower run is the better one
+        estimate, low, high = improvement_interval(sign * x, sign * y, nominal)
+        pvalue = math.nan  # the decision is read off the interval only
     last = k == len(plan.looks)
-    name = "A-B" if plan.on == "mean" else "std A/B"
+    name = {"mean": "A-B", "spread": "std A/B", "improvement": _p_name(plan)}[plan.on]
     head = f"look {k} of {len(plan.looks)}: {name} = {estimate:.3g}"
     runs = f"{x.size} runs each" if x.size == y.size else f"{x.size} and {y.size} runs"
     if is_constant(x) and is_constant(y):  # no spread to measure a difference against: never a claim
@@ -426,14 +463,16 @@ def sequential_look(plan: SequentialPlan, a: Values, b: Values, *, adjust: bool 
         text = f"{head}: both groups constant so far: no spread to test against: {outcome}"
         if last:
             text += f": {runs}, all equal within each group; no difference can be claimed from them"
-        low, high, pvalue = -math.inf, math.inf, math.nan
+        low, high, pvalue = (0.0, 1.0, math.nan) if plan.on == "improvement" else (-math.inf, math.inf, math.nan)
     else:
         outcome = _outcome(plan, low, high, last=last)
         text = f"{head} [{low:.3g}, {high:.3g}] ({_percent(1 - plan.alpha)} repeated CI, {plan.method}): "
         text += _decision(plan, outcome)
         if outcome == "undecided":
-            what = "difference" if plan.on == "mean" else "ratio"
+            what = {"mean": "difference", "spread": "ratio", "improvement": _p_name(plan)}[plan.on]
             text += f": {runs}; the {what} is within [{low:.3g}, {high:.3g}]"
+        if plan.on == "improvement":
+            text += f" ({_p_meaning(plan)})"
     adjusted = math.nan
     if adjust and plan.on == "mean" and outcome in ("a_better", "b_better", "equivalent"):
         from deviate_cb.stats.stopped_estimate import bias_adjusted
@@ -553,7 +592,28 @@ def _spread_look(x: np.ndarray, y: np.ndarray, nominal: float) -> tuple[float, f
     return float(result.statistic), float(result.pvalue), float(low), float(high)
 
 
+def _p_name(plan: SequentialPlan) -> str:
+    return "P(A<B)" if plan.direction == "min" else "P(A>B)"
+
+
+def _p_meaning(plan: SequentialPlan) -> str:
+    better = "lower" if plan.direction == "min" else "higher"
+    return (
+        f"{_p_name(plan)}: the chance that a run of A has the better ({better}) value than a run of B, ties "
+        f"counted half; threshold {plan.threshold:g}, Bouthillier et al. 2021"
+    )
+
+
 def _outcome(plan: SequentialPlan, low: float, high: float, last: bool) -> str:
+    if plan.on == "improvement":
+        threshold = float(plan.threshold or DEFAULT_THRESHOLD)
+        if low > threshold:
+            return "a_better"
+        if high < 1.0 - threshold:
+            return "b_better"
+        if 1.0 - threshold < low and high < threshold:
+            return "equivalent"
+        return "undecided" if last else "continue"
     null = 0.0 if plan.on == "mean" else 1.0
     if low > null or high < null:  # NaN compares false: continue
         above = low > null
@@ -567,6 +627,8 @@ def _outcome(plan: SequentialPlan, low: float, high: float, last: bool) -> str:
 
 
 def _decision(plan: SequentialPlan, outcome: str) -> str:
+    if outcome == "equivalent" and plan.on == "improvement":
+        return f"no improvement of at least {plan.threshold:g} either way"
     if outcome == "equivalent":
         return f"no difference of at least {'a factor ' if plan.on == 'spread' else ''}{plan.effect:g}"
     return {"a_better": "A better", "b_better": "B better"}.get(outcome, outcome)

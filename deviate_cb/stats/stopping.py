@@ -381,6 +381,11 @@ def simulate_sequential(
         (True, True)
     """
     dist, studies, seed = _check_sim(dist, studies, seed)
+    if plan.on == "improvement":
+        raise ValueError(
+            "`plan` must decide on the mean or the spread: a P(A>B) plan is simulated with "
+            "improvement_look.improvement_outcomes. Received: plan.on='improvement'."
+        )
     for value, name, least in ((effect_sd, "effect_sd", -math.inf), (std_ratio, "std_ratio", 0.0)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not least < value < math.inf:
             what = "a finite number" if name == "effect_sd" else "a positive finite number"

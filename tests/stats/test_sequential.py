@@ -314,7 +314,7 @@ def test_precision_is_the_chi_square_interval_and_fixed_in_advance() -> None:
         ),
         (lambda: plan_sequential(5), r"Received: looks=5\."),  # type: ignore[arg-type]
         (lambda: plan_sequential([(3, 3)], alpha=0), r"`alpha` must be a number in \(0, 1\)\. Received: alpha=0\."),
-        (lambda: plan_sequential([(3, 3)], on="median"), r"`on` must be one of 'mean', 'spread'\."),
+        (lambda: plan_sequential([(3, 3)], on="median"), r"`on` must be one of 'mean', 'spread', 'improvement'\."),
         (lambda: plan_sequential([(3, 3)], effect=-1), r"`effect` must be a positive number\. Received: effect=-1\."),
         (lambda: plan_sequential([(3, 3)], on="spread", effect=0.5), r"a factor greater than 1"),
         (lambda: plan_sequential([(3, 3)], direction="up"), r"`direction` must be 'max' or 'min'"),
