@@ -15,6 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from deviate_cb.report.render import _cell
+from deviate_cb.stats.improvement_look import DEFAULT_THRESHOLD
 
 __all__ = [
     "IMPROVEMENT_THRESHOLD",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 SKEWED = 1.0  # |sample skewness| above which a group is called skewed (see skew_note)
-IMPROVEMENT_THRESHOLD = 0.75  # Bouthillier et al. (2021): "A better" when P(A>B) is above it with confidence
+IMPROVEMENT_THRESHOLD = DEFAULT_THRESHOLD  # Bouthillier et al. (2021), as --until-decided --on improvement: one number
 
 
 def metrics_of_interest(names: Sequence[str], patterns: Optional[Sequence[str]]) -> list[str]:

@@ -53,7 +53,7 @@ __all__ = [
 
 Looks = tuple[tuple[int, int], ...]
 
-DEFAULT_THRESHOLD = 0.75  # Bouthillier et al. (2021); deviate compare's IMPROVEMENT_THRESHOLD
+DEFAULT_THRESHOLD = 0.75  # Bouthillier et al. (2021); deviate compare's threshold too (report/compare_notes.py)
 _CHUNK = 4_000  # paths per chunk: a (paths, 30, 30) comparison array of 29 MB
 
 
