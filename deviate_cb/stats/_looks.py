@@ -39,6 +39,13 @@ _WHY = {
 }
 
 
+def _one_of(value: object, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` when it is one of ``choices``; else the one-line ``ValueError`` naming ``name`` and them."""
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {', '.join(map(repr, choices))}. Received: {name}={value!r}.")
+    return str(value)
+
+
 def check_dist(dist: object) -> str:
     """``dist`` when it is one of :data:`DISTS` (see :func:`~deviate_cb.stats.stopping.null_paths`).
 
@@ -46,9 +53,7 @@ def check_dist(dist: object) -> str:
         >>> check_dist("t3")
         't3'
     """
-    if dist not in DISTS:
-        raise ValueError(f"`dist` must be one of {', '.join(map(repr, DISTS))}. Received: dist={dist!r}.")
-    return str(dist)
+    return _one_of(dist, "dist", DISTS)
 
 
 def check_boundary(boundary: object) -> str:
@@ -58,9 +63,7 @@ def check_boundary(boundary: object) -> str:
         >>> check_boundary("pocock")
         'pocock'
     """
-    if boundary not in BOUNDARIES:
-        raise ValueError(f"`boundary` must be one of 'obf', 'pocock'. Received: boundary={boundary!r}.")
-    return str(boundary)
+    return _one_of(boundary, "boundary", BOUNDARIES)
 
 
 def check_kappa(kappa: object, on: str) -> float:
@@ -84,9 +87,7 @@ def check_on(on: object) -> str:
         >>> check_on("spread")
         'spread'
     """
-    if on not in ON:
-        raise ValueError(f"`on` must be one of 'mean', 'spread', 'improvement'. Received: on={on!r}.")
-    return str(on)
+    return _one_of(on, "on", ON)
 
 
 def check_seed(seed: object, name: str = "seed") -> int:
