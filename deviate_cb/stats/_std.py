@@ -14,11 +14,12 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["guarded_std", "guarded_std_along", "guarded_var", "is_constant", "n_distinct"]
+__all__ = ["guarded_std", "guarded_std_along", "guarded_var", "guarded_var_along", "is_constant", "n_distinct"]
 
 
 def guarded_std(values: Any, ddof: int = 1) -> float:
@@ -29,12 +30,7 @@ def guarded_std(values: Any, ddof: int = 1) -> float:
         >>> guarded_std([0.901, 0.901, 0.901]), guarded_std([1.0])
         (0.0, nan)
     """
-    array = np.asarray(values, dtype=np.float64).ravel()
-    if array.size <= ddof:
-        return float("nan")
-    if float(np.ptp(array)) == 0.0:
-        return 0.0
-    return float(np.std(array, ddof=ddof))
+    return math.sqrt(guarded_var(values, ddof))  # np.std is the root of np.var: the same float
 
 
 def guarded_var(values: Any, ddof: int = 1) -> float:
@@ -52,6 +48,19 @@ def guarded_var(values: Any, ddof: int = 1) -> float:
     return float(np.var(array, ddof=ddof))
 
 
+def guarded_var_along(values: np.ndarray, axis: int = -1, ddof: int = 1) -> np.ndarray:
+    """:func:`guarded_var` along ``axis`` of an array (e.g. bootstrap resamples): 0 where a row is constant.
+
+    Example:
+        >>> guarded_var_along(np.array([[0.9, 0.9, 0.9], [1.0, 2.0, 3.0]])).tolist()
+        [0.0, 1.0]
+    """
+    array = np.asarray(values, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = np.var(array, ddof=ddof, axis=axis)
+    return np.where(np.ptp(array, axis=axis) == 0, 0.0, var)
+
+
 def guarded_std_along(values: np.ndarray, axis: int = -1, ddof: int = 1) -> np.ndarray:
     """:func:`guarded_std` along ``axis`` of an array (e.g. bootstrap resamples): 0 where a row is constant.
 
@@ -59,10 +68,7 @@ def guarded_std_along(values: np.ndarray, axis: int = -1, ddof: int = 1) -> np.n
         >>> guarded_std_along(np.array([[0.9, 0.9, 0.9], [1.0, 2.0, 3.0]])).tolist()
         [0.0, 1.0]
     """
-    array = np.asarray(values, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        std = np.std(array, ddof=ddof, axis=axis)
-    return np.where(np.ptp(array, axis=axis) == 0, 0.0, std)
+    return np.sqrt(guarded_var_along(values, axis, ddof))
 
 
 def is_constant(values: Any) -> bool:

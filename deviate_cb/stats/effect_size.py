@@ -38,7 +38,7 @@ from deviate_cb.stats._checks import check_rng
 from deviate_cb.stats._groups import RngLike, Values, _check_bootstrap, _settings, _validate_pair
 from deviate_cb.stats._results import StatResult, check_level
 from deviate_cb.stats._roots import solve_decreasing
-from deviate_cb.stats._std import guarded_var
+from deviate_cb.stats._std import guarded_var, guarded_var_along
 
 __all__ = [
     "D_METHODS",
@@ -219,18 +219,11 @@ def _welch_parts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     na, nb = x.shape[-1], y.shape[-1]
     diff = np.mean(x, axis=-1) - np.mean(y, axis=-1)
     # guarded: equal values have variance 0 exactly (np.var of three 0.901 is 2e-32, and diff / se would be 1e13)
-    va, vb = _guarded_var_along(x) / na, _guarded_var_along(y) / nb
+    va, vb = guarded_var_along(x) / na, guarded_var_along(y) / nb
     se2 = va + vb
     with np.errstate(divide="ignore", invalid="ignore"):
         df = se2**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
     return diff, np.sqrt(se2), df
-
-
-def _guarded_var_along(values: np.ndarray) -> np.ndarray:
-    """``np.var(ddof=1)`` along the last axis, 0 exactly where a row's values are equal (as ``_std``'s guard)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        var = np.var(values, axis=-1, ddof=1)
-    return np.where(np.ptp(values, axis=-1) == 0, 0.0, var)
 
 
 def _welch_t_df(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
