@@ -15,11 +15,16 @@ writes those through C++, which raises no audit event):
   with ``"op": "read"``; :mod:`deviate_cb.report.problems` turns both into problems (``shared_outputs``,
   ``read_other_replica``) that the launcher, ``deviate status``, the report and the HTML page name.
 
-Not counted: the run directory and everything under ``--out``, the temporary directory, ``/dev``, ``/proc``,
-``/sys``, the interpreter's and site-packages' folders, the user's cache folders (``~/.cache``,
-``$XDG_CACHE_HOME``, ``~/.keras``), compiled code (``__pycache__``, ``.pyc``) and file descriptors. A path
-through the ``--isolate`` working directory (:mod:`deviate_cb.launch.isolation`) is resolved: a write into a
-linked folder of the project is outside.
+Not counted: the run directory and everything under ``--out``, the files and folders the process made through
+``tempfile`` (:mod:`deviate_cb.capture.temp_files`: ``mkstemp``, ``mkdtemp``, ``NamedTemporaryFile``,
+``TemporaryDirectory``...), the rest of the temporary directory but the launch directory's tree and the script's
+folder's (a project cloned into ``/tmp`` or a job's ``$TMPDIR`` is watched; a launch directory that holds the
+temporary directory leaves it out), ``/dev``, ``/proc``, ``/sys``, the interpreter's and site-packages' folders,
+the user's cache folders (``~/.cache``, ``$XDG_CACHE_HOME``, ``~/.keras``), compiled code (``__pycache__``,
+``.pyc``) and file descriptors. The launch directory is the replica's working directory when it started (with
+``--isolate``, the directory its working directory links to), handed to the replica's other processes in
+``DEVIATE_LAUNCH_DIR``. A path through the ``--isolate`` working directory (:mod:`deviate_cb.launch.isolation`) is
+resolved: a write into a linked folder of the project is outside.
 
 Limits: writes made by compiled code without Python's ``open`` (h5py, TensorFlow's ``tf.io``, pyarrow's own
 file system, a program the command runs that is not Python) are not seen; ``torch.save``/``torch.load`` are,
@@ -49,9 +54,18 @@ from types import ModuleType
 from typing import Any, Optional
 
 from deviate_cb.capture.import_hooks import when_imported
+from deviate_cb.capture.temp_files import TemporaryPaths, creating, watch_tempfile
 from deviate_cb.store.ledger import append_write, ledger_file, writer_name, writes_of
 
-__all__ = ["MAX_PATHS", "OutsideWrites", "install_outside_writes", "is_write_open"]
+__all__ = [
+    "LAUNCH_DIR_ENV",
+    "MAX_PATHS",
+    "OutsideWrites",
+    "install_outside_writes",
+    "is_write_open",
+]
+
+LAUNCH_DIR_ENV = "DEVIATE_LAUNCH_DIR"  # the replica's launch directory, for every process of it
 
 MAX_PATHS = 50  # paths listed in run.json (the rest counted as "more")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -77,6 +91,9 @@ class OutsideWrites:
         experiment, variant, replica: The replica, as the ledger names it.
         on_record: Called with the manifest fields (``outside_writes``, ``outside_reads``) when they change;
             ``None`` in processes that do not write the manifest.
+        launch_dir: The replica's launch directory (default: the working directory): its tree is watched even
+            inside the temporary directory.
+        script: The script being run (default: ``sys.argv[0]`` when it is a file): its folder's tree too.
     """
 
     def __init__(
@@ -86,6 +103,9 @@ class OutsideWrites:
         variant: str,
         replica: int,
         on_record: Optional[Callable[[dict[str, Any]], None]] = None,
+        *,
+        launch_dir: Optional[str] = None,
+        script: Optional[str] = None,
     ) -> None:
         run_dir = Path(os.path.abspath(run_dir))
         self.root = run_dir.parents[2]
@@ -94,6 +114,8 @@ class OutsideWrites:
         self.pid = os.getpid()
         self.workdir = str(run_dir / _WORKDIR) + os.sep
         self.ignored = _ignored_prefixes(run_dir, self.root)
+        self.temporary, self.kept = _temporary_prefixes(launch_dir or os.getcwd(), script)
+        self.made = TemporaryPaths()  # what tempfile made in this process (install_outside_writes fills it)
         self._ledger_prefix = str(ledger_file(self.root, "")).rsplit(os.sep, 1)[0] + os.sep
         self.written: dict[str, float] = {}  # path -> last write time (this process)
         self.ledgered: dict[str, float] = {}  # path -> last ledger append
@@ -114,7 +136,7 @@ class OutsideWrites:
             self._seen(args[1], True)
 
     def _seen(self, target: Any, writing: bool) -> None:
-        if isinstance(target, int) or getattr(self._local, "busy", False):
+        if isinstance(target, int) or getattr(self._local, "busy", False) or creating():
             return
         self._local.busy = True
         try:
@@ -141,6 +163,10 @@ class OutsideWrites:
         if path.startswith(self.workdir):
             path = os.path.realpath(path)  # the --isolate working directory: its links lead into the project
         if path.startswith(self.ignored) or "__pycache__" in path:
+            return None
+        if path.startswith(self.temporary) and not path.startswith(self.kept):
+            return None  # the temporary directory, but for the project's own trees there
+        if self.made.holds(path):
             return None
         return path
 
@@ -236,13 +262,24 @@ def install_outside_writes(
     variant: str,
     replica: int,
     on_record: Optional[Callable[[dict[str, Any]], None]] = None,
+    *,
+    launch_dir: Optional[str] = None,
+    script: Optional[str] = None,
 ) -> OutsideWrites:
     """Watch this process's writes outside ``run_dir`` (once per process): the audit hook, ``torch.save`` and
-    ``torch.load`` once torch is imported, and the manifest fields written at exit."""
+    ``torch.load`` once torch is imported, the paths ``tempfile`` makes, and the manifest fields written at exit.
+
+    ``launch_dir`` (and ``script``) as for :class:`OutsideWrites`; the launch directory a parent process of the
+    replica recorded in :data:`LAUNCH_DIR_ENV` comes first, and this process's is recorded there for its children.
+    """
     watch = _state["watch"]
     if watch is not None:
         return watch
-    watch = _state["watch"] = OutsideWrites(run_dir, experiment, variant, replica, on_record)
+    launch_dir = os.environ.get(LAUNCH_DIR_ENV) or launch_dir or os.getcwd()
+    os.environ[LAUNCH_DIR_ENV] = launch_dir
+    watch = OutsideWrites(run_dir, experiment, variant, replica, on_record, launch_dir=launch_dir, script=script)
+    _state["watch"] = watch
+    watch_tempfile(watch.made)
     sys.addaudithook(watch.audit)
     when_imported("torch", _patch_torch)
     atexit.register(watch.flush)
@@ -299,7 +336,6 @@ def _ignored_prefixes(run_dir: Path, root: Path) -> tuple[str, ...]:
     folders = [
         str(root),
         str(run_dir),
-        tempfile.gettempdir(),
         "/dev",
         "/proc",
         "/sys",
@@ -319,6 +355,35 @@ def _ignored_prefixes(run_dir: Path, root: Path) -> tuple[str, ...]:
         folders += [*site.getsitepackages(), site.getusersitepackages()]
     except Exception:
         pass
+    return _prefixes(folders)
+
+
+def _temporary_prefixes(launch_dir: str, script: Optional[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The temporary directory's prefixes, and those of the trees watched inside it: the launch directory's and
+    the script's folder's, where they are inside the temporary directory or are it (a launch directory that holds
+    the temporary directory leaves it out, as it does ``--out``).
+
+    Example:
+        >>> temp = tempfile.gettempdir()
+        >>> project = os.path.join(temp, "proj")
+        >>> temporary, kept = _temporary_prefixes(project, "")
+        >>> temp + os.sep in temporary, project + os.sep in kept
+        (True, True)
+        >>> _temporary_prefixes(os.path.dirname(temp) or "/", "")[1]  # the launch directory holds it
+        ()
+    """
+    temporary = _prefixes([tempfile.gettempdir()])
+    trees = [launch_dir]
+    if script is None:
+        script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+    if script and os.path.isfile(script):
+        trees.append(os.path.dirname(os.path.abspath(script)))
+    kept = [tree for tree in _prefixes(trees) if tree.startswith(temporary)]
+    return temporary, tuple(kept)
+
+
+def _prefixes(folders: list[str]) -> tuple[str, ...]:
+    """Each folder as it is written and resolved, ending with the path separator, without repeats."""
     found = []
     for folder in folders:
         if folder:

@@ -66,7 +66,7 @@ def _warn_problems(args: argparse.Namespace, chosen: Sequence[tuple[str, Sequenc
         # The values compare and power read: compared where a run's manifest and footer hold no summary
         values = {(r.keys.get("experiment"), r.keys.get("variant"), r.keys.get("replica")): r.values for r in runs}
         for problem in study_problems(source, values=values):
-            if (problem.experiment, problem.variant) in groups:
+            if any((g.experiment, g.variant) in groups for g in problem.groups):
                 lines[format_problem(problem)] = None
     for line in lines:
         say(err, "warning", printable(line))

@@ -193,7 +193,18 @@ def _watch_outside_writes(run: RunDirectory, ctx: RunContext, recording: bool) -
         run.update_manifest(**fields)
 
     try:
-        install_outside_writes(ctx.run_dir, ctx.experiment, ctx.variant, ctx.replica, record if recording else None)
+        from deviate_cb.launch.isolation import launch_dir_of
+
+        trainer_file = (ctx.trainer or "").rsplit(":", 1)[0]  # its folder is watched even inside the temp dir
+        install_outside_writes(
+            ctx.run_dir,
+            ctx.experiment,
+            ctx.variant,
+            ctx.replica,
+            record if recording else None,
+            launch_dir=launch_dir_of(os.getcwd()),  # a process the replica starts gets its parent's (environment)
+            script=trainer_file if trainer_file.endswith(".py") else None,
+        )
     except Exception as exc:  # a watch that cannot start must not stop the training
         sys.stderr.write(f"{_PROG}: warning: writes outside the run directory are not watched: {exc}\n")
 

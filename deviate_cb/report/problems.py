@@ -70,7 +70,7 @@ from deviate_cb.store.ledger import read_ledger
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
 from deviate_cb.variants import VARIANTS
 
-__all__ = ["KINDS", "Problem", "find_problems", "format_problem", "replica_list", "study_problems"]
+__all__ = ["KINDS", "GroupReplicas", "Problem", "find_problems", "format_problem", "replica_list", "study_problems"]
 
 KINDS = (
     "recording_failed",
@@ -100,15 +100,37 @@ GroupKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
+class GroupReplicas:
+    """One (experiment, variant) group a problem touches, and its replicas concerned (sorted)."""
+
+    experiment: str
+    variant: str
+    replicas: tuple[int, ...]
+
+    def label(self) -> str:
+        """``experiment=E variant=V``, as the messages name a group."""
+        return f"experiment={self.experiment} variant={self.variant}"
+
+
+@dataclass(frozen=True)
 class Problem:
-    """One problem of one (experiment, variant) group.
+    """One problem: one cause, named once, with every (experiment, variant) group and replica it touches.
+
+    Most kinds belong to one group; a cause found in several groups (the same path written by replicas of two
+    experiments, the same determinism text in two variants) is one problem whose ``groups`` lists them all.
 
     Attributes:
-        experiment: The experiment of the group.
-        variant: The variant of the group.
+        experiment: The experiment of the group it is listed under (the first of ``groups``).
+        variant: The variant of that group.
         kind: One of :data:`KINDS`.
-        replicas: The replicas it concerns, sorted.
-        message: The line shown to users; it names the experiment, variant and replicas.
+        replicas: That group's replicas it concerns, sorted.
+        message: The line shown to users; it names every group and replica (long lists cut, "and N more").
+        groups: Every group it touches with its replicas, sorted; left out, the one group above.
+
+    Example:
+        >>> problem = Problem("mlp", "algo", "no_injection", (0,), "experiment=mlp variant=algo: replica 0: x")
+        >>> problem.groups
+        (GroupReplicas(experiment='mlp', variant='algo', replicas=(0,)),)
     """
 
     experiment: str
@@ -116,10 +138,45 @@ class Problem:
     kind: str
     replicas: tuple[int, ...]
     message: str
+    groups: tuple[GroupReplicas, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            object.__setattr__(self, "groups", (GroupReplicas(self.experiment, self.variant, self.replicas),))
 
     def line(self) -> str:
         """The message as one line (:func:`format_problem`)."""
         return format_problem(self)
+
+    def concerns(self, experiment: str, variant: str) -> bool:
+        """Whether the problem touches the group (``experiment``, ``variant``)."""
+        return any((g.experiment, g.variant) == (experiment, variant) for g in self.groups)
+
+
+def _problem(kind: str, groups: Sequence[GroupReplicas], message: str) -> Problem:
+    first = groups[0]
+    return Problem(first.experiment, first.variant, kind, first.replicas, message, tuple(groups))
+
+
+def _groups_text(groups: Sequence[GroupReplicas]) -> str:
+    """Who a problem touches, as its message starts: ``experiment=E variant=V: replicas 0, 1`` for one group;
+    ``experiment=E variant=V (replicas 0, 1) and experiment=F variant=W (replica 0)`` for several, the groups past
+    the fifth counted (``and 3 more groups (7 replicas)``).
+
+    Example:
+        >>> _groups_text([GroupReplicas("a", "algo", (0, 1))])
+        'experiment=a variant=algo: replicas 0, 1'
+        >>> _groups_text([GroupReplicas("a", "algo", (0, 1)), GroupReplicas("b", "control", (2,))])
+        'experiment=a variant=algo (replicas 0, 1) and experiment=b variant=control (replica 2)'
+    """
+    if len(groups) == 1:
+        return f"{groups[0].label()}: {replica_list(groups[0].replicas)}"
+    named = [f"{g.label()} ({replica_list(g.replicas)})" for g in groups[:_MAX_NAMED]]
+    rest = groups[_MAX_NAMED:]
+    if rest:
+        replicas = sum(len(g.replicas) for g in rest)
+        named.append(f"{len(rest)} more group{'s' * (len(rest) > 1)} ({replicas} replica{'s' * (replicas > 1)})")
+    return ", ".join(named[:-1]) + " and " + named[-1]
 
 
 def format_problem(problem: Problem) -> str:
@@ -191,7 +248,9 @@ def find_problems(
     values: Optional[Mapping[tuple[str, str, str], Mapping[str, float]]] = None,
     rows: Iterable[Any] = (),
 ) -> list[Problem]:
-    """The problems of the completed runs among ``runs``, sorted by experiment, variant, kind and replicas.
+    """The problems of the completed runs among ``runs``, one per cause (a cause found in several groups is one
+    problem naming them all: :attr:`Problem.groups`), sorted by the experiment and variant of their first group,
+    kind and replicas.
 
     Args:
         runs: The runs as the report read them (:func:`~deviate_cb.report.runs.find_runs`, ``Report.completed``).
@@ -210,19 +269,16 @@ def find_problems(
     by_group: dict[GroupKey, list[Any]] = {}
     for row in rows:
         by_group.setdefault((str(getattr(row, "experiment", "")), str(getattr(row, "variant", ""))), []).append(row)
-    problems: list[Problem] = []
     read = {
         key: [(replica, run, _manifest(run)) for replica, run in sorted(m, key=lambda m: m[0])]
         for key, m in groups.items()
     }
-    outside = _outside_problems(read)
-    for (experiment, variant), _members in sorted(groups.items()):
-        manifests = read[(experiment, variant)]
-        found = _manifest_problems(experiment, variant, manifests)
-        found += _metric_problems(experiment, variant, manifests, values or {}, by_group.get((experiment, variant), []))
-        found += outside.get((experiment, variant), [])
-        problems += sorted(found, key=lambda p: (KINDS.index(p.kind), p.replicas, p.message))
-    return problems
+    problems = _manifest_problems(read) + _outside_problems(read)
+    for (experiment, variant), manifests in read.items():
+        problems += _metric_problems(
+            experiment, variant, manifests, values or {}, by_group.get((experiment, variant), [])
+        )
+    return sorted(problems, key=lambda p: (p.experiment, p.variant, KINDS.index(p.kind), p.replicas, p.message))
 
 
 # -- what the manifests say ----------------------------------------------------------------------------------
@@ -236,37 +292,43 @@ def _manifest(run: RunRecord) -> dict[str, Any]:
     return manifest if isinstance(manifest, dict) else {}
 
 
-def _manifest_problems(
-    experiment: str, variant: str, manifests: Sequence[tuple[int, RunRecord, dict[str, Any]]]
-) -> list[Problem]:
-    where = f"experiment={experiment} variant={variant}"
-    # (kind, key) -> [(replica, text)]: texts alike but for their numbers share a key
-    found: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    seeded = _seeds_differ(variant)
-    for replica, _, manifest in manifests:
-        for text in _determinism_problems(manifest):
-            kind = "seeds_not_in_effect" if "seed" in text.lower() else "determinism_not_in_effect"
-            if "--keep-project-determinism" in text:
-                kind = "project_determinism_kept"
-            found.setdefault((kind, re.sub(r"\d+", "#", text)), []).append((replica, text))
-        injection = manifest.get("injection")
-        if injection == "none":
-            note = manifest.get("injection_note")
-            text = _one_line(note) if isinstance(note, str) and note.strip() else _NO_INJECTION_NOTE
-            found.setdefault(("no_injection", text), []).append((replica, text))
-        calls = _kept_seeding(manifest) if seeded else None
-        if calls is not None:
-            found.setdefault(("project_seeds_kept", calls), []).append((replica, calls))
-        for text in _recording_problems(manifest):
-            found.setdefault(("recording_failed", re.sub(r"\d+", "#", text)), []).append((replica, text))
+def _manifest_problems(groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, dict[str, Any]]]]) -> list[Problem]:
+    """What the manifests recorded, one problem per kind and text (texts alike but for their numbers are one),
+    across the groups that recorded it."""
+    # (kind, key) -> [(group, replica, text)]: texts alike but for their numbers share a key
+    found: dict[tuple[str, str], list[tuple[GroupKey, int, str]]] = {}
+    for group, manifests in sorted(groups.items()):
+        seeded = _seeds_differ(group[1])
+        for replica, _, manifest in manifests:
+            for text in _determinism_problems(manifest):
+                kind = "seeds_not_in_effect" if "seed" in text.lower() else "determinism_not_in_effect"
+                if "--keep-project-determinism" in text:
+                    kind = "project_determinism_kept"
+                found.setdefault((kind, re.sub(r"\d+", "#", text)), []).append((group, replica, text))
+            injection = manifest.get("injection")
+            if injection == "none":
+                note = manifest.get("injection_note")
+                text = _one_line(note) if isinstance(note, str) and note.strip() else _NO_INJECTION_NOTE
+                found.setdefault(("no_injection", text), []).append((group, replica, text))
+            calls = _kept_seeding(manifest) if seeded else None
+            if calls is not None:
+                found.setdefault(("project_seeds_kept", calls), []).append((group, replica, calls))
+            for text in _recording_problems(manifest):
+                found.setdefault(("recording_failed", re.sub(r"\d+", "#", text)), []).append((group, replica, text))
     problems = []
     for (kind, _), entries in found.items():
-        replicas = tuple(sorted({replica for replica, _ in entries}))
-        texts = [text for _, text in entries]
+        touched = _touched((group, replica) for group, replica, _ in entries)
+        texts = [text for _, _, text in entries]
         text = texts[0]
         if len(set(texts)) > 1:
-            text = f"{text} (replica {entries[0][0]}; the others alike with their own numbers)"
-        head = f"{where}: {replica_list(replicas)}"
+            (experiment, variant), replica, _ = entries[0]
+            which = (
+                f"replica {replica}"
+                if len(touched) == 1
+                else f"experiment={experiment} variant={variant} replica {replica}"
+            )
+            text = f"{text} ({which}; the others alike with their own numbers)"
+        head = _groups_text(touched)
         if kind == "seeds_not_in_effect":
             message = f"{head}: the seed was not in effect: {text}"
         elif kind == "determinism_not_in_effect":
@@ -284,8 +346,16 @@ def _manifest_problems(
                 f"{head}: the project seeded itself ({text}) and --keep-project-seeds kept its seeds: "
                 "seed variance is suppressed"
             )
-        problems.append(Problem(experiment, variant, kind, replicas, message))
+        problems.append(_problem(kind, touched, message))
     return problems
+
+
+def _touched(members: Iterable[tuple[GroupKey, int]]) -> list[GroupReplicas]:
+    """The groups of ``(group, replica)`` pairs, each with its replicas, sorted."""
+    by_group: dict[GroupKey, set[int]] = {}
+    for group, replica in members:
+        by_group.setdefault(group, set()).add(replica)
+    return [GroupReplicas(e, v, tuple(sorted(replicas))) for (e, v), replicas in sorted(by_group.items())]
 
 
 def _recording_problems(manifest: Mapping[str, Any]) -> list[str]:
@@ -353,9 +423,9 @@ _Writer = tuple[str, str, str]  # experiment, variant, replica
 
 def _outside_problems(
     groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, dict[str, Any]]]],
-) -> dict[GroupKey, list[Problem]]:
-    """``shared_outputs`` and ``read_other_replica`` of each group: what its replicas and every other replica of
-    the study (any group, any status, its current attempt) recorded in the ledger and the manifests."""
+) -> list[Problem]:
+    """``shared_outputs`` and ``read_other_replica``: what the groups' replicas and every other replica of the
+    study (any group, any status, its current attempt) recorded in the ledger and the manifests."""
     writes: dict[str, set[_Writer]] = {}
     reads: dict[_Writer, dict[str, str]] = {}  # reader -> path -> writer
     attempts: dict[tuple[Path, _Writer], Optional[int]] = {}
@@ -390,38 +460,52 @@ def _outside_problems(
                     and isinstance(entry.get("written_by"), str)
                 ):
                     reads.setdefault(who, {}).setdefault(entry["path"], _one_line(entry["written_by"]))
-    shared = {path: writers for path, writers in writes.items() if len(writers) > 1}
-    found: dict[GroupKey, list[Problem]] = {}
-    for key in groups:
-        where = f"experiment={key[0]} variant={key[1]}"
-        paths = sorted(path for path, writers in shared.items() if any(w[:2] == key for w in writers))
-        if paths:
-            here = sorted({int(w[2]) for p in paths for w in shared[p] if w[:2] == key and w[2].isdigit()})
-            others = sorted({w for p in paths for w in shared[p] if w[:2] != key})
-            names = replica_list(here) if here else "replicas"
-            if others:
-                names += " and " + ", ".join(
-                    f"experiment={e} variant={v} replica={k}" for e, v, k in others[:_MAX_NAMED]
-                )
-                names += f" and {len(others) - _MAX_NAMED} more" if len(others) > _MAX_NAMED else ""
-            message = (
-                f"{where}: {names} wrote the same paths outside their run directories ({_paths_text(paths)}): they "
-                "overwrote each other's files; rerun with --isolate, or point the paths into {run_dir}"
-            )
-            found.setdefault(key, []).append(Problem(key[0], key[1], "shared_outputs", tuple(here), message))
-        readers = sorted((w, got) for w, got in reads.items() if w[:2] == key and w[2].isdigit())
-        if readers:
-            replicas = tuple(sorted(int(w[2]) for w, _ in readers))
-            pairs = sorted({(path, writer) for _, got in readers for path, writer in got.items()})
-            named = "; ".join(f"{path} written by {writer}" for path, writer in pairs[:_MAX_NAMED])
-            named += f"; {len(pairs) - _MAX_NAMED} more" if len(pairs) > _MAX_NAMED else ""
-            message = (
-                f"{where}: {replica_list(replicas)} read files that another replica wrote outside the run "
-                f"directories ({named}): a result may depend on another replica's run (a checkpoint it resumed "
-                "from); rerun with --isolate, or point the paths into {run_dir}"
-            )
-            found.setdefault(key, []).append(Problem(key[0], key[1], "read_other_replica", replicas, message))
-    return found
+    return _shared_problems(writes, set(groups)) + _read_problems(reads, set(groups))
+
+
+def _shared_problems(writes: Mapping[str, set[_Writer]], read: set[GroupKey]) -> list[Problem]:
+    """One ``shared_outputs`` problem per set of groups whose replicas wrote the same paths (one group's own
+    replicas, or replicas of several), when one of the groups read is among them."""
+    causes: dict[tuple[GroupKey, ...], dict[str, set[tuple[GroupKey, int]]]] = {}
+    for path, writers in writes.items():
+        members = {((e, v), int(k)) for e, v, k in writers if k.isdigit()}
+        if len(members) > 1:
+            touched = tuple(sorted({group for group, _ in members}))
+            causes.setdefault(touched, {})[path] = members
+    problems = []
+    for touched, paths in sorted(causes.items()):
+        if not read & set(touched):
+            continue
+        groups = _touched(m for members in paths.values() for m in members)
+        where = _paths_text(sorted(paths))
+        message = (
+            f"{_groups_text(groups)} wrote the same paths outside their run directories ({where}): "
+            "they overwrote each other's files; rerun with --isolate, or point the paths into {run_dir}"
+        )
+        problems.append(_problem("shared_outputs", groups, message))
+    return problems
+
+
+def _read_problems(reads: Mapping[_Writer, Mapping[str, str]], read: set[GroupKey]) -> list[Problem]:
+    """One ``read_other_replica`` problem per set of paths read, with every group's replicas that read them, when
+    one of those groups is among the groups read."""
+    causes: dict[tuple[str, ...], dict[tuple[GroupKey, int], Mapping[str, str]]] = {}
+    for (experiment, variant, replica), got in reads.items():
+        if replica.isdigit() and (experiment, variant) in read and got:
+            causes.setdefault(tuple(sorted(got)), {})[((experiment, variant), int(replica))] = got
+    problems = []
+    for _, readers in sorted(causes.items()):
+        groups = _touched(readers)
+        pairs = sorted({(path, writer) for got in readers.values() for path, writer in got.items()})
+        named = "; ".join(f"{path} written by {writer}" for path, writer in pairs[:_MAX_NAMED])
+        named += f"; {len(pairs) - _MAX_NAMED} more" if len(pairs) > _MAX_NAMED else ""
+        message = (
+            f"{_groups_text(groups)} read files that another replica wrote outside the run directories ({named}): a "
+            "result may depend on another replica's run (a checkpoint it resumed from); rerun with --isolate, or "
+            "point the paths into {run_dir}"
+        )
+        problems.append(_problem("read_other_replica", groups, message))
+    return problems
 
 
 def _current(root: Path, who: _Writer, attempt: Any, attempts: dict[tuple[Path, _Writer], Optional[int]]) -> bool:

@@ -147,9 +147,10 @@ class Study:
              "why": excluded_line(r)}
             for r in self.report.excluded
         ]  # fmt: skip
+        # groups: every group a problem touches (one cause, such as a path written by two experiments, is one row)
         problems = [
             {"experiment": p.experiment, "variant": p.variant, "kind": p.kind, "replicas": list(p.replicas),
-             "message": p.line()}
+             "message": p.line(), "groups": [{**vars(g), "replicas": list(g.replicas)} for g in p.groups]}
             for p in self.problems
         ]  # fmt: skip
         return {
@@ -158,7 +159,7 @@ class Study:
             "decomposition": _table(pa, [d.as_dict() for d in self.report.decomposition], DECOMPOSITION_COLUMNS),
             "excluded": _table(pa, excluded, ("experiment", "variant", "replica", "status", "why")),
             "timings": _table(pa, timing_rows(self.timings), TIMING_COLUMNS),
-            "problems": _table(pa, problems, ("experiment", "variant", "kind", "replicas", "message")),
+            "problems": _table(pa, problems, ("experiment", "variant", "kind", "replicas", "message", "groups")),
         }
 
     def text(self, width: int = 100) -> str:

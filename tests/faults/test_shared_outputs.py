@@ -7,15 +7,19 @@ uses it) and reads what the launcher, ``deviate status``, ``deviate report`` and
   ``./history.json`` (``open``) are a ``shared_outputs`` problem naming both absolute paths;
 - a replica that loads the checkpoint another replica saved is a ``read_other_replica`` problem naming the
   path and the writer;
-- replicas of two experiments writing the same file are named across the groups;
-- writes inside the run directory or the temporary directory are no problem.
+- replicas of two experiments writing the same file are one problem naming both groups (issue 43, item 8);
+- writes inside the run directory or the temporary directory are no problem;
+- a project inside the temporary directory is watched, but not what the ``tempfile`` module makes there (issue
+  43, item 3).
 
-The project lives under the test's folder, which is under the temporary directory that the watch ignores, so
-the replicas run with ``TMPDIR`` pointing to a folder beside the project.
+The end-to-end tests run the replicas with ``TMPDIR`` pointing to a folder beside the project (a temporary
+directory of their own, where ``mkstemp`` puts its files); the project inside the temporary directory is
+``integrations/real_projects/test_watch_projects.py``'s.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -27,9 +31,10 @@ from typing import Optional
 import pytest
 
 from deviate_cb.capture.outside_writes import OutsideWrites
+from deviate_cb.capture.temp_files import watch_tempfile
 from deviate_cb.report.problems import study_problems
 from deviate_cb.store.ledger import writes_of
-from deviate_cb.store.run_directory import run_path
+from deviate_cb.store.run_directory import RunDirectory, run_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -149,14 +154,15 @@ def test_a_replica_that_loads_another_replicas_checkpoint_is_a_problem(tmp_path:
     assert "read_other_replica" in kinds and "shared_outputs" not in kinds  # only replica 0 wrote it
 
 
-def test_replicas_of_two_experiments_writing_one_file_are_named_across_groups(tmp_path: Path) -> None:
+def test_replicas_of_two_experiments_writing_one_file_are_one_problem_naming_both(tmp_path: Path) -> None:
     project = _project(tmp_path, SAVER)
     _replicate(project, tmp_path, "-n", "1", experiment="first")
     done = _replicate(project, tmp_path, "-n", "1", experiment="second")
-    (line,) = _warnings(done.stdout, "wrote the same paths")
-    assert "experiment=second variant=algo+impl: replica 0 and experiment=first variant=algo+impl replica=0" in line
-    lines = [p.line() for p in study_problems(tmp_path / "runs") if p.kind == "shared_outputs"]
-    assert len(lines) == 2 and any(line.startswith("experiment=first") for line in lines)
+    (line,) = _warnings(done.stdout + done.stderr, "wrote the same paths")
+    assert "experiment=first variant=algo+impl (replica 0) and experiment=second variant=algo+impl (replica 0)" in line
+    (problem,) = [p for p in study_problems(tmp_path / "runs") if p.kind == "shared_outputs"]
+    assert [(g.experiment, g.replicas) for g in problem.groups] == [("first", (0,)), ("second", (0,))]
+    assert problem.line() == line.removeprefix("deviate-replicate: warning: ")
 
 
 def test_writes_inside_the_run_directory_or_the_temporary_directory_are_no_problem(tmp_path: Path) -> None:
@@ -229,3 +235,55 @@ def test_the_last_writer_of_a_path_rewritten_within_a_second_is_known(tmp_path: 
     one.wrote(path)  # the ledger changed (replica 1's read): appended
     one.wrote(path)  # nothing since: not appended again
     assert [e["replica"] for e in writes_of(root, path) if e["op"] == "write"] == [0, 1, 0, 0]
+
+
+# -- a project inside the temporary directory (issue 43, item 3) -----------------------------------------------
+
+
+def _watch_in_temp(tmp_path: Path, replica: int, monkeypatch: pytest.MonkeyPatch) -> tuple[OutsideWrites, Path]:
+    """Replica ``replica``'s watch, launched from ``<temp>/project`` (``<temp>``: the temporary directory), with
+    ``tempfile`` watched as the bootstrap does (undone after the test)."""
+    temp = tmp_path / "temp"
+    project = temp / "project"
+    (project / "out").mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    for name in ("mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryFile"):
+        # unwrapped (one watch a process: each replica's own here), and put back as they were after the test
+        monkeypatch.setattr(tempfile, name, inspect.unwrap(getattr(tempfile, name)))
+    run_dir = run_path(tmp_path / "runs", "e", "algo", replica)
+    RunDirectory(run_dir).update_manifest(status="completed", experiment="e", variant="algo", replica=replica)
+    watch = OutsideWrites(run_dir, "e", "algo", replica, launch_dir=str(project), script="")
+    watch_tempfile(watch.made)
+    return watch, project
+
+
+def test_a_project_inside_the_temporary_directory_is_watched_but_not_what_tempfile_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for replica in (0, 1):
+        watch, project = _watch_in_temp(tmp_path, replica, monkeypatch)
+        ckpt = str(project / "out" / "ckpt.pt")
+        assert watch.outside_path(ckpt) == ckpt
+        watch._seen(ckpt, True)
+        fd, scratch = tempfile.mkstemp()  # in the temporary directory, outside the project
+        os.close(fd)
+        fd, beside = tempfile.mkstemp(dir=project / "out", suffix=".pt")  # made by tempfile inside the project
+        os.close(fd)
+        with tempfile.TemporaryDirectory(dir=project) as folder, tempfile.NamedTemporaryFile(dir=project) as named:
+            for path in (scratch, beside, os.path.join(folder, "ckpt.pt"), named.name):
+                assert watch.outside_path(path) is None, path
+                watch._seen(path, True)
+        cache = str(tmp_path / "temp" / "torchinductor_me" / "x.py")  # a library's cache in the temp dir
+        assert watch.outside_path(cache) is None
+        assert watch.written.keys() == {ckpt}
+    (problem,) = [p for p in study_problems(tmp_path / "runs") if p.kind == "shared_outputs"]
+    assert problem.replicas == (0, 1) and f"({ckpt})" in problem.message
+
+
+def test_a_launch_directory_that_holds_the_temporary_directory_leaves_it_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "project" / "tmp"))  # TMPDIR=$PWD/tmp
+    watch = OutsideWrites(run_path(tmp_path / "runs", "e", "algo", 0), "e", "algo", 0, launch_dir=str(tmp_path))
+    assert watch.outside_path(str(tmp_path / "project" / "tmp" / "x.bin")) is None
+    assert watch.outside_path(str(tmp_path / "project" / "out.bin")) == str(tmp_path / "project" / "out.bin")

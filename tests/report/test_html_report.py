@@ -112,7 +112,8 @@ def test_chromium_renders_the_report(page: Path, artifact) -> None:
         assert loaded.locator("svg.plot").count() + loaded.locator("img.plot").count() >= 10
         assert loaded.get_by_text("<b>acc</b>", exact=True).count() >= 1  # the name as text, as typed
         assert loaded.locator("b").count() == 0  # ... never markup
-        assert loaded.locator("h2").all_inner_texts()[:3] == ["Answers", "Summary", "Metrics"]
+        # the answers and why (the decomposition) first, then the summary with the problems, then the details
+        assert loaded.locator("h2").all_inner_texts()[:4] == ["Answers", "Variance decomposition", "Summary", "Metrics"]
         answers = loaded.locator("#answers ul.answers li")
         assert answers.count() >= 4 and loaded.locator("#answers li.ok").count() >= 1  # control identical: ok
         first = loaded.locator("figure").first.bounding_box()

@@ -51,6 +51,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .pair { display: flex; flex-wrap: wrap; gap: .8rem; align-items: flex-start; }
 ul.problems li { background: var(--warnbg); color: var(--warn); padding: .2rem .5rem; margin: .2rem 0;
                  border-radius: 4px; list-style: none; }
+details.problems > summary { cursor: pointer; } details.problems > summary h3 { display: inline; }
 ul.answers { padding-left: 0; margin: .3rem 0 .8rem; } ul.answers li { list-style: none; margin: .25rem 0;
   padding: .2rem .5rem; border-left: 3px solid var(--line); }
 ul.answers li.ok { background: var(--okbg); color: var(--ok); border-left-color: var(--ok); }

@@ -4,13 +4,14 @@
 
 - the answers first (:mod:`deviate_cb.report.html.headline_block`): per experiment and metric of interest, is
   the control identical, how large is the noise, the implementation share, the runs needed;
-- a summary: groups with their completed and other runs, the problems the numbers alone hide
-  (:mod:`deviate_cb.report.problems`) and every warning;
+- why: the variance decomposition as std ratios with their intervals;
+- a summary: groups with their completed and other runs, then the problems the numbers alone hide
+  (:mod:`deviate_cb.report.problems`, one per cause) and every warning, each list folded (``<details>``) when
+  long;
 - per metric and experiment: the training curves of each variant (:mod:`deviate_cb.report.html.curves`) when the
   metric is a series, else a strip of the runs' values; the distribution of the per-run values; the mean (and
   IQM) with its interval per variant; the runs-needed curve of the metric's headline; the table of n, mean, std
   with its interval, CV (a percentage, as the terminal prints it), min, max (and the IQM with its interval);
-- the variance decomposition as std ratios with their intervals;
 - stability and step times (:mod:`deviate_cb.report.html.sections`);
 - the runs left out of the statistics, with their status and error.
 
@@ -40,6 +41,9 @@ from deviate_cb.report.html.sections import stability_section, timings_section
 
 __all__ = ["report_page"]
 
+_OPEN_ITEMS = 3  # a list of problems or warnings longer than this is folded
+_OPEN_CHARS = 1200
+
 
 def report_page(
     report: Any,
@@ -60,17 +64,18 @@ def report_page(
 
     metrics = list(dict.fromkeys(row.metric for row in report.rows))
     anchors = {metric: f"m{i}" for i, metric in enumerate(metrics)}
-    body = [headline_section(headlines, anchors), _summary(report, problems)]
+    body = [headline_section(headlines, anchors)]  # the answers, then why, then what is wrong with the study
     if sequences:
         items = "".join(f"<li>{text(line)}</li>" for line in sequences)
         body.insert(0, f"<h2>Replicated until decided</h2><ul>{items}</ul>")
+    if report.decomposition:
+        body.append(_decomposition_section(report.decomposition, report.level))
+    body.append(_summary(report, problems))
     if metrics:
         links = " ".join(f'<a href="#m{i}">{text(m)}</a>' for i, m in enumerate(metrics))
         body.append(f"<h2>Metrics</h2><nav>{links}</nav>")
         for index, metric in enumerate(metrics):
             body.append(_metric_section(report, metric, index, curves or {}))
-    if report.decomposition:
-        body.append(_decomposition_section(report.decomposition, report.level))
     if stability:
         body.append(stability_section(stability))
     if timings:
@@ -99,13 +104,29 @@ def _summary(report: Any, problems: Sequence[str]) -> str:
         f"{len(report.excluded)} not completed.</p>",
         table(["experiment", "variant", "completed", "not completed"], rows, [False, False, True, False]),
     ]
-    if problems:
-        items = "".join(f"<li>{text(line)}</li>" for line in problems)
-        parts.append(f'<h3>Problems</h3><ul class="problems">{items}</ul>')
-    if report.warnings:
-        items = "".join(f"<li>{text(line)}</li>" for line in report.warnings)
-        parts.append(f'<h3>Warnings</h3><ul class="problems">{items}</ul>')
+    parts.append(_folded("Problems", problems))
+    parts.append(_folded("Warnings", report.warnings))
     return "".join(parts)
+
+
+def _folded(title: str, lines: Sequence[str]) -> str:
+    """``lines`` as a list under ``title`` with their count; closed (a click opens it) when long: more than
+    :data:`_OPEN_ITEMS` lines or :data:`_OPEN_CHARS` characters.
+
+    Example:
+        >>> _folded("Problems", ["a"]).startswith('<details class="problems" open><summary><h3>Problems (1)</h3>')
+        True
+        >>> _folded("Problems", ["a"] * 4).startswith('<details class="problems"><summary>'), _folded("Warnings", [])
+        (True, '')
+    """
+    if not lines:
+        return ""
+    items = "".join(f"<li>{text(line)}</li>" for line in lines)
+    short = len(lines) <= _OPEN_ITEMS and sum(len(line) for line in lines) <= _OPEN_CHARS
+    return (
+        f'<details class="problems"{" open" if short else ""}><summary><h3>{text(title)} ({len(lines)})</h3></summary>'
+        f'<ul class="problems">{items}</ul></details>'
+    )
 
 
 def _metric_section(
