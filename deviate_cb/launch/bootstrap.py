@@ -19,7 +19,9 @@ re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstr
    (:mod:`deviate_cb.launch.inject`), and ``import keras`` fails with one line when its backend is missing;
 5. the project's outputs are isolated per replica (:mod:`deviate_cb.launch.project_outputs`): Lightning's
    ``default_root_dir`` when the project sets none, Hydra's run and sweep directories;
-6. writes outside the run directory, and reads of files another replica wrote there, are watched
+6. with ``--isolate``, a write through a link of the replica's working directory makes the path the replica's
+   own first (:mod:`deviate_cb.launch.copy_on_write`, installed before the watch below);
+7. writes outside the run directory, and reads of files another replica wrote there, are watched
    (:mod:`deviate_cb.capture.outside_writes`): ``outside_writes``/``outside_reads`` in ``run.json`` and the
    study's ledger.
 
@@ -53,6 +55,7 @@ from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover
 from deviate_cb.capture.switch_takeover import install_switch_takeover
 from deviate_cb.context import RunContext, is_rank_zero
+from deviate_cb.launch.copy_on_write import install_copy_on_write, patch_torch_save
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import install_backend_guard
 from deviate_cb.launch.project_outputs import install_hydra_outputs
@@ -148,7 +151,10 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     install_keras_injection()
     install_backend_guard()
     install_hydra_outputs(ctx.run_dir)
+    isolated = install_copy_on_write(ctx.run_dir)  # --isolate: before the watch, which then sees the replica's file
     _watch_outside_writes(run, ctx, recording)
+    if isolated is not None:
+        patch_torch_save()  # after the watch's torch.save wrapper: this one, outside it, acts first
     warm = _warm_start()
     if recording:
         _record_process(run, warm)

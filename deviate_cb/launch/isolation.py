@@ -1,66 +1,135 @@
-"""``--isolate``: each replica runs in its own working directory that still sees the project's files.
+"""``--isolate``: each replica runs in its own working directory that still sees the project's files, and ``..``.
 
 A project that writes to fixed relative paths (``history.json``, ``./out-shakespeare/ckpt.pt``) makes parallel
 replicas overwrite each other's files (:mod:`deviate_cb.capture.outside_writes` finds it). With ``--isolate``
-a replica's working directory is ``<run_dir>/.workdir/``, which holds a symbolic link to every top-level entry of
-the directory ``deviate-replicate`` was started in (nothing is copied): the project's scripts, packages,
-configuration and data are where they were, and a file or folder the project creates at the top level lands in
-the replica's own ``.workdir`` (a dot-folder: ``pyarrow.dataset`` over the study and the run finder skip it,
-so the linked project files never join a study's tables). The launcher creates it just before the replica
-starts (after an earlier attempt was moved away), on every backend (the run directory is on storage the nodes
-see; the links point to the launch directory's absolute paths, so Slurm and Ray nodes must see it at the same
-path, as for the working directory without ``--isolate``).
+a replica's working directory is ``<run_dir>/.workdir/<name>/``, ``<name>`` being the name of the directory
+``deviate-replicate`` was started in (the launch directory). It holds a symbolic link to every top-level entry
+of the launch directory, and ``<run_dir>/.workdir/`` holds a link to every entry of the launch directory's
+parent but the launch directory itself: ``..`` (one level up, :data:`LEVELS`) sees what ``..`` of the launch
+directory holds (pytorch/examples' scripts load ``../data``). Nothing is copied: the project's scripts,
+packages, configuration and data are where they were. A file or folder the project creates lands in the
+replica's own ``.workdir``, and a write into a linked file or folder makes it the replica's own first
+(:mod:`deviate_cb.launch.copy_on_write`). ``.workdir`` is a dot-folder: ``pyarrow.dataset`` over the study and
+the run finder skip it, so the linked project files never join a study's tables. The launcher creates it just
+before the replica starts (after an earlier attempt was moved away), on every backend (the run directory is on
+storage the nodes see; the links point to absolute paths, so Slurm and Ray nodes must see the launch directory
+at the same path, as for the working directory without ``--isolate``).
 
-Limits: a folder that already exists in the project is a link, so what the project writes into it is still
-shared (and still detected and named); absolute paths are not redirected; the entry holding ``--out`` (when
-``--out`` is inside the launch directory) is not linked; entries created in the launch directory after the
-replica started are not seen.
+Limits: ``../..`` is the run directory; absolute paths are not redirected; the entry holding ``--out`` (in the
+launch directory or in its parent) is not linked; entries created in the launch directory (or its parent)
+after the replica started are not seen.
 
 Example:
     >>> import tempfile
-    >>> project = Path(tempfile.mkdtemp()); (project / "train.py").write_text("print(1)"); (project / "data").mkdir()
+    >>> parent = Path(tempfile.mkdtemp()); project = parent / "mnist"; (parent / "data").mkdir()
+    >>> project.mkdir(); (project / "main.py").write_text("print(1)")
     8
     >>> run_dir = project / "runs" / "experiment=e" / "variant=algo" / "replica=0"; run_dir.mkdir(parents=True)
     >>> work = make_workdir(run_dir, project, project / "runs")
-    >>> sorted(p.name for p in work.iterdir()), (work / "train.py").resolve() == (project / "train.py").resolve()
-    (['data', 'train.py'], True)
-    >>> launch_dir_of(str(work)) == str(project)
+    >>> work == workdir_of(run_dir, project) == run_dir / WORKDIR / "mnist"
     True
+    >>> sorted(p.name for p in work.iterdir()), (work / "main.py").resolve() == (project / "main.py").resolve()
+    (['main.py'], True)
+    >>> (work / ".." / "data").resolve() == (parent / "data").resolve(), launch_dir_of(str(work)) == str(project)
+    (True, True)
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["WORKDIR", "launch_dir_of", "make_workdir"]
+__all__ = [
+    "LEVELS",
+    "WORKDIR",
+    "isolation_note",
+    "launch_dir_of",
+    "link_target",
+    "make_workdir",
+    "recorded_launch_dir",
+    "workdir_of",
+]
 
 WORKDIR = ".workdir"  # deviate_cb.capture.outside_writes resolves paths through it
+LEVELS = 1  # how many levels of `..` from the working directory see the launch directory's surroundings
 _ORIGIN = ".deviate-launch-dir"  # in the run directory: the launch directory the links point to
+_ROOT_NAME = "root"  # the working directory's name when the launch directory is "/"
+
+
+def workdir_of(run_dir: Path, launch_dir: Path) -> Path:
+    """The replica's working directory with ``--isolate``: ``<run_dir>/.workdir/<launch directory's name>``.
+
+    Example:
+        >>> workdir_of(Path("/runs/replica=0"), Path("/home/me/mnist")).as_posix()
+        '/runs/replica=0/.workdir/mnist'
+    """
+    return Path(run_dir) / WORKDIR / (Path(os.path.abspath(launch_dir)).name or _ROOT_NAME)
+
+
+def link_target(launch_dir: Path, relative: Sequence[str]) -> Path:
+    """Where the link at ``<run_dir>/.workdir/<relative>`` points (the links :func:`make_workdir` makes, and
+    those :mod:`deviate_cb.launch.copy_on_write` makes when it turns a linked folder into a real one).
+
+    Example:
+        >>> link_target(Path("/home/me/mnist"), ["mnist", "scripts", "main.py"]).as_posix()
+        '/home/me/mnist/scripts/main.py'
+        >>> link_target(Path("/home/me/mnist"), ["data", "train.csv"]).as_posix()
+        '/home/me/data/train.csv'
+    """
+    launch_dir = Path(os.path.abspath(launch_dir))
+    if relative and relative[0] == (launch_dir.name or _ROOT_NAME):
+        return launch_dir.joinpath(*relative[1:])
+    return launch_dir.parent.joinpath(*relative)
 
 
 def make_workdir(run_dir: Path, launch_dir: Path, out_root: Optional[Path] = None) -> Path:
-    """Create ``<run_dir>/.workdir`` with a link to each top-level entry of ``launch_dir``; return it.
+    """Create the replica's working directory (:func:`workdir_of`) and the links around it; return it.
 
-    The entry that holds ``out_root`` is left out (a replica would otherwise see the whole study). Entries
-    already there (a rerun into the same run directory) are kept.
+    ``<run_dir>/.workdir/<name>/`` links each top-level entry of ``launch_dir``, ``<run_dir>/.workdir/`` each
+    entry of its parent (when it can be listed) but ``launch_dir`` itself. The entry that holds ``out_root`` is
+    left out (a replica would otherwise see the whole study). Entries already there (a rerun into the same run
+    directory) are kept.
     """
     launch_dir = Path(os.path.abspath(launch_dir))
-    workdir = Path(run_dir) / WORKDIR
-    workdir.mkdir(exist_ok=True)
+    root = Path(run_dir) / WORKDIR
+    root.mkdir(exist_ok=True)
     (Path(run_dir) / _ORIGIN).write_text(str(launch_dir))
-    skip: Optional[str] = None
-    if out_root is not None:
-        out = Path(os.path.abspath(out_root))
-        if out != launch_dir and out.is_relative_to(launch_dir):
-            skip = out.relative_to(launch_dir).parts[0]
-    for name in sorted(os.listdir(launch_dir)):
-        link = workdir / name
-        if name == skip or os.path.lexists(link):
+    work = workdir_of(run_dir, launch_dir)
+    work.mkdir(exist_ok=True)
+    out = None if out_root is None else Path(os.path.abspath(out_root))
+    _link_entries(work, launch_dir, _holding(out, launch_dir))
+    parent = launch_dir.parent
+    if parent != launch_dir:
+        with contextlib.suppress(OSError):  # a parent we may not list: `..` then sees only the launch directory
+            _link_entries(root, parent, {launch_dir.name, *_holding(out, parent)})
+    return work
+
+
+def _holding(out: Optional[Path], folder: Path) -> set[str]:
+    """The name of ``folder``'s entry that holds ``out`` (``out`` itself or a folder above it), if any."""
+    if out is None or out == folder or not out.is_relative_to(folder):
+        return set()
+    return {out.relative_to(folder).parts[0]}
+
+
+def _link_entries(into: Path, folder: Path, skip: set[str]) -> None:
+    for name in sorted(os.listdir(folder)):
+        link = into / name
+        if name in skip or os.path.lexists(link):
             continue
-        os.symlink(launch_dir / name, link)
-    return workdir
+        os.symlink(folder / name, link)
+
+
+def recorded_launch_dir(run_dir: Path) -> Optional[Path]:
+    """The launch directory :func:`make_workdir` recorded in ``run_dir``; ``None`` when it made no workdir there."""
+    try:
+        origin = (Path(run_dir) / _ORIGIN).read_text().strip()
+    except OSError:
+        return None
+    return Path(origin) if origin and os.path.isabs(origin) else None
 
 
 def launch_dir_of(cwd: str) -> str:
@@ -69,10 +138,26 @@ def launch_dir_of(cwd: str) -> str:
     A warm-start template starts there, so that all replicas of a study share one template.
     """
     path = Path(cwd)
-    if path.name != WORKDIR:
+    if path.parent.name != WORKDIR:
         return cwd
-    try:
-        origin = (path.parent / _ORIGIN).read_text().strip()
-    except OSError:
-        return cwd
-    return origin if origin and os.path.isdir(origin) else cwd
+    origin = recorded_launch_dir(path.parent.parent)
+    return str(origin) if origin is not None and os.path.isdir(origin) else cwd
+
+
+def isolation_note(cwd: Optional[Path]) -> str:
+    """What a failed replica's message adds when it ran in an ``--isolate`` working directory ("" otherwise):
+    where it ran, and what ``..`` reaches from there, so that a user sees the working directory moved.
+
+    Example:
+        >>> isolation_note(Path("/home/me/project"))
+        ''
+    """
+    if cwd is None or Path(cwd).parent.name != WORKDIR:
+        return ""
+    launch_dir = recorded_launch_dir(Path(cwd).parent.parent)
+    if launch_dir is None:
+        return ""
+    return (
+        f"it ran with --isolate in {cwd}, where the launch directory's entries are links; `..` holds links to "
+        f"the entries of {launch_dir.parent}, and `../..` is the run directory"
+    )

@@ -32,7 +32,7 @@ from deviate_cb.launch.base import Backend, Job, Outcome, Placement
 from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
-from deviate_cb.launch.isolation import WORKDIR, make_workdir
+from deviate_cb.launch.isolation import isolation_note, make_workdir, workdir_of
 from deviate_cb.launch.liveness import compact_what_it_left, live_processes, stop_processes
 from deviate_cb.launch.output_metrics import parsed_metrics_from_logs
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt
@@ -171,7 +171,7 @@ class Replication:
                     plan.run_dir.mkdir(parents=True)
                     created = True
                     self.created_run_dirs.append(plan.run_dir)
-                isolated = job.cwd is not None and Path(job.cwd) == plan.run_dir / WORKDIR
+                isolated = job.cwd is not None and Path(job.cwd) == workdir_of(plan.run_dir, Path.cwd())
                 if isolated:  # --isolate: the replica's own working directory, linking the project's files
                     make_workdir(plan.run_dir, Path.cwd(), plan.run_dir.parents[2])
             run = RunDirectory(plan.run_dir)
@@ -236,6 +236,8 @@ class Replication:
                 note = raised
                 if not recorded:  # a command's Python, or a crash before the child could record it
                     fields["exception"] = raised
+            moved = isolation_note(job.cwd)  # --isolate: say that the working directory moved, and where `..` is
+            note = f"{note}; {moved}" if note and moved else note or moved
         try:
             with writing(run.manifest_path):
                 fields.update(self._command_fields(run, job, outcome))

@@ -32,7 +32,7 @@ from deviate_cb.capture.audit.settings import AUDIT_ENV
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Job, backend_class
 from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after_equals
-from deviate_cb.launch.isolation import WORKDIR
+from deviate_cb.launch.isolation import workdir_of
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
 from deviate_cb.launch.options import parse_backend_options
@@ -131,9 +131,10 @@ def replicate(
             what ``deviate audit`` runs); ``None``: no audit.
         max_replicas: The most replicas one launch may plan (default :data:`MAX_REPLICAS`); a larger ``runs``
             is refused as a likely typo (``--max-replicas`` lifts it).
-        isolate: Run each replica in its own working directory, ``<run_dir>/.workdir``, which links every
-            top-level entry of the launch directory (:mod:`deviate_cb.launch.isolation`), so that files the
-            project writes to relative paths are the replica's own.
+        isolate: Run each replica in its own working directory, ``<run_dir>/.workdir/<launch dir name>``, which
+            links every top-level entry of the launch directory (and ``..`` those of its parent,
+            :mod:`deviate_cb.launch.isolation`), so that files the project writes to relative paths are the
+            replica's own.
 
     Returns:
         What became of each replica; ``stopped`` says why the study stopped early when the run directory could
@@ -288,7 +289,7 @@ def _job(
     command: Optional[Command] = None,
     isolate: bool = False,
 ) -> Job:
-    cwd = plan.run_dir / WORKDIR if isolate else Path.cwd()  # the workdir is made by Replication.prepare
+    cwd = workdir_of(plan.run_dir, Path.cwd()) if isolate else Path.cwd()  # made by Replication.prepare
     env = plan.context.to_env()
     if keras_backend is not None:
         env["KERAS_BACKEND"] = keras_backend
