@@ -141,8 +141,9 @@ def print_table(
     """Print the report with rich: the answers (``headlines``: :mod:`deviate_cb.report.headline`), one table per
     (experiment, variant) group, then the runs left out.
 
-    Each of ``problems`` is printed under its group's table as one unwrapped line ``problem: ...``; a problem of
-    a group the report does not show is printed in a "Problems" section after the tables. Every table fits
+    Each of ``problems`` is printed once, under the table of its first group, as ``problem: ...`` wrapped at the
+    width and continued indented; a problem of a group the report does not show is printed in a "Problems"
+    section after the tables. Every table fits
     ``width`` (default: ``COLUMNS``, else the terminal's, else 160): one too wide is printed as several tables of
     consecutive columns, each starting with the metric (:func:`~deviate_cb.report.terminal.print_fitted`).
     """
