@@ -206,7 +206,7 @@ def test_isolate_gives_each_replica_its_own_working_directory(fixed_path_runs: d
         run_dir, record = done.run_dir(replica), done.manifest(replica)
         assert record["isolate"] is True, sorted(record)
         workdir = Path(record["workdir"])
-        assert workdir.parent == run_dir and (workdir / "train.py").resolve() == done.project / "train.py"
+        assert workdir.parent == run_dir / ".workdir" and (workdir / "train.py").resolve() == done.project / "train.py"
         assert "no checkpoint in out-tiny: starting from scratch\n" in done.log(replica)  # nobody else's
         (ckpt,) = [path for path in run_dir.rglob("ckpt.pt")]  # rglob does not follow the links into the project
         assert ckpt == workdir / "out-tiny" / "ckpt.pt"

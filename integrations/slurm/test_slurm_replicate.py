@@ -310,6 +310,6 @@ def test_isolate_on_slurm_gives_each_replica_its_own_working_directory(tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     assert not (tmp_path / "history.json").exists()  # the project folder is left as it was
     for k in range(2):
-        workdir = done.run_dir("i", "algo", k) / ".workdir"
+        workdir = done.run_dir("i", "algo", k) / ".workdir" / tmp_path.name  # .workdir/<launch dir name>
         assert (workdir / "history.json").read_text() == str(workdir)  # each replica ran in its own
         assert done.manifest("i", "algo", k)["isolate"] is True
