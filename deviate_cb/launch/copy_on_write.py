@@ -10,7 +10,8 @@ audit hook makes the path of each write the replica's own before the write happe
 - a linked file opened to be rewritten (``"w"``, ``O_TRUNC``, ``torch.save`` given a path, which torch writes
   through C++: :func:`patch_torch_save`) is replaced by an empty file of the replica's own;
 - a linked file opened to be changed in place (``"a"``, ``"r+"``, ``O_WRONLY``/``O_RDWR`` without ``O_TRUNC``,
-  ``os.truncate``) is first copied into the replica's own file.
+  ``os.truncate``) or renamed (``last.pt`` to ``prev.pt``: the moved link would no longer be one this module
+  recognises) is first copied into the replica's own file.
 
 Reads keep going through the links (no data is copied). Only links this module or
 :func:`~deviate_cb.launch.isolation.make_workdir` made are replaced: a symbolic link inside the workdir that
@@ -20,7 +21,8 @@ stderr, and the write then reaches the project's file, where :mod:`deviate_cb.ca
 The hook is installed before that watch's, so the watch sees the replica's own file.
 
 Limits: writes by compiled code without Python's ``open`` (h5py, TensorFlow's ``tf.io``, a program that is not
-Python), and ``chmod``/``utime`` of a linked file, still reach the project's file.
+Python), ``chmod``/``utime`` of a linked file, and writes into a linked folder after the project renamed it
+(its entries are then links this module no longer recognises) still reach the project's files.
 
 Example:
     >>> import tempfile
@@ -61,6 +63,7 @@ _NEW_ENTRY = {"os.rename": (1, 3), "os.mkdir": (0, 2), "os.symlink": (1, 2), "os
 # the positions of the new path and of its dir_fd among the event's arguments
 _MADE_KEPT = 1000  # paths kept in CopyOnWrite.made and .failed
 _MARKER = "__deviate_copy_on_write__"
+_SAVE = "save"  # torch.save, torch.serialization.save
 _PROG = "deviate-replicate"
 _state: dict[str, Optional[CopyOnWrite]] = {"cow": None}
 
@@ -76,6 +79,8 @@ class CopyOnWrite:
     def __init__(self, run_dir: Path, launch_dir: Path) -> None:
         self.root = os.path.join(os.path.abspath(run_dir), WORKDIR)
         self.prefix = self.root + os.sep
+        real = os.path.join(os.path.realpath(self.root), "")  # os.getcwd() spells it so when the run directory's
+        self.real_prefix = real if real != self.prefix else None  # path holds a link (--out through one)
         self.launch_dir = Path(os.path.abspath(launch_dir))
         self.made: list[str] = []  # paths made the replica's own, in order (at most _MADE_KEPT)
         self.failed: dict[str, str] = {}  # path -> why it could not be made the replica's own
@@ -95,6 +100,8 @@ class CopyOnWrite:
                     self.before_write(args[0], "truncate" if "w" in mode else "copy")
         elif event in _NEW_ENTRY:
             position, fd = _NEW_ENTRY[event]
+            if event == "os.rename" and len(args) > 2 and (args[2] is None or args[2] == -1):
+                self.before_write(args[0], "copy")  # a linked file moved away stays a link, no longer ours: copy it
             if len(args) > position and (len(args) <= fd or args[fd] is None or args[fd] == -1):
                 self.before_write(args[position], "parents")
         elif event == "os.truncate" and args:
@@ -110,6 +117,8 @@ class CopyOnWrite:
             path = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)  # `..` kept: see _make_own
         except (TypeError, ValueError, OSError):
             return
+        if self.real_prefix is not None and path.startswith(self.real_prefix):
+            path = self.prefix + path[len(self.real_prefix) :]
         if "__pycache__" in path or (self.prefix not in path and not os.path.abspath(path).startswith(self.prefix)):
             return
         self._local.busy = True
@@ -230,9 +239,9 @@ def patch_torch_save() -> None:
 
 def _patch_torch(module: ModuleType) -> None:
     for owner in (module, getattr(module, "serialization", None)):
-        original = None if owner is None else getattr(owner, "save", None)
-        if original is not None and not getattr(original, _MARKER, False):
-            owner.save = _private(original)
+        original = getattr(owner, _SAVE, None)
+        if owner is not None and original is not None and not getattr(original, _MARKER, False):
+            setattr(owner, _SAVE, _private(original))
 
 
 def _private(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -258,6 +258,10 @@ def test_a_rename_target_and_a_nested_path_under_linked_folders(isolated: tuple[
     (workdir / ".." / "data" / "cache" / "v1" / "x.txt").write_text("x")
     assert not (project.parent / "data" / "cache").exists()
     assert (workdir.parent / "data" / "cache" / "v1" / "x.txt").read_text() == "x"
+    os.replace(workdir / "best.pt", workdir / "prev.pt")  # a rotation: the earlier file moves as the replica's own
+    with open(workdir / "prev.pt", "ab") as f:
+        f.write(b"+rotated")
+    assert (workdir / "prev.pt").read_bytes() == b"old+rotated" and (project / "best.pt").read_bytes() == b"old"
     assert sorted(os.listdir(project)) == ["best.pt", "ckpt"] and sorted(os.listdir(workdir / "ckpt")) == [
         "a",
         "last.pt",
@@ -282,6 +286,21 @@ def test_a_link_the_workdir_did_not_make_is_never_replaced(isolated: tuple[Path,
     with open(outside, "ab") as f:
         f.write(b"!")
     assert outside.read_bytes() == b"old!" and cow.made == []
+
+
+def test_a_run_directory_reached_through_a_link_is_still_isolated(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "best.pt").write_bytes(b"old")
+    (tmp_path / "store").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "store")  # --out given through a link
+    run_dir = tmp_path / "out" / "experiment=e" / "variant=algo" / "replica=0"
+    run_dir.mkdir(parents=True)
+    workdir = make_workdir(run_dir, project, tmp_path / "out")
+    cow = CopyOnWrite(run_dir, project)
+    real = Path(os.path.realpath(workdir))  # os.getcwd() in the replica spells it so
+    cow.before_write(str(real / "best.pt"), "truncate")
+    assert not (real / "best.pt").is_symlink() and (project / "best.pt").read_bytes() == b"old"
 
 
 def test_x_mode_creates_only_and_torch_save_rewrites(
