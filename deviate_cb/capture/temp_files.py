@@ -48,8 +48,7 @@ class TemporaryPaths:
 
     def __init__(self) -> None:
         self.files: dict[str, None] = {}
-        self.folders: dict[str, None] = {}  # each ending with the path separator
-        self._prefixes: tuple[str, ...] = ()
+        self.folders: dict[str, None] = {}
 
     def add(self, path: Any, *, folder: bool) -> None:
         """Remember ``path`` (a file, or a folder and everything under it)."""
@@ -59,15 +58,24 @@ class TemporaryPaths:
             return
         found = self.folders if folder else self.files
         for form in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
-            found[os.path.join(form, "") if folder else form] = None
+            found[form] = None
         while len(found) > MAX_REMEMBERED:
             del found[next(iter(found))]
-        if folder:
-            self._prefixes = tuple(self.folders)
 
     def holds(self, path: str) -> bool:
-        """Whether ``path`` (absolute) is a file or inside a folder that ``tempfile`` made here."""
-        return path in self.files or (bool(self._prefixes) and path.startswith(self._prefixes))
+        """Whether ``path`` (absolute) is a file or inside a folder that ``tempfile`` made here (a look-up per
+        folder above it, however many were made)."""
+        if path in self.files:
+            return True
+        if not self.folders:
+            return False
+        parent = os.path.dirname(path)
+        while parent not in self.folders:
+            above = os.path.dirname(parent)
+            if above == parent:
+                return False
+            parent = above
+        return True
 
 
 def watch_tempfile(made: TemporaryPaths) -> None:
