@@ -157,7 +157,8 @@ def isolation_note(cwd: Optional[Path]) -> str:
     launch_dir = recorded_launch_dir(Path(cwd).parent.parent)
     if launch_dir is None:
         return ""
+    where = os.path.abspath(cwd)
     return (
-        f"it ran with --isolate in {cwd}, where the launch directory's entries are links; `..` holds links to "
+        f"it ran with --isolate in {where}, where the launch directory's entries are links; `..` holds links to "
         f"the entries of {launch_dir.parent}, and `../..` is the run directory"
     )
