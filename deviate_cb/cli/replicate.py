@@ -114,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--isolate",
         action="store_true",
-        help="run each replica in its own working directory <run_dir>/.workdir, which links every top-level entry "
-        "of this directory, so files the project writes to relative paths (history.json, ./out/ckpt.pt) are its own",
+        help="run each replica in its own working directory <run_dir>/.workdir/<this directory's name>, which links "
+        "every top-level entry of this directory (and .. those of its parent), so files the project writes to "
+        "relative paths (history.json, ./out/ckpt.pt, a linked file it rewrites) are its own",
     )
     rounds = parser.add_argument_group("replicate until the answer is known (rounds of --parallel replicas, or one)")
     rounds.add_argument(
