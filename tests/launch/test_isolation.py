@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional
@@ -286,6 +287,20 @@ def test_a_link_the_workdir_did_not_make_is_never_replaced(isolated: tuple[Path,
     with open(outside, "ab") as f:
         f.write(b"!")
     assert outside.read_bytes() == b"old!" and cow.made == []
+
+
+def test_a_path_that_cannot_be_made_the_replicas_own_warns_and_never_fails_the_write(
+    isolated: tuple[Path, Path, CopyOnWrite], capsys: pytest.CaptureFixture[str]
+) -> None:
+    project, workdir, cow = isolated
+    blocker = Path(f"{workdir / 'ckpt'}.deviate-{os.getpid()}-{threading.get_ident()}")
+    blocker.write_text("")  # where the real folder would be staged: its mkdir fails
+    with open(workdir / "ckpt" / "last.pt", "wb") as f:
+        f.write(b"through")
+    assert (project / "ckpt" / "last.pt").read_bytes() == b"through" and cow.made == []
+    warned = capsys.readouterr().err
+    assert f"--isolate could not make {workdir / 'ckpt' / 'last.pt'} this replica's own" in warned, warned
+    assert (workdir / "ckpt").is_symlink()  # left as it was
 
 
 def test_a_run_directory_reached_through_a_link_is_still_isolated(tmp_path: Path) -> None:
