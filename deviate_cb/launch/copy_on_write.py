@@ -196,6 +196,8 @@ class CopyOnWrite:
         except OSError:
             if os.path.lexists(staging):
                 os.unlink(staging)
+            if os.path.lexists(link) and not os.path.islink(link):
+                return  # another process of the replica made it its own first
             raise
         self._made(link)
 
