@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from deviate_cb.capture.audit.stopping import AUDITED, stopped_after
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 
@@ -52,6 +53,7 @@ __all__ = [
     "add_audit",
     "how_it_ended",
     "read_replicas",
+    "after_steps_line",
     "render_audit",
     "stopped_line",
 ]
@@ -89,6 +91,11 @@ def add_audit(commands: Any) -> None:
     parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: as deviate-replicate)")
     parser.add_argument("--parallel", default="1", metavar="K", help="replicas at once (default 1)")
     parser.add_argument("--timeout", metavar="SECONDS", help="stop a replica after this long")
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="run every replica's training to its end (default: a replica stops once its audited steps are recorded)",
+    )
     parser.add_argument("--keras-backend", metavar="NAME", help="tensorflow, torch or jax (KERAS_BACKEND)")
     parser.add_argument("--cold", action="store_true", help="start every replica as a fresh interpreter")
     parser.add_argument("--next", default="5", metavar="M", help="divergences shown after the first (default 5)")
@@ -159,6 +166,7 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         stream=err,  # type: ignore[arg-type]  # a text stream: the progress goes where warnings go
         live=False,
         audit=steps,
+        audit_stop=not args.finish,  # deviate_cb.capture.audit.stopping: status `audited`
         argv=["deviate", *(getattr(args, "argv", None) or ["audit"])],
     )
     audited, not_covered = read_replicas(result.replicas)
@@ -183,6 +191,7 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if ranked is not None and ranked.lead is not None:
         compared = ranked.lead  # the rank that diverged first (rank 0 when none did)
     stopped = stopped_line(audited, compared, steps)
+    after = "" if stopped else after_steps_line(audited, steps)  # ended after every audited step: a note, no cut
     if ranked is not None and ranked.incomplete:  # a rank without a record, or that failed: incomplete
         stopped = "; ".join(part for part in (stopped, ranked.incomplete) if part)
     if stopped:
@@ -192,6 +201,7 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         payload["not_covered"] = not_covered or None
         payload["verdict"] = "diverged" if compared.diverged else "incomplete" if stopped else "agree"
         payload["stopped"] = stopped or None
+        payload["after_audited_steps"] = after or None
         payload["not_completed"] = [
             {"replica": a.replica, "status": a.status, "how": a.how, "recorded_steps": a.recorded_steps}
             for a in audited
@@ -203,7 +213,9 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             payload.update(against.to_dict())
         out.write(json.dumps(payload, indent=2) + "\n")
     else:
-        text = render_audit(compared, steps=steps, where=str(where), not_covered=not_covered, stopped=stopped)
+        text = render_audit(
+            compared, steps=steps, where=str(where), not_covered=not_covered, stopped=stopped, after=after
+        )
         text = with_rank_line(text, ranked) if ranked is not None else text
         out.write(against.wrap(text) if against is not None else text)
     if compared.diverged:
@@ -260,6 +272,8 @@ def how_it_ended(status: str, manifest: Mapping[str, Any], note: str = "") -> tu
     Example:
         >>> how_it_ended("completed", {"status": "completed"})
         (True, '')
+        >>> how_it_ended("audited", {"status": "audited", "audit_stopped": {"after_steps": 3, "by": "torch"}})
+        (True, '')
         >>> how_it_ended("failed", {"exception": "RuntimeError: boom", "reason": "exited with code 1"})
         (False, 'failed with RuntimeError: boom')
         >>> how_it_ended("failed", {"reason": "exited with code 1", "error": "Traceback...\\nKeyError: 'x'"})
@@ -279,6 +293,8 @@ def how_it_ended(status: str, manifest: Mapping[str, Any], note: str = "") -> tu
     tail = _one_line(error.strip().splitlines()[-1]) if isinstance(error, str) and error.strip() else ""
     fit_open = manifest.get("fit") == "started"
     if status == "completed" and manifest.get("status") in (None, "completed") and not exception and not fit_open:
+        return True, ""
+    if status == AUDITED and stopped_after(manifest) is not None:  # stopped after its audited steps, as asked
         return True, ""
     stopped = bool(reason) and not (isinstance(error, str) and error and not error.startswith(reason))
     if status in ("timeout", "killed", "not started"):  # what the launcher did says more than the exception it raised
@@ -380,10 +396,13 @@ def stopped_line(audited: Sequence[AuditedReplica], compared: Any, steps: int) -
         'nothing to compare after step 1: replica 0 failed with RuntimeError: boom'
         >>> stopped_line([ended, ended], AuditResult(False, (1, 1), 6, last_step=5), steps=20)
         ''
+        >>> late = AuditedReplica(0, "timeout", False, "timed out after 9.0 s", rows, recorded_steps=2)
+        >>> stopped_line([late, ended], AuditResult(False, (0, 1), 2, last_step=1), steps=2)  # after its 2 steps
+        ''
     """
-    if all(a.ended and a.rows for a in audited):
-        return ""
-    if not any(a.ended for a in audited):
+    if all(a.rows and (a.ended or a.recorded_steps >= steps) for a in audited):
+        return ""  # every replica recorded every step asked (or ended its training): what ended it later is a note
+    if not any(a.ended or (a.rows and a.recorded_steps >= steps) for a in audited):
         return "no replica completed: " + "; ".join(f"replica {a.replica} {a.how}" for a in audited)
     stopped = [a for a in audited if not a.ended and a.rows]
     cut = [f"replica {a.replica} {a.how}" for a in stopped if a.recorded_steps < steps]  # it limits the comparison
@@ -398,9 +417,29 @@ def stopped_line(audited: Sequence[AuditedReplica], compared: Any, steps: int) -
     return f"nothing to compare after step {compared.last_step}: {named}"
 
 
-def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", stopped: str = "") -> str:
+def after_steps_line(audited: Sequence[AuditedReplica], steps: int) -> str:
+    """The replicas that did not end their training normally after recording every one of the ``steps`` audited
+    steps (a ``--timeout`` after them): a note beside an answer they do not change; ``""`` when none.
+
+    Example:
+        >>> rows = [{"step": 0}, {"step": 1}]
+        >>> late = AuditedReplica(1, "timeout", False, "timed out after 9.0 s", rows, recorded_steps=2)
+        >>> after_steps_line([late], steps=2)
+        'replica 1 timed out after 9.0 s after its 2 audited step(s)'
+    """
+    return "; ".join(
+        f"replica {a.replica} {a.how} after its {a.recorded_steps} audited step(s)"
+        for a in audited
+        if not a.ended and a.rows and a.recorded_steps >= steps
+    )
+
+
+def render_audit(
+    result: Any, *, steps: int, where: str, not_covered: str = "", stopped: str = "", after: str = ""
+) -> str:
     """The text report of an :class:`~deviate_cb.report.audit.AuditResult`; ``stopped``: why the comparison does
-    not cover every replica over the steps asked (:func:`stopped_line`), which the verdict then says.
+    not cover every replica over the steps asked (:func:`stopped_line`), which the verdict then says; ``after``:
+    the replicas that ended abnormally after every audited step (:func:`after_steps_line`), a note.
 
     Example:
         >>> from deviate_cb.report.audit import AuditResult
@@ -450,6 +489,8 @@ def render_audit(result: Any, *, steps: int, where: str, not_covered: str = "", 
         lines.append(f"note: not covered on this framework: {printable(not_covered)}")
     if result.diverged and stopped:
         lines.append(f"note: {printable_message(stopped)}")
+    if after and not stopped:
+        lines.append(f"note: {printable_message(after)} (the audit has every step it asked for)")
     elif result.steps_compared < steps and not stopped:
         lines.append(f"note: {result.steps_compared} of the {steps} step(s) asked were recorded (training was shorter)")
     lines.append(f"records: {printable(where)}")

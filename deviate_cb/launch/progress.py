@@ -33,6 +33,7 @@ _STYLES = {
     "incomplete": "bold dark_orange",  # exited 0 before its training ended: left out of the statistics
     "timeout": "bold red",
     "killed": "magenta",
+    "audited": "cyan",  # deviate audit stopped it after its audited steps: not a completed training
 }
 _ORDER = {
     "running": 0,
@@ -41,6 +42,7 @@ _ORDER = {
     "timeout": 1,
     "killed": 2,
     "queued": 3,
+    "audited": 4,
     "completed": 4,
     "skipped": 5,
 }

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from deviate_cb.capture.audit.stopping import AUDITED, AUDITED_TEXT, stopped_after
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
@@ -197,6 +198,8 @@ def status_of(outcome: Outcome, manifest: Optional[Mapping[str, Any]] = None) ->
         'failed'
         >>> status_of(Outcome(returncode=0), {"framework": "lightning", "fit": "started"})
         'incomplete'
+        >>> status_of(Outcome(returncode=0), {"audit_stopped": {"after_steps": 3, "by": "torch"}})
+        'audited'
     """
     if outcome.interrupted or outcome.cancelled:
         return "killed"
@@ -206,6 +209,8 @@ def status_of(outcome: Outcome, manifest: Optional[Mapping[str, Any]] = None) ->
         return "failed"
     if outcome.returncode != 0:
         return "failed"
+    if manifest is not None and stopped_after(manifest) is not None:  # deviate audit: stopped after its steps
+        return AUDITED
     return INCOMPLETE if manifest is not None and incomplete_reason(manifest) is not None else "completed"
 
 
@@ -396,7 +401,9 @@ def end_fields(
     if here:
         fields.update(machine_fields("end"))
     fields.update(outcome.fields)
-    if status == INCOMPLETE:  # the stderr tail of a replica that exited 0 is not why: the reason comes first
+    if status == AUDITED:  # deviate audit stopped it after its audited steps: not completed, nothing failed
+        fields["reason"] = f"{AUDITED_TEXT} ({stopped_after(manifest or {})}): deviate audit without --finish"
+    elif status == INCOMPLETE:  # the stderr tail of a replica that exited 0 is not why: the reason comes first
         reason = incomplete_reason(manifest or {}, run_dir=run_dir) or ""
         tail = tail_lines(stderr_path)
         fields["error"] = f"{reason}; last stderr lines:\n{tail}" if tail else reason

@@ -59,6 +59,7 @@ WARNING = "deviate-replicate: warning:"
 @dataclass(frozen=True)
 class ReplicaResult:
     """One replica's fate: ``completed``, ``failed``, ``incomplete`` (exited 0 before its training ended),
+    ``audited`` (``deviate audit`` stopped it after its audited steps),
     ``timeout``, ``killed``, ``skipped``, ``not started``, ``submitted`` (``--no-wait``) or ``still running`` (under a
     job an earlier launcher submitted)."""
 
@@ -101,13 +102,14 @@ class ReplicationResult:
         """0 when every replica completed (now or before) or is queued/running on a cluster, 1 otherwise (some
         replica did not complete, an ``incomplete`` one included, or the study stopped because the run directory
         could not be written)."""
-        fine = ("completed", "skipped", "submitted", "still running")
+        fine = ("completed", "skipped", "submitted", "still running", "audited")
         return 0 if not self.stopped and all(r.status in fine for r in self.replicas) else 1
 
     def summary(self) -> str:
         text = f"{self.count('completed')} completed, {self.count('failed')} failed, {self.count('skipped')} skipped"
         more = (
             ("incomplete", "incomplete"),
+            ("audited", "stopped after the audited steps"),
             ("timeout", "timed out"),
             ("killed", "killed"),
             ("not started", "not started"),

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any, Optional, TextIO, Union, cast
 
 from deviate_cb.capture.audit.settings import AUDIT_ENV
+from deviate_cb.capture.audit.stopping import STOP_ENV
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Job, backend_class
 from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after_equals
 from deviate_cb.launch.isolation import workdir_of
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
+from deviate_cb.launch.metric_hint import nothing_recorded_line
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.output_metrics import compile_metric_patterns
@@ -95,6 +97,7 @@ def replicate(
     live: Optional[bool] = None,
     kill_grace_s: float = 5.0,
     audit: Optional[int] = None,
+    audit_stop: bool = False,
     max_replicas: int = MAX_REPLICAS,
     isolate: bool = False,
 ) -> ReplicationResult:
@@ -128,7 +131,8 @@ def replicate(
         stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
         kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
         audit: Training steps every replica's callback audits (``DEVIATE_AUDIT``, :mod:`deviate_cb.capture.audit`;
-            what ``deviate audit`` runs); ``None``: no audit.
+            what ``deviate audit`` runs); ``None``: no audit. ``audit_stop``: each replica stops once its audited
+            steps are recorded (status ``audited``, :mod:`deviate_cb.capture.audit.stopping`).
         max_replicas: The most replicas one launch may plan (default :data:`MAX_REPLICAS`); a larger ``runs``
             is refused as a likely typo (``--max-replicas`` lifts it).
         isolate: Run each replica in its own working directory, ``<run_dir>/.workdir/<launch dir name>``, which
@@ -244,6 +248,8 @@ def replicate(
                 env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
                 if audit:
                     env[AUDIT_ENV] = str(audit)
+                    if audit_stop:  # deviate audit without --finish (deviate_cb.capture.audit.stopping)
+                        env[STOP_ENV] = "1"
                 yield dataclasses.replace(job, env=env, warm_modules=None if cold else modules)
 
     interrupted = False
@@ -275,6 +281,10 @@ def replicate(
             if not interrupted:
                 for line in _problem_lines(outdir.root / f"experiment={experiment}" / f"variant={variant}"):
                     progress.message(f"{WARNING} {line}")
+                trained = trainer is not None
+                nothing = "" if audit else nothing_recorded_line(results, metric_regex=metric_regex, trainer=trained)
+                if nothing:  # once per launch: what was captured (nothing) and how to capture it
+                    progress.message(f"{WARNING} {nothing}")
     if replication.spec_error is not None:
         empty = tuple(d for d in replication.created_run_dirs if not RunDirectory(d).metrics_path.exists())
         outdir.close(remove_created=True, remove_run_dirs=empty)

@@ -34,8 +34,9 @@ Stepping aside. The first forward of each step looks at who called it: from insi
 framework's callback audits the fit, so every global hook is removed at once and nothing is recorded here (never
 two records). After ``K`` steps every hook is removed and ``Tensor.backward`` restored, so the rest of training runs
 as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
-written then, or at the process's exit with the steps that ran when it ends earlier (a crash: the replica is not
-``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit, not the training, and leaves
+written then (in a replica of ``deviate audit`` without ``--finish`` the training then stops:
+:mod:`~deviate_cb.capture.audit.stopping`), or at the process's exit with the steps that ran when it ends earlier
+(a crash: the replica is not ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit, not the training, and leaves
 no record (the audit then exits 3): the manifest's ``audit`` holds the reason as ``error`` instead, which
 ``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest cannot flatten).
 
@@ -78,6 +79,8 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
+from deviate_cb.capture.audit.stopping import stops_after_audit
+
 if TYPE_CHECKING:
     from deviate_cb.capture.audit.hooks import TorchAudit
     from deviate_cb.capture.audit.log import AuditLog
@@ -112,9 +115,11 @@ class PlainLoopAudit:
         *,
         values_max: int = _VALUES_MAX,
         on_failed: Optional[Callable[[str], None]] = None,
+        on_stop: Optional[Callable[[int], None]] = None,
     ) -> None:
         self.steps = steps
         self.on_done = on_done
+        self.on_stop = on_stop  # deviate audit without --finish: called, then the training stops (AuditStepsDone)
         self.on_failed = on_failed  # told why, when the audit stops on an error of its own
         self.values_max = values_max
         self.stepped_aside = False
@@ -332,8 +337,25 @@ class PlainLoopAudit:
             self.remove()
             self._ended = True
             self.on_done(audit.log)
+            if self.on_stop is not None:
+                self._stop()
         elif len(self._hooked) < len(self._parameters):
             self._attach()
+
+    def _stop(self) -> None:
+        """Record the stop and end the training: :class:`AuditStepsDone` (``SystemExit(0)``) passes through the
+        optimizer step and the project's ``except Exception``; its ``finally`` blocks and ``atexit`` still run."""
+        from deviate_cb.capture.audit.stopping import AuditStepsDone, stop_line
+
+        assert self.on_stop is not None
+        try:
+            self.on_stop(self.steps)
+        except Exception as exc:  # unrecorded, the stop would read as a training that ended early: train on
+            sys.stderr.write(f"deviate audit: warning: could not record the stop, the training goes on: {exc!r}\n")
+            return
+        sys.stderr.write(stop_line(self.steps) + "\n")
+        sys.stderr.flush()
+        raise AuditStepsDone(self.steps)
 
     # -- steps and names ---------------------------------------------------------------------------------------
     def _open_step(self, batch: Any) -> None:
@@ -423,19 +445,32 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
     if not text.isdigit() or int(text) < 1 or _state["audit"] is not None:
         return False  # not an audit (a malformed value: the launcher and the callbacks say so)
 
+    written: list[int] = []  # the steps of the record written: a replica whose record is lost is not stopped
+
     def write(log: AuditLog) -> None:
         from deviate_cb.capture.audit.log import KINDS
         from deviate_cb.capture.audit.settings import write_audit_record
 
         try:
             write_audit_record(run, log, framework=FRAMEWORK, covered=KINDS)
+            written.append(log.recorded_steps)
         except Exception as exc:  # the replica's training goes on; the audit will say its record is missing
             sys.stderr.write(f"deviate audit: warning: could not write the audit record: {exc!r}\n")
 
     def failed(reason: str) -> None:  # no record, but the reason: `deviate audit` prints it
         run.update_manifest(audit={"steps": int(text), "recorded_steps": 0, "framework": FRAMEWORK, "error": reason})
 
-    audit = PlainLoopAudit(int(text), write, on_failed=failed)
+    def stop(steps: int) -> None:  # deviate audit without --finish: the launcher records the replica `audited`
+        from deviate_cb.capture.audit.stopping import record_stop
+
+        if not written:
+            raise RuntimeError("its audit record was not written")
+        record_stop(run, steps, FRAMEWORK)
+
+    environ = os.environ if environ is None else environ
+    alone = environ.get("WORLD_SIZE", "1").strip() in ("", "1")  # a rank that left would hold up the others
+    stopping = alone and stops_after_audit(environ)
+    audit = PlainLoopAudit(int(text), write, on_failed=failed, on_stop=stop if stopping else None)
     _state["audit"] = audit
     when_imported("torch", audit.install)
     atexit.register(audit.finish)

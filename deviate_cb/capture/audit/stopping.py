@@ -1,0 +1,84 @@
+"""A replica of ``deviate audit`` stops once its audited steps are recorded: nothing after them is compared.
+
+``deviate audit --steps K`` sets ``DEVIATE_AUDIT_STOP=1`` in every replica (``--finish`` leaves it out, and the
+training runs to its end). Once the record of the ``K`` steps is written, the replica stops cleanly: a Lightning
+fit through ``trainer.should_stop``, a Keras fit through ``model.stop_training``, a plain PyTorch loop by
+:class:`AuditStepsDone` (a ``SystemExit(0)``, raised from the optimizer step that ended step ``K``: ``finally``
+blocks and ``atexit`` handlers run, ``except Exception`` does not catch it). Before it stops, the replica records
+``audit_stopped`` in its manifest (:func:`record_stop`); the launcher then records the replica's status as
+:data:`AUDITED`, "stopped after the audited steps": never ``completed`` (its training did not end, so no statistic
+counts it), never ``failed`` or ``incomplete`` (the audit has every step it asked for). A distributed plain loop is
+not stopped (its other ranks would wait for the one that left): it trains to its end.
+
+Example:
+    >>> stops_after_audit({"DEVIATE_AUDIT": "3", "DEVIATE_AUDIT_STOP": "1"}), stops_after_audit({"DEVIATE_AUDIT": "3"})
+    (True, False)
+    >>> stopped_after({"audit_stopped": {"after_steps": 3, "by": "torch"}}), stopped_after({"status": "completed"})
+    (3, None)
+    >>> exc = AuditStepsDone(3); exc.code, isinstance(exc, SystemExit), exc.steps
+    (0, True, 3)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Optional
+
+__all__ = [
+    "AUDITED",
+    "AUDITED_TEXT",
+    "STOP_ENV",
+    "STOPPED_FIELD",
+    "AuditStepsDone",
+    "record_stop",
+    "stop_line",
+    "stopped_after",
+    "stops_after_audit",
+]
+
+AUDITED = "audited"  # the manifest status of a replica stopped after its audited steps
+AUDITED_TEXT = "stopped after the audited steps"  # how the launcher, status and report say it
+STOP_ENV = "DEVIATE_AUDIT_STOP"
+STOPPED_FIELD = "audit_stopped"  # the manifest's {"after_steps": K, "by": framework}
+_AUDIT_ENV = "DEVIATE_AUDIT"  # deviate_cb.capture.audit.settings.AUDIT_ENV (importing it imports NumPy)
+
+
+class AuditStepsDone(SystemExit):
+    """``SystemExit(0)``: a plain loop's replica stops once its ``steps`` audited steps are recorded."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(0)
+        self.steps = steps
+
+
+def stops_after_audit(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether this process is a replica of ``deviate audit`` that stops after its audited steps (not ``--finish``)."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get(_AUDIT_ENV, "").strip()) and environ.get(STOP_ENV, "").strip() == "1"
+
+
+def record_stop(run: Any, steps: int, by: str) -> None:
+    """Record in ``run``'s manifest (a :class:`~deviate_cb.store.run_directory.RunDirectory`) that the replica
+    stops after its ``steps`` audited steps, ``by`` the framework whose training it stops."""
+    run.update_manifest(**{STOPPED_FIELD: {"after_steps": int(steps), "by": by}})
+
+
+def stopped_after(manifest: Mapping[str, Any]) -> Optional[int]:
+    """The audited steps after which the replica of ``manifest`` stopped, or ``None`` when it did not stop so."""
+    record = manifest.get(STOPPED_FIELD)
+    steps = record.get("after_steps") if isinstance(record, Mapping) else None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+
+
+def stop_line(steps: int) -> str:
+    """The line a stopping replica writes to its stderr.
+
+    Example:
+        >>> stop_line(3)
+        'deviate audit: the 3 audited step(s) are recorded; stopping the training (deviate audit --finish runs it to its end)'
+    """
+    return (
+        f"deviate audit: the {steps} audited step(s) are recorded; stopping the training "
+        "(deviate audit --finish runs it to its end)"
+    )

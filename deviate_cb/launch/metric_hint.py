@@ -1,0 +1,158 @@
+"""When a launch recorded no metric at all: say so once, and how to capture one, from the script's own printout.
+
+A plain script replicated without ``--metric-regex`` (or with one that matches nothing) completes and records
+nothing: no ``DeviateCallback`` reached a Lightning ``Trainer`` or a Keras ``model.fit``, no ``--trainer`` function
+returned a mapping. :func:`nothing_recorded_line` tells, once per launch, that there is nothing to analyse and how to
+capture the metrics, with a ready-to-paste ``--metric-regex`` built from a line the replicas printed: the last few
+hundred lines (at most :data:`TAIL_BYTES`) of each ``stdout.log`` (a run store is untrusted input: regular files
+only, reads bounded) are searched from the end for ``name: number``, ``name=number`` or ``name number``. Every
+suggestion is checked with :mod:`deviate_cb.launch.output_metrics` (the ``--metric-regex`` semantics: named groups,
+the last match wins) to match that line and capture its number before it is printed.
+
+Example:
+    >>> printed = ["Train Epoch: 1 [0/240]\\tLoss: 0.69", "Test set: Average loss: 0.0332, Accuracy: 9890/10000 (99%)"]
+    >>> for regex, name, value in suggest_metric_regexes(printed):
+    ...     print(regex, name, value)
+    Average loss: *(?P<average_loss>[-+.0-9eE]+) average_loss 0.0332
+    Accuracy: *[0-9]+/[0-9]+ \\((?P<accuracy>[-+.0-9eE]+)%\\) accuracy 99.0
+    >>> [name for _, name, _ in suggest_metric_regexes(["iter 100: loss 2.31, time 12.3ms", "Test accuracy: 0.98"])]
+    ['test_accuracy', 'loss']
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_in_lines
+
+__all__ = ["TAIL_BYTES", "TAIL_LINES", "nothing_recorded_line", "recorded_nothing", "suggest_metric_regexes", "tail"]
+
+TAIL_BYTES = 64 * 1024
+TAIL_LINES = 300
+_NUMBER = r"[-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+_CAPTURE = "[-+.0-9eE]+"  # what a suggestion captures: short to read; checked to read as the number printed
+# A name (words, at most 4) then `:`, `=` or a space, then a number: `Test accuracy: 0.98`, `loss=0.4`, `loss 2.31`.
+_PAIR = re.compile(
+    r"(?<![\w.])(?P<key>[A-Za-z][A-Za-z0-9_\-]*(?: [A-Za-z][A-Za-z0-9_\-]*){0,3})"
+    r"(?P<sep>\s*[:=]\s*|\s+)(?P<value>" + _NUMBER + r")(?P<after>/[0-9]+ \((?P<pct>" + _NUMBER + r")%\))?(?![\w.])"
+)
+_COUNTERS = {"iter", "iteration", "epoch", "step", "batch", "it", "steps", "epochs", "batches", "time", "lr", "dt"}
+_METRIC_WORDS = ("loss", "acc", "accuracy", "error", "err", "f1", "auc", "ppl", "perplexity", "score", "bleu", "mse",
+                 "mae", "rmse", "precision", "recall", "top1", "top5", "map", "iou", "dice", "reward")  # fmt: skip
+_SPECIAL = set(".^$*+?{}[]\\|()")
+
+
+def tail(path: Path, max_bytes: int = TAIL_BYTES, max_lines: int = TAIL_LINES) -> list[str]:
+    """The last lines of a regular file (``\\r`` redraws split as ``--metric-regex`` splits them); ``[]`` for
+    anything else (a link to a FIFO, a device) or an unreadable file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return []
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
+        data = os.read(fd, max_bytes)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    lines = [part for line in data.decode("utf-8", errors="replace").split("\n") for part in line.split("\r")]
+    return lines[-max_lines:]
+
+
+def _literal(text: str) -> str:
+    return "".join(f"\\{c}" if c in _SPECIAL else c for c in text)
+
+
+def _group_name(key: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", key.lower()).strip("_")
+
+
+def suggest_metric_regexes(lines: Sequence[str], limit: int = 2) -> list[tuple[str, str, float]]:
+    """Up to ``limit`` ``(--metric-regex, metric name, value it captures)`` built from ``lines`` (the metric-like
+    names first, then the later lines), each checked to capture its number as the last match in ``lines``."""
+    found: list[tuple[int, int, str, str, float]] = []
+    seen: set[str] = set()
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        for match in _PAIR.finditer(line):
+            key = match.group("key").strip()
+            name = _group_name(key)
+            words = key.lower().split()
+            if not name or name in seen or words[-1] in _COUNTERS or "'" in key or len(key) > 40:
+                continue
+            if match.group("pct") is not None:
+                joint = f"{match.group('sep').strip() or ' '} *"
+                regex = f"{_literal(key)}{joint}[0-9]+/[0-9]+ \\((?P<{name}>{_CAPTURE})%\\)"
+            else:
+                sep = match.group("sep")
+                joint = (" *" if sep[0].isspace() else "") + f"{sep.strip()} *" if sep.strip() else " +"
+                regex = f"{_literal(key)}{joint}(?P<{name}>{_CAPTURE})"
+            try:
+                patterns = compile_metric_patterns([regex])
+            except Exception:
+                continue
+            captured = metrics_in_lines(lines, patterns).get(name)
+            if captured is None or captured != metrics_in_lines([line], patterns).get(name):
+                continue  # a later line matches it with another number: not this line's
+            seen.add(name)
+            metric = any(word in _METRIC_WORDS for word in re.split(r"[^a-z0-9]+", key.lower()))
+            found.append((0 if metric else 1, -index, regex, name, captured))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(regex, name, value) for _, _, regex, name, value in found[:limit]]
+
+
+def recorded_nothing(run_dirs: Iterable[Path]) -> bool:
+    """Whether none of ``run_dirs`` holds a ``metrics.parquet`` with a row (an unreadable one counts as a row)."""
+    for run_dir in run_dirs:
+        path = Path(run_dir) / "metrics.parquet"
+        try:
+            if not path.is_file() or path.is_symlink():
+                continue
+            import pyarrow.parquet as pq
+
+            if pq.ParquetFile(path).metadata.num_rows > 0:
+                return False
+        except Exception:
+            return False
+    return True
+
+
+def nothing_recorded_line(replicas: Sequence[Any], *, metric_regex: Sequence[str] = (), trainer: bool = False) -> str:
+    """One line when the launch's completed replicas (``status``, ``run_dir``, ``replica``) recorded no metric:
+    what was captured (nothing), and how to capture it, with a ``--metric-regex`` built from their stdout.log;
+    ``""`` when one recorded something or none completed."""
+    completed = [r for r in replicas if r.status == "completed"]
+    if not completed or not recorded_nothing(r.run_dir for r in completed):
+        return ""
+    regex_part = "no --metric-regex matched" if metric_regex else "no --metric-regex was given"
+    line = (
+        f"nothing was recorded: no DeviateCallback reached a Lightning Trainer or a Keras model.fit"
+        f"{', the --trainer function returned no mapping of metrics' if trainer else ''} and {regex_part}, so "
+        "there is nothing to analyse"
+    )
+    for replica in completed:
+        lines = tail(Path(replica.run_dir) / "stdout.log")
+        suggested = suggest_metric_regexes(lines)
+        if suggested:
+            options = " ".join(f"--metric-regex {shlex.quote(regex)}" for regex, _, _ in suggested)
+            names = ", ".join(f"{name}={value:g}" for _, name, value in suggested)
+            line += (
+                f"; to record what the script prints, rerun with {options} (in replica {replica.replica}'s "
+                f"stdout.log it captures {names})"
+            )
+            break
+    else:
+        line += "; to record what the script prints, rerun with --metric-regex 'NAME: (?P<NAME>[0-9.]+)'"
+    how = "return a mapping of metrics from the --trainer function" if trainer else "pass --trainer with a function "
+    how += "" if trainer else "that returns a mapping of metrics"
+    return f"{line}, add a DeviateCallback to the project's Trainer or model.fit, or {how}"
