@@ -460,10 +460,24 @@ def _outside_problems(
                     and isinstance(entry.get("written_by"), str)
                 ):
                     reads.setdefault(who, {}).setdefault(entry["path"], _one_line(entry["written_by"]))
-    return _shared_problems(writes, set(groups)) + _read_problems(reads, set(groups))
+    isolated = {
+        key for key, members in groups.items() if members and all(m.get("isolate") is True for *_, m in members)
+    }
+    return _shared_problems(writes, set(groups), isolated) + _read_problems(reads, set(groups), isolated)
 
 
-def _shared_problems(writes: Mapping[str, set[_Writer]], read: set[GroupKey]) -> list[Problem]:
+def _advice(touched: Iterable[GroupKey], isolated: set[GroupKey]) -> str:
+    """What to do about a shared path: ``--isolate``, unless every group it touches already ran with it (then the
+    path is one isolation cannot make private: an absolute path, or a file written without Python's ``open``)."""
+    if set(touched) <= isolated:
+        return (
+            "they ran with --isolate, which cannot make these paths private (an absolute path, or a file written "
+            "by compiled code); point the paths into {run_dir}"
+        )
+    return "rerun with --isolate, or point the paths into {run_dir}"
+
+
+def _shared_problems(writes: Mapping[str, set[_Writer]], read: set[GroupKey], isolated: set[GroupKey]) -> list[Problem]:
     """One ``shared_outputs`` problem per set of groups whose replicas wrote the same paths (one group's own
     replicas, or replicas of several), when one of the groups read is among them."""
     causes: dict[tuple[GroupKey, ...], dict[str, set[tuple[GroupKey, int]]]] = {}
@@ -480,13 +494,15 @@ def _shared_problems(writes: Mapping[str, set[_Writer]], read: set[GroupKey]) ->
         where = _paths_text(sorted(paths))
         message = (
             f"{_groups_text(groups)} wrote the same paths outside their run directories ({where}): "
-            "they overwrote each other's files; rerun with --isolate, or point the paths into {run_dir}"
+            f"they overwrote each other's files; {_advice(touched, isolated)}"
         )
         problems.append(_problem("shared_outputs", groups, message))
     return problems
 
 
-def _read_problems(reads: Mapping[_Writer, Mapping[str, str]], read: set[GroupKey]) -> list[Problem]:
+def _read_problems(
+    reads: Mapping[_Writer, Mapping[str, str]], read: set[GroupKey], isolated: set[GroupKey]
+) -> list[Problem]:
     """One ``read_other_replica`` problem per set of paths read, with every group's replicas that read them, when
     one of those groups is among the groups read."""
     causes: dict[tuple[str, ...], dict[tuple[GroupKey, int], Mapping[str, str]]] = {}
@@ -501,8 +517,8 @@ def _read_problems(reads: Mapping[_Writer, Mapping[str, str]], read: set[GroupKe
         named += f"; {len(pairs) - _MAX_NAMED} more" if len(pairs) > _MAX_NAMED else ""
         message = (
             f"{_groups_text(groups)} read files that another replica wrote outside the run directories ({named}): a "
-            "result may depend on another replica's run (a checkpoint it resumed from); rerun with --isolate, or "
-            "point the paths into {run_dir}"
+            "result may depend on another replica's run (a checkpoint it resumed from); "
+            f"{_advice({group for group, _ in readers}, isolated)}"
         )
         problems.append(_problem("read_other_replica", groups, message))
     return problems

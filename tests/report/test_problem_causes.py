@@ -113,3 +113,18 @@ def test_the_html_page_puts_the_answers_and_the_decomposition_before_the_problem
     assert answers < why < problems
     assert page.count(SHARED) == 1
     assert re.search(r'<details class="problems" open><summary><h3>Problems \(1\)</h3>', page)  # short: open
+
+
+def test_a_path_shared_under_isolate_does_not_advise_isolate(tmp_path: Path) -> None:
+    """Replicas that ran with --isolate and still shared a path (an absolute one) are told that isolation cannot
+    make it private, never to "rerun with --isolate" (which was on)."""
+    root, ckpt = tmp_path / "runs", str(tmp_path / "elsewhere" / "ckpt.pt")
+    for k in (0, 1):
+        write_run(root, "mlp", "algo", k, [("val", "val_acc", 0.8 + k / 100)], isolate=True)
+        OutsideWrites(run_path(root, "mlp", "algo", k), "mlp", "algo", k).wrote(ckpt)
+    (problem,) = _shared(study_problems(root))
+    assert "rerun with --isolate" not in problem.message
+    assert "they ran with --isolate, which cannot make these paths private" in problem.message
+    _write(root, "mlp", "control", 0, ckpt)  # a group without --isolate shares it too: isolation is advice again
+    (problem,) = _shared(study_problems(root))
+    assert "rerun with --isolate" in problem.message
