@@ -24,6 +24,7 @@ import numpy as np
 
 from deviate_cb.capture.audit.keras_audit import KerasAudit
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
+from deviate_cb.capture.audit.stopping import record_stop, stops_after_audit
 from deviate_cb.capture.backup_restore import KerasResumePoint
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV, resume_plan
@@ -338,6 +339,11 @@ class DeviateCallback(keras.callbacks.Callback):
                 audit.batch_end(self._steps_done + batch, logs)
             if audit.done:
                 self._end_audit("on_train_batch_end")
+                if stops_after_audit() and self._model is not None:  # deviate audit without --finish
+                    with guarded(self._session, "on_train_batch_end: audit stop"):
+                        if self._session.run is not None:
+                            record_stop(self._session.run, self._audit_steps or 0, "keras")
+                        self._model.stop_training = True
         if self._resume is not None and self._model is not None:
             with guarded(self._session, "on_train_batch_end: resume point"):
                 if self._resume.batch_end(self._model, self._steps_done + batch):

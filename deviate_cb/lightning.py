@@ -21,6 +21,7 @@ from typing_extensions import override
 from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
 from deviate_cb.capture.audit.log import KINDS
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record, write_rank_audit
+from deviate_cb.capture.audit.stopping import record_stop, stops_after_audit
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.lightning_tap import LightningMetricTap, tensors_to_floats
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV, ResumePoint, resume_plan
@@ -375,6 +376,11 @@ class DeviateCallback(pl.Callback):
                 self._audit.end_step()
             if self._audit.done:
                 self._end_audit("on_train_batch_end", trainer=trainer)
+                if stops_after_audit():  # deviate audit without --finish: every rank stops its fit here
+                    with guarded(session, "on_train_batch_end: audit stop"):
+                        if trainer.is_global_zero and session.run is not None:
+                            record_stop(session.run, self._audit_steps or 0, "lightning")
+                        trainer.should_stop = True
         if session.enabled and self._completion is None:  # else read where Lightning counts the batch complete
             self._record_step_values(trainer)
         if self._resume is not None:
