@@ -36,8 +36,8 @@ two records). After ``K`` steps every hook is removed and ``Tensor.backward`` re
 as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
 written then (in a replica of ``deviate audit`` without ``--finish`` the training then stops:
 :mod:`~deviate_cb.capture.audit.stopping`), or at the process's exit with the steps that ran when it ends earlier
-(a crash: the replica is not ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit, not the training, and leaves
-no record (the audit then exits 3): the manifest's ``audit`` holds the reason as ``error`` instead, which
+(a crash: the replica is not ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit,
+not the training, and leaves no record (the audit then exits 3): the manifest's ``audit`` holds the reason as ``error`` instead, which
 ``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest cannot flatten).
 
 Limits: a step is an optimizer step, so two optimizers stepping in one iteration make two steps, and an iteration
@@ -467,9 +467,9 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
             raise RuntimeError("its audit record was not written")
         record_stop(run, steps, FRAMEWORK)
 
-    environ = os.environ if environ is None else environ
-    alone = environ.get("WORLD_SIZE", "1").strip() in ("", "1")  # a rank that left would hold up the others
-    stopping = alone and stops_after_audit(environ)
+    variables = os.environ if environ is None else environ
+    alone = variables.get("WORLD_SIZE", "1").strip() in ("", "1")  # a rank that left would hold up the others
+    stopping = alone and stops_after_audit(variables)
     audit = PlainLoopAudit(int(text), write, on_failed=failed, on_stop=stop if stopping else None)
     _state["audit"] = audit
     when_imported("torch", audit.install)
