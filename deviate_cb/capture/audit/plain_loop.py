@@ -37,8 +37,9 @@ as if the audit had never been there; ``audit.parquet`` and the manifest's ``aud
 written then (in a replica of ``deviate audit`` without ``--finish`` the training then stops:
 :mod:`~deviate_cb.capture.audit.stopping`), or at the process's exit with the steps that ran when it ends earlier
 (a crash: the replica is not ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit,
-not the training, and leaves no record (the audit then exits 3): the manifest's ``audit`` holds the reason as ``error`` instead, which
-``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest cannot flatten).
+not the training, and leaves no record (the audit then exits 3): the manifest's ``audit`` holds the reason as
+``error`` instead, which ``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest
+cannot flatten).
 
 Limits: a step is an optimizer step, so two optimizers stepping in one iteration make two steps, and an iteration
 whose step a ``GradScaler`` skips, or an evaluation run with gradients enabled between steps, joins the next one; a
