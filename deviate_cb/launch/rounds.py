@@ -150,14 +150,15 @@ def replicate_until(
         _say(stream, f"{_PROG}: {_answer(record['looks'][-1], metric, plan, group, b_group)}")
         return RoundsResult(0, record["decision"], path)
     b_dir = b_launch.pop("launch_dir", None)
+    said: set[str] = set()  # the problem lines the rounds printed
     force = bool(launch.get("force"))  # a new sequence reruns A's replicas of its first look, not every round's
     for k, (n_a, n_b) in enumerate(looks, start=1):
         if k in done:
             continue
-        a_result = _round(dict(launch, runs=n_a, force=force), stream)
+        a_result = _round(dict(launch, runs=n_a, force=force), stream, said)
         force = False
         with _chdir(b_dir):
-            b_result = _round(dict(b_launch, runs=n_b), stream)
+            b_result = _round(dict(b_launch, runs=n_b), stream, said)
         study = _study_runs(out)  # once per look: both groups' values come from one read of the study
         a_values = _values(study, group, metric, n_a)
         b_values = _values(study, b_group, metric, n_b)
@@ -417,7 +418,7 @@ def _until_precision(
     for n in looks:
         if any(look["n"] == n for look in record["looks"]):
             continue
-        result = _round(dict(launch, runs=n, force=force), stream)
+        result = _round(dict(launch, runs=n, force=force), stream, set())
         force = False
         values = _values(_study_runs(out), group, metric, n)
         if len(values) < n:
@@ -439,10 +440,12 @@ def _until_precision(
     return RoundsResult(0, record.get("decision"), path)
 
 
-def _round(kwargs: dict[str, Any], stream: TextIO) -> Any:
+def _round(kwargs: dict[str, Any], stream: TextIO, said: set[str]) -> Any:
+    """One round: :func:`~deviate_cb.launch.runner.replicate`; a problem line already said by an earlier round
+    (of either group: a path both groups wrote is one problem) is not said again."""
     from deviate_cb.launch.runner import replicate
 
-    return replicate(**kwargs, stream=stream)
+    return replicate(**kwargs, stream=stream, said_problems=said)
 
 
 def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[float]:

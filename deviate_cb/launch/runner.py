@@ -100,6 +100,7 @@ def replicate(
     audit_stop: bool = False,
     max_replicas: int = MAX_REPLICAS,
     isolate: bool = False,
+    said_problems: Optional[set[str]] = None,
 ) -> ReplicationResult:
     """Run ``runs`` replicas of ``trainer`` (``module:fn`` or ``path/to/file.py:fn``) or of ``command``.
 
@@ -139,6 +140,8 @@ def replicate(
             links every top-level entry of the launch directory (and ``..`` those of its parent,
             :mod:`deviate_cb.launch.isolation`), so that files the project writes to relative paths are the
             replica's own.
+        said_problems: The problem lines already printed by earlier launches of one run of rounds
+            (``--until-decided``): not printed again; the lines printed now are added.
 
     Returns:
         What became of each replica; ``stopped`` says why the study stopped early when the run directory could
@@ -280,7 +283,10 @@ def replicate(
             progress.message(result.summary())
             if not interrupted:
                 for line in _problem_lines(outdir.root / f"experiment={experiment}" / f"variant={variant}"):
-                    progress.message(f"{WARNING} {line}")
+                    if said_problems is None or line not in said_problems:
+                        progress.message(f"{WARNING} {line}")
+                    if said_problems is not None:
+                        said_problems.add(line)
                 trained = trainer is not None
                 nothing = "" if audit else nothing_recorded_line(results, metric_regex=metric_regex, trainer=trained)
                 if nothing:  # once per launch: what was captured (nothing) and how to capture it

@@ -43,6 +43,11 @@ def base(seed):
     return {"acc": _value(seed, 0.80)}
 
 
+def shared(seed):
+    Path("last_seed.txt").write_text(str(seed))  # a fixed path in the launch directory: every replica writes it
+    return {"acc": _value(seed + 2049, 0.80)}
+
+
 def flat(seed):
     return {"acc": 0.901}
 
@@ -323,3 +328,18 @@ def test_the_report_line_of_constant_groups_claims_nothing() -> None:
                        "looks": [[3, 3], [4, 4]]}}  # fmt: skip
     (line,) = sequence_lines([record])
     assert "A-B = 0.101, both groups constant: no difference can be claimed" in line and "?" not in line, line
+
+
+def test_rounds_say_a_problem_once_not_once_per_round_and_group(tmp_path: Path) -> None:
+    """A path both groups write is one problem: the rounds print its line once, not again for B's launch and
+    for every look (a line changes, and is printed again, only when it names more replicas)."""
+    (tmp_path / "fns.py").write_text(TRAINER)
+    first = _run(tmp_path, "--trainer", "fns.py:shared", "-n", "3", "--variant", "algo", "--experiment", "b")
+    assert first.returncode == 0, first.stdout + first.stderr
+    args = ("--trainer", "fns.py:shared", "-n", "3", "--variant", "algo", "--experiment", "a", "--until-decided",
+            "--against", "experiment=b", "--metric", "acc", "--max-runs", "5", "--parallel", "2")  # fmt: skip
+    done = _run(tmp_path, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in (done.stdout + done.stderr).splitlines() if "wrote the same paths" in line]
+    assert said and len(said) == len(set(said)), said
+    assert "last_seed.txt" in said[-1] and "experiment=a" in said[-1] and "experiment=b" in said[-1], said
