@@ -27,11 +27,19 @@ import shlex
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_in_lines
 
-__all__ = ["TAIL_BYTES", "TAIL_LINES", "nothing_recorded_line", "recorded_nothing", "suggest_metric_regexes", "tail"]
+__all__ = [
+    "TAIL_BYTES",
+    "TAIL_LINES",
+    "nothing_recorded_line",
+    "nothing_recorded_text",
+    "recorded_nothing",
+    "suggest_metric_regexes",
+    "tail",
+]
 
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 300
@@ -128,31 +136,52 @@ def recorded_nothing(run_dirs: Iterable[Path]) -> bool:
 
 
 def nothing_recorded_line(replicas: Sequence[Any], *, metric_regex: Sequence[str] = (), trainer: bool = False) -> str:
-    """One line when the launch's completed replicas (``status``, ``run_dir``, ``replica``) recorded no metric:
-    what was captured (nothing), and how to capture it, with a ``--metric-regex`` built from their stdout.log;
-    ``""`` when one recorded something or none completed."""
-    completed = [r for r in replicas if r.status == "completed"]
-    if not completed or not recorded_nothing(r.run_dir for r in completed):
+    """The launcher's line when the launch's completed replicas (``status``, ``run_dir``) recorded no metric
+    (:func:`nothing_recorded_text`); ``""`` when one recorded something or none completed."""
+    run_dirs = [Path(r.run_dir) for r in replicas if r.status == "completed"]
+    regex = "no --metric-regex matched" if metric_regex else "no --metric-regex was given"
+    return nothing_recorded_text(run_dirs, regex=regex, trainer=trainer)
+
+
+def nothing_recorded_text(
+    run_dirs: Sequence[Path], *, regex: str = "no --metric-regex matched", trainer: Optional[bool] = None
+) -> str:
+    """What was captured (nothing) and how to capture it, with ``--metric-regex`` options built from the replicas'
+    ``stdout.log``, when none of the completed replicas' ``run_dirs`` recorded a metric; ``""`` otherwise.
+    ``trainer``: the replicas ran a ``--trainer`` function (``None``: unknown, both ways are named).
+
+    Example:
+        >>> import tempfile
+        >>> run_dir = Path(tempfile.mkdtemp()) / "replica=0"
+        >>> run_dir.mkdir()
+        >>> _ = (run_dir / "stdout.log").write_text("iter 9: loss 2.31, time 12.3ms\\n")
+        >>> line = nothing_recorded_text([run_dir], trainer=False)
+        >>> line.startswith("nothing was recorded"), line.partition("rerun with ")[2].partition(" (in")[0]
+        (True, "--metric-regex 'loss +(?P<loss>[-+.0-9eE]+)'")
+    """
+    if not run_dirs or not recorded_nothing(run_dirs):
         return ""
-    regex_part = "no --metric-regex matched" if metric_regex else "no --metric-regex was given"
+    returned = ", the --trainer function returned no mapping of metrics" if trainer else ""
     line = (
-        f"nothing was recorded: no DeviateCallback reached a Lightning Trainer or a Keras model.fit"
-        f"{', the --trainer function returned no mapping of metrics' if trainer else ''} and {regex_part}, so "
-        "there is nothing to analyse"
+        f"nothing was recorded: no DeviateCallback reached a Lightning Trainer or a Keras model.fit{returned} and "
+        f"{regex}, so there is nothing to analyse"
     )
-    for replica in completed:
-        lines = tail(Path(replica.run_dir) / "stdout.log")
-        suggested = suggest_metric_regexes(lines)
+    for run_dir in run_dirs:
+        suggested = suggest_metric_regexes(tail(Path(run_dir) / "stdout.log"))
         if suggested:
-            options = " ".join(f"--metric-regex {shlex.quote(regex)}" for regex, _, _ in suggested)
+            options = " ".join(f"--metric-regex {shlex.quote(text)}" for text, _, _ in suggested)
             names = ", ".join(f"{name}={value:g}" for _, name, value in suggested)
             line += (
-                f"; to record what the script prints, rerun with {options} (in replica {replica.replica}'s "
-                f"stdout.log it captures {names})"
+                f"; to record what the script prints, rerun with {options} (in {Path(run_dir).name}/stdout.log it "
+                f"captures {names})"
             )
             break
     else:
-        line += "; to record what the script prints, rerun with --metric-regex 'NAME: (?P<NAME>[0-9.]+)'"
-    how = "return a mapping of metrics from the --trainer function" if trainer else "pass --trainer with a function "
-    how += "" if trainer else "that returns a mapping of metrics"
+        line += "; to record what the script prints, rerun with --metric-regex 'NAME: (?P<NAME>[-+.0-9eE]+)'"
+    if trainer:
+        how = "return a mapping of metrics from the --trainer function"
+    elif trainer is None:
+        how = "run a --trainer function that returns a mapping of metrics"
+    else:
+        how = "pass --trainer with a function that returns a mapping of metrics"
     return f"{line}, add a DeviateCallback to the project's Trainer or model.fit, or {how}"

@@ -44,7 +44,7 @@ from deviate_cb.store.run_directory import RunDirectory, unix_time
 
 __all__ = ["RayBackend"]
 
-_FINAL = ("completed", "incomplete", "failed", "timeout", "killed")
+_FINAL = ("completed", "incomplete", "failed", "timeout", "killed", "audited")
 # Set by Ray in every worker (from the task's num_cpus) unless the driver's environment has it: the replica gets
 # the driver's value or none, as it would locally; the fingerprint records the thread counts in effect.
 _RAY_INJECTED = ("OMP_NUM_THREADS",)

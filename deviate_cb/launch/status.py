@@ -147,6 +147,9 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
             if manifest.get("status") == "running" and settle_replica(run_dir):  # its launcher died with it
                 manifest = _read(run_dir / MANIFEST_FILE, sink)
             found.append((run_dir, manifest, str(manifest.get("slurm_job_id") or jobs.get(run_dir.name, ""))))
+        nothing = _nothing_recorded([(run_dir, manifest) for run_dir, manifest, _ in found])
+        if nothing:  # completed replicas with nothing to analyse: how to capture their metrics, once per group
+            sink.append(f"experiment={experiment} variant={variant}: {nothing}")
         waiting = [job for _, m, job in found if job and m.get("status") == "running"]
         live: dict[str, str] = {}
         ended: dict[str, str] = {}
@@ -185,6 +188,17 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
                 )
             )
     return rows
+
+
+def _nothing_recorded(replicas: list[tuple[Path, dict[str, Any]]]) -> str:
+    """:func:`deviate_cb.launch.metric_hint.nothing_recorded_text` of a group's completed replicas."""
+    from deviate_cb.launch.metric_hint import nothing_recorded_text
+
+    completed = [(run_dir, m) for run_dir, m in replicas if m.get("status") == "completed"]
+    given = any("output_metrics" in m for _, m in completed)
+    regex = "no --metric-regex matched" if given else "no --metric-regex was given"
+    trainer = any(m.get("mode") == "trainer" for _, m in completed)
+    return nothing_recorded_text([run_dir for run_dir, _ in completed], regex=regex, trainer=trainer)
 
 
 def format_status(rows: list[ReplicaStatus], out: str) -> str:

@@ -233,6 +233,7 @@ def load_per_run(
     for run in completed:
         if os.path.join(run.path, METRICS_FILE) not in present:
             warnings.append(f"{run.path}: completed run without {METRICS_FILE}; it has no metrics.")
+    warnings += _nothing_recorded(completed, present)  # a group with nothing at all: how to capture its metrics
     # Every file summarised (footers, or the DuckDB scan): per-run values without the long table or pyarrow.compute
     fast = per_run_from_scan(completed, scan, aggregate, directions, metrics, stage, warnings)
     warnings += scan.problems  # malformed footer summaries (those files were read instead)
@@ -276,6 +277,27 @@ def _with_nonfinite_notes(loaded: PerRun, aggregate: str, stage: Optional[str]) 
 
     notes = nonfinite_notes(loaded.completed, loaded.series(), aggregate, stage=stage)
     return replace(loaded, warnings=(*loaded.warnings, *notes)) if notes else loaded
+
+
+def _nothing_recorded(completed: Sequence[RunRecord], present: set[str]) -> list[str]:
+    """One line per group whose completed runs have no metrics file at all: what to rerun with to record the
+    script's printed results (:func:`deviate_cb.launch.metric_hint.nothing_recorded_text`)."""
+    from deviate_cb.launch.metric_hint import nothing_recorded_text
+
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for run in completed:
+        groups.setdefault((run.experiment, run.variant), []).append(run)
+    lines = []
+    for (experiment, variant), runs in sorted(groups.items()):
+        if any(os.path.join(run.path, METRICS_FILE) in present for run in runs):
+            continue
+        configuration = runs[0].configuration or {}
+        regex = "no --metric-regex matched" if configuration.get("metric_regex") else "no --metric-regex was given"
+        trainer = configuration.get("mode") == "trainer" if "mode" in configuration else None
+        text = nothing_recorded_text([Path(run.path) for run in runs], regex=regex, trainer=trainer)
+        if text:
+            lines.append(f"experiment={experiment} variant={variant}: {text}")
+    return lines
 
 
 def _import_analysis_modules() -> None:

@@ -45,6 +45,11 @@ def test_a_silent_script_is_told_once_how_to_record_its_printed_results(tmp_path
     words = shlex.split(suggested)
     assert words[::2] == ["--metric-regex"] * (len(words) // 2) and words, lines[0]
     regexes = words[1::2]
+    for command in ("status", "report"):  # where they say "no metrics": the same line, once for the group
+        said = subprocess.run(
+            [str(_deviate()), command, str(silent.out)], env=child_env(), capture_output=True, text=True, timeout=120
+        )
+        assert said.stderr.count(NOTHING) == 1 and suggested in said.stderr, (command, said.stderr)
     again = replicate(
         "silent_results",
         tmp_path / "second",

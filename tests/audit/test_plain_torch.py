@@ -23,6 +23,7 @@ from torch.optim import optimizer as optim_module
 
 from deviate_cb.capture.audit.log import AuditLog
 from deviate_cb.capture.audit.plain_loop import PlainLoopAudit
+from deviate_cb.capture.audit.stopping import AuditStepsDone
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"
@@ -135,6 +136,34 @@ def test_keyword_arguments_are_part_of_the_batch_and_of_the_inputs() -> None:
         ("input", "batch[0]", [2, 3]), ("input", "batch[1]['labels']", [2])]  # fmt: skip
     inputs = [row["name"] for row in rows if row["kind"] == "forward_input" and row["module"] == "(root)"]
     assert inputs == ["(root)[0]", "(root)['labels']"]  # the model's own inputs, keywords included
+
+
+def test_a_replica_asked_to_stop_ends_its_training_after_the_audited_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    """``deviate audit`` without ``--finish``: after step K's record, a ``SystemExit(0)`` that ``except Exception``
+    does not catch and ``finally`` sees."""
+    written: list[AuditLog] = []
+    stops: list[int] = []
+    audit = PlainLoopAudit(3, written.append, on_stop=stops.append)
+    _CREATED.append(audit)
+    audit.install(torch)
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ran, cleaned = [], []
+    with pytest.raises(AuditStepsDone) as stopped:
+        try:
+            for step in range(50):
+                try:
+                    optimizer.zero_grad()
+                    model(torch.ones(2, 3)).pow(2).mean().backward()
+                    optimizer.step()
+                except Exception:  # the project's own error handling does not swallow the stop
+                    pytest.fail("the stop was caught as an Exception")
+                ran.append(step)
+        finally:
+            cleaned.append(True)
+    assert stopped.value.code == 0 and stops == [3] and cleaned == [True]
+    assert ran == [0, 1] and written[0].recorded_steps == 3  # step 2 ended inside its optimizer.step()
+    assert "the 3 audited step(s) are recorded; stopping the training" in capsys.readouterr().err
 
 
 def test_a_training_that_stops_early_still_hands_its_record_over() -> None:

@@ -26,7 +26,7 @@ from deviate_cb.store.run_directory import unix_time
 __all__ = ["ENDED_STATUSES", "lost_note", "outcome_from_manifest"]
 
 # Manifest statuses of a replica that recorded its end.
-ENDED_STATUSES = ("completed", "incomplete", "failed", "timeout", "killed")
+ENDED_STATUSES = ("completed", "incomplete", "failed", "timeout", "killed", "audited")
 
 
 def lost_note(job_id: str) -> str:
