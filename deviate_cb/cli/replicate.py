@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--parallel",
         metavar="K",
-        help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues)",
+        help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues); each gets cores // K "
+        "CPU threads unless OMP_NUM_THREADS is set",
     )
     parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
     parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")

@@ -29,7 +29,12 @@ from typing import Any
 
 from deviate_cb.fingerprint.gpu import absent, hash_uuid
 
-__all__ = ["FRAMEWORKS", "blas_facts", "framework_sections", "package_versions", "thread_facts"]
+__all__ = ["FRAMEWORKS", "THREAD_BUDGET_ENV", "blas_facts", "framework_sections", "package_versions", "thread_facts"]
+
+#: The threads per replica ``deviate-replicate`` gave (:mod:`deviate_cb.launch.threads`), absent when it gave none.
+THREAD_BUDGET_ENV = "DEVIATE_THREADS"
+#: Thread variables recorded besides ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` (the values a replica ran with).
+_MORE_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 #: Packages whose installed version is recorded (``packages`` section).
 _PACKAGES = (
@@ -113,8 +118,11 @@ def package_versions() -> dict[str, str]:
 
 
 def thread_facts(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``threads`` section: CPU count and affinity, the frameworks' thread pools, OMP/MKL variables."""
+    """The ``threads`` section: CPU count and affinity, the frameworks' thread pools, the thread variables, and
+    ``launcher_budget``: the threads per replica ``deviate-replicate`` gave (``None``: it gave none, the user chose
+    or the replicas ran one at a time)."""
     torch, tf = fingerprint["torch"], fingerprint["tensorflow"]
+    budget = os.environ.get(THREAD_BUDGET_ENV, "")
     return {
         "os_cpu_count": os.cpu_count(),
         "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -124,6 +132,8 @@ def thread_facts(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
         "tensorflow_inter_op": tf.get("inter_op_threads"),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
+        **{name: os.environ.get(name) for name in _MORE_THREAD_VARIABLES},
+        "launcher_budget": int(budget) if budget.isdigit() else None,
     }
 
 

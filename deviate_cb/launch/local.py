@@ -12,7 +12,9 @@ included): ``SIGTERM``, then ``SIGKILL`` after ``kill_grace_s``. Processes a rep
 group when it exits are killed too. A launcher killed outright takes its replicas along: each gets ``SIGTERM``
 at once (``PR_SET_PDEATHSIG``) and its group ``SIGKILL`` after ``kill_grace_s`` from the launcher's watchdog
 (:class:`~deviate_cb.launch.liveness.GroupWatchdog`), so none runs on past its ``--timeout``, even one that
-handles ``SIGTERM`` itself. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``.
+handles ``SIGTERM`` itself. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``. Replicas run at once
+share the CPUs this process may use: each gets ``cores // parallel`` threads where the launching environment has not
+chosen (:mod:`deviate_cb.launch.threads`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
 from deviate_cb.launch.liveness import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
+from deviate_cb.launch.threads import budget_note, replica_thread_env, usable_cpus
 from deviate_cb.launch.warm import WarmProcess, WarmStarter
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
@@ -216,13 +219,20 @@ class LocalBackend(Backend):
         self._cancelled = False
         self._warm: Optional[WarmStarter] = None
         self._told: set[str] = set()
+        self._threads: dict[str, str] = {}
 
     def placement(self, slot: int) -> Placement:
         return Placement(slot=slot, gpu=self.gpus[slot % len(self.gpus)] if self.gpus else None)
 
     def describe(self) -> str:
         gpus = ", ".join(self.gpus) if self.gpus else "none"
-        return f"{self.parallel} at a time, GPUs: {gpus}"
+        threads = budget_note(cores=usable_cpus(), at_once=self.parallel, environ=os.environ)
+        return f"{self.parallel} at a time, {threads + ', ' if threads else ''}GPUs: {gpus}"
+
+    def thread_env(self) -> dict[str, str]:
+        """The CPU threads each replica gets (:func:`~deviate_cb.launch.threads.replica_thread_env`): the CPUs
+        this process may use shared by the ``parallel`` slots, where the launching environment has not chosen."""
+        return replica_thread_env(cores=usable_cpus(), at_once=self.parallel, environ=os.environ)
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -238,6 +248,7 @@ class LocalBackend(Backend):
         free = list(range(self.parallel))
         running: list[_Running] = []
         self._warm, self._told = WarmStarter(), set()
+        self._threads = self.thread_env()
         watchdog = GroupWatchdog(self.kill_grace_s)  # ends the replicas' groups should the launcher be killed
         try:
             while running or (upcoming is not None and not self._cancelled):
@@ -273,7 +284,7 @@ class LocalBackend(Backend):
             watchdog.close()
 
     def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
-        env = {**os.environ, **job.env, **placement.env()}
+        env = {**os.environ, **self._threads, **job.env, **placement.env()}
         start: Optional[dict[str, str]] = None
         if job.warm_modules is not None and self._warm is not None:
             warm = self._start_warm(job, placement, listener, env)

@@ -46,7 +46,8 @@ __all__ = ["RayBackend"]
 
 _FINAL = ("completed", "incomplete", "failed", "timeout", "killed", "audited")
 # Set by Ray in every worker (from the task's num_cpus) unless the driver's environment has it: the replica gets
-# the driver's value or none, as it would locally; the fingerprint records the thread counts in effect.
+# the driver's value, or the task's CPUs through deviate_cb.launch.threads like every other thread variable (the
+# fingerprint records the thread counts in effect).
 _RAY_INJECTED = ("OMP_NUM_THREADS",)
 
 
@@ -222,6 +223,7 @@ class RayBackend(GroupedTasks, Backend):
             argv=node_argv(job.argv),
             cwd=None if job.cwd is None else str(job.cwd),
             warm_modules=job.warm_modules if self.warm_start else None,
+            cpus=self.num_cpus,
         )
 
     def _outcome(

@@ -6,7 +6,8 @@ runs them in order. For each it checks that the run directory the launcher prepa
 where the replica runs (host, ``CUDA_VISIBLE_DEVICES`` as the scheduler set it, the Slurm job id, the node's CPU
 count and load average at the start and the end), starts
 ``python -m deviate_cb.launch.child`` (or the command) with the replica's environment exactly as the local
-backend does, applies the ``--timeout``, and writes the end of the manifest itself. The manifest and the Parquet
+backend does (its CPU threads: the task's CPUs, :func:`~deviate_cb.launch.threads.task_thread_env`), applies the
+``--timeout``, and writes the end of the manifest itself. The manifest and the Parquet
 files are the truth: the small dicts it returns are only a convenience for the launcher, which reads the
 manifests anyway.
 
@@ -72,6 +73,8 @@ class TaskSpec:
             on this node.
         warm_modules: What a warm-start template imports before forking this replica, in a task of several
             replicas (:attr:`~deviate_cb.launch.base.Job.warm_modules`); ``None``: a fresh process.
+        cpus: The CPUs the scheduler gave the task (a Ray task's ``num_cpus``); ``None``: Slurm's
+            ``SLURM_CPUS_PER_TASK`` on the node, else the CPUs the task may use. The replica's CPU threads.
     """
 
     run_dir: str
@@ -83,6 +86,7 @@ class TaskSpec:
     argv: tuple[str, ...] = ()
     cwd: Optional[str] = None
     warm_modules: Optional[tuple[str, ...]] = None
+    cpus: Optional[float] = None
 
 
 def node_argv(argv: Sequence[str]) -> tuple[str, ...]:
@@ -176,6 +180,7 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     from deviate_cb.launch.base import Outcome
     from deviate_cb.launch.liveness import compact_what_it_left
     from deviate_cb.launch.records import end_fields, machine_fields, signal_name
+    from deviate_cb.launch.threads import task_thread_env
     from deviate_cb.store.run_directory import RunDirectory, iso_time
 
     run_dir = Path(spec.run_dir)
@@ -194,6 +199,7 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     run.update_manifest(**fields)
     env = {k: v for k, v in os.environ.items() if k not in spec.unset}
     env.update(spec.env)
+    env.update(task_thread_env(env, spec.cpus))  # never more threads than the task was given, unless the user chose
     stdout_path, stderr_path = run_dir / "stdout.log", run_dir / "stderr.log"
     started = time.time()
     process, start = _start(spec, env, stdout_path, stderr_path, starter)

@@ -87,11 +87,11 @@ def _prepared(tmp_path: Path, spec: str, replica: int = 0) -> tuple[Path, dict[s
 def test_run_task_runs_the_replica_and_records_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "3")  # as Ray would set it in a worker
     run_dir, env = _prepared(tmp_path, trainer("basic.py:echo"))
-    result = run_task(TaskSpec(str(run_dir), env, None, 5.0, "ray", unset=("OMP_NUM_THREADS",)))
+    result = run_task(TaskSpec(str(run_dir), env, None, 5.0, "ray", unset=("OMP_NUM_THREADS",), cpus=2.0))
     manifest = json.loads((run_dir / "run.json").read_text())
     assert result["returncode"] == 0 and manifest["status"] == "completed" and manifest["exit_code"] == 0
     assert manifest["host"] and "slurm_job_id" not in manifest
-    assert manifest["determinism"]["in_effect"]["env"]["OMP_NUM_THREADS"] is None  # what it would be locally
+    assert manifest["determinism"]["in_effect"]["env"]["OMP_NUM_THREADS"] == "2"  # the task's CPUs, not Ray's value
 
 
 def test_run_task_applies_the_timeout(tmp_path: Path) -> None:
