@@ -8,7 +8,11 @@ compares the records (:mod:`deviate_cb.report.audit`) and prints the first diver
 within it in execution order, the input batch, a module's forward output, the loss, a parameter's gradient or a
 parameter after the optimizer step, with the size of the difference and the divergences right after it.
 
-Exit status: 0 every replica ended its training normally and they agree bit for bit over the audited steps, 1
+Unless ``--finish``, each replica stops once its audited steps are recorded (:mod:`deviate_cb.capture.audit.stopping`;
+status ``audited``, which counts here as a training that ended normally and never as a completed one elsewhere).
+
+Exit status: 0 every replica ended its training normally (or stopped after its audited steps, or timed out after
+recording every one of them: a note names it) and they agree bit for bit over the audited steps, 1
 they diverge within the steps compared (even if a replica stopped later), 2 usage error, 3 the audit could not be
 made or is incomplete: the project imports neither torch nor Lightning nor Keras (told from its source before
 anything runs, :mod:`deviate_cb.launch.audit_scan`: nothing to hook), fewer than two replicas recorded anything (a
@@ -51,9 +55,9 @@ __all__ = [
     "EXIT_NOT_AUDITED",
     "AuditedReplica",
     "add_audit",
+    "after_steps_line",
     "how_it_ended",
     "read_replicas",
-    "after_steps_line",
     "render_audit",
     "stopped_line",
 ]
@@ -77,7 +81,8 @@ def add_audit(commands: Any) -> None:
         help="find the first training step and tensor where replicas that must be identical differ",
         description="Run N replicas under the control variant, record a bit-exact digest of every tensor of the "
         "first training steps (input batch, forward outputs, loss, gradients, parameters after the step) and "
-        "report where they first differ. Exit status 0 identical (every replica ended its training), 1 diverged, "
+        "report where they first differ; each replica stops once its audited steps are recorded (--finish: trains "
+        "to its end). Exit status 0 identical (every replica recorded every audited step), 1 diverged, "
         "2 usage error, 3 not audited (the project imports neither torch nor Lightning nor Keras: refused before "
         "anything runs; a replica failed, timed out, was killed, stopped inside fit or took no optimizer step).",
         usage="deviate audit [options] (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
@@ -400,11 +405,11 @@ def stopped_line(audited: Sequence[AuditedReplica], compared: Any, steps: int) -
         >>> stopped_line([late, ended], AuditResult(False, (0, 1), 2, last_step=1), steps=2)  # after its 2 steps
         ''
     """
-    if all(a.rows and (a.ended or a.recorded_steps >= steps) for a in audited):
-        return ""  # every replica recorded every step asked (or ended its training): what ended it later is a note
-    if not any(a.ended or (a.rows and a.recorded_steps >= steps) for a in audited):
+    if all((a.ended and a.rows) or _timed_out_after(a, steps) for a in audited):
+        return ""  # every replica ended its training or timed out after every step asked: the timeout is a note
+    if not any(a.ended or _timed_out_after(a, steps) for a in audited):
         return "no replica completed: " + "; ".join(f"replica {a.replica} {a.how}" for a in audited)
-    stopped = [a for a in audited if not a.ended and a.rows]
+    stopped = [a for a in audited if not a.ended and a.rows and not _timed_out_after(a, steps)]
     cut = [f"replica {a.replica} {a.how}" for a in stopped if a.recorded_steps < steps]  # it limits the comparison
     later = [f"replica {a.replica} {a.how} after its {a.recorded_steps} audited step(s)"
              for a in stopped if a.recorded_steps >= steps]  # fmt: skip
@@ -417,9 +422,15 @@ def stopped_line(audited: Sequence[AuditedReplica], compared: Any, steps: int) -
     return f"nothing to compare after step {compared.last_step}: {named}"
 
 
+def _timed_out_after(replica: AuditedReplica, steps: int) -> bool:
+    """Whether ``replica`` timed out after recording every one of the ``steps`` audited steps: its record is whole
+    (a replica that failed after them is not: what made it fail may be what the audit looks for)."""
+    return replica.status == "timeout" and bool(replica.rows) and replica.recorded_steps >= steps
+
+
 def after_steps_line(audited: Sequence[AuditedReplica], steps: int) -> str:
-    """The replicas that did not end their training normally after recording every one of the ``steps`` audited
-    steps (a ``--timeout`` after them): a note beside an answer they do not change; ``""`` when none.
+    """The replicas that timed out after recording every one of the ``steps`` audited steps: a note beside an
+    answer they do not change; ``""`` when none.
 
     Example:
         >>> rows = [{"step": 0}, {"step": 1}]
@@ -430,7 +441,7 @@ def after_steps_line(audited: Sequence[AuditedReplica], steps: int) -> str:
     return "; ".join(
         f"replica {a.replica} {a.how} after its {a.recorded_steps} audited step(s)"
         for a in audited
-        if not a.ended and a.rows and a.recorded_steps >= steps
+        if _timed_out_after(a, steps)
     )
 
 

@@ -114,6 +114,31 @@ def test_a_replica_that_failed_after_its_audited_steps_is_not_a_pass(
     assert "agree bit for bit over the 4 training step(s) compared, then replica 1 failed" in out
 
 
+def test_replicas_that_timed_out_after_agreeing_on_every_audited_step_pass_with_a_note(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 43, item 7: a --timeout after the audited steps (a --finish audit) cuts nothing the audit compares."""
+    timed_out = {"reason": "timed out after 9.0 s; killed by SIGTERM", "exception": "SignalExit: 143"}
+    replicas = [
+        _replica(tmp_path, 0, "timeout", STEPS, **timed_out),
+        _replica(tmp_path, 1, "timeout", STEPS, **timed_out),
+    ]
+    code, out, err = _audit(monkeypatch, tmp_path, replicas, "--finish")
+    assert (code, err) == (0, []), (out, err)
+    assert out.startswith("deviate audit: replicas 0, 1 agree bit for bit over 4 audited training step(s).")
+    assert "note: replica 0 timed out after 9.0 s; killed by SIGTERM after its 4 audited step(s); replica 1" in out
+    code, out, _ = _audit(monkeypatch, tmp_path, replicas, "--format", "json")
+    payload = json.loads(out)
+    assert code == 0 and payload["verdict"] == "agree" and "replica 1 timed out" in payload["after_audited_steps"]
+
+
+def test_replicas_stopped_after_their_audited_steps_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    stopped = {"audit_stopped": {"after_steps": STEPS, "by": "torch"}}
+    replicas = [_replica(tmp_path, r, "audited", STEPS, **stopped) for r in (0, 1)]
+    code, out, err = _audit(monkeypatch, tmp_path, replicas)
+    assert (code, err) == (0, []) and out.startswith("deviate audit: replicas 0, 1 agree bit for bit over 4 ")
+
+
 def test_no_replica_completed_names_each(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     replicas = [_replica(tmp_path, 0, "failed", 2, exception="RuntimeError: a"),
                 _replica(tmp_path, 1, "killed", None, reason="killed by SIGKILL")]  # fmt: skip
