@@ -20,10 +20,10 @@ Example:
     >>> backend = RayBackend(num_gpus=0.5, num_cpus=2)
     >>> backend.task_options()
     {'num_cpus': 2.0, 'num_gpus': 0.5, 'max_retries': 0, 'retry_exceptions': False}
-    >>> backend.describe()
-    'Ray tasks on a local Ray cluster (2.0 CPU, 0.5 GPU per replica), 1 at a time'
-    >>> RayBackend(parallel=8, replicas_per_task=4).describe()
-    'Ray tasks on a local Ray cluster (1.0 CPU, 0.0 GPU per task of 4 replicas run one after another), 2 at a time'
+    >>> backend.describe(environ={})
+    'Ray tasks on a local Ray cluster (2.0 CPU, 0.5 GPU per replica; 2 CPU threads each), 1 at a time'
+    >>> RayBackend(parallel=8, replicas_per_task=4).describe(environ={}).split("(")[1]
+    '1.0 CPU, 0.0 GPU per task of 4 replicas run one after another; 1 CPU thread each), 2 at a time'
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -40,6 +40,7 @@ from deviate_cb.errors import UsageError, require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
 from deviate_cb.launch.options import RAY_OPTIONS, check_replicas_per_task
 from deviate_cb.launch.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
+from deviate_cb.launch.threads import task_note
 from deviate_cb.store.run_directory import RunDirectory, unix_time
 
 __all__ = ["RayBackend"]
@@ -86,12 +87,15 @@ class RayBackend(GroupedTasks, Backend):
         self.poll_interval_s = poll_interval_s
         self._cancelled = False
 
-    def describe(self) -> str:
+    def describe(self, environ: Optional[Mapping[str, str]] = None) -> str:
+        """One line for the launcher's header; ``environ``: the launching environment (default ``os.environ``)."""
         where = f"Ray cluster {self.address}" if self.address else "a local Ray cluster"
         k = self.replicas_per_task
         unit = "replica" if k == 1 else f"task of {k} replicas run one after another"
         at_once = self.tasks_at_once
-        return f"Ray tasks on {where} ({self.num_cpus} CPU, {self.num_gpus} GPU per {unit}), {at_once} at a time"
+        threads = task_note(self.num_cpus, os.environ if environ is None else environ)
+        resources = f"{self.num_cpus} CPU, {self.num_gpus} GPU per {unit}; {threads}"
+        return f"Ray tasks on {where} ({resources}), {at_once} at a time"
 
     def task_options(self) -> dict[str, Any]:
         """Keywords of ``ray.remote(...).options`` for a replica task."""

@@ -36,6 +36,7 @@ __all__ = [
     "allocated_cpus",
     "budget_note",
     "replica_thread_env",
+    "task_note",
     "task_thread_env",
     "thread_env",
     "threads_per_replica",
@@ -165,3 +166,22 @@ def budget_note(*, cores: int, at_once: int, environ: Mapping[str, str]) -> str:
         return f"CPU threads as {USER_CHOICE}={chosen} says"
     threads = threads_per_replica(cores, at_once)
     return f"{threads} CPU thread{'s' * (threads != 1)} each (OMP/MKL/OpenBLAS/torch/TF; set {USER_CHOICE} to choose)"
+
+
+def task_note(cpus: Optional[float], environ: Mapping[str, str]) -> str:
+    """The launcher's words for the threads of a cluster task's replicas: ``cpus`` the task's CPUs when the launcher
+    knows them (``--num-cpus``, ``--cpus-per-replica``), else the node says (``SLURM_CPUS_PER_TASK``, affinity).
+
+    Example:
+        >>> task_note(2.0, {}), task_note(None, {})
+        ('2 CPU threads each', "CPU threads: the task's CPUs")
+        >>> task_note(4, {"OMP_NUM_THREADS": "1"})
+        'CPU threads as OMP_NUM_THREADS=1 says'
+    """
+    chosen = environ.get(USER_CHOICE)
+    if chosen:
+        return f"CPU threads as {USER_CHOICE}={chosen} says"
+    if cpus is None:
+        return "CPU threads: the task's CPUs"
+    threads = max(1, int(cpus))
+    return f"{threads} CPU thread{'s' * (threads != 1)} each"

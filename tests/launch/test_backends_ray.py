@@ -54,7 +54,10 @@ class StubRay:
 def test_task_options_and_description() -> None:
     backend = RayBackend(address="10.0.0.1:6379", num_gpus=1, parallel=4)
     assert backend.task_options() == {"num_cpus": 1.0, "num_gpus": 1.0, "max_retries": 0, "retry_exceptions": False}
-    assert backend.describe() == "Ray tasks on Ray cluster 10.0.0.1:6379 (1.0 CPU, 1.0 GPU per replica), 4 at a time"
+    assert backend.describe(environ={}) == (
+        "Ray tasks on Ray cluster 10.0.0.1:6379 (1.0 CPU, 1.0 GPU per replica; 1 CPU thread each), 4 at a time"
+    )
+    assert "CPU threads as OMP_NUM_THREADS=2 says" in backend.describe(environ={"OMP_NUM_THREADS": "2"})
     assert RayBackend(address="local").address is None
 
 

@@ -10,8 +10,11 @@ import pytest
 from replicate_helpers import REPO, trainer
 
 from deviate_cb.context import RunContext
+from deviate_cb.launch.base import Job
 from deviate_cb.launch.local import LocalBackend
+from deviate_cb.launch.ray_backend import RayBackend
 from deviate_cb.launch.remote import TaskSpec, run_task
+from deviate_cb.launch.slurm.backend import SlurmBackend
 from deviate_cb.launch.threads import (
     BUDGET_ENV,
     THREAD_VARIABLES,
@@ -64,6 +67,17 @@ def test_the_local_plan_line_names_the_threads(monkeypatch: pytest.MonkeyPatch) 
         "GPUs: none"
     )
     assert LocalBackend(parallel=1).describe() == "1 at a time, GPUs: none"
+
+
+def test_the_cluster_plan_lines_name_the_threads_and_a_ray_task_carries_its_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert "4 CPU(s) per replica, time limit 60 min, 4 CPU threads each" in SlurmBackend(cpus_per_replica=4).describe()
+    assert "CPU threads: the task's CPUs" in SlurmBackend().describe()
+    assert "3.0 CPU, 0.0 GPU per replica; 3 CPU threads each" in RayBackend(num_cpus=3).describe()
+    job = Job("replica=0", ("python", "t.py"), {}, Path("/r/replica=0/stdout.log"), Path("/r/replica=0/stderr.log"))
+    assert RayBackend(num_cpus=3)._spec(job, {}, ()).cpus == 3.0
 
 
 def _prepared(tmp_path: Path) -> tuple[Path, dict[str, str]]:

@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import time as _time
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,7 @@ from deviate_cb.launch.slurm.submit import (
     submitit_folder,
     task_specs,
 )
+from deviate_cb.launch.threads import task_note
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]
@@ -133,6 +135,7 @@ class SlurmBackend(GroupedTasks, Backend):
         if self.cpus_per_replica:
             parts.append(f"{self.cpus_per_replica} CPU(s) per replica")
         parts.append(f"time limit {self.time} min")
+        parts.append(task_note(self.cpus_per_replica, os.environ))
         k = self.replicas_per_task
         if k > 1:
             parts.append(f"{k} replicas per task, one after another")
