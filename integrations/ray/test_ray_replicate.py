@@ -60,6 +60,10 @@ def test_command_mode_on_ray_runs_in_the_launchers_directory_and_equals_local(tm
         manifest = ray.manifest("c", "control", k)
         assert manifest["mode"] == "command" and manifest["injection"] == "bootstrapped"
         assert manifest["seeding"]["calls"][0]["asked"] == 42
+        # the task's CPU (--num-cpus, default 1) is the replica's thread count, never the node's cores
+        assert manifest["determinism"]["in_effect"]["env"]["OMP_NUM_THREADS"] == "1", manifest["determinism"]
+        threads = json.loads((ray.run_dir("c", "control", k) / "fingerprint.json").read_text())["threads"]
+        assert threads["launcher_budget"] == 1 and threads["torch_intra_op"] == 1, threads
 
 
 def test_replicas_per_task_are_forked_warm_in_their_task_and_equal_local(tmp_path: Path, ray_address: str) -> None:

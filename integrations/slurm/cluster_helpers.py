@@ -94,6 +94,17 @@ def metric_rows(run_dir: Path) -> list[tuple[Any, ...]]:
     return sorted((r["stage"], r["name"], r["step"], r["epoch"], r["value"]) for r in table)
 
 
+def _without_thread_variables(record: Any) -> Any:
+    """A manifest's ``determinism`` without the thread variables of ``in_effect.env`` (deviate_cb.launch.threads)."""
+    from deviate_cb.launch.threads import THREAD_VARIABLES
+
+    env = (record.get("in_effect") or {}).get("env") if isinstance(record, dict) else None
+    if not isinstance(env, dict):
+        return record
+    kept = {k: v for k, v in env.items() if k not in THREAD_VARIABLES}
+    return {**record, "in_effect": {**record["in_effect"], "env": kept}}
+
+
 def assert_same_run_dirs(local: Path, other: Path, extra_fields: Sequence[str] = ()) -> None:
     """The two replicas ran identically: same metrics, same manifest up to :data:`VOLATILE` and ``extra_fields``."""
     assert metric_rows(local) == metric_rows(other), f"metrics differ: {local} vs {other}"
@@ -101,6 +112,8 @@ def assert_same_run_dirs(local: Path, other: Path, extra_fields: Sequence[str] =
     b = json.loads((other / "run.json").read_text())
     assert set(a) - VOLATILE == set(b) - VOLATILE - set(extra_fields), (sorted(a), sorted(b))
     for key in set(a) - VOLATILE:
+        if key == "determinism":  # the CPU threads are the machine's share (cores // --parallel, a task's CPUs)
+            a[key], b[key] = (_without_thread_variables(d[key]) for d in (a, b))
         if key == "metrics_summary":  # the series summaries must agree; the file's size and mtime are its own
             a[key], b[key] = ({k: v for k, v in d[key].items() if not k.startswith("file_")} for d in (a, b))
         assert a[key] == b[key], (key, a[key], b[key])
