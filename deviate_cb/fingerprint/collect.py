@@ -11,8 +11,9 @@ section that does not apply here (no NVIDIA driver, a framework the run never im
   :func:`~deviate_cb.fingerprint.gpu.cuda_facts`); ``gpus``: per GPU name, compute capability, SM count, hashed
   UUID, MIG mode (plus clocks, power limit, ECC, memory: informational).
 - ``cpu`` (model, ISA flags), ``blas`` (NumPy's and torch's), ``threads`` (intra/inter-op, ``OMP_NUM_THREADS``,
-  ``MKL_NUM_THREADS``), ``determinism`` (every switch and related environment variable), ``seed``,
-  ``dataloader_workers``; informational: ``python``, ``os``, ``hostname``, ``collected_at``.
+  ``MKL_NUM_THREADS`` and the other thread variables, the launcher's ``launcher_budget``), ``determinism`` (every
+  switch and related environment variable), ``seed``, ``dataloader_workers``; informational: ``python``, ``os``,
+  ``hostname``, ``collected_at``.
 
 Collected in-process and cheaply (well under a millisecond once the first run of a process has read what cannot
 change while it runs: package versions, Python, OS, CPU, NVML's GPU facts, the frameworks' builds; the determinism
