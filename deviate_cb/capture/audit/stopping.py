@@ -28,8 +28,8 @@ from typing import Any, Optional
 __all__ = [
     "AUDITED",
     "AUDITED_TEXT",
-    "STOP_ENV",
     "STOPPED_FIELD",
+    "STOP_ENV",
     "AuditStepsDone",
     "record_stop",
     "stop_line",
