@@ -75,8 +75,9 @@ def stop_line(steps: int) -> str:
     """The line a stopping replica writes to its stderr.
 
     Example:
-        >>> stop_line(3)
-        'deviate audit: the 3 audited step(s) are recorded; stopping the training (deviate audit --finish runs it to its end)'
+        >>> print(stop_line(3).replace("; ", ";\n"))
+        deviate audit: the 3 audited step(s) are recorded;
+        stopping the training (deviate audit --finish runs it to its end)
     """
     return (
         f"deviate audit: the {steps} audited step(s) are recorded; stopping the training "
