@@ -75,9 +75,9 @@ def stop_line(steps: int) -> str:
     """The line a stopping replica writes to its stderr.
 
     Example:
-        >>> print(stop_line(3).replace("; ", ";\n"))
-        deviate audit: the 3 audited step(s) are recorded;
-        stopping the training (deviate audit --finish runs it to its end)
+        >>> first, then = stop_line(3).split("; ")
+        >>> first, then
+        ('deviate audit: the 3 audited step(s) are recorded', 'stopping the training (deviate audit --finish runs it...)')
     """
     return (
         f"deviate audit: the {steps} audited step(s) are recorded; stopping the training "
