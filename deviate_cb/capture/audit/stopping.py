@@ -77,7 +77,7 @@ def stop_line(steps: int) -> str:
     Example:
         >>> first, then = stop_line(3).split("; ")
         >>> first, then
-        ('deviate audit: the 3 audited step(s) are recorded', 'stopping the training (deviate audit --finish runs it...)')
+        ('deviate audit: the 3 audited step(s) are recorded', 'stopping the training (deviate audit --finish ...)')
     """
     return (
         f"deviate audit: the {steps} audited step(s) are recorded; stopping the training "
