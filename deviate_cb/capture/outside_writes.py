@@ -63,6 +63,7 @@ __all__ = [
     "OutsideWrites",
     "install_outside_writes",
     "is_write_open",
+    "note_outside_write",
 ]
 
 LAUNCH_DIR_ENV = "DEVIATE_LAUNCH_DIR"  # the replica's launch directory, for every process of it
@@ -392,3 +393,19 @@ def _prefixes(folders: list[str]) -> tuple[str, ...]:
             if real != os.path.abspath(folder):
                 found.append(os.path.join(real, ""))
     return tuple(dict.fromkeys(found))
+
+
+def note_outside_write(path: str | os.PathLike[str]) -> Optional[str]:
+    """Record a write of ``path`` through this process's watch, for a folder or file written where the audit hook
+    cannot see it (a logger's version folder, whose files compiled code writes); returns the absolute path
+    recorded, or ``None`` when the watch ignores it or is not installed (outside a replica).
+
+    Example:
+        >>> note_outside_write("/dev/null") is None  # ignored, or no watch in this process
+        True
+    """
+    watch = _state["watch"]
+    found = watch.outside_path(path) if watch is not None else None
+    if watch is not None and found is not None:
+        watch.wrote(found)
+    return found

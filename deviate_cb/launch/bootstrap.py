@@ -18,7 +18,8 @@ re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstr
 4. every Lightning ``Trainer`` and Keras ``fit``/``evaluate`` gets a ``DeviateCallback``
    (:mod:`deviate_cb.launch.inject`), and ``import keras`` fails with one line when its backend is missing;
 5. the project's outputs are isolated per replica (:mod:`deviate_cb.launch.project_outputs`): Lightning's
-   ``default_root_dir`` when the project sets none, Hydra's run and sweep directories;
+   ``default_root_dir`` when the project sets none, Hydra's run and sweep directories, and a version folder of
+   the replica's own for each Lightning logger that numbers its versions (:mod:`deviate_cb.launch.logger_versions`);
 6. with ``--isolate``, a write through a link of the replica's working directory makes the path the replica's
    own first (:mod:`deviate_cb.launch.copy_on_write`, installed before the watch below);
 7. writes outside the run directory, and reads of files another replica wrote there, are watched
@@ -58,6 +59,7 @@ from deviate_cb.context import RunContext, is_rank_zero
 from deviate_cb.launch.copy_on_write import install_copy_on_write, patch_torch_save
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import install_backend_guard
+from deviate_cb.launch.logger_versions import install_logger_versions
 from deviate_cb.launch.project_outputs import install_hydra_outputs
 from deviate_cb.store.run_directory import RunDirectory
 
@@ -151,6 +153,13 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     install_keras_injection()
     install_backend_guard()
     install_hydra_outputs(ctx.run_dir)
+
+    def record_loggers(record: dict[str, Any]) -> None:
+        run.update_manifest(logger_versions=record)
+
+    install_logger_versions(
+        ctx.run_dir, ctx.experiment, ctx.variant, ctx.replica, on_record=record_loggers if recording else None
+    )
     isolated = install_copy_on_write(ctx.run_dir)  # --isolate: before the watch, which then sees the replica's file
     _watch_outside_writes(run, ctx, recording)
     if isolated is not None:
