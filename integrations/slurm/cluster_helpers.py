@@ -41,6 +41,8 @@ VOLATILE = frozenset(
         "cpus_usable",
         "load_avg_start",
         "load_avg_end",
+        "logger_versions",  # the loggers' folders: paths in the run store it ran in (Lightning's default logger takes
+        # the Slurm job id as its version on Slurm)
     }
 )
 COMMAND_PROJECT = REPO / "tests" / "launch" / "projects" / "self_seeding.py"
