@@ -139,13 +139,10 @@ def nothing_recorded_line(replicas: Sequence[Any], *, metric_regex: Sequence[str
     """The launcher's line when the launch's completed replicas (``status``, ``run_dir``) recorded no metric
     (:func:`nothing_recorded_text`); ``""`` when one recorded something or none completed."""
     run_dirs = [Path(r.run_dir) for r in replicas if r.status == "completed"]
-    regex = "no --metric-regex matched" if metric_regex else "no --metric-regex was given"
-    return nothing_recorded_text(run_dirs, regex=regex, trainer=trainer)
+    return nothing_recorded_text(run_dirs, regex_given=bool(metric_regex), trainer=trainer)
 
 
-def nothing_recorded_text(
-    run_dirs: Sequence[Path], *, regex: str = "no --metric-regex matched", trainer: Optional[bool] = None
-) -> str:
+def nothing_recorded_text(run_dirs: Sequence[Path], *, regex_given: bool = True, trainer: Optional[bool] = None) -> str:
     """What was captured (nothing) and how to capture it, with ``--metric-regex`` options built from the replicas'
     ``stdout.log``, when none of the completed replicas' ``run_dirs`` recorded a metric; ``""`` otherwise.
     ``trainer``: the replicas ran a ``--trainer`` function (``None``: unknown, both ways are named).
@@ -162,6 +159,7 @@ def nothing_recorded_text(
     if not run_dirs or not recorded_nothing(run_dirs):
         return ""
     returned = ", the --trainer function returned no mapping of metrics" if trainer else ""
+    regex = "no --metric-regex matched" if regex_given else "no --metric-regex was given"
     line = (
         f"nothing was recorded: no DeviateCallback reached a Lightning Trainer or a Keras model.fit{returned} and "
         f"{regex}, so there is nothing to analyse"

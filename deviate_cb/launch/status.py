@@ -196,9 +196,8 @@ def _nothing_recorded(replicas: list[tuple[Path, dict[str, Any]]]) -> str:
 
     completed = [(run_dir, m) for run_dir, m in replicas if m.get("status") == "completed"]
     given = any("output_metrics" in m for _, m in completed)
-    regex = "no --metric-regex matched" if given else "no --metric-regex was given"
     trainer = any(m.get("mode") == "trainer" for _, m in completed)
-    return nothing_recorded_text([run_dir for run_dir, _ in completed], regex=regex, trainer=trainer)
+    return nothing_recorded_text([run_dir for run_dir, _ in completed], regex_given=given, trainer=trainer)
 
 
 def format_status(rows: list[ReplicaStatus], out: str) -> str:

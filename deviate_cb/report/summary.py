@@ -292,9 +292,9 @@ def _nothing_recorded(completed: Sequence[RunRecord], present: set[str]) -> list
         if any(os.path.join(run.path, METRICS_FILE) in present for run in runs):
             continue
         configuration = runs[0].configuration or {}
-        regex = "no --metric-regex matched" if configuration.get("metric_regex") else "no --metric-regex was given"
+        given = bool(configuration.get("metric_regex"))
         trainer = configuration.get("mode") == "trainer" if "mode" in configuration else None
-        text = nothing_recorded_text([Path(run.path) for run in runs], regex=regex, trainer=trainer)
+        text = nothing_recorded_text([Path(run.path) for run in runs], regex_given=given, trainer=trainer)
         if text:
             lines.append(f"experiment={experiment} variant={variant}: {text}")
     return lines
