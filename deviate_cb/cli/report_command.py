@@ -217,14 +217,23 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             out.write("\n")
             write_stability(stability, "table", out)
+        from deviate_cb.report.closing import write_closing  # the answers again, last: the tables pushed them up
+
+        table = ["--table", args.table, *(["--group-by", args.group_by] if args.group_by else [])]
+        source = [args.dir] if args.dir is not None else table
+        write_closing(headlines, sequences, ["deviate", "report", *source], out)
     elif args.headline:
         from deviate_cb.report.headline import HEADLINE_COLUMNS
         from deviate_cb.report.render import render_records
+        from deviate_cb.report.sequential import answer_record, study_answers
 
+        decided = study_answers(args.dir)  # the sequential decisions first, as in the terminal report
         if args.format == "json":
-            out.write(json.dumps([h.to_dict() for h in headlines], indent=2, allow_nan=False) + "\n")
+            found = [*decided, *(h.to_dict() for h in headlines)]
+            out.write(json.dumps(found, indent=2, allow_nan=False) + "\n")
         else:
-            out.write(render_records([r for h in headlines for r in h.records()], HEADLINE_COLUMNS, "csv"))
+            records = [*map(answer_record, decided), *(r for h in headlines for r in h.records())]
+            out.write(render_records(records, HEADLINE_COLUMNS, "csv"))
     elif args.timings:
         from deviate_cb.report.render import render_records
         from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
@@ -310,14 +319,9 @@ def _sequences(args: argparse.Namespace) -> list[str]:
 
 def _write_sequences(lines: Sequence[str], out: IO[str], *, markdown: bool) -> None:
     """The sequences' decisions first: they answer "is A better" with the error rate the rounds kept."""
-    from deviate_cb.report.text import markdown as markdown_text
+    from deviate_cb.report.sequential import write_sequences
 
-    if not lines:
-        return
-    out.write("## Replicated until decided\n\n" if markdown else "Replicated until decided\n")
-    for line in lines:
-        out.write(f"- {markdown_text(line)}\n" if markdown else f"  {printable(line)}\n")
-    out.write("\n")
+    write_sequences(lines, out, markdown=markdown)  # the section Study.text writes too, wrapped at the width
 
 
 def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:

@@ -1,11 +1,13 @@
 """The report from Python and notebooks: :func:`load` a study and get the same answers as ``deviate report``.
 
 :func:`load` reads a study directory once and returns a :class:`Study`: the answers (:attr:`Study.headlines`,
-the same objects every format of ``deviate report`` prints), the report itself (:attr:`Study.report`), the
-problems the numbers alone hide, and on demand the stability and step-time sections, the tables as Arrow
-tables (:meth:`Study.tables`), the figures (:meth:`Study.figures`, SVG or PNG markup) and the whole HTML page
-(:meth:`Study.html`). In Jupyter a study displays itself (``_repr_html_``): the page of ``deviate report --format
-html``, in an isolated frame so that its styles leave the notebook's alone.
+the same objects every format of ``deviate report`` prints, and :attr:`Study.sequences`, the decisions of groups
+replicated until decided, which open the report), the report itself (:attr:`Study.report`), the problems the
+numbers alone hide, and on demand the stability and step-time sections, the tables as Arrow tables
+(:meth:`Study.tables`), the figures (:meth:`Study.figures`, SVG or PNG markup), the terminal text
+(:meth:`Study.text`) and the whole HTML page (:meth:`Study.html`). In Jupyter a study displays itself
+(``_repr_html_``): the page of ``deviate report --format html``, in an isolated frame (its styles leave the
+notebook's alone) that takes the page's height once drawn, so no figure is cut.
 
 Example:
     >>> import tempfile
@@ -117,6 +119,19 @@ class Study:
         return build_headlines(self.report, problems=self.problems, metrics=self.metrics or None, effect=self.effect)
 
     @cached_property
+    def sequences(self) -> list[dict[str, Any]]:
+        """The decisions of the groups replicated in rounds (``deviate-replicate --until-decided`` or
+        ``--until-precision``), with their numbers: :func:`~deviate_cb.report.sequential.sequential_answers`."""
+        from deviate_cb.report.sequential import study_answers
+
+        return study_answers(self.source)
+
+    @property
+    def sequence_lines(self) -> list[str]:
+        """:attr:`sequences` as the lines of the report's "Replicated until decided" section."""
+        return [line for answer in self.sequences for line in answer["sentences"]]
+
+    @cached_property
     def stability(self) -> list[Any]:
         """The stability groups (empty when no run saved predictions or weights)."""
         from deviate_cb.report.stability.build import build_stability
@@ -132,12 +147,14 @@ class Study:
 
     def tables(self) -> dict[str, Any]:
         """The tables as ``pyarrow.Table``: ``groups`` (per group and metric), ``headline`` (one row per answer),
-        ``decomposition``, ``excluded`` (runs left out, with why), ``timings`` and ``problems``."""
+        ``decomposition``, ``excluded`` (runs left out, with why), ``timings`` and ``problems``; ``headline`` opens
+        with the sequential decisions (kind ``sequential``), as the report does."""
         import pyarrow as pa
 
         from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
         from deviate_cb.report.headline import HEADLINE_COLUMNS
         from deviate_cb.report.render import excluded_line
+        from deviate_cb.report.sequential import answer_record
         from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS
         from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
 
@@ -153,9 +170,10 @@ class Study:
              "message": p.line(), "groups": [{**vars(g), "replicas": list(g.replicas)} for g in p.groups]}
             for p in self.problems
         ]  # fmt: skip
+        answers = [r for h in self.headlines for r in h.records()]
         return {
             "groups": _table(pa, [r.as_dict() for r in self.report.rows], COLUMNS + (IQM_COLUMNS if iqm else ())),
-            "headline": _table(pa, [r for h in self.headlines for r in h.records()], HEADLINE_COLUMNS),
+            "headline": _table(pa, [*map(answer_record, self.sequences), *answers], HEADLINE_COLUMNS),
             "decomposition": _table(pa, [d.as_dict() for d in self.report.decomposition], DECOMPOSITION_COLUMNS),
             "excluded": _table(pa, excluded, ("experiment", "variant", "replica", "status", "why")),
             "timings": _table(pa, timing_rows(self.timings), TIMING_COLUMNS),
@@ -163,12 +181,15 @@ class Study:
         }
 
     def text(self, width: int = 100) -> str:
-        """The terminal report (answers, tables, problems, runs left out), ``width`` columns wide."""
+        """The terminal report (the sequential decisions, the answers, tables, problems, runs left out), ``width``
+        columns wide: what ``deviate report`` prints before its step-time and stability sections."""
         import io
 
         from deviate_cb.report.render import print_table
+        from deviate_cb.report.sequential import write_sequences
 
         buffer = io.StringIO()
+        write_sequences(self.sequence_lines, buffer, width=width)
         print_table(self.report, buffer, width=width, problems=self.problems, headlines=self.headlines)
         return buffer.getvalue()
 

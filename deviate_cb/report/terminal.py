@@ -1,10 +1,12 @@
 """Terminal tables that fit: the width to write for, and rich tables split by columns where they are too wide.
 
-The width is ``COLUMNS`` when it is set, else the terminal's when the output is one, else :data:`DEFAULT_WIDTH`
-(a file or a pipe: wide tables stay whole). A table is printed as it is when it fits (columns that may wrap
-counted at :data:`FOLD_WIDTH` at most, since rich folds them); otherwise its columns are split into several
-tables of consecutive columns, each repeating the first (the metric, the op), so every line fits and no number
-is cut. A column too wide even alone is folded.
+The width is ``COLUMNS`` when it is set to a sane width, else the terminal's when the output is one, else
+:data:`DEFAULT_WIDTH` (a file or a pipe: wide tables stay whole). A terminal that reports no size or an absurd one
+(0x0 under ``script``, in some CI and Docker terminals: narrower than :data:`MIN_WIDTH`) is written for at
+:data:`FALLBACK_WIDTH`, never at a width that would split every name. A table is printed as it is when it fits
+(columns that may wrap counted at :data:`FOLD_WIDTH` at most, since rich folds them); otherwise its columns are
+split into several tables of consecutive columns, each repeating the first (the metric, the op), so every line
+fits and no number is cut. A column too wide even alone is folded.
 
 Example:
     >>> import io
@@ -37,7 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_WIDTH",
+    "FALLBACK_WIDTH",
     "FOLD_WIDTH",
+    "MIN_WIDTH",
     "make_console",
     "print_fitted",
     "print_wrapped",
@@ -46,28 +50,37 @@ __all__ = [
 ]
 
 DEFAULT_WIDTH = 160  # neither COLUMNS nor a terminal: a file or a pipe
+FALLBACK_WIDTH = 80  # a terminal whose size is unknown or absurd (0x0 under `script`, some CI and Docker terminals)
+MIN_WIDTH = 40  # narrower than this, a width (COLUMNS or the terminal's) is taken for no width at all
 FOLD_WIDTH = 24  # a column that may wrap is never squeezed below this (or its own width)
-_MIN_WIDTH = 20
 _UNBOUNDED = 100_000
 
 
 def terminal_width(file: Optional[IO[str]] = None) -> int:
-    """The width to write ``file`` (default stdout) for: ``COLUMNS``, else the terminal's, else :data:`DEFAULT_WIDTH`.
+    """The width to write ``file`` (default stdout) for: ``COLUMNS`` when it is at least :data:`MIN_WIDTH`, else the
+    terminal's (:data:`FALLBACK_WIDTH` when it reports a size below :data:`MIN_WIDTH`, such as 0x0), else
+    :data:`DEFAULT_WIDTH` (no terminal: a file or a pipe).
 
     Example:
         >>> import io
-        >>> terminal_width(io.StringIO()) == int(os.environ.get("COLUMNS") or DEFAULT_WIDTH)  # no terminal
-        True
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ, {"COLUMNS": "100"}):
+        ...     terminal_width(io.StringIO())
+        100
+        >>> with mock.patch.dict(os.environ, {"COLUMNS": "0"}):  # no width; no terminal either: a file or a pipe
+        ...     terminal_width(io.StringIO())
+        160
     """
     import sys
 
     columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
-        return max(_MIN_WIDTH, int(columns))
+    if columns.isdigit() and int(columns) >= MIN_WIDTH:
+        return int(columns)
     file = sys.stdout if file is None else file
     try:
         if file.isatty():
-            return max(_MIN_WIDTH, os.get_terminal_size(file.fileno()).columns)
+            size = os.get_terminal_size(file.fileno()).columns
+            return size if size >= MIN_WIDTH else FALLBACK_WIDTH
     except (AttributeError, OSError, ValueError):  # no descriptor (a StringIO), a closed one, not a terminal
         pass
     return DEFAULT_WIDTH

@@ -77,6 +77,7 @@ def study_page(study: Any) -> str:
         timings=study.timings,
         headlines=study.headlines,
         warnings=study.warnings,
+        sequences=study.sequence_lines,
     )
 
 
