@@ -217,6 +217,11 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
             out.write("\n")
             write_stability(stability, "table", out)
+        from deviate_cb.report.closing import write_closing  # the answers again, last: the tables pushed them up
+
+        table = ["--table", args.table, *(["--group-by", args.group_by] if args.group_by else [])]
+        source = [args.dir] if args.dir is not None else table
+        write_closing(headlines, sequences, ["deviate", "report", *source], out)
     elif args.headline:
         from deviate_cb.report.headline import HEADLINE_COLUMNS
         from deviate_cb.report.render import render_records
