@@ -17,6 +17,7 @@ __all__ = [
     "direction_argument",
     "output_to",
     "per_run_options",
+    "reader_gone",
     "say",
 ]
 
@@ -43,6 +44,22 @@ def say(stream: IO[str], kind: str, message: str) -> None:
 
     stream.write(f"{PROG}: {kind}: {printable_message(' '.join(message.split()))}\n")
     stream.flush()
+
+
+def reader_gone(out: IO[str], err: IO[str]) -> int:
+    """The exit status when the reader of the output closed it early (``deviate report DIR | head -1``): 0, the
+    output pointed at ``/dev/null`` (and standard error too, when its reader is gone as well), so that nothing
+    fails again when Python flushes them at exit.
+
+    Example:
+        >>> reader_gone(io.StringIO(), io.StringIO())
+        0
+    """
+    from deviate_cb.launch.progress import quiet_if_closed
+
+    quiet_if_closed(out, force=True)
+    quiet_if_closed(err)
+    return 0
 
 
 def add_per_run_arguments(p: argparse.ArgumentParser) -> None:

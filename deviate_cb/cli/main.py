@@ -7,7 +7,9 @@ of functions:
 ``add_<name>(subparsers)`` declares its arguments and sets its handler, and
 ``_run_<name>(args, out, err)`` does the work and returns the exit status. Exit status 0 is success and 2 a
 usage error, reported as one line on stderr (``deviate: error: ...``), never a traceback; warnings go to
-stderr as ``deviate: warning: ...`` lines.
+stderr as ``deviate: warning: ...`` lines. A reader that closes the pipe early (``deviate report DIR | head -1``)
+ends the command quietly with status 0: what was read came through, and no traceback or "Exception ignored" line
+follows (the closed stream is pointed at ``/dev/null``, so nothing fails again at exit).
 
 Example:
     >>> main(["report", "/nonexistent/runs"])
@@ -17,13 +19,11 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn, Optional
 
-from deviate_cb.cli._common import PROG, say
+from deviate_cb.cli._common import PROG, reader_gone, say
 from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.cli.bench_command import add_bench
 from deviate_cb.cli.compare_command import add_compare, add_power
@@ -47,6 +47,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``deviate`` with one subparser per subcommand."""
     parser = _Parser(prog=PROG, description="Measure the variance of deep-learning training runs.")
+    from deviate_cb import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     add_report(commands)
@@ -77,15 +80,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (UsageError, MissingDependencyError) as exc:
         say(err, "error", str(exc))
         return 2
-    except SystemExit as exc:  # --help and --version
+    except SystemExit as exc:  # --help and --version; rich's console exits 1 on a broken pipe
+        if isinstance(exc.__context__, BrokenPipeError):
+            return reader_gone(out, err)
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
         say(err, "error", "interrupted.")
         return 130
     except BrokenPipeError:  # `deviate report runs | head`: stop quietly, also at interpreter exit
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-        return 0
+        return reader_gone(out, err)
 
 
 if __name__ == "__main__":

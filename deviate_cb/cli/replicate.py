@@ -221,12 +221,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run ``deviate-replicate`` with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Run ``deviate-replicate`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    A reader that closes the output early (``deviate-replicate ... | head -1``) stops no replica: the launcher's
+    lines go to ``/dev/null`` from then on and the study runs to its end (its exit status as ever); the same
+    when ``--help`` is cut short, quietly, with status 0.
+    """
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:  # --help or a last line to a reader gone: no traceback, nothing at exit
+        from deviate_cb.cli._common import reader_gone
+
+        return reader_gone(sys.stdout, sys.stderr)
+
+
+def _main(args: list[str]) -> int:
     options, after = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, None)
     previous: dict[int, Any] = {}
     try:
-        ns = build_parser().parse_args(options)
+        parser = build_parser()
+        if after is None:
+            _refuse_missing_separator(parser, options)
+        ns = parser.parse_args(options)
         if after is not None and not after and ns.trainer is None:
             raise UsageError("`COMMAND` after `--` is empty: give the command to replicate. Received: --.")
         from deviate_cb.capture.session import flush_interval
@@ -276,6 +292,54 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if result.stopped:  # the run directory could not be written (disk full): the study stopped early
         print(f"{PROG}: error: {printable_message(' '.join(result.stopped.split()))}", file=sys.stderr)
     return result.exit_status
+
+
+def _refuse_missing_separator(parser: argparse.ArgumentParser, options: list[str]) -> None:
+    """Words that are not options of deviate-replicate, given without ``--`` (``deviate-replicate -n 2 python
+    train.py``): one line saying to put them after ``--``, with the command line that does.
+
+    Example:
+        >>> try:
+        ...     _refuse_missing_separator(build_parser(), ["-n", "2", "python", "train.py", "--lr", "0.1"])
+        ... except UsageError as exc:
+        ...     print(str(exc).partition("Expected: ")[2])
+        deviate-replicate -n 2 -- python train.py --lr 0.1
+    """
+    try:
+        ns, extra = parser.parse_known_args(options)
+    except UsageError:
+        return  # parse_args says what is wrong first
+    if not extra or extra[0].startswith("-"):
+        return  # no words, or an option of ours mistyped: argparse's line names it
+    import shlex
+
+    fixed = None
+    for start in [i for i, word in enumerate(options) if word == extra[0]]:
+        if _parses(parser, options[:start]):  # everything from the first word of the command on is the command
+            fixed = [*options[:start], "--", *options[start:]]
+            break
+    if fixed is None:  # the command's words among ours (`python train.py -n 2`): ours first, then the command
+        ours, rest = list(options), list(extra)
+        for word in extra:
+            ours.remove(word)
+        fixed = [*ours, "--", *rest] if _parses(parser, ours) else None
+    if ns.trainer is not None:
+        what = "the --trainer function's arguments go after `--` (they become its sys.argv[1:])"
+    else:
+        what = "the command to replicate goes after `--`"
+    expected = shlex.join([PROG, *fixed]) if fixed else f"{PROG} [options] -- {shlex.join(extra)}"
+    raise UsageError(
+        f"{what}; without it they are read as options of {PROG}. Received: {shlex.join(extra)} before any `--`. "
+        f"Expected: {expected}"
+    )
+
+
+def _parses(parser: argparse.ArgumentParser, options: list[str]) -> bool:
+    """Whether ``options`` parse as deviate-replicate's own, with no word left over."""
+    try:
+        return not parser.parse_known_args(options)[1]
+    except UsageError:
+        return False
 
 
 def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:

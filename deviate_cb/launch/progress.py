@@ -2,7 +2,9 @@
 
 Every line is printed as one printable line (:func:`deviate_cb.report.text.printable_message`): a note or a
 warning may quote what a replica or the project wrote (an import error in the warm-start template, a trainer's
-exception), whose colours are dropped and whose control characters are escaped.
+exception), whose colours are dropped and whose control characters are escaped. A reader that goes away
+(``deviate-replicate ... | head -1``) costs no training: the closed stream is pointed at ``/dev/null``
+(:func:`quiet_if_closed`) and the replicas run on, recorded as ever.
 
 Example:
     >>> import io
@@ -15,14 +17,17 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional, TextIO
+from typing import IO, Any, Optional, TextIO
 
 from deviate_cb.report.text import printable_message
 
-__all__ = ["LiveProgress", "PlainProgress", "Progress", "make_progress"]
+__all__ = ["LiveProgress", "PlainProgress", "Progress", "make_progress", "quiet_if_closed", "write_line"]
 
 _STYLES = {
     "queued": "dim",
@@ -131,8 +136,7 @@ class PlainProgress(Progress):
         self._write(text)
 
     def _write(self, text: str) -> None:
-        self.stream.write(printable_message(text) + "\n")
-        self.stream.flush()
+        write_line(self.stream, printable_message(text))
 
 
 class LiveProgress(Progress):
@@ -180,6 +184,62 @@ class LiveProgress(Progress):
             hidden = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
             table.caption = f"{len(rows) - len(shown)} more not shown; in all: {hidden}"
         return table
+
+
+def quiet_if_closed(stream: IO[str], *, force: bool = False) -> bool:
+    """Point ``stream``'s file descriptor at ``/dev/null`` when its reader has closed it (a pipe whose reader is
+    gone), or whatever it is with ``force``; whether it did. Later writes, and the flush at exit, then succeed
+    without a word, as ``head``'s writer should; a stream without a descriptor (a test's buffer) is left alone.
+
+    Example:
+        >>> import io
+        >>> quiet_if_closed(io.StringIO(), force=True)
+        False
+    """
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not force:
+        try:
+            poll = select.poll()
+            poll.register(fd, select.POLLOUT)
+            closed = any(events & select.POLLERR for _, events in poll.poll(0))
+        except (OSError, ValueError, AttributeError):  # no poll() here (Windows)
+            closed = False
+        if not closed:
+            return False
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.dup2(devnull, fd)
+    except OSError:
+        return False
+    finally:
+        os.close(devnull)
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()  # what the buffer held goes to /dev/null now, not to a failing write at exit
+    return True
+
+
+def write_line(stream: IO[str], text: str) -> None:
+    """Write ``text`` and a newline to ``stream`` and flush; a reader that closed the stream (``| head -1``) is
+    no error: the rest goes to ``/dev/null`` (:func:`quiet_if_closed`), and the launcher carries on.
+
+    Example:
+        >>> import io
+        >>> stream = io.StringIO()
+        >>> write_line(stream, "2 completed")
+        >>> stream.getvalue()
+        '2 completed\\n'
+    """
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except BrokenPipeError:
+        quiet_if_closed(stream, force=True)
 
 
 def make_progress(stream: Optional[TextIO] = None, *, live: Optional[bool] = None) -> Progress:

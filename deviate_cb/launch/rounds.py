@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.progress import write_line
 from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.run_directory import read_manifest_file, run_path
 from deviate_cb.store.sequential_record import read_record, record_path, write_record
@@ -628,8 +629,7 @@ def _finite(value: Any) -> bool:
 
 
 def _say(stream: TextIO, line: str) -> None:
-    stream.write(line + "\n")
-    stream.flush()
+    write_line(stream, line)  # a reader gone (`| head -1`) stops no round
 
 
 @contextlib.contextmanager

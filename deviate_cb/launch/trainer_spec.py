@@ -67,6 +67,8 @@ class TrainerSpec:
     @classmethod
     def parse(cls, text: str) -> TrainerSpec:
         """Parse ``module:fn`` or ``path/to/file.py:fn``; raise :class:`TrainerSpecError` when malformed."""
+        if isinstance(text, str) and ":" not in text and text.strip():
+            raise _without_function(text.strip())
         if not isinstance(text, str) or text.count(":") != 1:
             raise _error("must look like `module:function` or `path/to/file.py:function`", text)
         target, function = (part.strip() for part in text.split(":"))
@@ -319,6 +321,60 @@ def _is_import_machinery(filename: str) -> bool:
     except (ValueError, OSError):
         return False
     return relative.parts[:2] in _IMPORT_MACHINERY
+
+
+def _without_function(target: str) -> TrainerSpecError:
+    """``--trainer FILE.py`` or ``--trainer module`` without ``:function``: the error names the function to add,
+    read from the file without running it (the one its ``if __name__ == "__main__":`` block calls, else ``main``,
+    else the first), or says to replicate a script without functions as a command.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "train.py"
+        >>> _ = path.write_text("def fit():\\n    pass\\ndef cli():\\n    fit()\\n"
+        ...                     "if __name__ == '__main__':\\n    cli()\\n")
+        >>> print(str(_without_function(str(path))).partition("Expected: ")[2].replace(str(path), "train.py"))
+        --trainer train.py:cli (functions defined there: fit, cli).
+    """
+    problem = "must look like `module:function` or `path/to/file.py:function`, the function to call after ':'"
+    is_path = target.endswith(".py") or "/" in target or os.sep in target
+    path: Any = Path(target) if is_path else None
+    if not is_path and all(part.isidentifier() for part in target.split(".")):
+        path = find_module_file(target, Path.cwd(), package_main=False)
+    if path is None or not path.is_file() or path.suffix != ".py":
+        return _error(problem, target)
+    defined = [name for name in defined_functions(path) if not name.startswith("_")]
+    if not defined:
+        command = f"python {target}" if is_path else f"python -m {target}"
+        return _error(
+            f"{problem}; {target} defines no function at top level, so replicate it as a command: "
+            f"deviate-replicate -n N -- {command}",
+            target,
+        )
+    ranked = [*_called_when_main(path, defined), *(["main"] if "main" in defined else []), *defined]
+    listed = f" (functions defined there: {', '.join(defined[:8])})" if len(defined) > 1 else ""
+    return TrainerSpecError(
+        f"`--trainer` {problem}. Received: --trainer={target}. Expected: --trainer {target}:{ranked[0]}{listed}."
+    )
+
+
+def _called_when_main(path: Path, defined: list[str]) -> list[str]:
+    """The functions of ``defined`` that the file's ``if __name__ == "__main__":`` block calls, in order."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    called = []
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if not (isinstance(test, ast.Compare) and "__main__" in ast.unparse(test) and "__name__" in ast.unparse(test)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id in defined:
+                called.append(inner.func.id)
+    return called
 
 
 def _error(problem: str, received: str) -> TrainerSpecError:

@@ -1,0 +1,109 @@
+"""What a newcomer meets in the first hour says what to do (issue 44, items 4 and 5).
+
+Every check runs the installed console scripts (``deviate-replicate``, ``deviate``) as a user would, from a project
+folder holding a plain script that prints its results (no callback, no framework: each replica takes a fraction of a
+second), and reads what they print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from deviate_cb import __version__
+
+BIN = Path(sys.executable).parent
+SCRIPT = """\
+import random
+import sys
+
+rng = random.Random(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+for epoch in range(3):
+    print(f"epoch {epoch}: loss {1.0 / (epoch + 1) + rng.random() * 0.01:.4f}")
+print(f"Test accuracy: {0.8 + rng.random() * 0.05:.4f}")
+"""
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_") and k != "COLUMNS"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _run(program: str, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / program), *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _piped(command: Sequence[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``COMMAND | head -1`` under ``bash -o pipefail``: the pipeline's status is the command's."""
+    line = f"set -o pipefail; {shlex.join(command)} | head -1"
+    return subprocess.run(["bash", "-c", line], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "train.py").write_text(SCRIPT)
+    (folder / "fit.py").write_text(
+        "def make_data():\n    return [1, 2]\n\n\ndef train(seed):\n    return {'acc': 0.9 + seed * 1e-3}\n\n\n"
+        "def _private():\n    pass\n\n\nif __name__ == '__main__':\n    print(train(0))\n"
+    )
+    return folder
+
+
+def test_a_command_without_the_separator_is_shown_with_it(project: Path) -> None:
+    done = _run("deviate-replicate", "-n", "2", "python", "train.py", "--lr", "0.1", cwd=project)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("deviate-replicate: error: the command to replicate goes after `--`")
+    assert "Received: python train.py --lr 0.1 before any `--`" in line
+    assert line.endswith("Expected: deviate-replicate -n 2 -- python train.py --lr 0.1")
+    assert not (project / "deviate_runs").exists()
+    trainer = _run("deviate-replicate", "--trainer", "fit.py:train", "-n", "2", "lr=0.1", cwd=project)
+    assert trainer.returncode == 2
+    assert trainer.stderr.strip().endswith("Expected: deviate-replicate --trainer fit.py:train -n 2 -- lr=0.1")
+
+
+def test_a_trainer_file_without_function_gets_the_function_to_add(project: Path) -> None:
+    done = _run("deviate-replicate", "-n", "2", "--trainer", "fit.py", cwd=project)
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert (
+        "Received: --trainer=fit.py. Expected: --trainer fit.py:train (functions defined there: make_data, train)"
+        in line
+    )
+    script = _run("deviate-replicate", "-n", "2", "--trainer", "train.py", cwd=project)
+    assert "defines no function at top level, so replicate it as a command: " in script.stderr
+    assert "-- python train.py" in script.stderr and not (project / "deviate_runs").exists()
+
+
+def test_deviate_has_a_version_as_deviate_replicate_has() -> None:
+    deviate = subprocess.run([str(BIN / "deviate"), "--version"], capture_output=True, text=True, env=_env())
+    replicate = subprocess.run([str(BIN / "deviate-replicate"), "--version"], capture_output=True, text=True)
+    assert (deviate.returncode, deviate.stdout, deviate.stderr) == (0, f"deviate {__version__}\n", "")
+    assert replicate.stdout == f"deviate-replicate {__version__}\n"
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_quietly_and_costs_no_replica(project: Path) -> None:
+    (project / "slow.py").write_text("import time\ntime.sleep(0.5)\nprint('acc=0.9')\n")
+    launch = [str(BIN / "deviate-replicate"), "-n", "3", "--metric-regex", "acc=(?P<acc>[0-9.]+)", "--"]
+    done = _piped([*launch, "python", "slow.py"], project)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.startswith("deviate-replicate: 3 replicas of `python slow.py`")
+    runs = project / "deviate_runs" / "experiment=slow" / "variant=algo+impl"
+    statuses = [json.loads((runs / f"replica={k}" / "run.json").read_text())["status"] for k in range(3)]
+    assert statuses == ["completed"] * 3  # the launcher ran on after its reader left
+    for command in (["report", "deviate_runs"], ["status", "deviate_runs"], ["power", "deviate_runs", "--effect", "1"]):
+        piped = _piped([str(BIN / "deviate"), *command], project)
+        assert piped.returncode == 0 and "Traceback" not in piped.stderr and "Exception ignored" not in piped.stderr
+        assert len(piped.stdout.splitlines()) == 1, piped.stdout
