@@ -98,8 +98,8 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = (), headlines: 
         lines.append("")
     lines += [
         f"Per-run aggregate: `{report.aggregate}`. std: sample standard deviation (ddof=1); "
-        f"std CI: {level} Bonett interval; cv: std / |mean|. Metrics sorted by cv within each group."
-        + _iqm_note(report),
+        f"std CI: {level} Bonett interval; cv: std / |mean|. Metrics in the same order in every group: those the "
+        "answers are about first, then the others, each by name." + _iqm_note(report),
         "",
         "| " + " | ".join(("experiment", "variant", *_headers(report))) + " |",
         "|" + "---|" * (len(_headers(report)) + 2),

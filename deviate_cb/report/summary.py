@@ -2,8 +2,10 @@
 
 Runs whose status is not ``completed`` are listed apart and left out of the statistics. Each metric of
 each completed run is first aggregated to one number (``last``, ``best`` or ``mean``), then described
-across the runs of its group; within a group, metrics are sorted by coefficient of variation, largest
-first. A metric name that occurs in several stages is shown as ``stage/name``.
+across the runs of its group. Every group lists its metrics in the same order: the metrics of interest (those
+the answers are about: :func:`~deviate_cb.report.headline.headline_metrics`, the ``--metric`` patterns or the
+validation and test metrics) first, then the others, each part by name. A metric name that occurs in several
+stages is shown as ``stage/name``.
 
 Example:
     >>> import tempfile
@@ -21,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -107,7 +108,8 @@ class Report:
     """A whole report.
 
     Attributes:
-        rows: One row per group and metric, groups sorted by name, metrics by CV (largest first, NaN last).
+        rows: One row per group and metric, groups sorted by name, metrics in the same order in every group: the
+            metrics of interest first, then the others, each by name.
         excluded: The runs left out of the statistics because they did not complete.
         warnings: One line per problem met on the way (unreadable files, skipped metrics).
         aggregate: The per-run aggregate used.
@@ -166,7 +168,7 @@ def build_report(
     loaded = load_per_run(directory, aggregate=aggregate, directions=directions, metrics=metrics, stage=stage)
     runs, completed, warnings = loaded.runs, loaded.completed, list(loaded.warnings)
     series = loaded.series()
-    rows = describe_series(series, aggregate, level, iqm=iqm, seed=seed)
+    rows = describe_series(series, aggregate, level, iqm=iqm, seed=seed, interest=metrics)
     groups = sorted({(r.experiment, r.variant) for r in runs})
     counts = tuple((e, v, sum(1 for r in completed if (r.experiment, r.variant) == (e, v))) for e, v in groups)
     excluded = tuple(r for r in runs if not r.completed)
@@ -336,9 +338,18 @@ def describe_series(
     *,
     iqm: bool = False,
     seed: int = 0,
+    interest: Optional[Sequence[str]] = None,
 ) -> list[ReportRow]:
-    """One :class:`ReportRow` per ``(experiment, variant, metric) -> values``, sorted as in the report; with
-    ``iqm``, the IQM across the runs and its interval (Yuen's trimmed-mean t; ``seed`` for a bootstrap)."""
+    """One :class:`ReportRow` per ``(experiment, variant, metric) -> values``, sorted as in the report (by group,
+    then the metrics of interest, chosen by the fnmatch patterns ``interest`` or else as the answers choose them,
+    then the other metrics, each part by name); with ``iqm``, the IQM across the runs and its interval (Yuen's
+    trimmed-mean t; ``seed`` for a bootstrap).
+
+    Example:
+        >>> series = {("mlp", "algo", m): [1.0, 2.0, 4.0] for m in ("train_loss", "val_loss", "lr", "val_acc")}
+        >>> [row.metric for row in describe_series(series, "last", 0.95)]
+        ['val_acc', 'val_loss', 'lr', 'train_loss']
+    """
     rows = []
     for (experiment, variant, metric), values in series.items():
         d = describe(values, rng=seed, by_design=variant == "control")  # bit-identical by design: [0, 0]
@@ -349,11 +360,10 @@ def describe_series(
             iqm_low, iqm_high = d.iqm_confidence_interval(level)
             row = replace(row, iqm=d.iqm, iqm_ci_low=float(iqm_low), iqm_ci_high=float(iqm_high))
         rows.append(row)
-    return sorted(rows, key=lambda r: (r.experiment, r.variant, math.isnan(r.cv), -_num(r.cv), r.metric))
+    from deviate_cb.report.headline import headline_metrics
 
-
-def _num(x: float) -> float:
-    return 0.0 if math.isnan(x) else x
+    first = set(headline_metrics(Report(tuple(rows), ()), interest))  # the answers' metrics: the same rule
+    return sorted(rows, key=lambda r: (r.experiment, r.variant, r.metric not in first, r.metric))
 
 
 def _validate_build_report(

@@ -42,7 +42,7 @@ def test_json_is_a_list_of_objects_with_the_documented_keys(report) -> None:
     assert (first["experiment"], first["variant"], first["metric"], first["aggregate"]) == (
         "resnet_cifar10",
         "algo+impl",
-        "test_loss",
+        "test_acc",
         "last",
     )
     assert first["std"] == report.rows[0].std and first["n"] == 50
@@ -72,7 +72,7 @@ def test_markdown_table_and_excluded_runs(mixed) -> None:
     assert set(lines[header + 1]) <= set("|-")
     body = lines[header + 2 : lines.index("", header)]
     assert len(body) == 3
-    assert body[0].startswith("| mlp | algo | val_loss | 2 |")  # cv 14% before val_acc's 3.4%
+    assert body[0].startswith("| mlp | algo | val_acc | 2 |")  # by name, whatever the cv: the same in every group
     assert "## Runs left out of the statistics" in text
     assert "| mlp | algo | 2 | failed | 3 | RuntimeError: boom \\| pipe |" in text
     assert all(line.count("|") - line.count("\\|") == lines[header].count("|") for line in body)
@@ -83,7 +83,7 @@ def test_terminal_table(mixed) -> None:
     assert "experiment=mlp  variant=algo  (2 completed runs, aggregate=last)" in text
     assert "experiment=mlp  variant=control  (1 completed run, aggregate=last)" in text
     assert "Runs left out of the statistics" in text and "RuntimeError: boom" in text
-    assert text.index("val_loss") < text.index("val_acc")
+    assert text.index("val_acc") < text.index("val_loss")  # by name, in every group
     assert "95% Bonett interval" in text
 
 
