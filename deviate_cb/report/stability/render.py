@@ -3,7 +3,8 @@
 :func:`write_stability` writes, for each :class:`~deviate_cb.report.stability.build.StabilityGroup`, a headline (runs,
 snapshot, samples, notes), a summary of each measure in words (the test set's sampling spread of the accuracy
 beside the run-to-run spread as one sentence: :meth:`~deviate_cb.stats.stability.sampling.SamplingSpread.sentence`),
-the sub-group table of every grouping column and the most unstable samples.
+the sub-group table of every grouping column and the most unstable samples. A std that is only the rounding
+residue of a mean of equal values is shown as 0 (:func:`~deviate_cb.report.stability.rows.shown_std`).
 
 Example:
     >>> import sys
@@ -25,6 +26,7 @@ import math
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from deviate_cb.report.stability.rows import shown_per_class, shown_subgroup_rows
 from deviate_cb.report.text import printable
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], to
             out.write(f"\n### {sub_title}\n\n" if fmt == "md" else "\n")
             out.write(
                 render_records(
-                    sg.rows,
+                    shown_subgroup_rows(sg.rows),
                     tuple(_SUBGROUP_CELLS),
                     fmt,
                     human=_SUBGROUP_CELLS,
@@ -90,10 +92,13 @@ def _headline(g: StabilityGroup) -> str:
 
 def _per_class_text(p: PerClassAccuracy) -> str:
     classes = f"{len(p.classes)} classes"
-    if math.isnan(p.ratio):
-        return f"std {_f(p.max_std)} in every class ({classes})"
-    ratio = "the overall-accuracy std is 0" if math.isinf(p.ratio) else f"{p.ratio:.3g}x the overall-accuracy std"
-    return f"largest std {_f(p.max_std)} (class {p.worst_class}): {ratio} ({classes})"
+    shown = shown_per_class(p)  # residue of a mean of equal values shown as the 0 it is
+    if math.isnan(shown.ratio):
+        return f"std {_f(shown.max_std)} in every class ({classes})"
+    ratio = (
+        "the overall-accuracy std is 0" if math.isinf(shown.ratio) else f"{shown.ratio:.3g}x the overall-accuracy std"
+    )
+    return f"largest std {_f(shown.max_std)} (class {shown.worst_class}): {ratio} ({classes})"
 
 
 def _f(x: Any) -> str:
@@ -120,7 +125,8 @@ def _summary(g: StabilityGroup) -> list[dict[str, Any]]:
         )
     if g.per_class is not None:
         p = g.per_class
-        rows.append({"measure": "accuracy", "value": f"mean {_f(float(p.overall.mean()))}, std {_f(p.overall_std)}"})
+        std = shown_per_class(p).overall_std
+        rows.append({"measure": "accuracy", "value": f"mean {_f(float(p.overall.mean()))}, std {_f(std)}"})
         rows.append({"measure": "per-class accuracy", "value": _per_class_text(p)})
     if g.sampling is not None:
         rows.append({"measure": "test-set sampling spread", "value": g.sampling.sentence()})

@@ -3,7 +3,11 @@
 :func:`stability_rows` turns the :class:`~deviate_cb.report.stability.build.StabilityGroup` objects that
 :func:`~deviate_cb.report.stability.build.build_stability` returns into records with the keys of
 :data:`STABILITY_COLUMNS`, for ``deviate report --stability`` with csv or json (NaN and infinities become
-``None``, NumPy scalars Python numbers).
+``None``, NumPy scalars Python numbers). A std the floating-point mean of equal values leaves as residue
+(``1.36e-16`` for runs that agree exactly) is written as the 0 it is: :func:`shown_std` decides that at this
+formatting layer, within :data:`RESIDUE_ULPS` units in the last place of the values' own scale, and the ratios to
+such a std follow (:func:`shown_subgroup_rows`, :func:`shown_per_class`); the terminal and Markdown text use the
+same functions, so every format shows the same numbers.
 
 Example:
     >>> from deviate_cb.report.stability.build import StabilityGroup
@@ -20,8 +24,8 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -29,8 +33,19 @@ from deviate_cb.stats._results import json_value
 
 if TYPE_CHECKING:
     from deviate_cb.report.stability.build import StabilityGroup
+    from deviate_cb.stats.stability.groups import PerClassAccuracy
 
-__all__ = ["STABILITY_COLUMNS", "stability_rows"]
+__all__ = [
+    "RESIDUE_ULPS",
+    "STABILITY_COLUMNS",
+    "ShownPerClass",
+    "shown_per_class",
+    "shown_std",
+    "shown_subgroup_rows",
+    "stability_rows",
+]
+
+RESIDUE_ULPS = 16  # a std within this many units in the last place of the values' scale is rounding residue
 
 STABILITY_COLUMNS = (
     "experiment",
@@ -48,6 +63,83 @@ STABILITY_COLUMNS = (
     "high",
     "note",
 )
+
+
+class ShownPerClass(NamedTuple):
+    """Per-class accuracy as shown: each class's std and the overall std with residue as 0, the class with the
+    largest std, that std and its ratio to the overall std (inf when only classes vary, NaN when nothing does)."""
+
+    std: list[float]
+    overall_std: float
+    worst_class: Any
+    max_std: float
+    ratio: float
+
+
+def shown_std(std: Any, scale: Any) -> Any:
+    """``std`` as shown: 0 where it is within :data:`RESIDUE_ULPS` units in the last place of ``scale`` (the
+    magnitude of the values it spreads, such as their mean), the residue a floating-point mean of equal values
+    leaves; anything else (NaN, ``None``, a real spread) as it is.
+
+    Example:
+        >>> runs = [0.8, 0.8, 0.8]
+        >>> residue = float(np.std(runs, ddof=1))  # the mean of three 0.8 is not exactly 0.8
+        >>> residue > 0, shown_std(residue, 0.8), shown_std(0.01, 0.8)
+        (True, 0.0, 0.01)
+    """
+    if not isinstance(std, (int, float)) or not isinstance(scale, (int, float)):
+        return std
+    if not (math.isfinite(std) and math.isfinite(scale)):
+        return std
+    return 0.0 if abs(std) <= RESIDUE_ULPS * math.ulp(abs(scale)) else std
+
+
+def shown_subgroup_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Sub-group rows (:attr:`~deviate_cb.stats.stability.groups.SubgroupRates.rows`) as shown: each rate's std
+    through :func:`shown_std` (its scale: the rate's mean), each ratio to the ``(all)`` row's accuracy std again
+    from the stds shown (NaN where neither varies, inf where only the sub-group's does)."""
+    overall = next((r for r in rows if r.get("group") == "(all)"), None)
+    base = shown_std(overall["accuracy_std"], overall["accuracy_mean"]) if overall is not None else None
+    out = []
+    for row in rows:
+        shown = dict(row)
+        for rate in ("accuracy", "fpr", "fnr"):
+            std = shown_std(row.get(f"{rate}_std"), row.get(f"{rate}_mean"))
+            shown[f"{rate}_std"] = std
+            if base is not None and isinstance(std, (int, float)):
+                shown[f"{rate}_ratio"] = _ratio(float(std), float(base))
+        out.append(shown)
+    return out
+
+
+def shown_per_class(p: PerClassAccuracy) -> ShownPerClass:
+    """``p``'s stds as shown (:func:`shown_std`, each class's against its mean accuracy), the largest and its
+    ratio to the overall std as shown.
+
+    Example:
+        >>> from deviate_cb.stats.stability.groups import per_class_accuracy
+        >>> p = per_class_accuracy([[0, 0, 0, 0, 1, 1]] * 3, [0, 0, 0, 0, 0, 1])  # class 0: 0.8 in every run
+        >>> p.std.tolist(), p.ratio
+        ([1.3597399555105182e-16, 0.0], inf)
+        >>> shown = shown_per_class(p)
+        >>> shown.std, shown.max_std, shown.ratio
+        ([0.0, 0.0], 0.0, nan)
+    """
+    stds = [float(shown_std(float(s), float(m))) for s, m in zip(p.std, p.mean, strict=True)]
+    overall = float(shown_std(p.overall_std, float(np.mean(p.overall)) if p.overall.size else math.nan))
+    finite = [(s, i) for i, s in enumerate(stds) if not math.isnan(s)]
+    if not finite:
+        return ShownPerClass(stds, overall, p.worst_class, p.max_std, p.ratio)
+    largest, index = max(finite, key=lambda pair: (pair[0], -pair[1]))
+    return ShownPerClass(stds, overall, p.classes[index], largest, _ratio(largest, overall))
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    if math.isnan(numerator) or math.isnan(denominator):
+        return math.nan
+    if denominator == 0:
+        return math.nan if numerator == 0 else math.inf
+    return numerator / denominator
 
 
 def stability_rows(groups: Sequence[StabilityGroup], top: int = 10) -> list[dict[str, Any]]:
@@ -74,34 +166,36 @@ def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
         c = g.churn
         add("churn", mean=c.mean, std=c.std, min=c.min, max=c.max, note=f"{c.n_pairs} pairs")
         a = c.majority_agreement
-        add("majority_agreement", mean=float(a.mean()), std=_std(a), min=float(a.min()), max=float(a.max()))
+        agreement = shown_std(_std(a), float(a.mean()))
+        add("majority_agreement", mean=float(a.mean()), std=agreement, min=float(a.min()), max=float(a.max()))
     if g.per_class is not None:
         p = g.per_class
+        shown = shown_per_class(p)
         add(
             "accuracy",
             mean=float(p.overall.mean()),
-            std=p.overall_std,
+            std=shown.overall_std,
             min=float(p.overall.min()),
             max=float(p.overall.max()),
         )
         add(
             "class_accuracy_worst",
-            p.worst_class,
-            std=p.max_std,
-            ratio=p.ratio,
+            shown.worst_class,
+            std=shown.max_std,
+            ratio=shown.ratio,
             note="largest per-class std / overall-accuracy std",
         )
-        for r in p.rows():
+        for r, std in zip(p.rows(), shown.std, strict=True):
             add(
                 "class_accuracy",
                 r["class"],
                 n_samples=r["n_samples"],
                 mean=r["mean"],
-                std=r["std"],
-                ratio=r["std_ratio"],
+                std=std,
+                ratio=_ratio(std, shown.overall_std),
             )
     for name, sg in g.subgroups.items():
-        for r in sg.rows:
+        for r in shown_subgroup_rows(sg.rows):
             for rate in ("accuracy", "fpr", "fnr"):
                 add(
                     f"subgroup_{rate}",
