@@ -1,5 +1,6 @@
 # Set-up commands, all working on a fresh machine:
-#   make demo       create .venv, install, replicate the bundled Lightning example, ask in rounds whether a
+#   make demo       create .venv, install what the demo needs only (torch and the `demo` extra: Lightning,
+#                   matplotlib, DuckDB), replicate the bundled Lightning example, ask in rounds whether a
 #                   lower learning rate is worse (--until-decided), and print the report
 #   make test       create .venv, install (with the mlflow/tensorboard/wandb extras; as root also Debian's
 #                   Chromium, for the browser test of the HTML report), run tests/ (tests/trackers starts
@@ -8,7 +9,10 @@
 #                   nanoGPT-style configurator writing fixed paths, scripts that switch determinism on
 #                   themselves, a standalone DeviateCallback script; replicated through command mode,
 #                   `deviate-replicate -- python train.py ...`)
-#   make screenshot render the demo study's HTML report and save docs/report.png (the README's picture)
+#   make test-fast  the same install, tests/ without the tests marked slow (those that launch replicas and
+#                   audits as subprocesses) and without the Keras end-to-end and real-project suites
+#   make screenshot render the demo study's HTML report and save docs/report.png (the README's picture; adds
+#                   playwright to the demo's install, and Debian's Chromium as root when missing)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend
 #   make test-integrations   install the slurm/ray extras (and, as root, Debian's Slurm + MariaDB packages when
 #                   missing), then run integrations/slurm (a real single-node Slurm with slurmdbd, started
@@ -17,6 +21,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.installed-demo-stamp
+SHOT_STAMP := $(VENV)/.installed-screenshot-stamp
 JAX_STAMP := $(VENV)/.installed-jax-stamp
 CLUSTER_STAMP := $(VENV)/.installed-cluster-stamp
 SLURM_DEBS := munge slurmctld slurmd slurm-client slurmdbd mariadb-server
@@ -35,7 +41,7 @@ JAX_PACKAGE ?= jax==0.10.2
 DEMO_OUT ?= demo_runs
 LINT_PATHS := deviate_cb tests examples benchmarks integrations
 
-.PHONY: demo test test-jax test-slurm test-ray test-integrations slurm-packages browser-packages screenshot lint venv clean
+.PHONY: demo test test-fast test-jax test-slurm test-ray test-integrations slurm-packages browser-packages screenshot lint venv clean
 
 venv: $(STAMP)
 
@@ -44,6 +50,19 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP_INSTALL) "torch==2.13.0"
 	$(PIP_INSTALL) -e ".[lightning,keras,report,mlflow,tensorboard,wandb,dev]" "$(TF_PACKAGE)"
 	touch $(STAMP)
+
+# The demo's own install: torch and the `demo` extra only (a venv that already has the full install gets
+# nothing new from it).
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) "torch==2.13.0"
+	$(PIP_INSTALL) -e ".[demo]"
+	touch $(DEMO_STAMP)
+
+# The screenshot's driver of Debian's Chromium, on top of the demo's install
+$(SHOT_STAMP): $(DEMO_STAMP)
+	$(PIP_INSTALL) playwright
+	touch $(SHOT_STAMP)
 
 $(JAX_STAMP): $(STAMP)
 	$(PIP_INSTALL) "$(JAX_PACKAGE)"
@@ -70,7 +89,7 @@ browser-packages:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
 	fi
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/deviate-replicate --trainer examples/lightning_mlp.py:main -n 4 --variant algo+impl \
 		--parallel 2 --out $(DEMO_OUT) --experiment mlp
 	$(BIN)/deviate-replicate --trainer examples/lightning_mlp.py:main -n 3 --variant control \
@@ -83,7 +102,10 @@ demo: $(STAMP)
 test: $(STAMP) browser-packages
 	DEVIATE_KERAS_BACKENDS=tensorflow,torch $(BIN)/python -m pytest tests integrations/keras integrations/real_projects
 
-screenshot: $(STAMP) browser-packages
+test-fast: $(STAMP) browser-packages
+	$(BIN)/python -m pytest tests -m "not slow"
+
+screenshot: $(SHOT_STAMP) browser-packages
 	test -d $(DEMO_OUT) || $(MAKE) demo
 	$(BIN)/deviate report $(DEMO_OUT) --format html -o $(DEMO_OUT)/report.html
 	$(BIN)/python tests/report/browser.py $(DEMO_OUT)/report.html docs/report.png
