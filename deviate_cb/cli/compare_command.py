@@ -441,14 +441,14 @@ def _power_budget(args: argparse.Namespace, source: str, groups: dict[str, list]
         "per run": lambda r: "-" if r["run_s"] is None else format_hours(r["run_s"]),
         "cost (run-h)": lambda r: "-" if r["cost_h"] is None else f"{r['cost_h']:.3g}",
         "budget runs": lambda r: "-" if r["budget_runs"] is None else str(r["budget_runs"]),
-        "budget detects": lambda r: "-" if r["budget_effect"] is None else f"{r['budget_effect']:.3g}",
+        "budget detects": lambda r: "-" if r["budget_effect"] is None else f"{r['budget_effect']:.2g}",  # as worded
     }
     what = "a difference" if args.effect is None else f"a difference of {args.effect:g}"
     title = (
         f"power to detect {what} and what {budget_h:.4g} run-hours buy (alpha {args.alpha:g}, Welch t, "
         f"aggregate={args.aggregate})"
     )
-    notes = (*(r["summary"] for r in rows if r["summary"]), BUDGET_NOTE)
+    notes = (BUDGET_NOTE,)  # each group's sentences are the lead above (budget_summary holds the power summary)
     if args.format == "md":
         from deviate_cb.report.text import markdown
 

@@ -378,7 +378,7 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
     if direction is None and ns.until_decided:
         raise UsageError(
             f"cannot tell whether a higher or a lower {ns.metric} is better: pass --direction max or --direction min. "
-            f"Received: --metric={ns.metric}."
+            f"Received: --metric {ns.metric}."
         )
     result = replicate_until(
         launch=launch,

@@ -27,7 +27,15 @@ from typing import IO, Any, Optional, TextIO
 
 from deviate_cb.report.text import printable_message
 
-__all__ = ["LiveProgress", "PlainProgress", "Progress", "make_progress", "quiet_if_closed", "write_line"]
+__all__ = [
+    "LiveProgress",
+    "OnceSkipped",
+    "PlainProgress",
+    "Progress",
+    "make_progress",
+    "quiet_if_closed",
+    "write_line",
+]
 
 _STYLES = {
     "queued": "dim",
@@ -114,16 +122,51 @@ class Progress:
 
 class PlainProgress(Progress):
     """One line per state change, for logs: ``replica 3 (seed 3): failed after 2.1 s (exit 1)``; ``replica 4 (seed
-    4): incomplete after 3.0 s (exit 0, the fit stopped at step 7 of 47 and never reached on_fit_end)``."""
+    4): incomplete after 3.0 s (exit 0, the fit stopped at step 7 of 47 and never reached on_fit_end)``.
 
-    def __init__(self, stream: TextIO) -> None:
+    With ``skipped_in_one_line`` (the rounds of ``--until-decided``, each a launch that skips what the rounds before
+    ran) the skipped replicas are counted in one line instead: ``8 replicas (0-7): skipped (already completed)``.
+
+    Example:
+        >>> import io
+        >>> progress = PlainProgress(io.StringIO(), skipped_in_one_line=True)
+        >>> for k in range(3):
+        ...     progress.add(k, seed=k, skipped="already completed")
+        >>> progress.add(3, seed=3)
+        >>> progress.started(3, "slot 0")
+        >>> print(progress.stream.getvalue(), end="")
+        3 replicas (0-2): skipped (already completed)
+        replica 3 (seed 3): running on slot 0
+    """
+
+    def __init__(self, stream: TextIO, *, skipped_in_one_line: bool = False) -> None:
         super().__init__()
         self.stream = stream
+        self.skipped_in_one_line = skipped_in_one_line
+        self._skipped: list[_Row] = []
 
     def message(self, text: str) -> None:
+        self._say_skipped()
         self._write(text)
 
+    def close(self) -> None:
+        self._say_skipped()
+
+    def _say_skipped(self) -> None:
+        rows, self._skipped = self._skipped, []
+        if len(rows) == 1:
+            self._write(f"replica {rows[0].replica} (seed {rows[0].seed}): skipped ({rows[0].note})")
+        elif rows:
+            notes = sorted({row.note for row in rows})
+            self._write(
+                f"{len(rows)} replicas ({_ranges([row.replica for row in rows])}): skipped ({'; '.join(notes)})"
+            )
+
     def _changed(self, row: _Row) -> None:
+        if self.skipped_in_one_line and row.state == "skipped":
+            self._skipped.append(row)
+            return
+        self._say_skipped()
         head = f"replica {row.replica} (seed {row.seed}): {row.state}"
         if row.state == "running":
             text = f"{head} on {row.where}" if row.where else head
@@ -184,6 +227,34 @@ class LiveProgress(Progress):
             hidden = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
             table.caption = f"{len(rows) - len(shown)} more not shown; in all: {hidden}"
         return table
+
+
+class OnceSkipped:
+    """``stream`` for :func:`make_progress` (through :func:`~deviate_cb.launch.runner.replicate`'s ``stream``): the
+    launch's plain lines count its skipped replicas in one line (:class:`PlainProgress`), for the rounds of
+    ``--until-decided`` and ``--until-precision``, each of which skips every replica the rounds before ran."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __getattr__(self, name: str) -> Any:  # write, flush, isatty, fileno: the stream's
+        return getattr(self.stream, name)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``0-3, 5, 7-8``: sorted numbers as runs.
+
+    Example:
+        >>> _ranges([5, 0, 1, 2, 3, 7, 8])
+        '0-3, 5, 7-8'
+    """
+    runs: list[list[int]] = []
+    for number in sorted(numbers):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def quiet_if_closed(stream: IO[str], *, force: bool = False) -> bool:
@@ -253,10 +324,12 @@ def make_progress(stream: Optional[TextIO] = None, *, live: Optional[bool] = Non
     import sys
 
     stream = sys.stdout if stream is None else stream
+    once = isinstance(stream, OnceSkipped)
+    stream = stream.stream if isinstance(stream, OnceSkipped) else stream
     if live is None or live:
         from rich.console import Console
 
         console = Console(file=stream, force_terminal=True if live else None)
         if live or (console.is_terminal and not console.is_dumb_terminal):
             return LiveProgress(console)
-    return PlainProgress(stream)
+    return PlainProgress(stream, skipped_in_one_line=once)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.progress import write_line
+from deviate_cb.launch.progress import OnceSkipped, write_line
 from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.run_directory import read_manifest_file, run_path
 from deviate_cb.store.sequential_record import read_record, record_path, write_record
@@ -163,6 +163,11 @@ def replicate_until(
         study = _study_runs(out)  # once per look: both groups' values come from one read of the study
         a_values = _values(study, group, metric, n_a)
         b_values = _values(study, b_group, metric, n_b)
+        unknown = _unknown_metric(study, group, metric, n_a)
+        if unknown:  # no run of A has it: a misspelt --metric, not replicas to retry
+            _say(stream, f"{_PROG}: error: {unknown}")
+            write_record(path, record)
+            return RoundsResult(2, None, path)
         if len(a_values) < n_a or len(b_values) < n_b:
             _say(stream, _short_line(k, (n_a, n_b), group, b_group, a_values, b_values, a_result, b_result))
             for who, g, n in (("A", group, n_a), ("B", b_group, n_b)):
@@ -332,7 +337,7 @@ def against_launch(
         names = sorted({m for r in chosen for m in r.values})
         raise UsageError(
             f"`--metric` {metric!r} is not a metric of {_label(b_group)}, the group --against names. Received: "
-            f"--metric={metric}. Its metrics: {', '.join(names) or 'none'}."
+            f"--metric {metric}. Its metrics: {', '.join(names) or 'none'}."
         )
     configurations, launch_dirs = [], set()
     for run in chosen:
@@ -421,7 +426,13 @@ def _until_precision(
             continue
         result = _round(dict(launch, runs=n, force=force), stream, set())
         force = False
-        values = _values(_study_runs(out), group, metric, n)
+        study = _study_runs(out)
+        values = _values(study, group, metric, n)
+        unknown = _unknown_metric(study, group, metric, n)
+        if unknown:  # no run has it: a misspelt --metric, not replicas to retry
+            _say(stream, f"{_PROG}: error: {unknown}")
+            write_record(path, record)
+            return RoundsResult(2, None, path)
         if len(values) < n:
             _say(stream, f"{_PROG}: error: {_label(group)} has {len(values)} completed runs with {metric}, not {n}: "
                  f"{result.summary()}; rerun the same command to retry the failed replicas")  # fmt: skip
@@ -446,7 +457,7 @@ def _round(kwargs: dict[str, Any], stream: TextIO, said: set[str]) -> Any:
     (of either group: a path both groups wrote is one problem) is not said again."""
     from deviate_cb.launch.runner import replicate
 
-    return replicate(**kwargs, stream=stream, said_problems=said)
+    return replicate(**kwargs, stream=OnceSkipped(stream), said_problems=said)  # what earlier rounds ran: one line
 
 
 def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[float]:
@@ -461,6 +472,19 @@ def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) ->
         if _finite(value):
             found.append(float(value))
     return found
+
+
+def _unknown_metric(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> str:
+    """The line when the group's completed runs (below ``n``) hold metrics but none of them ``metric``; ``""`` when
+    one holds it, or none holds any metric (the launcher's line said what was recorded: nothing)."""
+    chosen = _group_runs(runs, group, n)
+    names = sorted({name for run in chosen for name in run.values})
+    if not names or metric in names:
+        return ""
+    return (
+        f"`--metric` names no metric of {_label(group)}: none of its {len(chosen)} completed runs recorded it. "
+        f"Received: --metric {metric}. Its metrics: {', '.join(names)}."
+    )
 
 
 def _not_finite(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[str]:

@@ -401,5 +401,5 @@ IMPROVEMENT_HUMAN = {"improvement": lambda r: r.get("improvement_verdict") or ""
 POWER_HUMAN = {  # headers in words (csv and json keep the keys of POWER_COLUMNS)
     **{k: _c(k) for k in ("group", "metric", "n", "mean", "std")},
     "runs needed": _c("runs_needed"),
-    "power now": _c("achieved_power"),
+    "power now": lambda r: "-" if r.get("achieved_power") is None else f"{r['achieved_power']:.0%}",  # as worded
 }

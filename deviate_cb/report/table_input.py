@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
+from deviate_cb.report.metrics.names import metric_options
 from deviate_cb.report.selection import RunValues
 
 __all__ = ["read_run_table", "read_table", "table_report"]
@@ -107,7 +108,7 @@ def read_run_table(
         kept = [c for c in metric_columns if any(fnmatch.fnmatchcase(c, p) for p in metrics)]
         if not kept:
             raise UsageError(
-                f"`--metric` matches no metric. Received: --metric={list(metrics)!r}. "
+                f"`--metric` matches no metric. Received: {metric_options(metrics)}. "
                 f"Expected one of: {', '.join(metric_columns)}."
             )
         metric_columns = kept

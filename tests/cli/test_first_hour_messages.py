@@ -107,3 +107,69 @@ def test_a_reader_that_closes_the_pipe_early_ends_quietly_and_costs_no_replica(p
         piped = _piped([str(BIN / "deviate"), *command], project)
         assert piped.returncode == 0 and "Traceback" not in piped.stderr and "Exception ignored" not in piped.stderr
         assert len(piped.stdout.splitlines()) == 1, piped.stdout
+
+
+REGEX = "Test accuracy: *(?P<test_accuracy>[-+.0-9eE]+)"
+
+
+def _study(project: Path, experiment: str, n: int = 3, *more: str) -> subprocess.CompletedProcess[str]:
+    args = ["-n", str(n), "--experiment", experiment, "--metric-regex", REGEX, *more, "--", "python", "train.py"]
+    done = _run("deviate-replicate", *args, "{seed}", cwd=project)
+    assert done.returncode in (0, 2), done.stderr
+    return done
+
+
+def test_an_unknown_metric_is_quoted_as_typed_with_the_known_ones(project: Path) -> None:
+    _study(project, "base")
+    (project / "t.csv").write_text("g,acc\na,1\na,2\nb,1\nb,3\n")
+    typed = "Received: --metric test_acc --metric 'val loss'. Expected one of: test_accuracy."
+    for command in (
+        ["report", "deviate_runs"],
+        ["report", "deviate_runs", "--headline", "--format", "json"],
+        ["compare", "deviate_runs", "--a", "experiment=base", "--b", "experiment=base"],
+        ["compare", "deviate_runs", "--by", "variant"],
+        ["power", "deviate_runs", "--effect", "0.01"],
+        ["export", "wandb", "deviate_runs"],
+    ):
+        done = _run("deviate", *command, "--metric", "test_acc", "--metric", "val loss", cwd=project)
+        assert done.returncode == 2 and typed in done.stderr, (command, done.stderr)
+    table = _run("deviate", "report", "--table", "t.csv", "--group-by", "g", "--metric", "val", cwd=project)
+    assert "Received: --metric val. Expected one of: acc." in table.stderr
+    precision = _study(project, "base", 3, "--until-precision", "0.5", "--max-runs", "4", "--metric", "test_acc")
+    assert precision.returncode == 2 and "Received: --metric test_acc. Its metrics: test_accuracy." in precision.stdout
+    assert "retry the failed replicas" not in precision.stdout  # none failed: the metric's name is wrong
+    decided = _study(project, "new", 3, "--until-decided", "--against", "experiment=base", "--max-runs", "5",
+                     "--metric", "test_acc")  # fmt: skip
+    assert decided.returncode == 2 and "Received: --metric test_acc. Its metrics: test_accuracy." in decided.stderr
+
+
+def test_each_round_counts_the_replicas_it_skips_in_one_line(project: Path) -> None:
+    _study(project, "base")
+    done = _study(project, "new", 3, "--until-decided", "--against", "experiment=base", "--max-runs", "5",
+                  "--metric", "test_accuracy")  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and "look 3 of 3" in done.stdout, done.stdout + done.stderr
+    assert not [line for line in lines if line.startswith("replica ") and "skipped" in line]
+    assert lines.count("3 replicas (0-2): skipped (already completed)") == 3  # B's first round, then A's and B's
+    assert lines.count("4 replicas (0-3): skipped (already completed)") == 2
+    plain = _run("deviate-replicate", "-n", "2", "--experiment", "base", "--metric-regex", REGEX, "--", "python",
+                 "train.py", "{seed}", cwd=project)  # fmt: skip
+    assert "replica 1 (seed 1): skipped (already completed)" in plain.stdout  # a plain launch says each, as before
+
+
+def test_power_says_each_group_once_and_its_table_words_power_as_the_sentence(project: Path) -> None:
+    _study(project, "base")
+    _study(project, "base", 3, "--variant", "control")
+    done = _run("deviate", "power", "deviate_runs", "--budget", "2h", "--effect", "0.01", cwd=project)
+    assert done.returncode == 0, done.stderr
+    flat = " ".join(done.stdout.split())
+    for group in ("experiment=base variant=algo+impl test_accuracy:", "experiment=base variant=control test_accuracy:"):
+        assert flat.count(group) == 1, done.stdout
+    assert "The 3 runs you have give" not in flat  # the power sentence sits in the budget sentence, said once
+    plain = _run("deviate", "power", "deviate_runs", "--effect", "0.01", "--format", "json", cwd=project)
+    [row] = [r for r in json.loads(plain.stdout) if r["group"].endswith("algo+impl")]
+    table = _run("deviate", "power", "deviate_runs", "--effect", "0.01", cwd=project)
+    worded = f"{row['achieved_power']:.0%}"
+    assert f"The 3 runs you have give {worded} power" in " ".join(table.stdout.split())
+    [cells] = [cells for cells in map(str.split, table.stdout.splitlines()) if cells[2:3] == ["test_accuracy"]][:1]
+    assert cells[-1] == worded and f"{row['achieved_power']:.4g}" not in cells

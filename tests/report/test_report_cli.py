@@ -168,7 +168,7 @@ def test_best_with_unknown_direction_warns_once(capsys, tmp_path: Path, make_run
         (["--direction", "val_acc=up"], "argument --direction: expected NAME=max or NAME=min."),
         (["--level", "abc"], "argument --level: invalid float value: 'abc'."),
         (["--level", "1.5"], "`--level` must be in (0, 1). Received: --level=1.5."),
-        (["--metric", "nope"], "`--metric` matches no metric. Received: --metric=['nope']. Expected one of: "),
+        (["--metric", "nope"], "`--metric` matches no metric. Received: --metric nope. Expected one of: "),
         (["--stage", "test"], "`--stage` matches no metric. Received: --stage='test'. Expected one of: val."),
         (["--bogus"], "deviate: error: unrecognized arguments: --bogus. See `deviate --help`."),
     ],

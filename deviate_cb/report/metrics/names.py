@@ -25,7 +25,7 @@ from typing import Optional
 
 from deviate_cb.errors import UsageError
 
-__all__ = ["direction_warnings", "display_names", "kept_metrics", "name_directions"]
+__all__ = ["direction_warnings", "display_names", "kept_metrics", "metric_options", "name_directions"]
 
 
 def display_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -51,9 +51,21 @@ def kept_metrics(patterns: Sequence[str], display: Mapping[tuple[str, str], str]
     if not keep and display:
         raise UsageError(
             f"`--metric` matches no metric{f' of stage {stage}' if stage else ''}. "
-            f"Received: --metric={list(patterns)!r}. Expected one of: {', '.join(sorted(set(display.values())))}."
+            f"Received: {metric_options(patterns)}. Expected one of: {', '.join(sorted(set(display.values())))}."
         )
     return keep
+
+
+def metric_options(patterns: Iterable[str]) -> str:
+    """``--metric`` patterns as the user typed them, for a message.
+
+    Example:
+        >>> metric_options(["val_accuracy", "val loss"])
+        "--metric val_accuracy --metric 'val loss'"
+    """
+    import shlex
+
+    return " ".join(f"--metric {shlex.quote(pattern)}" for pattern in patterns)
 
 
 def name_directions(directions: Optional[Mapping[str, str]], display: Mapping[tuple[str, str], str]) -> dict:
