@@ -7,7 +7,10 @@ capture the metrics, with a ready-to-paste ``--metric-regex`` built from a line 
 hundred lines (at most :data:`TAIL_BYTES`) of each ``stdout.log`` (a run store is untrusted input: regular files
 only, reads bounded) are searched from the end for ``name: number``, ``name=number`` or ``name number``. Every
 suggestion is checked with :mod:`deviate_cb.launch.output_metrics` (the ``--metric-regex`` semantics: named groups,
-the last match wins) to match that line and capture its number before it is printed.
+the last match wins) to match that line and capture its number before it is printed. The suggestion is the whole
+command line to rerun (:func:`rerun_command`: the launch's own ``argv`` from ``run.json`` with ``--force``, since
+a launch with another ``--metric-regex`` is another configuration, and the suggested options in place of any
+given), so pasting it records the metrics rather than being refused.
 
 Example:
     >>> printed = ["Train Epoch: 1 [0/240]\\tLoss: 0.69", "Test set: Average loss: 0.0332, Accuracy: 9890/10000 (99%)"]
@@ -21,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -37,6 +41,7 @@ __all__ = [
     "nothing_recorded_line",
     "nothing_recorded_text",
     "recorded_nothing",
+    "rerun_command",
     "suggest_metric_regexes",
     "tail",
 ]
@@ -153,8 +158,8 @@ def nothing_recorded_text(run_dirs: Sequence[Path], *, regex_given: bool = True,
         >>> run_dir.mkdir()
         >>> _ = (run_dir / "stdout.log").write_text("iter 9: loss 2.31, time 12.3ms\\n")
         >>> line = nothing_recorded_text([run_dir], trainer=False)
-        >>> line.startswith("nothing was recorded"), line.partition("rerun with ")[2].partition(" (in")[0]
-        (True, "--metric-regex 'loss +(?P<loss>[-+.0-9eE]+)'")
+        >>> line.startswith("nothing was recorded"), line.partition("rerun: ")[2].partition("; or")[0]
+        (True, "the same deviate-replicate command with --force --metric-regex 'loss +(?P<loss>[-+.0-9eE]+)'")
     """
     if not run_dirs or not recorded_nothing(run_dirs):
         return ""
@@ -167,19 +172,71 @@ def nothing_recorded_text(run_dirs: Sequence[Path], *, regex_given: bool = True,
     for run_dir in run_dirs:
         suggested = suggest_metric_regexes(tail(Path(run_dir) / "stdout.log"))
         if suggested:
-            options = " ".join(f"--metric-regex {shlex.quote(text)}" for text, _, _ in suggested)
             names = ", ".join(f"{name}={value:g}" for _, name, value in suggested)
-            line += (
-                f"; to record what the script prints, rerun with {options} (in {Path(run_dir).name}/stdout.log it "
-                f"captures {names})"
-            )
+            command = rerun_command(_launch_argv(Path(run_dir)), [text for text, _, _ in suggested])
+            line += f". To record what the script prints ({Path(run_dir).name}/stdout.log: {names}), rerun: {command}"
             break
     else:
-        line += "; to record what the script prints, rerun with --metric-regex 'NAME: (?P<NAME>[-+.0-9eE]+)'"
+        command = rerun_command(_launch_argv(Path(run_dirs[0])), ["NAME: *(?P<NAME>[-+.0-9eE]+)"])
+        line += f". To record a value the script prints as `NAME: 0.93`, rerun: {command}"
     if trainer:
-        how = "return a mapping of metrics from the --trainer function"
+        how = "return a dict of metrics from the --trainer function"
     elif trainer is None:
-        how = "run a --trainer function that returns a mapping of metrics"
+        how = "replicate a --trainer file.py:function that returns a dict of metrics"
     else:
-        how = "pass --trainer with a function that returns a mapping of metrics"
-    return f"{line}, add a DeviateCallback to the project's Trainer or model.fit, or {how}"
+        how = "replicate a --trainer file.py:function that returns a dict of metrics instead of the command"
+    return (
+        f"{line}; or pass DeviateCallback() (deviate_cb.lightning or deviate_cb.keras) in the Lightning Trainer's "
+        f"callbacks or Keras model.fit's, or {how}"
+    )
+
+
+def rerun_command(argv: Optional[Sequence[str]], regexes: Sequence[str]) -> str:
+    """The command line that reruns a launch (its ``argv``: ``deviate-replicate`` and its words) with ``--force``
+    and ``regexes`` as its ``--metric-regex`` options (in place of those it had), before ``--``; without a usable
+    ``argv`` (``None``, not ``deviate-replicate``'s), the options to add.
+
+    Example:
+        >>> print(rerun_command(["deviate-replicate", "-n", "2", "--", "python", "train.py"], ["acc=(?P<acc>.+)"]))
+        deviate-replicate -n 2 --force --metric-regex 'acc=(?P<acc>.+)' -- python train.py
+        >>> print(rerun_command(None, ["acc=(?P<acc>.+)"]))
+        the same deviate-replicate command with --force --metric-regex 'acc=(?P<acc>.+)'
+    """
+    added = ["--metric-regex" if i % 2 == 0 else regexes[i // 2] for i in range(2 * len(regexes))]
+    words = [str(word) for word in argv or ()]
+    if not words or Path(words[0]).name != "deviate-replicate" or not all(isinstance(w, str) for w in argv or ()):
+        return f"the same deviate-replicate command with {shlex.join(['--force', *added])}"
+    cut = words.index("--") if "--" in words else len(words)
+    options, rest = words[1:cut], words[cut:]
+    kept: list[str] = []
+    skip = False
+    for word in options:
+        if skip:
+            skip = False
+        elif word == "--metric-regex":
+            skip = True  # and its value
+        elif not word.startswith("--metric-regex="):
+            kept.append(word)
+    force = [] if "--force" in kept else ["--force"]
+    return shlex.join([words[0], *kept, *force, *added, *rest])
+
+
+def _launch_argv(run_dir: Path) -> Optional[list[str]]:
+    """The ``argv`` the replica's launcher recorded in its ``run.json`` (a regular file, read bounded), or ``None``."""
+    try:
+        fd = os.open(run_dir / "run.json", os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, 4 * 1024 * 1024)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        argv = json.loads(data.decode("utf-8", errors="replace")).get("argv")
+    except (ValueError, AttributeError):
+        return None
+    return argv if isinstance(argv, list) and argv and all(isinstance(word, str) for word in argv) else None

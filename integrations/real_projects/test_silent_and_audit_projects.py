@@ -41,10 +41,11 @@ def test_a_silent_script_is_told_once_how_to_record_its_printed_results(tmp_path
     assert silent.returncode == 0, silent.output
     lines = [line for line in silent.stderr.splitlines() + silent.stdout.splitlines() if NOTHING in line]
     assert len(lines) == 1, silent.output
-    suggested = lines[0].partition("rerun with ")[2].partition(" (in replica")[0]
+    suggested = lines[0].partition("rerun: ")[2].partition("; or pass ")[0]  # the whole command line, --force in
     words = shlex.split(suggested)
-    assert words[::2] == ["--metric-regex"] * (len(words) // 2) and words, lines[0]
-    regexes = words[1::2]
+    regexes = [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--metric-regex"]
+    assert words[0] == "deviate-replicate" and "--force" in words and regexes, lines[0]
+    assert words[words.index("--") :] == ["--", "python", "main.py"], lines[0]
     for command in ("status", "report"):  # where they say "no metrics": the same line, once for the group
         said = subprocess.run(
             [str(_deviate()), command, str(silent.out)], env=child_env(), capture_output=True, text=True, timeout=120

@@ -7,6 +7,7 @@ second), and reads what they print.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shlex
@@ -173,3 +174,31 @@ def test_power_says_each_group_once_and_its_table_words_power_as_the_sentence(pr
     assert f"The 3 runs you have give {worded} power" in " ".join(table.stdout.split())
     [cells] = [cells for cells in map(str.split, table.stdout.splitlines()) if cells[2:3] == ["test_accuracy"]][:1]
     assert cells[-1] == worded and f"{row['achieved_power']:.4g}" not in cells
+
+
+NOTHING = "nothing was recorded"
+
+
+def _rerun(line: str) -> list[str]:
+    """The command line a 'nothing was recorded' line says to rerun."""
+    return shlex.split(line.partition("rerun: ")[2].partition("; or pass ")[0])
+
+
+def test_a_script_that_records_nothing_is_given_the_command_that_records_it(project: Path) -> None:
+    first = _run("deviate-replicate", "-n", "2", "--", "python", "train.py", "{seed}", cwd=project)
+    assert first.returncode == 0 and "2 completed" in first.stdout
+    [said] = [line for line in (first.stdout + first.stderr).splitlines() if NOTHING in line]
+    command = _rerun(said)
+    assert command[:2] == ["deviate-replicate", "-n"] and "--force" in command, said
+    assert command[command.index("--") :] == ["--", "python", "train.py", "{seed}"], said
+    assert "DeviateCallback()" in said and "--trainer file.py:function that returns a dict of metrics" in said
+    for where in (["status", "deviate_runs"], ["report", "deviate_runs"], ["report", "deviate_runs", "--format",
+                  "json"], ["power", "deviate_runs", "--effect", "1"]):  # fmt: skip
+        shown = _run("deviate", *where, cwd=project)
+        assert [_rerun(line) for line in shown.stderr.splitlines() if NOTHING in line] == [command], (where, shown)
+    page = _run("deviate", "report", "deviate_runs", "--format", "html", "-o", "report.html", cwd=project)
+    assert page.returncode == 0 and shlex.join(command) in html.unescape((project / "report.html").read_text())
+    again = _run(*command[:1], *command[1:], cwd=project)  # pasted as it stands, in the same store
+    assert again.returncode == 0 and NOTHING not in again.stdout + again.stderr, again.stdout + again.stderr
+    report = _run("deviate", "report", "deviate_runs", "--format", "json", cwd=project)
+    assert {row["metric"] for row in json.loads(report.stdout)} == {"test_accuracy", "loss"}
