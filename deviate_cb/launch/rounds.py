@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional, TextIO, cast
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.progress import OnceSkipped, write_line
@@ -457,7 +457,9 @@ def _round(kwargs: dict[str, Any], stream: TextIO, said: set[str]) -> Any:
     (of either group: a path both groups wrote is one problem) is not said again."""
     from deviate_cb.launch.runner import replicate
 
-    return replicate(**kwargs, stream=OnceSkipped(stream), said_problems=said)  # what earlier rounds ran: one line
+    return replicate(
+        **kwargs, stream=cast(TextIO, OnceSkipped(stream)), said_problems=said
+    )  # what earlier rounds ran: one line
 
 
 def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[float]:
