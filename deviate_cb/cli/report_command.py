@@ -220,6 +220,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         from deviate_cb.report.closing import write_closing  # the answers again, last: the tables pushed them up
 
         table = ["--table", args.table, *(["--group-by", args.group_by] if args.group_by else [])]
+        table += ["--pool"] if getattr(args, "pool", False) else []  # the page pools as this report did
         source = [args.dir] if args.dir is not None else table
         write_closing(headlines, sequences, ["deviate", "report", *source], out)
     elif args.headline:
