@@ -205,6 +205,8 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed,
         directions=dict(args.direction), interest=args.metric or None, improvement_threshold=threshold,
     )  # fmt: skip
+    for row in rows:  # the sequential note in every format: a JSON/CSV field, the HTML page's answers
+        row["sequential_note"] = sequential
     human = {**IMPROVEMENT_HUMAN, **COMPARE_HUMAN} if threshold is not None else COMPARE_HUMAN
     for row in rows:
         if row["status"] == "skipped" and args.format in ("csv", "json"):

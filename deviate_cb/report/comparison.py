@@ -60,7 +60,7 @@ COMPARE_COLUMNS = (
     "spread_ratio", "spread_ratio_ci_low", "spread_ratio_ci_high", "spread_p", "spread_p_corrected",
     "aso_epsilon_min", "direction", "correction", "family", "family_size", "alpha", "level", "skewness_a",
     "skewness_b", "notes", "improvement_threshold", "improvement_verdict", "location_verdict", "spread_verdict",
-    "verdict",
+    "verdict", "sequential_note",
 )  # fmt: skip
 POWER_COLUMNS = (
     "group", "metric", "n", "mean", "std", "effect", "alpha", "power", "runs_needed", "achieved_power", "summary",

@@ -3,7 +3,9 @@
 :func:`compare_page` takes the rows of :func:`deviate_cb.report.comparison.compare_groups` and the runs of each
 group, and lays out:
 
-- the answers: per metric the location verdict (the means) and the spread verdict (``location_verdict`` and
+- the answers: the note of ``compare`` when both groups were replicated until a sequential test decided (its
+  decision, and why the fixed-n tests below do not hold their error rate: :func:`sequential_note`); per metric the
+  location verdict (the means) and the spread verdict (``location_verdict`` and
   ``spread_verdict``; the one-line ``verdict`` where a row has neither);
 - across the compared metrics, the probability of improvement P(A>B) with its interval (0.5 marked) and a forest
   plot of Cohen's d with its interval (0 marked);
@@ -36,7 +38,7 @@ from typing import Any, Optional
 from deviate_cb.report.html import answer_figures, figures
 from deviate_cb.report.html.markup import figure, interval, number, shell, table, text
 
-__all__ = ["compare_curves", "compare_page"]
+__all__ = ["compare_curves", "compare_page", "sequential_note"]
 
 
 def compare_curves(groups: Sequence[tuple[str, str, Sequence[Any]]], warnings: list[str]) -> dict[str, list]:
@@ -133,16 +135,35 @@ def _verdicts(row: Mapping[str, Any]) -> str:
     return f'<ul class="answers">{items}</ul>'
 
 
+def sequential_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The note of groups replicated until a sequential test decided, as ``compare`` prints it
+    (:func:`deviate_cb.report.sequential.compare_note`, in each row's ``sequential_note``); ``""`` when none.
+
+    Example:
+        >>> sequential_note([{"metric": "acc", "sequential_note": "these groups were replicated"}])
+        'these groups were replicated'
+        >>> sequential_note([{"metric": "acc", "sequential_note": float("nan")}]), sequential_note([])
+        ('', '')
+    """
+    notes = [row.get("sequential_note") for row in rows]
+    return next((note for note in notes if isinstance(note, str) and note), "")
+
+
 def _answers(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Per metric one line: the short verdict (the sentences are in the metric's section)."""
+    """Per metric one line: the short verdict (the sentences are in the metric's section); first, the sequential
+    test's note when the groups were replicated until it decided: its decision is the one that holds its error
+    rate."""
     items = []
+    note = sequential_note(rows)
+    if note:
+        items.append(f'<li class="warn sequential"><span class="badge">note</span>{text(note)}</li>')
     for index, row in enumerate(rows):
         metric = f'<a href="#c{index}">{text(row.get("metric"))}</a>'
         if row.get("status") != "compared":
             items.append(f"<li>{metric}: not compared: {text(row.get('reason') or '')}</li>")
         else:
             items.append(f"<li>{metric}: {text(row.get('verdict') or '')}</li>")
-    return f'<h2>Answers</h2><ul class="answers">{"".join(items)}</ul>'
+    return f'<section id="answers"><h2>Answers</h2><ul class="answers">{"".join(items)}</ul></section>'
 
 
 def _ci(row: Mapping[str, Any], key: str) -> str:

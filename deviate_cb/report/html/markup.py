@@ -4,8 +4,9 @@ Every user-provided string goes through :func:`text` (control characters escaped
 follow the terminal report (:mod:`deviate_cb.report.render`, :mod:`deviate_cb.report.timings`): four significant
 digits (:func:`number`), a CV as a percentage (:func:`percent`: ``0.0124`` is ``1.24%``, a large one never in
 exponent notation), the step-time spread with its sign (:func:`signed_percent`: ``+2129.7%``),
-an interval in one cell (:func:`interval`). :data:`STYLE` follows the viewer's light or dark scheme; the plots
-take the page's text colour (``var(--fg)``) so they read in both.
+an interval in one cell (:func:`interval`). :data:`STYLE` follows the viewer's light or dark scheme; the SVG plots
+take the page's text colour (``var(--fg)``) so they read in both; a PNG plot (drawn dark on white) keeps a white
+card in both, its caption dark on it (:func:`figure` marks it ``raster``).
 
 Example:
     >>> text("<b>acc</b>\\x1b[31m")
@@ -46,7 +47,8 @@ th, td { border-bottom: 1px solid var(--line); padding: .25rem .6rem; text-align
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .figure { background: var(--card); border-radius: 8px; padding: .4rem; margin: .4rem 0; display: inline-block;
           max-width: 100%; border: 1px solid var(--line); }
-.figure.raster { background: #ffffff; }
+.figure.raster { background: #ffffff; color: #1b1f24; border-color: #d7dce2; color-scheme: light; }
+.figure.raster figcaption { color: #4d5560; }
 .figure svg, .figure img { max-width: 100%; height: auto; display: block; }
 .pair { display: flex; flex-wrap: wrap; gap: .8rem; align-items: flex-start; }
 ul.problems li { background: var(--warnbg); color: var(--warn); padding: .2rem .5rem; margin: .2rem 0;

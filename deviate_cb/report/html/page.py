@@ -8,7 +8,8 @@
 - a summary: groups with their completed and other runs, then the problems the numbers alone hide
   (:mod:`deviate_cb.report.problems`, one per cause) and every warning, each list folded (``<details>``) when
   long;
-- per metric and experiment: the training curves of each variant (:mod:`deviate_cb.report.html.curves`) when the
+- per metric (the metrics the answers are about first, as everywhere on the page: :func:`metric_order`) and
+  experiment: the training curves of each variant (:mod:`deviate_cb.report.html.curves`) when the
   metric is a series, else a strip of the runs' values; the distribution of the per-run values; the mean (and
   IQM) with its interval per variant; the runs-needed curve of the metric's headline; the table of n, mean, std
   with its interval, CV (a percentage, as the terminal prints it), min, max (and the IQM with its interval);
@@ -39,7 +40,7 @@ from deviate_cb.report.html.headline_block import headline_section
 from deviate_cb.report.html.markup import figure, interval, percent, shell, table, text
 from deviate_cb.report.html.sections import stability_section, timings_section
 
-__all__ = ["report_page"]
+__all__ = ["metric_order", "report_page"]
 
 _OPEN_ITEMS = 3  # a list of problems or warnings longer than this is folded
 _OPEN_CHARS = 1200
@@ -62,14 +63,14 @@ def report_page(
     studies replicated until decided (``sequences``: :func:`deviate_cb.report.sequential.sequence_lines`)."""
     from deviate_cb.report.render import excluded_line
 
-    metrics = list(dict.fromkeys(row.metric for row in report.rows))
+    metrics = metric_order(report.rows, [h.metric for h in headlines])
     anchors = {metric: f"m{i}" for i, metric in enumerate(metrics)}
     body = [headline_section(headlines, anchors)]  # the answers, then why, then what is wrong with the study
     if sequences:
         items = "".join(f"<li>{text(line)}</li>" for line in sequences)
         body.insert(0, f"<h2>Replicated until decided</h2><ul>{items}</ul>")
     if report.decomposition:
-        body.append(_decomposition_section(report.decomposition, report.level))
+        body.append(_decomposition_section(report.decomposition, report.level, metrics))
     body.append(_summary(report, problems))
     if metrics:
         links = " ".join(f'<a href="#m{i}">{text(m)}</a>' for i, m in enumerate(metrics))
@@ -85,6 +86,21 @@ def report_page(
         body.append("<h2>Runs left out</h2>" + table(["experiment", "variant", "replica", "status", "why"], rows))
     subtitle = f"{text(source)} · {report.n_runs} run(s) · per-run value: {text(report.aggregate)}"
     return shell("deviate-cb report", subtitle, body)
+
+
+def metric_order(rows: Sequence[Any], answered: Sequence[str]) -> list[str]:
+    """The page's metrics in the order of the report's rows (:func:`~deviate_cb.report.summary.describe_series`),
+    the metrics the answers are about (``answered``: the headlines' metrics, the metrics of interest) moved first,
+    so that each part of the page (answers, decomposition, per-metric sections) lists them in the same order.
+
+    Example:
+        >>> from types import SimpleNamespace as Row
+        >>> rows = [Row(metric=m) for m in ("train_loss", "lr", "val_acc", "train_loss", "val_loss")]
+        >>> metric_order(rows, ["val_acc", "val_loss"])
+        ['val_acc', 'val_loss', 'train_loss', 'lr']
+    """
+    first = set(answered)
+    return list(dict.fromkeys(row.metric for row in sorted(rows, key=lambda row: row.metric not in first)))
 
 
 def _summary(report: Any, problems: Sequence[str]) -> str:
@@ -188,7 +204,7 @@ def _metric_table(rows: Sequence[Any], level: str) -> str:
     return table(header, cells, [False] + [True] * (len(header) - 1))
 
 
-def _decomposition_section(rows: Sequence[Any], level: float) -> str:
+def _decomposition_section(rows: Sequence[Any], level: float, metrics: Sequence[str] = ()) -> str:
     parts = [
         "<h2>Variance decomposition</h2>",
         '<p class="note">std(narrow) / std(wide) per metric, with its '
@@ -199,8 +215,11 @@ def _decomposition_section(rows: Sequence[Any], level: float) -> str:
         "fixed and determinism on (not implementation noise). A ratio of 0 means the narrow variant's runs are "
         "identical.</p>",
     ]
+    rank = {metric: index for index, metric in enumerate(metrics)}
     for experiment in dict.fromkeys(row.experiment for row in rows):
         mine = [row for row in rows if row.experiment == experiment]
+        pairs = list(dict.fromkeys(row.pair for row in mine))  # each pair's rows together, metrics as in the page
+        mine.sort(key=lambda row: (pairs.index(row.pair), rank.get(row.metric, len(rank))))
         markup = answer_figures.decomposition_figure(experiment, mine)
         caption = "Blue: impl / algo+impl (implementation noise share); orange: control / algo (left with every "
         caption += "seed fixed). Intervals drawn within [0, 1]."
