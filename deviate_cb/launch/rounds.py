@@ -457,9 +457,8 @@ def _round(kwargs: dict[str, Any], stream: TextIO, said: set[str]) -> Any:
     (of either group: a path both groups wrote is one problem) is not said again."""
     from deviate_cb.launch.runner import replicate
 
-    return replicate(
-        **kwargs, stream=cast(TextIO, OnceSkipped(stream)), said_problems=said
-    )  # what earlier rounds ran: one line
+    once = cast(TextIO, OnceSkipped(stream))  # the replicas earlier rounds ran: counted in one line
+    return replicate(**kwargs, stream=once, said_problems=said)
 
 
 def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[float]:
