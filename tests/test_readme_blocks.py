@@ -21,6 +21,8 @@ The working directory holds what the blocks name: ``tests/`` and ``examples/`` (
 ``impl`` replicas of it, so the README's ``deviate-replicate ... --out runs/ -- python train.py`` block adds the
 ``algo+impl`` group that ``deviate report``, ``deviate compare`` and the Python blocks read after it. Blocks run
 in the README's order. The opening section may change: nothing here depends on its text or line numbers.
+Afterwards every entry the blocks left in the working directory must be one the repository's .gitignore ignores:
+run from a clone, the README leaves nothing for ``git status`` to list.
 """
 
 from __future__ import annotations
