@@ -33,6 +33,13 @@ def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
     p.add_argument("--group-by", metavar="COLUMN", help="the --table column naming each run's group")
     add_per_run_arguments(p)
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument(
+        "--pool",
+        action="store_true",
+        help="pool runs of several configurations into one group on purpose (the output says so); without it, a "
+        "group whose runs differ in a key other than the replica (e.g. two variants), or in their recorded "
+        "configuration, is refused",
+    )
 
 
 def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
@@ -49,8 +56,22 @@ def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
             directions=dict(args.direction),
             metrics=args.metric or None,
             warnings=warnings,
+            mixed=True,  # a group of replicas of several configurations: refused or pooled by _one_group
         )
     return runs
+
+
+def _one_group(args: argparse.Namespace, runs: Sequence[Any], option: str, received: str, **how: str) -> str:
+    """Refuse a group of several configurations (one line: what the option matched and what to do), unless
+    ``--pool``; then the words that say what it pools."""
+    from deviate_cb.report.group_identity import one_configuration
+
+    return one_configuration(runs, option=option, received=received, pool=args.pool, **how)
+
+
+def _say_pooled(err: IO[str], what: str, pooled: str) -> None:
+    if pooled:
+        say(err, "warning", printable(f"{what} {pooled} (--pool): its spread counts their difference as noise."))
 
 
 def _warn_problems(args: argparse.Namespace, chosen: Sequence[tuple[str, Sequence[Any]]], err: IO[str]) -> None:
@@ -102,7 +123,10 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         "are listed with the reason. `DIR --by KEY` ranks the k groups of one key's values instead (k >= 2): per "
         "metric, Almost Stochastic Order's epsilon_min of every ordered pair at alpha / (k (k - 1)) (Bonferroni), "
         "a claim of dominance also needing a permutation test at that level (so that all claims hold together), "
-        "and the groups ordered by how many others each almost dominates.",
+        "and the groups ordered by how many others each almost dominates. A group is one configuration: one that "
+        "holds runs of several (another experiment or variant, other text columns of a --table, other recorded "
+        "configurations) is refused, naming them, unless --pool pools them on purpose (then said in the title, on "
+        "stderr and in the `pooled` column).",
     )
     _add_sources(p, "one study directory (with --a/--b) or two (A then B)")
     p.add_argument("--a", action="append", default=[], metavar="KEY=VALUE", help="runs of group A (repeatable, ANDed)")
@@ -111,7 +135,8 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         "--by",
         metavar="KEY",
         help="instead of --a/--b: one group per value of this partition key (experiment, variant, ...; with "
-        "--table, a text column), ranked per metric by Almost Stochastic Order",
+        "--table, a text column; several joined by commas, e.g. experiment,variant: one group per configuration), "
+        "ranked per metric by Almost Stochastic Order; each group must be one configuration (else --pool)",
     )
     p.add_argument(
         "--correction",
@@ -183,13 +208,26 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         group_a, group_b = select(runs, a_terms, "--a"), select(runs, b_terms, "--b")
         label_a = " ".join(f"{k}={v}" for k, v in a_terms)
         label_b = " ".join(f"{k}={v}" for k, v in b_terms)
+        pooled_a = _one_group(args, group_a, "--a", " ".join(f"--a {k}={v}" for k, v in a_terms))
+        pooled_b = _one_group(args, group_b, "--b", " ".join(f"--b {k}={v}" for k, v in b_terms))
     else:
         runs_a, runs_b = _load(args, sources[0], warnings), _load(args, sources[1], warnings)
         group_a = select(runs_a, a_terms, "--a") if a_terms else runs_a
         group_b = select(runs_b, b_terms, "--b") if b_terms else runs_b
         label_a, label_b = sources
+        pooled_a, pooled_b = (
+            _one_group(
+                args, group, option, " ".join([source, *(f"{option} {k}={v}" for k, v in terms)]),
+                subject=f"group {name} ({source}) holds",
+            )
+            for group, option, source, terms, name in (
+                (group_a, "--a", sources[0], a_terms, "A"), (group_b, "--b", sources[1], b_terms, "B")
+            )
+        )  # fmt: skip
     if not group_a or not group_b:
         raise UsageError(f"group {'A' if not group_a else 'B'} holds no completed run. Received: " + _received(args))
+    _say_pooled(err, "group A", pooled_a)
+    _say_pooled(err, "group B", pooled_b)
     for line in warnings:
         say(err, "warning", printable(line))
     if len(sources) == 1:
@@ -204,6 +242,7 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     rows = compare_groups(
         group_a, group_b, alpha=args.alpha, correction=correction, level=args.level, seed=args.seed,
         directions=dict(args.direction), interest=args.metric or None, improvement_threshold=threshold,
+        pool=args.pool,
     )  # fmt: skip
     for row in rows:  # the sequential note in every format: a JSON/CSV field, the HTML page's answers
         row["sequential_note"] = sequential
@@ -212,7 +251,10 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if row["status"] == "skipped" and args.format in ("csv", "json"):
             say(err, "warning", printable(f"metric `{row['metric']}` not compared: {row['reason']}."))
     how = "" if args.table else f"  aggregate={args.aggregate}"
-    title = f"A: {label_a} ({len(group_a)} runs)  vs  B: {label_b} ({len(group_b)} runs){how}"
+    title = (
+        f"A: {label_a} ({len(group_a)} runs{_pooled_words(pooled_a, '; ')})  vs  "
+        f"B: {label_b} ({len(group_b)} runs{_pooled_words(pooled_b, '; ')}){how}"
+    )
     interest = sorted(r["metric"] for r in rows if r.get("family") == "interest")
     family = (
         f"the metrics named with --metric ({', '.join(interest)})"
@@ -267,6 +309,11 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return 0
 
 
+def _pooled_words(pooled: str, lead: str = ": ") -> str:
+    """``: POOLED with --pool: 2 configurations: ...`` for a title, ``""`` for a group of one configuration."""
+    return f"{lead}POOLED with --pool: {pooled.removeprefix('pools ')}" if pooled else ""
+
+
 def _sequential_note(sources: Sequence[str], group_a: Sequence[Any], group_b: Sequence[Any]) -> Optional[str]:
     """The note for two groups replicated until decided (``deviate-replicate --until-decided``), if they were."""
     from pathlib import Path
@@ -293,16 +340,22 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
     warnings: list[str] = []
     runs = _load(args, sources[0], warnings)
     groups = split_by(runs, args.by)
-    experiments = sorted({r.keys["experiment"] for r in runs if "experiment" in r.keys})
-    if args.by != "experiment" and len(experiments) > 1:
-        warnings.append(
-            f"the groups pool the runs of {len(experiments)} experiments ({', '.join(experiments)}); give "
-            "DIR/experiment=<name> to rank within one."
-        )
+    pooled = {}
+    for name, group in groups:  # each group one configuration: a key other than experiment/variant pools them
+        words = _one_group(
+            args, group, "--by", f"--by {args.by}", subject=f"`--by {args.by}` group {name} holds",
+            fix=f"Rank one configuration per group (--by {args.by},{{key}}; {{key}}: {{values}})",
+        )  # fmt: skip
+        if words:
+            pooled[name] = words
     for line in warnings:
         say(err, "warning", printable(line))
+    for name, words in pooled.items():
+        _say_pooled(err, f"group {name}", words)
     _warn_problems(args, [(sources[0], runs)], err)
-    rankings = rank_metrics(groups, alpha=args.alpha, seed=args.seed, directions=dict(args.direction))
+    rankings = rank_metrics(
+        groups, alpha=args.alpha, seed=args.seed, directions=dict(args.direction), pool=args.pool
+    )  # fmt: skip
     if args.format in ("csv", "json"):
         for ranked in rankings:
             if ranked.result is None:
@@ -312,7 +365,10 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
         out.flush()
         return 0
     how = "" if args.table else f"  aggregate={args.aggregate}"
-    names = ", ".join(f"{name} ({len(group)} run{'s' if len(group) != 1 else ''})" for name, group in groups)
+    names = ", ".join(
+        f"{name} ({len(group)} run{'s' if len(group) != 1 else ''}{_pooled_words(pooled.get(name, ''), '; ')})"
+        for name, group in groups
+    )
     if args.format == "html":  # the ranking per metric and each metric's eps_min matrix as a heatmap
         from deviate_cb.report.html.ranking_page import ranking_page
 
@@ -340,7 +396,7 @@ def add_power(commands: argparse._SubParsersAction) -> None:
         "and the power of the runs already made. With --budget, first a sentence per group and "
         "metric: what those runs cost in run-hours (the mean wall time, run.json duration_s, of the group's completed "
         "runs) and the smallest difference the runs the budget buys detect (half the budget to each of the two "
-        "groups of a comparison).",
+        "groups of a comparison). Each group must be one configuration (else refused, unless --pool).",
     )
     _add_sources(p, "study directory")
     p.add_argument("--effect", type=float, help="difference of means to detect, in the metric's units")
@@ -393,9 +449,6 @@ def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     runs = _load(args, sources[0], warnings)
     if args.group:
         runs = select(runs, _terms(args, args.group, "--group"), "--group")
-    for line in warnings:
-        say(err, "warning", printable(line))
-    _warn_problems(args, [(sources[0], runs)], err)
     groups: dict[str, list] = {}
     for run in runs:
         if args.table:
@@ -403,12 +456,31 @@ def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         else:
             label = f"experiment={run.keys['experiment']} variant={run.keys['variant']}"
         groups.setdefault(label, []).append(run)
+    received = " ".join(f"--group {t}" for t in args.group) or (
+        sources[0] if args.group_by is None else f"--group-by {args.group_by}"
+    )
+    pooled = {}
+    for label, group in groups.items():  # each group one configuration
+        fix = (
+            "Add {key}=... to --group (one of: {values})"
+            if args.group
+            else "Pick one with --group {key}=... (one of: {values})"
+        )
+        words = _one_group(args, group, "--group", received, subject=f"group {label} holds", fix=fix)
+        if words:
+            pooled[label] = words
+    for line in warnings:
+        say(err, "warning", printable(line))
+    _warn_problems(args, [(sources[0], runs)], err)
+    for label, words in pooled.items():
+        _say_pooled(err, f"group {label}", words)
     if budget_h is not None:
-        return _power_budget(args, sources[0], dict(sorted(groups.items())), budget_h, out)
-    rows = power_rows(sorted(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power)
+        return _power_budget(args, sources[0], dict(sorted(groups.items())), budget_h, out, pooled)
+    rows = power_rows(sorted(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power, pool=args.pool)
     notes = tuple(r["summary"] for r in rows) if args.format in ("table", "md") else ()
     title = (
         f"power to detect a difference of {args.effect:g} (alpha {args.alpha:g}, Welch t, aggregate={args.aggregate})"
+        + _pooled_groups(pooled)
     )
     out.write(render_records(rows, POWER_COLUMNS, args.format, title=title, human=POWER_HUMAN, notes=notes, file=out))
     out.write("\n" if args.format == "json" else "")
@@ -416,22 +488,37 @@ def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return 0
 
 
-def _power_budget(args: argparse.Namespace, source: str, groups: dict[str, list], budget_h: float, out: IO[str]) -> int:
+def _pooled_groups(pooled: dict[str, str]) -> str:
+    """``; group G: POOLED with --pool: ...`` per group that pools configurations, for a title."""
+    return "".join(f"; group {label}{_pooled_words(words)}" for label, words in sorted(pooled.items()))
+
+
+def _power_budget(
+    args: argparse.Namespace,
+    source: str,
+    groups: dict[str, list],
+    budget_h: float,
+    out: IO[str],
+    pooled: Optional[dict[str, str]] = None,
+) -> int:
     """``power --budget``: a sentence per group and metric first (the runs needed for --effect, what they cost,
-    what the budget buys and detects), then the table with the cost and budget columns."""
+    what the budget buys and detects), then the table with the cost and budget columns (``pooled``: the groups
+    that pool configurations, with --pool)."""
     from deviate_cb.report.budget import BUDGET_COLUMNS, BUDGET_NOTE, budget_rows, format_hours, spread_rows, wall_times
     from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
     from deviate_cb.report.render import render_records
     from deviate_cb.report.terminal import make_console, print_wrapped
 
     if args.effect is not None:
-        base = power_rows(list(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power)
+        base = power_rows(list(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power, pool=args.pool)
     else:
         base = spread_rows(groups, alpha=args.alpha, power=args.power)
     times = {} if args.table else wall_times(source)
     rows = budget_rows(
         base, groups, times, budget_h=budget_h, budget_text=f"{budget_h:.4g} h", table=bool(args.table)
     )  # fmt: skip
+    for row in rows:
+        row["pooled"] = (pooled or {}).get(row["group"])
     columns = (*POWER_COLUMNS, *BUDGET_COLUMNS)
     if args.format in ("csv", "json"):
         out.write(render_records(rows, columns, args.format) + ("\n" if args.format == "json" else ""))
@@ -448,7 +535,7 @@ def _power_budget(args: argparse.Namespace, source: str, groups: dict[str, list]
     what = "a difference" if args.effect is None else f"a difference of {args.effect:g}"
     title = (
         f"power to detect {what} and what {budget_h:.4g} run-hours buy (alpha {args.alpha:g}, Welch t, "
-        f"aggregate={args.aggregate})"
+        f"aggregate={args.aggregate}){_pooled_groups(pooled or {})}"
     )
     notes = (BUDGET_NOTE,)  # each group's sentences are the lead above (budget_summary holds the power summary)
     if args.format == "md":

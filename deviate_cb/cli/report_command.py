@@ -51,6 +51,12 @@ def add_report(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--table", metavar="FILE", help="a CSV or Parquet file with one row per run, instead of DIR")
     p.add_argument("--group-by", metavar="COLUMN", help="the --table column naming each run's group (variant)")
     p.add_argument(
+        "--pool",
+        action="store_true",
+        help="with --table: pool rows of several configurations (other text columns differ) into a group on "
+        "purpose (a warning says so); without it such a group is refused",
+    )
+    p.add_argument(
         "--decomposition",
         action="store_true",
         help="with --format csv or json: write the variance decomposition rows instead of the per-group rows (the "
@@ -169,12 +175,15 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             decompose=decompose,
             seed=args.seed,
             iqm=args.iqm,
+            pool=args.pool,
         )
     elif args.dir is None:
         raise UsageError("the following arguments are required: DIR. See `deviate report --help`.")
     else:
         if args.group_by is not None:
             raise UsageError(f"`--group-by` needs `--table`. Received: --group-by={args.group_by!r} without --table.")
+        if args.pool:  # a study's groups are one configuration each: a mixed one is not reported (see its warning)
+            raise UsageError("`--pool` needs `--table`. Received: --pool without --table.")
         report = build_report(
             args.dir,
             aggregate=args.aggregate,

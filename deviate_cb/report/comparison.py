@@ -7,7 +7,9 @@ verdict
 on each question: :func:`location_verdict` (do the means differ?) and :func:`spread_verdict` (do the spreads?),
 with ``verdict`` the two in short.
 Metrics in one group only, or with fewer than two finite runs in a group, get a row with ``status
-"skipped"`` and the ``reason``. :func:`power_rows` measures each group's spread and the runs needed.
+"skipped"`` and the ``reason``. :func:`power_rows` measures each group's spread and the runs needed. A group is
+one configuration: both refuse a group whose runs ran several
+(:func:`~deviate_cb.report.group_identity.one_configuration`) unless ``pool=True``, and then say so in ``pooled``.
 
 Example:
     >>> from deviate_cb.report.selection import RunValues
@@ -60,10 +62,11 @@ COMPARE_COLUMNS = (
     "spread_ratio", "spread_ratio_ci_low", "spread_ratio_ci_high", "spread_p", "spread_p_corrected",
     "aso_epsilon_min", "direction", "correction", "family", "family_size", "alpha", "level", "skewness_a",
     "skewness_b", "notes", "improvement_threshold", "improvement_verdict", "location_verdict", "spread_verdict",
-    "verdict", "sequential_note",
+    "verdict", "sequential_note", "pooled",
 )  # fmt: skip
 POWER_COLUMNS = (
     "group", "metric", "n", "mean", "std", "effect", "alpha", "power", "runs_needed", "achieved_power", "summary",
+    "pooled",
 )  # fmt: skip
 
 
@@ -83,6 +86,7 @@ def compare_groups(
     directions: Optional[Mapping[str, str]] = None,
     interest: Optional[Sequence[str]] = None,
     improvement_threshold: Optional[float] = None,
+    pool: bool = False,
 ) -> list[dict[str, Any]]:
     """One flat dict per metric (keys :data:`COMPARE_COLUMNS`): compared metrics first, then skipped ones.
 
@@ -93,7 +97,10 @@ def compare_groups(
     compared form a second family of their own (``family "other"``), so near-duplicate logged series do not
     dilute the answer the user came for. ``improvement_threshold`` (``--on improvement``; e.g. 0.75, as
     Bouthillier et al. 2021) adds the decision on P(A>B) (:func:`~deviate_cb.report.compare_notes.
-    improvement_verdict`) as ``improvement_verdict``, first in ``verdict``.
+    improvement_verdict`) as ``improvement_verdict``, first in ``verdict``. Each group must be one configuration
+    (its runs' keys other than their replica, and their recorded configurations, agree): a group of several raises
+    a :class:`~deviate_cb.errors.UsageError` (a ``ValueError``) naming them, unless ``pool=True``, which pools
+    them and says so in every row's ``pooled``.
     """
     if improvement_threshold is not None and (
         isinstance(improvement_threshold, bool)
@@ -106,6 +113,11 @@ def compare_groups(
         )
     from deviate_cb.stats import compare, correct, resolve_direction
 
+    pooled = "; ".join(
+        f"{name.upper()} {words}"
+        for name, runs in (("a", a), ("b", b))
+        if (words := _one_configuration(runs, name, pool))
+    )
     names_a = {m for r in a for m in r.values}
     names_b = {m for r in b for m in r.values}
     compared: list[dict[str, Any]] = []
@@ -114,6 +126,7 @@ def compare_groups(
         row: dict[str, Any] = dict.fromkeys(COMPARE_COLUMNS, math.nan)
         x, y = _values(a, metric), _values(b, metric)
         row.update(metric=metric, n_a=len(x), n_b=len(y), correction=correction or "none", alpha=alpha, level=level)
+        row["pooled"] = pooled or None
         reason = ""
         if metric not in names_b or metric not in names_a:
             reason = f"only in group {'A' if metric in names_a else 'B'}"
@@ -170,6 +183,20 @@ def compare_groups(
             row["improvement_verdict"] = improvement_verdict(row, improvement_threshold)
             row["verdict"] = f"improvement: {row['improvement_verdict'].split(':')[0]}; {row['verdict']}"
     return [{k: _value(k, v) for k, v in r.items()} for r in (*compared, *skipped)]
+
+
+def _one_configuration(runs: Sequence[RunValues], name: str, pool: bool) -> str:
+    """``""`` when ``runs`` are one configuration, else (``pool``) the words that say what they pool."""
+    from deviate_cb.report.group_identity import one_configuration
+
+    return one_configuration(
+        runs,
+        option=name,
+        received=f"{name}: {len(runs)} runs",
+        pool=pool,
+        fix="Keep the runs of one {key} (one of: {values})",
+        pool_flag="pool=True",
+    )
 
 
 def _value(key: str, value: Any) -> Any:
@@ -317,16 +344,23 @@ def power_rows(
     effect: float,
     alpha: float = 0.05,
     power: float = 0.8,
+    pool: bool = False,
 ) -> list[dict[str, Any]]:
-    """One flat dict per group and metric (keys :data:`POWER_COLUMNS`); ``summary`` says it in one sentence."""
+    """One flat dict per group and metric (keys :data:`POWER_COLUMNS`); ``summary`` says it in one sentence.
+
+    A group of several configurations raises a :class:`~deviate_cb.errors.UsageError` unless ``pool=True``
+    (then its rows' ``pooled`` says what it pools).
+    """
     from deviate_cb.stats import power_report
 
     rows = []
+    pooled = {label: _one_configuration(runs, label, pool) for label, runs in groups}
     for label, runs in groups:
         for metric in sorted({m for r in runs for m in r.values}):
             x = _values(runs, metric)
             row: dict[str, Any] = dict.fromkeys(POWER_COLUMNS, None)
             row.update(group=label, metric=metric, n=len(x), effect=effect, alpha=alpha, power=power)
+            row["pooled"] = pooled[label] or None
             if len(x) < 2:
                 row["summary"] = f"{label} {metric}: fewer than 2 finite runs in this group; no spread to measure."
                 rows.append(row)

@@ -1,12 +1,15 @@
 """``deviate compare DIR --by KEY``: Almost Stochastic Order between the k groups one key splits the runs into.
 
 :func:`split_by` groups the runs by the value of one key (a partition key of the run store, such as
-``experiment`` or ``variant``, or a text column of a ``--table``). :func:`rank_metrics` runs
-:func:`deviate_cb.stats.multi_aso` per metric on the groups holding at least two finite runs of it (each ordered
-pair at ``alpha / (k (k - 1))``, a claim needing ASO's bound and a permutation test, so that all claims hold
-together at ``1 - alpha``; pairs too small to reach that level are said to be); a loss-like metric (``min``,
-from ``--direction`` or the name) is negated first, since ASO takes larger as better, and a metric of unknown
-direction is taken as larger-is-better (the heading of each metric says which).
+``experiment`` or ``variant``, or a text column of a ``--table``), or of several (``experiment,variant``: a group
+per configuration, named by the values joined with ``/``). Each group must be one configuration
+(:func:`~deviate_cb.report.group_identity.one_configuration`): :func:`rank_metrics` refuses a group of several
+unless ``pool=True``, and then says what each pools (``MetricRanking.pooled``, the ``pooled`` column).
+:func:`rank_metrics` runs :func:`deviate_cb.stats.multi_aso` per metric on the groups holding at least two finite
+runs of it (each ordered pair at ``alpha / (k (k - 1))``, a claim needing ASO's bound and a permutation test, so
+that all claims hold together at ``1 - alpha``; pairs too small to reach that level are said to be); a loss-like
+metric (``min``, from ``--direction`` or the name) is negated first, since ASO takes larger as better, and a
+metric of unknown direction is taken as larger-is-better (the heading of each metric says which).
 :func:`pair_rows` gives one flat record per metric and ordered pair (csv and json); :func:`write_rankings` one
 matrix per metric, its rows in ranking order (table and md).
 
@@ -38,7 +41,7 @@ __all__ = ["RANKING_COLUMNS", "MetricRanking", "order_text", "pair_rows", "rank_
 RANKING_COLUMNS = (
     "metric", "status", "reason", "direction", "a", "b", "rank_a", "rank_b", "n_a", "n_b", "mean_a", "mean_b",
     "eps_min", "violation_ratio", "permutation_p", "claimable", "a_dominates_b", "wins_a", "alpha", "pair_alpha",
-    "n_comparisons", "threshold", "left_out",
+    "n_comparisons", "threshold", "left_out", "pooled",
 )  # fmt: skip
 
 
@@ -55,6 +58,7 @@ class MetricRanking:
         means: Mean per group in the metric's units (groups with a finite run).
         left_out: Groups with fewer than two finite runs, left out of the comparison.
         reason: Why the metric was not compared (empty when it was).
+        pooled: Group -> what it pools (``pool=True`` only; groups of one configuration are absent).
     """
 
     metric: str
@@ -64,24 +68,28 @@ class MetricRanking:
     means: Mapping[str, float] = field(default_factory=dict)
     left_out: tuple[str, ...] = ()
     reason: str = ""
+    pooled: Mapping[str, str] = field(default_factory=dict)
 
 
 def split_by(runs: Sequence[RunValues], key: str, option: str = "--by") -> list[tuple[str, list[RunValues]]]:
-    """The runs grouped by their value of ``key``, groups sorted by value.
+    """The runs grouped by their value of ``key`` (or of each of the comma-separated keys, the values joined
+    with ``/``), groups sorted by name.
 
     Raises:
         UsageError: A key no run has, or one that gives fewer than two groups.
     """
     known = sorted({k for r in runs for k in r.keys})
-    if key not in known:
-        raise UsageError(
-            f"`{option}` must be a partition key of the runs ({', '.join(known) or 'none found'}). "
-            f"Received: {option}={key}."
-        )
+    keys = [k.strip() for k in key.split(",")]
+    for one in keys:
+        if one not in known:
+            raise UsageError(
+                f"`{option}` must be a partition key of the runs ({', '.join(known) or 'none found'}). "
+                f"Received: {option}={key}."
+            )
     groups: dict[str, list[RunValues]] = {}
     for run in runs:
-        if key in run.keys:
-            groups.setdefault(run.keys[key], []).append(run)
+        if all(k in run.keys for k in keys):
+            groups.setdefault("/".join(run.keys[k] for k in keys), []).append(run)
     if len(groups) < 2:
         found = ", ".join(f"{key}={value}" for value in groups)
         raise UsageError(
@@ -99,10 +107,29 @@ def rank_metrics(
     seed: int = 0,
     directions: Optional[Mapping[str, str]] = None,
     n_resamples: int = 1000,
+    pool: bool = False,
 ) -> list[MetricRanking]:
-    """One :class:`MetricRanking` per metric of any group, sorted by name (seed ``seed`` for each metric)."""
+    """One :class:`MetricRanking` per metric of any group, sorted by name (seed ``seed`` for each metric).
+
+    Raises:
+        UsageError: A group of several configurations, unless ``pool=True``.
+    """
+    from deviate_cb.report.group_identity import one_configuration
     from deviate_cb.stats import multi_aso, resolve_direction
 
+    pooled = {}
+    for name, runs in groups:
+        words = one_configuration(
+            runs,
+            option="groups",
+            received=f"group {name}: {len(runs)} runs",
+            pool=pool,
+            subject=f"group {name} holds",
+            fix="Keep the runs of one {key} in each group (one of: {values})",
+            pool_flag="pool=True",
+        )
+        if words:
+            pooled[name] = words
     out = []
     for metric in sorted({m for _, runs in groups for r in runs for m in r.values}):
         values = {name: [float(r.values[metric]) for r in runs if metric in r.values] for name, runs in groups}
@@ -115,7 +142,7 @@ def rank_metrics(
         left_out = tuple(name for name in finite if len(finite[name]) < 2)
         if len(kept) < 2:
             reason = f"fewer than 2 groups with 2 finite runs ({len(kept)} of {len(finite)})"
-            out.append(MetricRanking(metric, direction, None, n, means, left_out, reason))
+            out.append(MetricRanking(metric, direction, None, n, means, left_out, reason, pooled))
             continue
         sign = -1.0 if known == "min" else 1.0
         result = multi_aso(
@@ -125,7 +152,7 @@ def rank_metrics(
             n_resamples=n_resamples,
             rng=seed,
         )
-        out.append(MetricRanking(metric, direction, result, n, means, left_out))
+        out.append(MetricRanking(metric, direction, result, n, means, left_out, pooled=pooled))
     return out
 
 
@@ -136,6 +163,7 @@ def pair_rows(rankings: Sequence[MetricRanking]) -> list[dict[str, Any]]:
     for ranked in rankings:
         base: dict[str, Any] = dict.fromkeys(RANKING_COLUMNS)
         base.update(metric=ranked.metric, direction=ranked.direction, left_out=" ".join(ranked.left_out))
+        base["pooled"] = "; ".join(f"{g} {words}" for g, words in sorted(ranked.pooled.items())) or None
         r = ranked.result
         if r is None:
             rows.append({**base, "status": "skipped", "reason": ranked.reason})
@@ -148,6 +176,7 @@ def pair_rows(rankings: Sequence[MetricRanking]) -> list[dict[str, Any]]:
                 if i == j:
                     continue
                 row = {**base, "a": a, "b": b, "rank_a": rank[a], "rank_b": rank[b], "wins_a": r.wins[i]}
+                row["pooled"] = "; ".join(f"{g} {ranked.pooled[g]}" for g in (a, b) if g in ranked.pooled) or None
                 row.update(n_a=ranked.n[a], n_b=ranked.n[b], mean_a=ranked.means[a], mean_b=ranked.means[b])
                 row.update(eps_min=float(r.eps_min[i, j]), violation_ratio=float(r.violation_ratio[i, j]))
                 row.update(permutation_p=float(r.pvalue[i, j]), claimable=bool(r.claimable[i, j]))

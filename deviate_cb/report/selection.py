@@ -3,7 +3,9 @@
 ``deviate compare`` and ``deviate power`` work on these records, whether the runs come from a study
 directory (:func:`store_runs`: completed runs only, each metric aggregated to one number) or from a table of
 results made elsewhere (:mod:`deviate_cb.report.table_input`). :func:`select` keeps the runs matching
-``KEY=VALUE`` terms (ANDed).
+``KEY=VALUE`` terms (ANDed). Whether the runs selected are one configuration is
+:mod:`deviate_cb.report.group_identity`'s question: each run carries what it needs (``run_keys``, the keys naming
+the run itself; ``configuration``, what its manifest records).
 
 Example:
     >>> runs = [RunValues({"variant": "a"}, {"acc": 0.8}), RunValues({"variant": "b"}, {"acc": 0.7})]
@@ -17,7 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
 
@@ -26,10 +28,16 @@ __all__ = ["RunValues", "metric_names", "parse_term", "select", "store_runs"]
 
 @dataclass(frozen=True)
 class RunValues:
-    """One run: ``keys`` (partition or column name -> value as text) and ``values`` (metric -> number)."""
+    """One run: ``keys`` (partition or column name -> value as text) and ``values`` (metric -> number).
+
+    ``run_keys`` are the keys that name the run itself (its replica, seed or name), not its configuration;
+    ``configuration`` is the configuration its manifest records (``None``: none recorded, or a table's row).
+    """
 
     keys: Mapping[str, str]
     values: Mapping[str, float] = field(default_factory=dict)
+    run_keys: frozenset[str] = frozenset({"replica"})
+    configuration: Optional[Mapping[str, Any]] = None
 
 
 def parse_term(text: str, option: str) -> tuple[str, str]:
@@ -74,15 +82,21 @@ def store_runs(
     directions: Optional[Mapping[str, str]] = None,
     metrics: Optional[Sequence[str]] = None,
     warnings: Optional[list[str]] = None,
+    mixed: bool = False,
 ) -> list[RunValues]:
     """The completed runs of a study directory, keyed by every ``key=value`` folder of their path.
 
-    Runs that did not complete are left out with one warning each (appended to ``warnings``).
+    Runs that did not complete are left out with one warning each (appended to ``warnings``). ``mixed``: the
+    completed runs of a group whose replicas ran different configurations are kept (each run carries its
+    recorded ``configuration``, for :mod:`deviate_cb.report.group_identity` to refuse or pool), instead of
+    being left out as ``not pooled``.
     """
     from deviate_cb.report.render import excluded_line
     from deviate_cb.report.summary import load_per_run
 
-    loaded = load_per_run(Path(directory), aggregate=aggregate, directions=directions, metrics=metrics)
+    loaded = load_per_run(
+        Path(directory), aggregate=aggregate, directions=directions, metrics=metrics, pool_configurations=mixed
+    )
     if warnings is not None:
         warnings.extend(loaded.warnings)
         warnings.extend(excluded_line(r) for r in loaded.runs if not r.completed)
@@ -97,5 +111,5 @@ def store_runs(
             if sep and key and text:
                 keys[key] = text
         keys.update(experiment=record.experiment, variant=record.variant, replica=record.replica)
-        out.append(RunValues(keys, values.get(i, {})))
+        out.append(RunValues(keys, values.get(i, {}), configuration=record.configuration))
     return out

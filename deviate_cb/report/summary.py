@@ -206,8 +206,12 @@ def load_per_run(
     directions: Optional[Mapping[str, str]] = None,
     metrics: Optional[Sequence[str]] = None,
     stage: Optional[str] = None,
+    pool_configurations: bool = False,
 ) -> PerRun:
     """Find the runs under ``directory`` and aggregate each metric of each completed run to one number.
+
+    ``pool_configurations``: keep the completed runs of a group whose replicas ran different configurations (the
+    caller refuses or pools them: :mod:`deviate_cb.report.group_identity`), instead of marking them not pooled.
 
     Raises:
         UsageError: A directory without runs, or a filter that matches nothing.
@@ -215,7 +219,8 @@ def load_per_run(
     directory = _validate_build_report(directory, aggregate, directions, stage, 0.95)
     warnings: list[str] = []
     directories = run_directories(directory)
-    runs, mixed = refuse_mixed_groups(read_runs(directories, warnings))
+    found = read_runs(directories, warnings)  # pool_configurations: the caller checks its groups itself
+    runs, mixed = (found, []) if pool_configurations else refuse_mixed_groups(found)
     warnings += mixed  # a group whose completed replicas ran different configurations is never pooled
     # Each series' last/best/mean: from the manifests' copies of the summaries, else the files' footers, else
     # a DuckDB scan, in a background thread while SciPy loads.

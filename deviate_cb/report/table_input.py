@@ -5,6 +5,11 @@ other columns are kept as text keys, so that ``--a column=value`` can select row
 metrics with one warning. A ``.parquet``/``.pq`` file is read as Parquet, anything else as CSV (with a
 header row).
 
+A group is one configuration (:mod:`deviate_cb.report.group_identity`): rows whose text columns differ are
+different configurations, except the columns that name the run itself (``run_keys``): one named like a replica
+or seed (:data:`RUN_COLUMNS`: ``replica``, ``seed``, ``run``, ``run_id``, ``name``...), or one whose every row holds
+its own value (a run's name, path or timestamp). A numeric column is a metric, never a configuration.
+
 Example:
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "runs.csv"
@@ -26,12 +31,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
+from deviate_cb.report.group_identity import one_configuration
 from deviate_cb.report.metrics.names import metric_options
 from deviate_cb.report.selection import RunValues
 
-__all__ = ["read_run_table", "read_table", "table_report"]
+__all__ = ["RUN_COLUMNS", "read_run_table", "read_table", "table_report"]
 
 _PARQUET = (".parquet", ".pq")
+# Text columns that name the run itself, not its configuration (compared in lower case).
+RUN_COLUMNS = frozenset(
+    {"replica", "seed", "run", "run_id", "run_name", "name", "id", "trial", "repeat", "repetition", "path", "date"}
+)
 
 
 def read_table(path: Any, option: str = "--table") -> Any:
@@ -114,11 +124,17 @@ def read_run_table(
         metric_columns = kept
     keys = {c: table.column(c).to_pylist() for c in columns if c not in metric_columns and c in [group_by, *ignored]}
     values = {c: table.column(c).to_pylist() for c in metric_columns}
+    texts = {c: ["" if x is None else str(x) for x in v] for c, v in keys.items()}
+    own = frozenset(
+        c
+        for c, v in texts.items()
+        if c != group_by and (c.strip().lower() in RUN_COLUMNS or (len(v) > 1 and len(set(v)) == len(v)))
+    )
     runs = []
     for i in range(table.num_rows):
-        run_keys = {c: "" if v[i] is None else str(v[i]) for c, v in keys.items()}
+        run_keys = {c: v[i] for c, v in texts.items()}
         run_values = {c: math.nan if v[i] is None else float(v[i]) for c, v in values.items()}
-        runs.append(RunValues(run_keys, run_values))
+        runs.append(RunValues(run_keys, run_values, run_keys=own))
     return runs
 
 
@@ -131,10 +147,14 @@ def table_report(
     decompose: bool = False,
     seed: int = 0,
     iqm: bool = False,
+    pool: bool = False,
 ) -> Any:
     """The variance report of a run table: experiment = the file's stem, variant = the ``group_by`` value
     (``iqm``: with the interquartile mean and its interval, as
     :func:`~deviate_cb.report.summary.build_report`).
+
+    Each group must be one configuration (see the module's docstring): a group whose rows differ in another
+    text column is a :class:`UsageError` naming them, unless ``pool`` (then a warning of the report says so).
 
     Example:
         >>> import tempfile
@@ -151,6 +171,20 @@ def table_report(
     experiment = Path(os.fspath(path)).stem
     series: dict[tuple[str, str, str], list[float]] = {}
     counts: dict[str, int] = {}
+    by_group: dict[str, list[RunValues]] = {}
+    for run in runs:
+        by_group.setdefault(run.keys[group_by] if group_by is not None else "all", []).append(run)
+    for variant, members in sorted(by_group.items()):
+        pooled = one_configuration(
+            members,
+            option="--group-by",
+            received=f"--table {os.fspath(path)}" + (f" --group-by {group_by}" if group_by else ""),
+            pool=pool,
+            subject=f"group {variant} holds",
+            fix="Group by the column that tells them apart (--group-by {key}: {values})",
+        )
+        if pooled:
+            warnings.append(f"group {variant} {pooled} (--pool): its spread counts their difference as noise.")
     for run in runs:
         variant = run.keys[group_by] if group_by is not None else "all"
         counts[variant] = counts.get(variant, 0) + 1

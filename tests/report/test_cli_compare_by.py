@@ -88,14 +88,17 @@ def test_two_groups_and_a_table_column(capsys, tmp_path: Path) -> None:
         assert row["eps_min"] == expected.eps_min[i, j] and row["n_comparisons"] == 2
 
 
-def test_experiments_pooled_are_warned_about(capsys, tmp_path: Path, make_run) -> None:
+def test_experiments_pooled_are_refused_unless_pool(capsys, tmp_path: Path, make_run) -> None:
     for experiment in ("a", "b"):
         for variant, base in (("x", 0.1), ("y", 0.2)):
             for k in range(3):
                 make_run(tmp_path, experiment, variant, k, [("val", "val_acc", base + 0.01 * k)])
     code, _, err = run_cli(capsys, "compare", str(tmp_path), "--by", "variant", "--format", "json")
-    assert code == 0
-    assert "the groups pool the runs of 2 experiments (a, b); give DIR/experiment=<name> to rank within one." in err
+    assert code == 2
+    assert "group x holds runs of 2 configurations" in err and "--by variant,experiment" in err
+    code, out, err = run_cli(capsys, "compare", str(tmp_path), "--by", "variant", "--format", "json", "--pool")
+    assert code == 0 and "group x pools 2 configurations" in err
+    assert all("x pools 2 configurations" in row["pooled"] for row in json.loads(out))
     code, _, err = run_cli(capsys, "compare", str(tmp_path / "experiment=a"), "--by", "variant", "--format", "json")
     assert (code, err) == (0, "")
 
