@@ -18,6 +18,7 @@ __all__ = [
     "output_to",
     "per_run_options",
     "reader_gone",
+    "refuse_missing_separator",
     "say",
 ]
 
@@ -60,6 +61,60 @@ def reader_gone(out: IO[str], err: IO[str]) -> int:
     quiet_if_closed(out, force=True)
     quiet_if_closed(err)
     return 0
+
+
+def refuse_missing_separator(parser: argparse.ArgumentParser, words: list[str], program: str) -> None:
+    """Words that are not options, given without ``--`` (``deviate-replicate -n 2 python train.py``, ``deviate audit
+    python train.py``): one line saying to put them after ``--``, with the command line that does. ``parser``'s
+    errors must be :class:`~deviate_cb.errors.UsageError` s; ``program``: what the command line starts with.
+
+    Example:
+        >>> from deviate_cb.cli.replicate import build_parser
+        >>> try:
+        ...     refuse_missing_separator(build_parser(), ["-n", "2", "python", "train.py"], "deviate-replicate")
+        ... except Exception as exc:
+        ...     print(str(exc).partition("Expected: ")[2])
+        deviate-replicate -n 2 -- python train.py
+    """
+    import shlex
+
+    from deviate_cb.errors import UsageError
+
+    try:
+        ns, extra = parser.parse_known_args(words)
+    except UsageError:
+        return  # parse_args says what is wrong first
+    if not extra or extra[0].startswith("-"):
+        return  # no words, or one of our options mistyped: argparse's line names it
+    fixed = None
+    for start in [i for i, word in enumerate(words) if word == extra[0]]:
+        if _parses(parser, words[:start]):  # everything from the first word of the command on is the command
+            fixed = [*words[:start], "--", *words[start:]]
+            break
+    if fixed is None:  # the command's words among ours (`python train.py -n 2`): ours first, then the command
+        ours = list(words)
+        for word in extra:
+            ours.remove(word)
+        fixed = [*ours, "--", *extra] if _parses(parser, ours) else None
+    if getattr(ns, "trainer", None) is not None:
+        what = "the --trainer function's arguments go after `--` (they become its sys.argv[1:])"
+    else:
+        what = "the command to replicate goes after `--`"
+    expected = shlex.join([program, *fixed]) if fixed else f"{program} [options] -- {shlex.join(extra)}"
+    raise UsageError(
+        f"{what}; without it they are read as options. Received: {shlex.join(extra)} before any "
+        f"`--`. Expected: {expected}"
+    )
+
+
+def _parses(parser: argparse.ArgumentParser, words: list[str]) -> bool:
+    """Whether ``words`` parse as the parser's own, with no word left over."""
+    from deviate_cb.errors import UsageError
+
+    try:
+        return not parser.parse_known_args(words)[1]
+    except UsageError:
+        return False
 
 
 def add_per_run_arguments(p: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn, Optional
 
-from deviate_cb.cli._common import PROG, reader_gone, say
+from deviate_cb.cli._common import PROG, reader_gone, refuse_missing_separator, say
 from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.cli.bench_command import add_bench
 from deviate_cb.cli.compare_command import add_compare, add_power
@@ -72,7 +72,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if words[:1] == ["audit"] and "--" in words:  # the training's own words: never parsed as ours
         words, after = words[: words.index("--")], words[words.index("--") + 1 :]
     try:
-        args = build_parser().parse_args(words)
+        parser = build_parser()
+        if words[:1] == ["audit"] and after is None:
+            refuse_missing_separator(parser, words, PROG)
+        args = parser.parse_args(words)
         if after is not None:
             args.after = after
         args.argv = list(sys.argv[1:] if argv is None else argv)

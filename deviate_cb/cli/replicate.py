@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any, NoReturn, Optional
 
+from deviate_cb.cli._common import refuse_missing_separator
 from deviate_cb.errors import MissingDependencyError, UsageError
 from deviate_cb.report.text import printable_message
 
@@ -241,7 +242,7 @@ def _main(args: list[str]) -> int:
     try:
         parser = build_parser()
         if after is None:
-            _refuse_missing_separator(parser, options)
+            refuse_missing_separator(parser, options, PROG)
         ns = parser.parse_args(options)
         if after is not None and not after and ns.trainer is None:
             raise UsageError("`COMMAND` after `--` is empty: give the command to replicate. Received: --.")
@@ -292,54 +293,6 @@ def _main(args: list[str]) -> int:
     if result.stopped:  # the run directory could not be written (disk full): the study stopped early
         print(f"{PROG}: error: {printable_message(' '.join(result.stopped.split()))}", file=sys.stderr)
     return result.exit_status
-
-
-def _refuse_missing_separator(parser: argparse.ArgumentParser, options: list[str]) -> None:
-    """Words that are not options of deviate-replicate, given without ``--`` (``deviate-replicate -n 2 python
-    train.py``): one line saying to put them after ``--``, with the command line that does.
-
-    Example:
-        >>> try:
-        ...     _refuse_missing_separator(build_parser(), ["-n", "2", "python", "train.py", "--lr", "0.1"])
-        ... except UsageError as exc:
-        ...     print(str(exc).partition("Expected: ")[2])
-        deviate-replicate -n 2 -- python train.py --lr 0.1
-    """
-    try:
-        ns, extra = parser.parse_known_args(options)
-    except UsageError:
-        return  # parse_args says what is wrong first
-    if not extra or extra[0].startswith("-"):
-        return  # no words, or an option of ours mistyped: argparse's line names it
-    import shlex
-
-    fixed = None
-    for start in [i for i, word in enumerate(options) if word == extra[0]]:
-        if _parses(parser, options[:start]):  # everything from the first word of the command on is the command
-            fixed = [*options[:start], "--", *options[start:]]
-            break
-    if fixed is None:  # the command's words among ours (`python train.py -n 2`): ours first, then the command
-        ours, rest = list(options), list(extra)
-        for word in extra:
-            ours.remove(word)
-        fixed = [*ours, "--", *rest] if _parses(parser, ours) else None
-    if ns.trainer is not None:
-        what = "the --trainer function's arguments go after `--` (they become its sys.argv[1:])"
-    else:
-        what = "the command to replicate goes after `--`"
-    expected = shlex.join([PROG, *fixed]) if fixed else f"{PROG} [options] -- {shlex.join(extra)}"
-    raise UsageError(
-        f"{what}; without it they are read as options of {PROG}. Received: {shlex.join(extra)} before any `--`. "
-        f"Expected: {expected}"
-    )
-
-
-def _parses(parser: argparse.ArgumentParser, options: list[str]) -> bool:
-    """Whether ``options`` parse as deviate-replicate's own, with no word left over."""
-    try:
-        return not parser.parse_known_args(options)[1]
-    except UsageError:
-        return False
 
 
 def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:

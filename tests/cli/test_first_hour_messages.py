@@ -73,6 +73,8 @@ def test_a_command_without_the_separator_is_shown_with_it(project: Path) -> None
     trainer = _run("deviate-replicate", "--trainer", "fit.py:train", "-n", "2", "lr=0.1", cwd=project)
     assert trainer.returncode == 2
     assert trainer.stderr.strip().endswith("Expected: deviate-replicate --trainer fit.py:train -n 2 -- lr=0.1")
+    audit = _run("deviate", "audit", "-n", "3", "python", "train.py", cwd=project)
+    assert audit.returncode == 2 and audit.stderr.strip().endswith("Expected: deviate audit -n 3 -- python train.py")
 
 
 def test_a_trainer_file_without_function_gets_the_function_to_add(project: Path) -> None:
