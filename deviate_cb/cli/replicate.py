@@ -27,6 +27,7 @@ from typing import Any, NoReturn, Optional
 
 from deviate_cb.cli._common import refuse_missing_separator
 from deviate_cb.errors import MissingDependencyError, UsageError
+from deviate_cb.launch.progress import write_line
 from deviate_cb.report.text import printable_message
 
 __all__ = ["build_parser", "main"]
@@ -230,7 +231,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
-    except BrokenPipeError:  # --help or a last line to a reader gone: no traceback, nothing at exit
+    except BrokenPipeError:  # --help or --version cut short: no traceback, nothing at exit
         from deviate_cb.cli._common import reader_gone
 
         return reader_gone(sys.stdout, sys.stderr)
@@ -281,17 +282,17 @@ def _main(args: list[str]) -> int:
             return _until(ns, launch)
         result = replicate(**launch)
     except (UsageError, MissingDependencyError) as exc:  # may quote a replica's trainer_error: printable
-        print(f"{PROG}: error: {printable_message(' '.join(str(exc).split()))}", file=sys.stderr)
+        write_line(sys.stderr, f"{PROG}: error: {printable_message(' '.join(str(exc).split()))}")
         return 2
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, _Terminated) else signal.SIGINT
-        print(f"{PROG}: interrupted ({signal.Signals(signum).name}); running replicas were killed.", file=sys.stderr)
+        write_line(sys.stderr, f"{PROG}: interrupted ({signal.Signals(signum).name}); running replicas were killed.")
         return 128 + signum
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if result.stopped:  # the run directory could not be written (disk full): the study stopped early
-        print(f"{PROG}: error: {printable_message(' '.join(result.stopped.split()))}", file=sys.stderr)
+        write_line(sys.stderr, f"{PROG}: error: {printable_message(' '.join(result.stopped.split()))}")
     return result.exit_status
 
 
