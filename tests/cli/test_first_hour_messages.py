@@ -198,6 +198,12 @@ def test_a_script_that_records_nothing_is_given_the_command_that_records_it(proj
                   "json"], ["power", "deviate_runs", "--effect", "1"]):  # fmt: skip
         shown = _run("deviate", *where, cwd=project)
         assert [_rerun(line) for line in shown.stderr.splitlines() if NOTHING in line] == [command], (where, shown)
+    control = _run("deviate-replicate", "-n", "2", "--variant", "control", "--", "python", "train.py", cwd=project)
+    compared = _run("deviate", "compare", "deviate_runs", "--a", "variant=algo+impl", "--b", "variant=control",
+                    cwd=project)  # fmt: skip
+    commands = [_rerun(line) for line in compared.stderr.splitlines() if NOTHING in line]
+    assert control.returncode == 0 and command in commands and len(commands) == 2, compared.stderr
+    assert next(c for c in commands if c != command)[:5] == ["deviate-replicate", "-n", "2", "--variant", "control"]
     page = _run("deviate", "report", "deviate_runs", "--format", "html", "-o", "report.html", cwd=project)
     assert page.returncode == 0 and shlex.join(command) in html.unescape((project / "report.html").read_text())
     again = _run(*command[:1], *command[1:], cwd=project)  # pasted as it stands, in the same store
