@@ -29,8 +29,10 @@ Example:
 
 from __future__ import annotations
 
+import base64
 import html
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,7 +42,7 @@ from typing import Any, Optional, Union
 from deviate_cb.report.headline import Effect, Headline, build_headlines, parse_effect
 from deviate_cb.report.summary import Report, build_report
 
-__all__ = ["Study", "load"]
+__all__ = ["Study", "load", "page_height"]
 
 
 def load(
@@ -211,16 +213,54 @@ class Study:
         return page_figures(self.html())
 
     def _repr_html_(self) -> str:
-        """Jupyter: the HTML page, in a frame of its own (its styles stay out of the notebook's)."""
+        """Jupyter: the HTML page, in a frame of its own (its styles stay out of the notebook's) as high as the page.
+
+        The frame's ``onload`` sets its height to the page's and keeps it so when the notebook's width reflows it;
+        where the notebook runs no handler (an untrusted notebook), the frame starts at :func:`page_height`, an
+        estimate at least as high as the page, so no figure is cut either way. The page runs no script of its own
+        (``sandbox``); ``allow-same-origin`` lets the notebook read its height.
+        """
         page = self.html()
         return (
-            f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width: 100%; height: 720px; border: 0" '
-            'title="deviate-cb report" sandbox="allow-same-origin"></iframe>'
+            f'<iframe srcdoc="{html.escape(page, quote=True)}" title="deviate-cb report" sandbox="allow-same-origin" '
+            f'style="width: 100%; height: {page_height(page)}px; border: 0; display: block" scrolling="no" '
+            f'onload="{html.escape(_FIT, quote=True)}"></iframe>'
         )
 
     def __repr__(self) -> str:
         groups = len(self.report.groups)
         return f"Study({self.source!r}: {self.report.n_runs} runs in {groups} groups, {len(self.headlines)} answers)"
+
+
+# The frame's onload, run by the notebook: the page's height, again whenever the page reflows (a resized notebook)
+_FIT = (
+    "var frame = this, page = frame.contentDocument; if (!page) return; "
+    "var fit = function () { frame.style.height = Math.ceil(page.documentElement.getBoundingClientRect().height) "
+    "+ 'px'; }; fit(); if (window.ResizeObserver) new ResizeObserver(fit).observe(page.documentElement);"
+)
+_SVG = re.compile(r"<svg\b[^>]*?\bheight=\"([0-9.]+)(pt|px)?\"", re.S)
+_PNG = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/]{32})')
+_BLOCK = re.compile(r"<(?:p|li|tr|h[1-6]|figcaption|pre|summary)\b")
+_LINE_PX, _PAGE_PX = 64, 240  # a block of text (a wrapped paragraph, a row, a heading), the margins and title
+
+
+def page_height(page: str) -> int:
+    """A height in CSS pixels that holds ``page`` in a frame of a notebook's width: every figure one below the
+    other (SVG heights in pt or px, PNG heights from their header) and every block of text (a paragraph, a list
+    item, a table row, a heading, a caption) at about three lines.
+
+    Example:
+        >>> page_height('<h1>t</h1><svg width="10pt" height="150pt"></svg><p>a</p>')
+        568
+    """
+    figures = 0.0
+    for height, unit in _SVG.findall(page):
+        figures += float(height) * (4 / 3 if unit == "pt" else 1.0)
+    for head in _PNG.findall(page):
+        raw = base64.b64decode(head)
+        figures += int.from_bytes(raw[20:24], "big") if raw[12:16] == b"IHDR" else 480
+    text = _BLOCK.findall(re.sub(r"<svg\b.*?</svg>", "", page, flags=re.S))
+    return int(_PAGE_PX + figures + _LINE_PX * len(text))
 
 
 def _table(pa: Any, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Any:
