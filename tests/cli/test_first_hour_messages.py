@@ -2,7 +2,8 @@
 
 Every check runs the installed console scripts (``deviate-replicate``, ``deviate``) as a user would, from a project
 folder holding a plain script that prints its results (no callback, no framework: each replica takes a fraction of a
-second), and reads what they print.
+second), and reads what they print. The checks that launch replicas are marked ``slow`` (``make test-fast`` leaves
+them out).
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def test_deviate_has_a_version_as_deviate_replicate_has() -> None:
     assert replicate.stdout == f"deviate-replicate {__version__}\n"
 
 
+@pytest.mark.slow  # launches replicas
 def test_a_reader_that_closes_the_pipe_early_ends_quietly_and_costs_no_replica(project: Path) -> None:
     (project / "slow.py").write_text("import time\ntime.sleep(0.5)\nprint('acc=0.9')\n")
     launch = [str(BIN / "deviate-replicate"), "-n", "3", "--metric-regex", "acc=(?P<acc>[0-9.]+)", "--"]
@@ -122,6 +124,7 @@ def _study(project: Path, experiment: str, n: int = 3, *more: str) -> subprocess
     return done
 
 
+@pytest.mark.slow  # launches replicas
 def test_an_unknown_metric_is_quoted_as_typed_with_the_known_ones(project: Path) -> None:
     _study(project, "base")
     (project / "t.csv").write_text("g,acc\na,1\na,2\nb,1\nb,3\n")
@@ -146,6 +149,7 @@ def test_an_unknown_metric_is_quoted_as_typed_with_the_known_ones(project: Path)
     assert decided.returncode == 2 and "Received: --metric test_acc. Its metrics: test_accuracy." in decided.stderr
 
 
+@pytest.mark.slow  # launches replicas
 def test_each_round_counts_the_replicas_it_skips_in_one_line(project: Path) -> None:
     _study(project, "base")
     done = _study(project, "new", 3, "--until-decided", "--against", "experiment=base", "--max-runs", "5",
@@ -160,6 +164,7 @@ def test_each_round_counts_the_replicas_it_skips_in_one_line(project: Path) -> N
     assert "replica 1 (seed 1): skipped (already completed)" in plain.stdout  # a plain launch says each, as before
 
 
+@pytest.mark.slow  # launches replicas
 def test_power_says_each_group_once_and_its_table_words_power_as_the_sentence(project: Path) -> None:
     _study(project, "base")
     _study(project, "base", 3, "--variant", "control")
@@ -186,6 +191,7 @@ def _rerun(line: str) -> list[str]:
     return shlex.split(line.partition("rerun: ")[2].partition("; or pass ")[0])
 
 
+@pytest.mark.slow  # launches replicas
 def test_a_script_that_records_nothing_is_given_the_command_that_records_it(project: Path) -> None:
     first = _run("deviate-replicate", "-n", "2", "--", "python", "train.py", "{seed}", cwd=project)
     assert first.returncode == 0 and "2 completed" in first.stdout
