@@ -4,7 +4,7 @@
   yellow left out, which vanish on a dark or a light page). Figures are transparent and their text, axes and
   reference lines are drawn in a placeholder colour that :func:`render` turns into the page's text colour
   (``var(--fg)``), so one SVG reads in the light and the dark scheme. A PNG (too many marks for SVG) is drawn on
-  white and shown on a white card.
+  white and shown on a white card, its caption dark on it, in both schemes.
 - Values on hover: every data mark (a point, a line, a bar, a band, a cell) carries an SVG ``<title>``:
   :class:`Tips` hands out a placeholder link per mark (``artist.set_url``/``set_urls``), and :func:`render`
   turns each link matplotlib writes into a ``<g class="mark">`` with the ``<title>``.
