@@ -185,3 +185,67 @@ def test_python_api_raises_the_same_refusal_and_pools_with_pool_true() -> None:
     assert rank_metrics(split_by(runs, "variant"), n_resamples=99)[0].pooled == {}
     with pytest.raises(ValueError, match="`all` matches runs of 2 configurations"):
         power_rows([("all", runs)], effect=0.01)
+
+
+TRAINER = '''"""A tiny real training: a linear regression fitted by SGD, its learning rate from the command line."""
+
+import sys
+
+import torch
+
+
+def main(seed: int) -> dict[str, float]:
+    torch.manual_seed(seed)
+    x = torch.randn(64, 4)
+    y = x @ torch.tensor([1.0, -2.0, 0.5, 3.0]) + 0.1 * torch.randn(64)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=float(sys.argv[1]))
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x).squeeze(1), y)
+        loss.backward()
+        optimizer.step()
+    return {"val_loss": float(loss)}
+'''
+
+
+def test_a_real_study_whose_group_mixes_two_learning_rates_is_refused(tmp_path: Path) -> None:
+    """deviate-replicate --force with another learning rate leaves replica 1 of the old one: compare names both."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    bin_dir = Path(sys.executable).parent
+    (tmp_path / "train.py").write_text(TRAINER)
+
+    def replicate(*args: str) -> None:
+        done = subprocess.run(
+            [str(bin_dir / "deviate-replicate"), "--trainer", "train.py:main", "--out", "runs", "--parallel", "2",
+             *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    replicate("-n", "2", "--variant", "algo", "--", "0.1")
+    replicate("-n", "1", "--variant", "algo", "--force", "--", "0.01")  # replica 1 keeps lr 0.1
+    replicate("-n", "2", "--variant", "control", "--", "0.1")
+
+    def deviate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(bin_dir / "deviate"), *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+
+    refused = deviate("compare", "runs", "--a", "variant=algo", "--b", "variant=control")
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert (
+        "`--a` matches runs of 2 configurations, and a group is one configuration: experiment=train variant=algo "
+        "with trainer arguments ['0.01'] (1 run), experiment=train variant=algo with trainer arguments ['0.1'] "
+        "(1 run)"
+    ) in refused.stderr
+    pooled = deviate("compare", "runs", "--a", "variant=algo", "--b", "variant=control", "--pool", "--format", "json")
+    assert pooled.returncode == 0, pooled.stderr
+    (row,) = json.loads(pooled.stdout)
+    assert (row["n_a"], row["n_b"]) == (2, 2) and row["pooled"].startswith("A pools 2 configurations: ")
