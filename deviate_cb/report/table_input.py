@@ -7,8 +7,8 @@ header row).
 
 A group is one configuration (:mod:`deviate_cb.report.group_identity`): rows whose text columns differ are
 different configurations, except the columns that name the run itself (``run_keys``): one named like a replica
-or seed (:data:`RUN_COLUMNS`: ``replica``, ``seed``, ``run``, ``run_id``, ``name``...), or one whose every row holds
-its own value (a run's name, path or timestamp). A numeric column is a metric, never a configuration.
+or seed (:data:`RUN_COLUMNS`: ``replica``, ``seed``, ``run``, ``run_id``, ``trial``...), or one whose every row
+holds its own value (a run's name, path or timestamp). A numeric column is a metric, never a configuration.
 
 Example:
     >>> import tempfile
@@ -40,7 +40,7 @@ __all__ = ["RUN_COLUMNS", "read_run_table", "read_table", "table_report"]
 _PARQUET = (".parquet", ".pq")
 # Text columns that name the run itself, not its configuration (compared in lower case).
 RUN_COLUMNS = frozenset(
-    {"replica", "seed", "run", "run_id", "run_name", "name", "id", "trial", "repeat", "repetition", "path", "date"}
+    {"replica", "seed", "run", "run_id", "run_name", "id", "trial", "repeat", "repetition", "path", "date", "timestamp"}
 )
 
 
