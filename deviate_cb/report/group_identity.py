@@ -60,23 +60,22 @@ def configurations(runs: Sequence[RunValues]) -> list[Configuration]:
     Two runs are of one configuration when their keys other than their run keys are equal and their recorded
     configurations do not differ (a run that records none is not compared).
     """
-    found: list[tuple[tuple[tuple[str, str], ...], Any, list[RunValues]]] = []
+    found: list[list[Any]] = []  # [keys, recorded, members]
     for run in runs:
         identity = _identity(run)
-        for keys, recorded, members in found:
+        for entry in found:
+            keys, recorded, members = entry
             if keys != identity:
                 continue
-            if recorded is None or run.configuration is None:
-                if recorded is None and run.configuration is not None:
+            if recorded is not None and run.configuration is not None:
+                if configuration_differences(recorded, run.configuration):
                     continue
-                if run.configuration is None and recorded is not None:
-                    continue
-            elif configuration_differences(recorded, run.configuration):
-                continue
+            elif recorded is None:  # the first run that records one speaks for the configuration
+                entry[1] = run.configuration
             members.append(run)
             break
         else:
-            found.append((identity, run.configuration, [run]))
+            found.append([identity, run.configuration, [run]])
     return [Configuration(keys, recorded, tuple(members)) for keys, recorded, members in found]
 
 
