@@ -34,7 +34,7 @@ def test_subprocess_report_json_on_morin(morin_study: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     rows = json.loads(proc.stdout)
-    assert [(r["variant"], r["metric"]) for r in rows][:2] == [("algo+impl", "test_loss"), ("algo+impl", "test_acc")]
+    assert [(r["variant"], r["metric"]) for r in rows][:2] == [("algo+impl", "test_acc"), ("algo+impl", "test_loss")]
 
 
 def test_subprocess_missing_dir(tmp_path: Path) -> None:
@@ -131,7 +131,8 @@ def test_non_numeric_metric_is_skipped_with_one_warning(capsys, tmp_path: Path, 
         "metric `comment` is not a number (value 'good'); the metric is skipped."
     )
     rows = json.loads(out)
-    assert [(r["metric"], r["n"]) for r in rows] == [("val_loss", 3), ("val_acc", 5)]
+    # the metric of interest first, then by name
+    assert [(r["metric"], r["n"]) for r in rows] == [("val_acc", 5), ("val_loss", 3)]
 
 
 def test_failed_runs_are_warned_about_in_machine_formats(capsys, tmp_path: Path, make_run) -> None:
