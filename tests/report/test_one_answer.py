@@ -26,6 +26,7 @@ from browser import browser_page, missing_browser
 from decided_study import decided_study, deviate
 
 import deviate_cb.report
+from deviate_cb.report.html.sections import stability_section
 from deviate_cb.report.stability.build import StabilityGroup
 from deviate_cb.report.stability.render import write_stability
 from deviate_cb.report.stability.rows import stability_rows
@@ -140,6 +141,9 @@ def test_stability_residue_reads_zero() -> None:
         write_stability([group], fmt, out)
         assert "e-1" not in out.getvalue() and "inf" not in out.getvalue(), out.getvalue()
         assert "std 0 in every class" in out.getvalue()
+    page = stability_section([group])  # the HTML page's sub-group table says what the terminal's says
+    table = page[page.index("sub-groups by site") :]
+    assert "e-1" not in table and "inf" not in table, table
     rows = stability_rows([group])
     assert all(r["std"] in (0.0, None) for r in rows if r["measure"].startswith(("class_", "subgroup_")))
     assert all(r["ratio"] is None for r in rows if r["measure"].startswith(("class_", "subgroup_")))

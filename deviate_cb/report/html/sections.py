@@ -20,6 +20,7 @@ from typing import Any
 
 from deviate_cb.report.html import figures
 from deviate_cb.report.html.markup import figure, number, signed_percent, table, text
+from deviate_cb.report.stability.rows import shown_per_class, shown_subgroup_rows
 
 __all__ = ["stability_section", "timings_section"]
 
@@ -53,7 +54,7 @@ def stability_section(groups: Sequence[Any]) -> str:
             markup = figures.bar_figure(
                 "per-class std of accuracy",
                 [str(c) for c in pc.classes],
-                list(pc.std),
+                shown_per_class(pc).std,  # rounding residue (1e-16 where runs agree) drawn as 0, as the tables show it
                 xlabel="std of the class's accuracy across runs",
                 ylabel="class",
             )
@@ -63,12 +64,11 @@ def stability_section(groups: Sequence[Any]) -> str:
         if getattr(group, "sampling", None) is not None:  # the test set's own sampling spread, in words
             parts.append(f"<p>{text(group.sampling.sentence())}</p>")
         for labelling, rates in group.subgroups.items():
-            header = list(rates.rows[0].keys()) if rates.rows else []
+            shown = shown_subgroup_rows(rates.rows)  # residue as 0, as the terminal and Markdown tables show it
+            header = list(shown[0].keys()) if shown else []
             if header:
                 parts.append(f"<h4>sub-groups by {text(labelling)}</h4>")
-                parts.append(
-                    table(header, [[row[h] for h in header] for row in rates.rows], [h != "group" for h in header])
-                )
+                parts.append(table(header, [[row[h] for h in header] for row in shown], [h != "group" for h in header]))
         if group.instability is not None:
             inst = group.instability
             flipping = [i for i in range(len(inst.sample)) if inst.flip_rate[i] > 0][:10]

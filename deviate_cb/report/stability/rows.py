@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from deviate_cb.stats._results import json_value
+from deviate_cb.stats.stability.groups import PerClassAccuracy, std_ratio
 
 if TYPE_CHECKING:
     from deviate_cb.report.stability.build import StabilityGroup
-    from deviate_cb.stats.stability.groups import PerClassAccuracy
 
 __all__ = [
     "RESIDUE_ULPS",
@@ -107,7 +107,7 @@ def shown_subgroup_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
             std = shown_std(row.get(f"{rate}_std"), row.get(f"{rate}_mean"))
             shown[f"{rate}_std"] = std
             if base is not None and isinstance(std, (int, float)):
-                shown[f"{rate}_ratio"] = _ratio(float(std), float(base))
+                shown[f"{rate}_ratio"] = std_ratio(float(std), float(base))
         out.append(shown)
     return out
 
@@ -131,15 +131,7 @@ def shown_per_class(p: PerClassAccuracy) -> ShownPerClass:
     if not finite:
         return ShownPerClass(stds, overall, p.worst_class, p.max_std, p.ratio)
     largest, index = max(finite, key=lambda pair: (pair[0], -pair[1]))
-    return ShownPerClass(stds, overall, p.classes[index], largest, _ratio(largest, overall))
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    if math.isnan(numerator) or math.isnan(denominator):
-        return math.nan
-    if denominator == 0:
-        return math.nan if numerator == 0 else math.inf
-    return numerator / denominator
+    return ShownPerClass(stds, overall, p.classes[index], largest, std_ratio(largest, overall))
 
 
 def stability_rows(groups: Sequence[StabilityGroup], top: int = 10) -> list[dict[str, Any]]:
@@ -192,7 +184,7 @@ def _group_rows(g: StabilityGroup, top: int) -> list[dict[str, Any]]:
                 n_samples=r["n_samples"],
                 mean=r["mean"],
                 std=std,
-                ratio=_ratio(std, shown.overall_std),
+                ratio=std_ratio(std, shown.overall_std),
             )
     for name, sg in g.subgroups.items():
         for r in shown_subgroup_rows(sg.rows):

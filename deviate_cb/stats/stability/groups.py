@@ -36,7 +36,7 @@ import numpy as np
 from deviate_cb.stats._results import json_value
 from deviate_cb.stats.stability.predictions import _as_labels, as_prediction_matrix
 
-__all__ = ["PerClassAccuracy", "SubgroupRates", "per_class_accuracy", "subgroup_rates"]
+__all__ = ["PerClassAccuracy", "SubgroupRates", "per_class_accuracy", "std_ratio", "subgroup_rates"]
 
 
 def _std(values: np.ndarray) -> np.ndarray:
@@ -48,7 +48,13 @@ def _std(values: np.ndarray) -> np.ndarray:
         return np.where(count >= 2, np.sqrt(squares / np.maximum(count - 1, 1)), np.nan)
 
 
-def _ratio(numerator: float, denominator: float) -> float:
+def std_ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator`` of two stds: NaN where either is NaN or neither varies, inf where one does.
+
+    Example:
+        >>> std_ratio(0.04, 0.01), std_ratio(0.0, 0.0), std_ratio(0.01, 0.0)
+        (4.0, nan, inf)
+    """
     if math.isnan(numerator) or math.isnan(denominator):
         return math.nan
     if denominator == 0:
@@ -91,7 +97,7 @@ class PerClassAccuracy:
                 "n_samples": int(n),
                 "mean": json_value(m),
                 "std": json_value(s),
-                "std_ratio": json_value(_ratio(float(s), self.overall_std)),
+                "std_ratio": json_value(std_ratio(float(s), self.overall_std)),
             }
             for c, n, m, s in zip(self.classes, self.n_samples, self.mean, self.std, strict=True)
         ]
@@ -146,7 +152,7 @@ def per_class_accuracy(predictions: Any, labels: Any) -> PerClassAccuracy:
         overall_std,
         worst,
         max_std,
-        _ratio(max_std, overall_std),
+        std_ratio(max_std, overall_std),
     )
 
 
@@ -231,7 +237,7 @@ def subgroup_rates(predictions: Any, labels: Any, groups: Any, *, positive: Any 
             std = float(_std(column[:, None])[0])
             row[f"{rate_name}_mean"] = float(finite.mean()) if finite.size else math.nan
             row[f"{rate_name}_std"] = std
-            row[f"{rate_name}_ratio"] = _ratio(std, overall_std)
+            row[f"{rate_name}_ratio"] = std_ratio(std, overall_std)
         rows.append(row)
     return SubgroupRates(
         names, sizes.astype(np.int64), accuracy[:, :-1], fpr[:, :-1], fnr[:, :-1], overall_std, positive, rows
