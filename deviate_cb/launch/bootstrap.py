@@ -60,6 +60,7 @@ from deviate_cb.launch.copy_on_write import install_copy_on_write, patch_torch_s
 from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
 from deviate_cb.launch.keras_backend import install_backend_guard
 from deviate_cb.launch.logger_versions import install_logger_versions
+from deviate_cb.launch.ownership import process_mark
 from deviate_cb.launch.project_outputs import install_hydra_outputs
 from deviate_cb.store.run_directory import RunDirectory
 
@@ -287,7 +288,7 @@ def _record_process(run: RunDirectory, warm: Optional[dict[str, Any]] = None) ->
         processes = list(listed) if isinstance(listed, list) else []
         if len(processes) < MAX_PROCESSES_RECORDED:
             argv = list(getattr(sys, "orig_argv", sys.argv))
-            processes.append({"pid": os.getpid(), "python": sys.executable, "argv": argv})
+            processes.append({"pid": os.getpid(), **process_mark(), "python": sys.executable, "argv": argv})
             run.update_manifest(bootstrap=processes, **({"warm": warm} if warm else {}))
     except Exception as exc:
         sys.stderr.write(f"{_PROG}: warning: could not record this process in {run.manifest_path}: {exc}\n")

@@ -43,6 +43,7 @@ from deviate_cb.launch.bootstrap import (
 )
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.keras_backend import KerasBackendNotInstalled
+from deviate_cb.launch.ownership import process_mark
 from deviate_cb.launch.records import StoreWriteError, writing
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
 from deviate_cb.store.completion import TRAINER_RETURNED
@@ -86,7 +87,7 @@ def run_replica(ctx: RunContext) -> int:
     if writer:
         try:
             with writing(run.manifest_path):
-                run.update_manifest(pid=os.getpid(), python=sys.executable)
+                run.update_manifest(pid=os.getpid(), pid_start=process_mark().get("start"), python=sys.executable)
         except StoreWriteError as exc:  # nothing could be recorded: fail before the training, in one line
             print(f"{_PROG}: error: {exc}", file=sys.stderr)
             return 1

@@ -9,8 +9,11 @@ process id that was reused since (a process started after the replica) does not 
 cluster (Slurm, Ray) are left to their backend, which asks the scheduler; replicas of another host cannot be
 checked from here and are left alone.
 
-:func:`live_processes` gives the processes of an earlier attempt that are still running (after a launcher
-was killed, an orphaned replica may still write): a rerun stops them before it starts a new attempt.
+:func:`earlier_processes` gives the processes of an earlier attempt that are still running (after a launcher
+was killed, an orphaned replica may still write): a rerun stops them before it starts a new attempt
+(:func:`stop_processes`), but only those proven to be the replica's
+(:func:`deviate_cb.launch.ownership.why_not_ours`: the recorded start time, the user, ``DEVIATE_RUN_DIR``); a
+``run.json`` may name any process, and the others are named and left alone.
 
 A launcher killed outright must not leave replicas running: each local replica gets ``SIGTERM`` when the
 launcher dies (:func:`die_with_parent`), and a :class:`GroupWatchdog`, a small process of the launcher's own,
@@ -37,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from deviate_cb.launch.ownership import signal_if_ours, start_ticks, why_not_ours
 from deviate_cb.store.run_directory import RunDirectory, iso_time
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "GroupWatchdog",
     "compact_what_it_left",
     "die_with_parent",
+    "earlier_processes",
     "linked_partition",
     "live_processes",
     "process_alive",
@@ -81,12 +86,38 @@ def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
 
 
 def live_processes(run_dir: Path, host: Optional[str] = None) -> list[int]:
-    """The processes ``run_dir``'s manifest records (``pid``, ``bootstrap[].pid``) still alive on this host.
+    """The processes ``run_dir``'s manifest records (``pid``, ``bootstrap[].pid``) still alive on this host and
+    proven to be the replica's (:func:`earlier_processes`)."""
+    return [pid for pid, _ in earlier_processes(run_dir, host)[0]]
+
+
+def earlier_processes(run_dir: Path, host: Optional[str] = None) -> tuple[list[tuple[int, Any]], list[str]]:
+    """The processes ``run_dir``'s manifest records still alive on this host: ``(pid, recorded start)`` of those
+    proven to be the replica's, and one line for each other one, saying why it is not and is left alone.
 
     A process that started after the manifest was last written is a reused id, not the replica's.
+
+    Example:
+        >>> import tempfile
+        >>> earlier_processes(Path(tempfile.mkdtemp()))
+        ([], [])
     """
     recorded = _recorded(RunDirectory(run_dir))
-    return [] if recorded is None else _alive_processes(*recorded, host)
+    if recorded is None:
+        return [], []
+    manifest, written_at = recorded
+    starts = dict(_recorded_processes(manifest))
+    ours: list[tuple[int, Any]] = []
+    refused: list[str] = []
+    for pid in _alive_processes(manifest, written_at, host):
+        why = why_not_ours(pid, run_dir, starts.get(pid))
+        if why is None:
+            ours.append((pid, starts.get(pid)))
+        else:
+            refused.append(
+                f"the process its run.json records (pid {pid}) is not proven to be its own ({why}): left alone"
+            )
+    return ours, refused
 
 
 def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
@@ -195,28 +226,43 @@ def _recorded(run: RunDirectory) -> Optional[tuple[dict[str, Any], Optional[floa
 def _alive_processes(manifest: Mapping[str, Any], written_at: Optional[float], host: Optional[str]) -> list[int]:
     if not _local_here(manifest, host):
         return []
-    pids = [manifest.get("pid")]
+    alive = []
+    for pid, start in _recorded_processes(manifest):
+        if pid == os.getpid() or not process_alive(pid, not_after=written_at):
+            continue
+        live = start_ticks(pid) if isinstance(start, int) else None
+        if live is None or live == start:  # a process that started at another time is a reused id
+            alive.append(pid)
+    return alive
+
+
+def _recorded_processes(manifest: Mapping[str, Any]) -> list[tuple[int, Any]]:
+    """``(pid, start)`` of each process the manifest records (``pid``/``pid_start``, ``bootstrap[]``), once each."""
+    pairs = [(manifest.get("pid"), manifest.get("pid_start"))]
     listed = manifest.get("bootstrap")
     if isinstance(listed, list):
-        pids += [entry.get("pid") for entry in listed if isinstance(entry, Mapping)]
-    seen = []
-    for pid in pids:
-        if isinstance(pid, int) and pid not in seen and pid != os.getpid():
-            seen.append(pid)
-    return [pid for pid in seen if process_alive(pid, not_after=written_at)]
+        pairs += [(entry.get("pid"), entry.get("start")) for entry in listed if isinstance(entry, Mapping)]
+    found: dict[int, Any] = {}
+    for pid, start in pairs:
+        if isinstance(pid, int) and not isinstance(pid, bool) and found.get(pid) is None:
+            found[pid] = start
+    return list(found.items())
 
 
-def stop_processes(pids: list[int], grace_s: float = 5.0) -> list[int]:
-    """SIGTERM ``pids``, SIGKILL what is left after ``grace_s``; return the pids that had to be killed."""
-    for pid in pids:
-        _signal(pid, signal.SIGTERM)
+def stop_processes(processes: list[tuple[int, Any]], run_dir: Path, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM the ``(pid, recorded start)`` processes of the replica of ``run_dir``, SIGKILL what is left after
+    ``grace_s``; return the pids that had to be killed. Each signal goes only to a process proven, right before,
+    to be that replica's (:func:`deviate_cb.launch.ownership.signal_if_ours`).
+
+    Example:
+        >>> stop_processes([(1, 0)], Path("/nonexistent"), grace_s=0.0)
+        []
+    """
+    sent = [(pid, start) for pid, start in processes if signal_if_ours(pid, run_dir, start, signal.SIGTERM)]
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(process_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(process_alive(pid) for pid, _ in sent):
         time.sleep(0.05)
-    killed = [pid for pid in pids if process_alive(pid)]
-    for pid in killed:
-        _signal(pid, signal.SIGKILL)
-    return killed
+    return [pid for pid, start in sent if process_alive(pid) and signal_if_ours(pid, run_dir, start, signal.SIGKILL)]
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the forked child, before exec
@@ -339,11 +385,6 @@ def _signal_group(pgid: int, signum: int) -> bool:
     except OSError:
         return True
     return True
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(OSError):
-        os.kill(pid, signum)
 
 
 def _local_here(manifest: Mapping[str, Any], host: Optional[str]) -> bool:

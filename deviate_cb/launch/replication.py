@@ -33,7 +33,7 @@ from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.isolation import isolation_note, make_workdir, workdir_of
-from deviate_cb.launch.liveness import compact_what_it_left, live_processes, stop_processes
+from deviate_cb.launch.liveness import compact_what_it_left, earlier_processes, stop_processes
 from deviate_cb.launch.output_metrics import parsed_metrics_from_logs
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt
 from deviate_cb.launch.progress import Progress
@@ -320,14 +320,16 @@ class Replication:
 
     def _stop_earlier_attempt(self, plan: ReplicaPlan) -> None:
         """Stop what a killed launcher's attempt left running here, so it cannot write into the new attempt."""
-        pids = live_processes(plan.run_dir)
-        if pids:
-            listed = ", ".join(str(pid) for pid in pids)
+        ours, refused = earlier_processes(plan.run_dir)  # only processes proven the replica's are signalled
+        for line in refused:
+            self.progress.message(f"{WARNING} replica {plan.replica}: {line}")
+        if ours:
+            listed = ", ".join(str(pid) for pid, _ in ours)
             self.progress.message(
-                f"{WARNING} replica {plan.replica}: stopping {len(pids)} process{'es' * (len(pids) != 1)} still "
+                f"{WARNING} replica {plan.replica}: stopping {len(ours)} process{'es' * (len(ours) != 1)} still "
                 f"running from an earlier attempt whose launcher is gone (pid {listed})"
             )
-            stop_processes(pids, grace_s=getattr(self.launcher, "kill_grace_s", 5.0))
+            stop_processes(ours, plan.run_dir, grace_s=getattr(self.launcher, "kill_grace_s", 5.0))
 
     def _command_fields(self, run: RunDirectory, job: Job, outcome: Outcome) -> dict[str, Any]:
         """Final metrics matched in the output (``--metric-regex``); whether a command ran any bootstrapped Python."""
