@@ -56,6 +56,7 @@ from typing import Any, Optional
 from deviate_cb.capture.import_hooks import when_imported
 from deviate_cb.capture.temp_files import TemporaryPaths, creating, watch_tempfile
 from deviate_cb.store.ledger import append_write, ledger_file, writer_name, writes_of
+from deviate_cb.store.safe_paths import PlantedLinkError
 
 __all__ = [
     "LAUNCH_DIR_ENV",
@@ -74,6 +75,7 @@ _LEDGER_EVERY_S = 1.0  # a path this process writes again and again: appended at
 # another process appended meanwhile
 _WORKDIR = ".workdir"  # deviate_cb.launch.isolation.WORKDIR (a lower layer cannot import it)
 _MARKER = "__deviate_outside_writes__"
+_LINK_WARNED: list[str] = []  # the planted link this process warned about (once)
 _state: dict[str, Optional[OutsideWrites]] = {"watch": None}
 
 
@@ -246,8 +248,15 @@ class OutsideWrites:
         if self.attempt is None:
             self.attempt = _attempt(self.root, self.identity)
         record = {**entry, **self.identity, "attempt": self.attempt, "pid": os.getpid(), "time": time.time()}
-        with contextlib.suppress(OSError):
+        try:
             append_write(self.root, record)
+        except PlantedLinkError as exc:  # one line per process, straight to stderr (no import, no open in a hook)
+            if not _LINK_WARNED:
+                _LINK_WARNED.append(str(exc))
+                with contextlib.suppress(Exception):
+                    sys.stderr.write(f"deviate-cb: warning: outside writes not recorded: {exc}\n")
+        except OSError:
+            pass
 
     def _ledger(self, path: str) -> str:
         """:func:`~deviate_cb.store.ledger.ledger_file` of ``path``, as a string made cheaply (every read outside)."""

@@ -117,6 +117,8 @@ class OutputDirectory:
         check_store_path(experiment_dir, "an experiment directory", self.given)
         check_store_path(self.variant_dir, "a variant directory", self.given)
         check_store_path(self.variant_dir / LOCK_FILE, "the launcher's lock file", self.given, directory=False)
+        for own in (".deviate", ".deviate/writes", ".sequential"):  # the study's own folders: written by replicas
+            check_store_path(self.root / own, f"the study's own folder {own}", self.given)
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(
                 f"`--out` must be a directory, but {self.given!r} is a file. Received: --out={self.given}."

@@ -34,6 +34,7 @@ from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
 from deviate_cb.store.configuration import CONFIGURATION_KEY
 from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_manifest
+from deviate_cb.store.safe_paths import open_folder
 
 __all__ = [
     "ERROR_TAIL_LINES",
@@ -161,8 +162,14 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
     merge_manifest(manifest, fields)
     short = {key: manifest[key] for key in _ESSENTIAL if key in manifest}
     tight = {**short, "error": short.get("reason", short.get("error", ""))}
-    try:
-        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))  # no O_CREAT, no O_TRUNC: no new space
+    try:  # no O_CREAT, no O_TRUNC: no new space; never through a link, at the file or at its folder
+        folder_fd = open_folder(run_dir)
+        try:
+            at = os.open in os.supports_dir_fd
+            flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(MANIFEST_FILE, flags, dir_fd=folder_fd) if at else os.open(path, flags)
+        finally:
+            os.close(folder_fd)
     except OSError:
         return False
     try:

@@ -5,7 +5,10 @@ here: into a temporary file in the same directory, flushed and fsynced, then ren
 reader, or a replica killed mid-write, never sees a half-written file. The file gets the mode any other new
 file of the process would get, ``0o666`` less the umask (``0644`` under the usual ``022``): the temporary file
 is created with that mode (not the ``0600`` of ``tempfile.mkstemp``), so colleagues on a shared file system can
-read a study. :func:`current_umask` reads the umask without changing it, for checks.
+read a study. Nothing is written through a link the tool did not make: the folder is opened with ``O_NOFOLLOW``
+and the temporary file created in it with ``O_EXCL | O_NOFOLLOW`` (a run folder replaced by a link is a
+:class:`~deviate_cb.store.safe_paths.PlantedLinkError`; a link at the final name is replaced, not followed).
+:func:`current_umask` reads the umask without changing it, for checks.
 
 Example:
     >>> import tempfile
@@ -26,6 +29,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
+
+from deviate_cb.store.safe_paths import open_folder
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,7 +76,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearra
     what is already serialized in memory (a Parquet file written to ``pyarrow.BufferOutputStream``, whose
     buffer ``memoryview`` wraps without a copy).
     """
-    fd, tmp = _create_temporary(path)
+    folder_fd, fd, tmp, name = _create_temporary(path)
     try:
         try:
             view = memoryview(data).cast("B")
@@ -80,11 +85,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearra
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        _replace(folder_fd, tmp, name)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _remove(folder_fd, tmp)
         raise
+    finally:
+        _close(folder_fd)
 
 
 def atomic_write_parquet(path: str | os.PathLike[str], table: pa.Table) -> None:
@@ -120,32 +126,68 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         >>> path.read_bytes(), path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
         (b'new', True)
     """
-    path = Path(path)
-    fd, tmp = _create_temporary(path)
+    folder_fd, fd, tmp, name = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        _replace(folder_fd, tmp, name)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _remove(folder_fd, tmp)
         raise
+    finally:
+        _close(folder_fd)
 
 
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+_FLAGS |= getattr(os, "O_CLOEXEC", 0)
+_AT = os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd and os.unlink in os.supports_dir_fd
 _counter = itertools.count()
 
 
-def _create_temporary(path: str | os.PathLike[str]) -> tuple[int, str]:
+def _create_temporary(path: str | os.PathLike[str]) -> tuple[Optional[int], int, str, str]:
     """A new file ``.<name>.<pid>.<n><random>.tmp`` next to ``path``, opened for writing (never an existing one:
-    ``O_EXCL``; another name on a clash), and its name. Its random part comes from ``os.urandom``, never from the
-    ``random`` module, whose state is the user's."""
+    ``O_EXCL``, nor a link: ``O_NOFOLLOW``; another name on a clash), in the folder opened without following a
+    link (:func:`~deviate_cb.store.safe_paths.open_folder`: a run folder replaced by a link is refused); returns
+    the folder's descriptor (``None`` where the system has no ``dir_fd``), the file's, and the temporary and
+    final names (relative to that descriptor, else whole paths). Its random part comes from ``os.urandom``,
+    never from the ``random`` module, whose state is the user's."""
     folder, file_name = os.path.split(os.fspath(path))
-    for _ in range(100):
-        tmp = os.path.join(folder, f".{file_name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp")
-        try:
-            return os.open(tmp, _FLAGS, 0o666), tmp
-        except FileExistsError:
-            continue
+    folder_fd: Optional[int] = open_folder(folder or ".")
+    if not _AT:
+        _close(folder_fd)
+        folder_fd = None
+    try:
+        for _ in range(100):
+            tmp = f".{file_name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp"
+            try:
+                if folder_fd is not None:
+                    return folder_fd, os.open(tmp, _FLAGS, 0o666, dir_fd=folder_fd), tmp, file_name
+                tmp = os.path.join(folder, tmp)
+                return folder_fd, os.open(tmp, _FLAGS, 0o666), tmp, os.fspath(path)
+            except FileExistsError:
+                continue
+    except BaseException:
+        _close(folder_fd)
+        raise
+    _close(folder_fd)
     raise FileExistsError(f"{folder or '.'}: no free temporary file name for {file_name}")
+
+
+def _replace(folder_fd: Optional[int], tmp: str, name: str) -> None:
+    """Rename ``tmp`` over ``name`` (a link at ``name`` is replaced itself, never followed)."""
+    if folder_fd is None:
+        os.replace(tmp, name)
+    else:
+        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+
+
+def _remove(folder_fd: Optional[int], tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp, dir_fd=folder_fd)
+
+
+def _close(folder_fd: Optional[int]) -> None:
+    if folder_fd is not None:
+        os.close(folder_fd)

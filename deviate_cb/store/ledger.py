@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Union
 
+from deviate_cb.store.safe_paths import open_append
+
 __all__ = ["LEDGER_DIR", "append_write", "ledger_file", "read_ledger", "writer_name", "writes_of"]
 
 LEDGER_DIR = (".deviate", "writes")
@@ -44,11 +46,12 @@ def ledger_file(root: Union[str, os.PathLike[str]], path: str) -> Path:
 
 
 def append_write(root: Union[str, os.PathLike[str]], entry: Mapping[str, Any]) -> None:
-    """Append ``entry`` (with its ``path``) to the path's ledger file; raises ``OSError`` when it cannot."""
+    """Append ``entry`` (with its ``path``) to the path's ledger file; raises ``OSError`` when it cannot, and
+    :class:`~deviate_cb.store.safe_paths.PlantedLinkError` when the file or a folder down to it from ``root`` is a
+    link the tool did not make."""
     target = ledger_file(root, str(entry["path"]))
-    target.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(dict(entry), separators=(",", ":")) + "\n").encode("utf-8", "surrogateescape")
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    fd = open_append(root, target)  # never through a link planted in the store (PlantedLinkError)
     try:
         os.write(fd, line)
     finally:

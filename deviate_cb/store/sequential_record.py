@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.safe_paths import make_folders
 
 __all__ = ["SEQUENTIAL_DIR", "read_record", "read_records", "record_path", "write_record"]
 
@@ -66,7 +67,8 @@ def read_records(out: Path) -> list[dict[str, Any]]:
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` atomically (a reader never sees half of it), creating the folder."""
+    """Write ``record`` atomically (a reader never sees half of it), creating the folder; never through a link
+    planted at ``.sequential`` (:class:`~deviate_cb.store.safe_paths.PlantedLinkError`)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent.parent, path.parent)
     atomic_write_bytes(path, (json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n").encode())

@@ -44,10 +44,16 @@ def check_folder(folder: Optional[str], study_dir: Path, mode: str) -> Path:
     :class:`UsageError`; online, W&B must also have an API key (``wandb login``)."""
     wandb = require("wandb", "wandb")
     target = Path(folder) if folder else study_dir / DEFAULT_FOLDER
+    if not folder and target.is_symlink():  # the study's own folder: a link there was planted, not chosen
+        raise UsageError(
+            f"`--wandb-dir` defaults to the study's own folder {str(target)!r}, but that is a symbolic link "
+            f"deviate-cb did not make: nothing is written through it. Remove the link, or pass --wandb-dir "
+            f"explicitly. Received: DIR={study_dir}."
+        )
     try:
         target.mkdir(parents=True, exist_ok=True)
         probe = target / f".deviate-write-check-{os.getpid()}"
-        probe.write_bytes(b"")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
         probe.unlink()
     except OSError as exc:
         raise UsageError(
