@@ -95,7 +95,7 @@ def earlier_processes(run_dir: Path, host: Optional[str] = None) -> tuple[list[t
     """The processes ``run_dir``'s manifest records still alive on this host: ``(pid, recorded start)`` of those
     proven to be the replica's, and one line for each other one, saying why it is not and is left alone.
 
-    A process that started after the manifest was last written is a reused id, not the replica's.
+    A process whose start time is not the one recorded (a reused id) is one of the others.
 
     Example:
         >>> import tempfile
@@ -103,16 +103,16 @@ def earlier_processes(run_dir: Path, host: Optional[str] = None) -> tuple[list[t
         ([], [])
     """
     recorded = _recorded(RunDirectory(run_dir))
-    if recorded is None:
+    if recorded is None or not _local_here(recorded[0], host):
         return [], []
-    manifest, written_at = recorded
-    starts = dict(_recorded_processes(manifest))
     ours: list[tuple[int, Any]] = []
     refused: list[str] = []
-    for pid in _alive_processes(manifest, written_at, host):
-        why = why_not_ours(pid, run_dir, starts.get(pid))
+    for pid, start in _recorded_processes(recorded[0]):
+        if pid == os.getpid() or not process_alive(pid):
+            continue
+        why = why_not_ours(pid, run_dir, start)
         if why is None:
-            ours.append((pid, starts.get(pid)))
+            ours.append((pid, start))
         else:
             refused.append(
                 f"the process its run.json records (pid {pid}) is not proven to be its own ({why}): left alone"

@@ -1,7 +1,8 @@
 """A run store is untrusted input: a ``run.json`` naming a process never makes a rerun signal it (issue 45, item 1).
 
 - a replica's manifest edited to ``killed`` or ``running`` with the ``pid`` of an unrelated live process (with no
-  start time, as an older deviate-cb wrote, or with that process's own start time forged in): the rerun of
+  start time, as an older deviate-cb wrote, with another start time, as after the id was reused, or with that
+  process's own start time forged in): the rerun of
   ``deviate-replicate`` leaves the process alone and says so in one warning line;
 - a genuine orphan of ours (a replica's Python in its own session, alive after its launcher was SIGKILLed) is
   still stopped by the rerun, as before.
@@ -69,9 +70,9 @@ def unrelated() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
-@pytest.mark.parametrize(("status", "forged"), [("killed", True), ("running", False)])
+@pytest.mark.parametrize(("status", "start"), [("killed", "forged"), ("running", "none"), ("killed", "other")])
 def test_a_rerun_leaves_a_process_the_store_names_alone(
-    tmp_path: Path, unrelated: subprocess.Popen[bytes], status: str, forged: bool
+    tmp_path: Path, unrelated: subprocess.Popen[bytes], status: str, start: str
 ) -> None:
     out = tmp_path / "runs"
     args = ["-n", "1", "--trainer", f"{HERE / 'sleeper_fn.py'}:main"]
@@ -84,8 +85,12 @@ def test_a_rerun_leaves_a_process_the_store_names_alone(
     record.update(status=status, pid=unrelated.pid)  # its launcher_pid: the first launcher, gone
     record.pop("pid_start")
     record["bootstrap"] = [{"pid": unrelated.pid, "python": sys.executable, "argv": ["train.py"]}]
-    if forged:  # with the sleep's own start time: it passes the start-time check, not the rest
-        record["pid_start"] = record["bootstrap"][0]["start"] = start_ticks(unrelated.pid)
+    ticks = start_ticks(unrelated.pid)
+    assert ticks is not None
+    if start == "forged":  # with the sleep's own start time: it passes the start-time check, not the rest
+        record["pid_start"] = record["bootstrap"][0]["start"] = ticks
+    elif start == "other":  # as if the replica's process had ended and its id been reused by the sleep
+        record["pid_start"] = record["bootstrap"][0]["start"] = ticks - 1
     (run_dir / "run.json").write_text(json.dumps(record))
 
     output = _run(args, out, SLEEPER_SECONDS="0")
