@@ -5,8 +5,10 @@ process id. Each Python process of a replica records, with its ``pid``, its star
 Linux ``/proc/<pid>/stat`` field 22, clock ticks since boot). :func:`why_not_ours` proves a live process is the
 replica's before anything signals it: a pid above 1 that is neither the launcher nor in its process group,
 the same start time as recorded, the same user, and ``DEVIATE_RUN_DIR`` naming this very run directory in its
-environment. Anything unproven (a manifest of an older deviate-cb without start times, no ``/proc``, an
-environment that cannot be read) is not ours, and is left alone: :func:`signal_if_ours` signals nothing then.
+environment, or its stdout or stderr a log file of that directory (a replica forked from a warm-start template,
+whose environment as ``/proc`` shows it is the template's). Anything unproven (a manifest of an older
+deviate-cb without start times, no ``/proc``, an environment that cannot be read) is not ours, and is left
+alone: :func:`signal_if_ours` signals nothing then.
 
 Example:
     >>> import os, tempfile
@@ -91,6 +93,8 @@ def why_not_ours(pid: Any, run_dir: Path, start: Any) -> Optional[str]:
     with contextlib.suppress(OSError):
         if os.getpgid(pid) == os.getpgrp():
             return "it is in this launcher's own process group"
+    if _writes_into(pid, run_dir):  # its stdout or stderr is the run's log (a replica forked warm, too)
+        return None
     named = _run_dir_of(pid)
     if named is None:
         return f"its environment cannot be read or sets no {RUN_DIR_VARIABLE}: not proven to be the replica"
@@ -134,6 +138,21 @@ def _owner(pid: int) -> Optional[int]:
         return int(line.split()[1])
     except (OSError, ValueError, IndexError, StopIteration):
         return None
+
+
+def _writes_into(pid: int, run_dir: Path) -> bool:
+    """Whether process ``pid``'s stdout or stderr is a file directly in ``run_dir`` (its ``stdout.log``,
+    ``stderr.log``): a replica forked from a warm-start template got its ``DEVIATE_RUN_DIR`` after its start, so
+    its environment as ``/proc`` shows it is the template's; its output files say whose it is."""
+    folder = os.path.realpath(run_dir)
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # another user's process, no /proc, or closed
+            continue
+        if target.startswith("/") and os.path.dirname(os.path.realpath(target)) == folder:
+            return True
+    return False
 
 
 def _run_dir_of(pid: int) -> Optional[str]:

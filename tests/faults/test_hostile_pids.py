@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
 
 from replicate_helpers import child_env, manifest_or_empty, wait_for
 
-from deviate_cb.launch.ownership import start_ticks
+from deviate_cb.launch.ownership import start_ticks, why_not_ours
 
 HERE = Path(__file__).resolve().parent
 SLEEPER = HERE / "sleeper.py"
@@ -135,3 +135,29 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+def test_only_a_process_that_names_the_run_directory_is_proven_ours(tmp_path: Path) -> None:
+    run_dir = tmp_path.joinpath(*RUN_DIR)
+    run_dir.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVIATE_")}
+    with (run_dir / "stdout.log").open("w") as log:
+        started = [
+            subprocess.Popen(["sleep", "60"], env={**env, "DEVIATE_RUN_DIR": str(run_dir)}, start_new_session=True),
+            subprocess.Popen(["sleep", "60"], env=env, stdout=log, start_new_session=True),  # as one forked warm
+            subprocess.Popen(["sleep", "60"], env={**env, "DEVIATE_RUN_DIR": str(tmp_path)}, start_new_session=True),
+            subprocess.Popen(["sleep", "60"], env=env, start_new_session=True),
+        ]
+    try:
+        named, logging, elsewhere, unrelated = started
+        assert why_not_ours(named.pid, run_dir, start_ticks(named.pid)) is None
+        assert why_not_ours(logging.pid, run_dir, start_ticks(logging.pid)) is None
+        assert "is another folder" in str(why_not_ours(elsewhere.pid, run_dir, start_ticks(elsewhere.pid)))
+        assert "sets no DEVIATE_RUN_DIR" in str(why_not_ours(unrelated.pid, run_dir, start_ticks(unrelated.pid)))
+        assert "another time" in str(why_not_ours(named.pid, run_dir, int(start_ticks(named.pid) or 0) + 1))
+        assert "older deviate-cb" in str(why_not_ours(named.pid, run_dir, None))
+        assert "launcher itself" in str(why_not_ours(os.getpid(), run_dir, start_ticks(os.getpid())))
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
