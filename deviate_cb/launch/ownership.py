@@ -79,7 +79,7 @@ def why_not_ours(pid: Any, run_dir: Path, start: Any) -> Optional[str]:
     """
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
         return f"pid {pid!r} is not a process a replica can have"
-    if pid in (os.getpid(), os.getpgrp()):
+    if pid in (os.getpid(), getattr(os, "getpgrp", os.getpid)()):  # no process groups on Windows
         return "it is this launcher itself"
     if not isinstance(start, int) or isinstance(start, bool):
         return "recorded without its start time (an older deviate-cb): not proven to be the replica"
