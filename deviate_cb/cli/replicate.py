@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         "difference) or pocock (one level at every look); a sequence under way keeps the one it was planned with",
     )
     rounds.add_argument("--level", default="0.95", metavar="L", help="--until-precision: the std interval's level")
+    rounds.add_argument("--yes", action="store_true",
+                        help="--until-decided: relaunch the --against group even when its run.json records another "
+                        "program or directory than this command's (shown; asked on a terminal otherwise)")  # fmt: skip
     parser.add_argument(
         "--cold",
         action="store_true",
@@ -347,6 +350,7 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
         level=numbers["--level"],
         boundary=ns.boundary,
         threshold=numbers["--threshold"],
+        yes=ns.yes,
     )
     return result.exit_status
 

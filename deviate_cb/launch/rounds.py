@@ -3,7 +3,9 @@
 ``--until-decided --against KEY=VALUE`` runs the new group A and tops up the group B it is compared with in the
 same rounds (a round: ``--parallel`` replicas of each, or one), relaunching B exactly as its manifests record it
 (:func:`against_launch`: its trainer or command, arguments, variant, base seed, backend of Keras, flags, launch
-directory; its seed series simply continues). After each round, a group-sequential test of the metric's
+directory; its seed series simply continues), once its replicas' run.json files agree with each other and with
+their own argv, and with ``--yes`` or a ``y`` when it runs another program than A
+(:mod:`deviate_cb.launch.relaunch_check`). After each round, a group-sequential test of the metric's
 difference (:func:`deviate_cb.stats.sequential.sequential_look`, planned over the looks before the first round,
 so the error rate is spent once over the whole sequence) decides: A better, B better, no difference of at least
 ``--effect`` (when given), or on to the next round; at ``--max-runs`` runs per group the sequence ends undecided,
@@ -38,7 +40,7 @@ from typing import Any, Optional, TextIO, cast
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.progress import OnceSkipped, write_line
-from deviate_cb.store.configuration import configuration_of
+from deviate_cb.launch.relaunch_check import agreed_configuration, confirm_relaunch
 from deviate_cb.store.run_directory import read_manifest_file, run_path
 from deviate_cb.store.sequential_record import read_record, record_path, write_record
 
@@ -72,6 +74,7 @@ def replicate_until(
     boundary: Optional[str] = None,
     threshold: Optional[float] = None,
     stream: Optional[TextIO] = None,
+    yes: bool = False,
 ) -> RoundsResult:
     """Run ``launch`` (the keyword arguments of :func:`~deviate_cb.launch.runner.replicate`) in rounds.
 
@@ -79,7 +82,8 @@ def replicate_until(
     ``precision``, until the std of ``metric`` is known to ``precision`` (relative half-width of its interval).
     ``boundary`` (``"obf"`` or ``"pocock"``; ``None``: the one a recorded sequence was planned with, else
     ``"obf"``) shapes the sequential test's levels over the looks. ``on="improvement"`` decides on P(A>B) against
-    ``threshold`` (default 0.75, Bouthillier et al. 2021) instead of the mean difference.
+    ``threshold`` (default 0.75, Bouthillier et al. 2021) instead of the mean difference. ``yes``: relaunch B even
+    when it runs another program than ``launch`` (:func:`~deviate_cb.launch.relaunch_check.confirm_relaunch`).
 
     Raises:
         UsageError: A bad option, a group B that does not exist, has no such metric, or cannot be relaunched as
@@ -150,6 +154,7 @@ def replicate_until(
         _say(stream, f"{_PROG}: already decided at look {len(done)}: {record['decision_text']}")
         _say(stream, f"{_PROG}: {_answer(record['looks'][-1], metric, plan, group, b_group)}")
         return RoundsResult(0, record["decision"], path)
+    confirm_relaunch(b_launch, launch, _label(b_group), yes=yes, stdin=sys.stdin, stderr=sys.stderr)
     b_dir = b_launch.pop("launch_dir", None)
     said: set[str] = set()  # the problem lines the rounds printed
     force = bool(launch.get("force"))  # a new sequence reruns A's replicas of its first look, not every round's
@@ -339,32 +344,27 @@ def against_launch(
             f"`--metric` {metric!r} is not a metric of {_label(b_group)}, the group --against names. Received: "
             f"--metric {metric}. Its metrics: {', '.join(names) or 'none'}."
         )
-    configurations, launch_dirs = [], set()
+    manifests, launch_dirs = [], set()
     for run in chosen:
-        manifest = read_manifest_file(str(run_path(out, b_group[0], b_group[1], int(run.keys["replica"])) / "run.json"))
-        configuration = configuration_of(manifest) if manifest else None
-        if configuration is None or "mode" not in configuration:
-            raise UsageError(
-                f"{_label(b_group)} cannot be relaunched as it was: replica {run.keys['replica']}'s run.json records "
-                "no configuration (a study made before deviate-cb recorded it, or not by deviate-replicate). Replicate "
-                "it again under a new --experiment, then compare with that."
-            )
-        if configuration not in configurations:
-            configurations.append(configuration)
+        file = run_path(out, b_group[0], b_group[1], int(run.keys["replica"])) / "run.json"
+        manifest = read_manifest_file(str(file)) or {}
+        manifests.append((file, manifest))
         if isinstance(manifest.get("launch_dir"), str):
             launch_dirs.add(manifest["launch_dir"])
-    if len(configurations) > 1 or len(launch_dirs) > 1:
+    config = agreed_configuration(manifests, _label(b_group))  # every replica, its fields and its argv agree
+    if len(launch_dirs) > 1:
         raise UsageError(
-            f"{_label(b_group)} cannot be relaunched as it was: its replicas record "
-            f"{'different configurations' if len(configurations) > 1 else 'different launch directories'}."
+            f"{_label(b_group)} cannot be relaunched as it was: its replicas record different launch directories."
         )
-    config = configurations[0]
     relaunch: dict[str, Any] = {
         key: launch[key]
         for key in ("out", "parallel", "timeout", "gpus", "backend", "backend_options", "cold", "force", "argv")
         if key in launch
     }
     relaunch.update(out=str(out), experiment=b_group[0], variant=config.get("variant", b_group[1]))
+    argv = manifests[0][1].get("argv")
+    if isinstance(argv, list):  # B's replicas record B's command line, which their check reads, not A's
+        relaunch["argv"] = argv
     if config.get("mode") == "trainer":
         relaunch.update(trainer=config.get("trainer"), trainer_args=tuple(config.get("trainer_args") or ()))
     else:
