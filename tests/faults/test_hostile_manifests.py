@@ -9,12 +9,13 @@ that the first round tops it up: a relaunch of B) of a tiny command-mode script;
 - the edit made consistent (``configuration``, ``command`` and ``argv`` of every file): B runs another program
   than A, so without ``--yes`` and without a terminal it is refused (shown, exit 2), the marker never created;
 - a legitimate B (the same script, other arguments) still runs in rounds without ``--yes``; a legitimate B of
-  another script runs with ``--yes`` only.
+  another script runs with ``--yes``, or on a terminal when the user answers ``y`` (not ``n``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ print(f"acc={mean + 0.01 * random.Random(seed).gauss(0.0, 1.0)}")
 REGEX = ("--metric-regex", r"acc=(?P<acc>\S+)")
 
 
-def _replicate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _replicate(project: Path, *args: str, stdin: int = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).parent / "deviate-replicate"
     if not script.exists():
         pytest.fail(f"deviate-replicate is not installed next to {sys.executable} (pip install -e .)")
@@ -46,7 +47,7 @@ def _replicate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [str(script), "--out", str(project / "runs"), "--variant", "algo", *args],
         cwd=project,
         env=child_env(),
-        stdin=subprocess.DEVNULL,  # no terminal to ask on
+        stdin=stdin,  # by default no terminal to ask on
         capture_output=True,
         text=True,
         timeout=600,
@@ -64,10 +65,10 @@ def _study(tmp_path: Path, script: str = "train.py", runs: int = 2) -> Path:
     return project
 
 
-def _until(project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _until(project: Path, *extra: str, stdin: int = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
     return _replicate(project, "-n", "3", "--experiment", "a", "--until-decided", "--against", "experiment=b",
                       "--metric", "acc", "--max-runs", "6", "--parallel", "3", *REGEX, *extra, "--", "python",
-                      "train.py", "--seed", "{seed}", "--mean", "0.9")  # fmt: skip
+                      "train.py", "--seed", "{seed}", "--mean", "0.9", stdin=stdin)  # fmt: skip
 
 
 def _manifests(project: Path, experiment: str = "b") -> list[Path]:
@@ -132,3 +133,20 @@ def test_a_b_of_another_script_needs_yes(tmp_path: Path) -> None:
     done = _until(project, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "A better" in done.stdout, done.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="a terminal is opened with a pseudo-terminal")
+def test_on_a_terminal_another_program_is_asked_for(tmp_path: Path) -> None:
+    project = _study(tmp_path, script="base.py")
+    for answer, status in (b"n\n", 2), (b"y\n", 0):
+        leader, follower = os.openpty()
+        try:
+            os.write(leader, answer)  # typed ahead: the terminal holds the line until the launcher reads it
+            done = _until(project, stdin=follower)
+        finally:
+            os.close(leader)
+            os.close(follower)
+        assert done.returncode == status, done.stdout + done.stderr
+        assert "run it? [y/N]" in done.stderr, done.stderr
+        assert ("was not confirmed" in done.stderr) == (status == 2), done.stderr
+        assert bool(_manifests(project, "a")) == (status == 0)
