@@ -39,6 +39,7 @@ from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.parts import recorded_attempt
+from deviate_cb.store.safe_paths import make_folders
 
 __all__ = [
     "FINGERPRINT_FILE",
@@ -166,7 +167,7 @@ def claim_replica(out: Path, experiment: str, variant: str) -> tuple[int, Path]:
         [1, 3]
     """
     parent = run_path(out, experiment, variant, 0).parent
-    parent.mkdir(parents=True, exist_ok=True)
+    make_folders(out, parent)  # never into a link planted at experiment= or variant= (PlantedLinkError)
     taken = set()  # one listing instead of a failed mkdir per replica before the free one
     for name in os.listdir(parent):
         prefix, _, number = name.partition("=")

@@ -160,3 +160,31 @@ def test_export_refuses_a_link_at_the_wandb_folder(tmp_path: Path) -> None:
     assert ".wandb-export" in done.stderr and "symbolic link" in done.stderr, done.stderr
     assert list(elsewhere.iterdir()) == []
     shutil.rmtree(tmp_path / "scratch", ignore_errors=True)
+
+
+STANDALONE = """
+import lightning as L
+from deviate_cb.lightning import DeviateCallback
+from lightning_cb.models import TinyModule, loader
+cb = DeviateCallback("runs")
+trainer = L.Trainer(max_epochs=1, callbacks=[cb], logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+trainer.fit(TinyModule(), loader(32), loader(32, shuffle=False))
+"""
+
+
+def test_a_standalone_run_never_claims_a_replica_through_a_planted_experiment_link(tmp_path: Path) -> None:
+    """A ``DeviateCallback("runs")`` without the launcher, in a store whose ``experiment=`` folder is a link."""
+    pytest.importorskip("lightning")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "experiment=train").symlink_to(elsewhere)
+    (tmp_path / "train.py").write_text(STANDALONE)
+    env = _env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests")])
+    done = subprocess.run(
+        [sys.executable, "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert list(elsewhere.iterdir()) == [], done.stderr[-2000:]
+    assert f"{tmp_path / 'runs' / 'experiment=train'} is a symbolic link deviate-cb did not make" in done.stderr
