@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
-from deviate_cb.store.safe_paths import open_folder
+from deviate_cb.store.safe_paths import PlantedLinkError, open_folder
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -76,7 +76,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearra
     what is already serialized in memory (a Parquet file written to ``pyarrow.BufferOutputStream``, whose
     buffer ``memoryview`` wraps without a copy).
     """
-    folder_fd, fd, tmp, name = _create_temporary(path)
+    fd, tmp = _create_temporary(path)
     try:
         try:
             view = memoryview(data).cast("B")
@@ -85,12 +85,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: Union[bytes, bytearra
             os.fsync(fd)
         finally:
             os.close(fd)
-        _replace(folder_fd, tmp, name)
+        os.replace(tmp, path)
     except BaseException:
-        _remove(folder_fd, tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
-    finally:
-        _close(folder_fd)
 
 
 def atomic_write_parquet(path: str | os.PathLike[str], table: pa.Table) -> None:
@@ -126,68 +125,54 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
         >>> path.read_bytes(), path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
         (b'new', True)
     """
-    folder_fd, fd, tmp, name = _create_temporary(path)
+    path = Path(path)
+    fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        _replace(folder_fd, tmp, name)
+        os.replace(tmp, path)
     except BaseException:
-        _remove(folder_fd, tmp)
+        Path(tmp).unlink(missing_ok=True)
         raise
-    finally:
-        _close(folder_fd)
 
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
-_AT = os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd and os.unlink in os.supports_dir_fd
+_AT = os.stat in os.supports_dir_fd
 _counter = itertools.count()
 
 
-def _create_temporary(path: str | os.PathLike[str]) -> tuple[Optional[int], int, str, str]:
+def _create_temporary(path: str | os.PathLike[str]) -> tuple[int, str]:
     """A new file ``.<name>.<pid>.<n><random>.tmp`` next to ``path``, opened for writing (never an existing one:
-    ``O_EXCL``, nor a link: ``O_NOFOLLOW``; another name on a clash), in the folder opened without following a
-    link (:func:`~deviate_cb.store.safe_paths.open_folder`: a run folder replaced by a link is refused); returns
-    the folder's descriptor (``None`` where the system has no ``dir_fd``), the file's, and the temporary and
-    final names (relative to that descriptor, else whole paths). Its random part comes from ``os.urandom``,
-    never from the ``random`` module, whose state is the user's."""
+    ``O_EXCL``, nor a link: ``O_NOFOLLOW``; another name on a clash), and its name. The folder must not be a link
+    (:func:`~deviate_cb.store.safe_paths.open_folder`: a run folder replaced by one is refused), and the file must
+    be in the folder so opened (not in one a link swapped in since), else :class:`PlantedLinkError`. Whole paths
+    are opened, as the outside-writes audit hook expects. Its random part comes from ``os.urandom``, never from
+    the ``random`` module, whose state is the user's."""
     folder, file_name = os.path.split(os.fspath(path))
-    folder_fd: Optional[int] = open_folder(folder or ".")
-    if not _AT:
-        _close(folder_fd)
-        folder_fd = None
+    folder_fd = open_folder(folder or ".")
     try:
         for _ in range(100):
-            tmp = f".{file_name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp"
+            tmp = os.path.join(folder, f".{file_name}.{os.getpid()}.{next(_counter)}{os.urandom(3).hex()}.tmp")
             try:
-                if folder_fd is not None:
-                    return folder_fd, os.open(tmp, _FLAGS, 0o666, dir_fd=folder_fd), tmp, file_name
-                tmp = os.path.join(folder, tmp)
-                return folder_fd, os.open(tmp, _FLAGS, 0o666), tmp, os.fspath(path)
+                fd = os.open(tmp, _FLAGS, 0o666)
             except FileExistsError:
                 continue
-    except BaseException:
-        _close(folder_fd)
-        raise
-    _close(folder_fd)
+            if not _AT or _same_file(fd, os.path.basename(tmp), folder_fd):
+                return fd, tmp
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise PlantedLinkError(folder)
+    finally:
+        os.close(folder_fd)
     raise FileExistsError(f"{folder or '.'}: no free temporary file name for {file_name}")
 
 
-def _replace(folder_fd: Optional[int], tmp: str, name: str) -> None:
-    """Rename ``tmp`` over ``name`` (a link at ``name`` is replaced itself, never followed)."""
-    if folder_fd is None:
-        os.replace(tmp, name)
-    else:
-        os.replace(tmp, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
-
-
-def _remove(folder_fd: Optional[int], tmp: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(tmp, dir_fd=folder_fd)
-
-
-def _close(folder_fd: Optional[int]) -> None:
-    if folder_fd is not None:
-        os.close(folder_fd)
+def _same_file(fd: int, name: str, folder_fd: int) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+    except OSError:
+        return False
