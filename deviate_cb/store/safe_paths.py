@@ -4,8 +4,8 @@ A run store is often shared (a lab's file system, a copied results folder): a li
 the tool writes (``.deviate/writes/<sha1>.jsonl``, ``.deviate``, ``.sequential``, a run folder) would make it
 append to or replace a file outside the store. Every folder here is checked from the store's root down with
 ``lstat`` (the root itself may be a link: the user chose it) and opened with ``O_NOFOLLOW``; files are opened
-with ``O_NOFOLLOW`` relative to that open folder, so a link swapped in between the check and the write is
-refused too. A refusal is a :class:`PlantedLinkError` (an ``OSError``) naming the path: callers that record
+with ``O_NOFOLLOW`` and checked to be in the folder so opened, so a link swapped in between the check and the
+write is refused too. A refusal is a :class:`PlantedLinkError` (an ``OSError``) naming the path: callers that record
 during training turn it into one warning and go on. Standard library only.
 
 Example:
@@ -35,7 +35,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_DIR_FD = os.open in os.supports_dir_fd
+_DIR_FD = os.stat in os.supports_dir_fd
 
 
 class PlantedLinkError(OSError):
@@ -107,13 +107,22 @@ def open_append(root: PathLike, path: PathLike) -> int:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC
     folder_fd = open_folder(folder)
     try:
-        try:
-            if _DIR_FD:
-                return os.open(name, flags, 0o666, dir_fd=folder_fd)
-            return os.open(path, flags, 0o666)
+        try:  # the whole path, as an audit hook watching the process's opens expects (no relative dir_fd name)
+            fd = os.open(os.path.join(folder, name), flags, 0o666)
         except OSError as exc:
-            if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and _is_link(path)):
+            if exc.errno == errno.ELOOP or _is_link(path):
                 raise PlantedLinkError(path) from None
             raise
+        if _DIR_FD and not _same_file(fd, name, folder_fd):  # a folder swapped for a link since it was checked
+            os.close(fd)
+            raise PlantedLinkError(folder)
+        return fd
     finally:
         os.close(folder_fd)
+
+
+def _same_file(fd: int, name: str, folder_fd: int) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+    except OSError:
+        return False
