@@ -164,12 +164,13 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
     tight = {**short, "error": short.get("reason", short.get("error", ""))}
     try:  # no O_CREAT, no O_TRUNC: no new space; never through a link, at the file or at its folder
         folder_fd = open_folder(run_dir)
+        flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
         try:
-            at = os.open in os.supports_dir_fd
-            flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+            at = folder_fd is not None and os.open in os.supports_dir_fd
             fd = os.open(MANIFEST_FILE, flags, dir_fd=folder_fd) if at else os.open(path, flags)
         finally:
-            os.close(folder_fd)
+            if folder_fd is not None:
+                os.close(folder_fd)
     except OSError:
         return False
     try:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
-from deviate_cb.store.safe_paths import PlantedLinkError, open_folder
+from deviate_cb.store.safe_paths import PlantedLinkError, in_folder, open_folder
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -140,7 +140,6 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], Any]) -> None:
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
-_AT = os.stat in os.supports_dir_fd
 _counter = itertools.count()
 
 
@@ -160,19 +159,13 @@ def _create_temporary(path: str | os.PathLike[str]) -> tuple[int, str]:
                 fd = os.open(tmp, _FLAGS, 0o666)
             except FileExistsError:
                 continue
-            if not _AT or _same_file(fd, os.path.basename(tmp), folder_fd):
+            if in_folder(fd, os.path.basename(tmp), folder_fd):
                 return fd, tmp
             os.close(fd)
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise PlantedLinkError(folder)
     finally:
-        os.close(folder_fd)
+        if folder_fd is not None:
+            os.close(folder_fd)
     raise FileExistsError(f"{folder or '.'}: no free temporary file name for {file_name}")
-
-
-def _same_file(fd: int, name: str, folder_fd: int) -> bool:
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
-    except OSError:
-        return False

@@ -27,9 +27,9 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
-__all__ = ["PlantedLinkError", "make_folders", "open_append", "open_folder"]
+__all__ = ["PlantedLinkError", "in_folder", "make_folders", "open_append", "open_folder"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -86,16 +86,32 @@ def make_folders(root: PathLike, folder: PathLike) -> None:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), current)
 
 
-def open_folder(folder: PathLike) -> int:
+def open_folder(folder: PathLike) -> Optional[int]:
     """A descriptor of ``folder`` opened without following a link at its last component; raises
-    :class:`PlantedLinkError` when it is one (the caller closes the descriptor)."""
+    :class:`PlantedLinkError` when it is one. ``None`` where the system cannot open a folder (Windows: no
+    ``O_DIRECTORY``), once an ``lstat`` shows it is no link. The caller closes the descriptor."""
     path = os.fspath(folder)
+    if not _DIRECTORY:
+        if _is_link(path):
+            raise PlantedLinkError(path)
+        return None
     try:
         return os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(path):
             raise PlantedLinkError(path) from None
         raise
+
+
+def in_folder(fd: int, name: str, folder_fd: Optional[int]) -> bool:
+    """Whether the open file ``fd`` is ``name`` in the open folder ``folder_fd`` (not in one a link swapped in
+    since the folder was opened); ``True`` where that cannot be told (no folder descriptor, no ``dir_fd``)."""
+    if folder_fd is None or not _DIR_FD:
+        return True
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
+    except OSError:
+        return False
 
 
 def open_append(root: PathLike, path: PathLike) -> int:
@@ -113,16 +129,10 @@ def open_append(root: PathLike, path: PathLike) -> int:
             if exc.errno == errno.ELOOP or _is_link(path):
                 raise PlantedLinkError(path) from None
             raise
-        if _DIR_FD and not _same_file(fd, name, folder_fd):  # a folder swapped for a link since it was checked
+        if not in_folder(fd, name, folder_fd):  # a folder swapped for a link since it was checked
             os.close(fd)
             raise PlantedLinkError(folder)
         return fd
     finally:
-        os.close(folder_fd)
-
-
-def _same_file(fd: int, name: str, folder_fd: int) -> bool:
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=folder_fd, follow_symlinks=False))
-    except OSError:
-        return False
+        if folder_fd is not None:
+            os.close(folder_fd)
