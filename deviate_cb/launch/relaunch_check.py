@@ -8,17 +8,20 @@ command line ``argv`` (when it is a ``deviate-replicate`` command line: ``--trai
 Otherwise it refuses in one line naming the files and what differs.
 
 :func:`confirm_relaunch` then compares B's program with this launcher's: the same program is the same launch mode,
-the same trainer file or module (``fns.py`` of ``fns.py:base``; another function of it is the same program) or the
-same command program (its executable and, past the interpreter's options, its script, ``-m`` module or ``-c``
+the same Python file or module whether launched as a trainer or a command (``fns.py`` of ``fns.py:base`` is
+``python fns.py``'s; another function of it is the same program; any ``python*`` interpreter), else the same
+command program (its executable and, past the interpreter's options, its script, ``-m`` module or ``-c``
 code; the arguments after them may differ, as groups' arguments do), run from the same directory. When they
 differ, the command B would run is shown and must be confirmed: ``--yes``, or ``y`` at the prompt on a terminal;
 without either it is refused.
 
 Example:
-    >>> program({"mode": "command", "command": ["python", "-u", "train.py", "--lr", "0.1"]})
-    ('command', 'python', 'train.py')
-    >>> program({"mode": "trainer", "trainer": "fns.py:base", "trainer_args": ["0.1"]})
-    ('trainer', 'fns.py')
+    >>> program({"mode": "command", "command": ["python3", "-u", "train.py", "--lr", "0.1"]})
+    ('python', 'train.py')
+    >>> program({"mode": "trainer", "trainer": "train.py:main", "trainer_args": ["0.1"]})
+    ('python', 'train.py')
+    >>> program({"mode": "command", "command": ["torchrun", "train.py"]})
+    ('command', 'torchrun', 'train.py')
     >>> for line in recorded_disagreements({"mode": "command", "command": ["python", "t.py"], "argv": [
     ...         "deviate-replicate", "-n", "2", "--", "python", "t.py"],
     ...         "configuration": {"mode": "command", "command": ["touch", "x"]}}):
@@ -116,11 +119,13 @@ def recorded_disagreements(manifest: Mapping[str, Any]) -> list[str]:
 def program(launch: Mapping[str, Any]) -> tuple[str, ...]:
     """What a launch runs, apart from its arguments: the mode and the trainer file or the command's program."""
     if launch.get("mode", "command" if launch.get("command") else "trainer") == "trainer":
-        return ("trainer", str(launch.get("trainer") or "").partition(":")[0])
+        target = str(launch.get("trainer") or "").partition(":")[0]
+        return ("python", target) if target.endswith(".py") else ("python", "-m", target)
     words = [str(word) for word in launch.get("command") or ()]
     if not words:
         return ("command",)
-    found = ["command", words[0]]
+    python = os.path.basename(words[0]).startswith("python")  # python, python3, python3.11: one interpreter
+    found = ["python"] if python else ["command", words[0]]
     rest = iter(words[1:])
     for word in rest:
         if word in ("-m", "-c"):

@@ -28,6 +28,7 @@ VOLATILE = frozenset(
         "duration_s",
         "host",
         "pid",
+        "pid_start",  # the process's start time, recorded to prove it the replica's before a rerun signals it
         "launcher_pid",
         "argv",
         "backend",
