@@ -64,22 +64,31 @@ _SPECIAL = set(".^$*+?{}[]\\|()")
 def tail(path: Path, max_bytes: int = TAIL_BYTES, max_lines: int = TAIL_LINES) -> list[str]:
     """The last lines of a regular file (``\\r`` redraws split as ``--metric-regex`` splits them); ``[]`` for
     anything else (a link to a FIFO, a device) or an unreadable file."""
+    data = _read_regular(path, max_bytes, last=True)
+    if data is None:
+        return []
+    lines = [part for line in data.decode("utf-8", errors="replace").split("\n") for part in line.split("\r")]
+    return lines[-max_lines:]
+
+
+def _read_regular(path: Path, max_bytes: int, *, last: bool = False) -> Optional[bytes]:
+    """At most ``max_bytes`` of a regular file (its last ones with ``last``), opened without blocking; ``None``
+    for anything else (a link to a FIFO, a device) or an unreadable file: a run store is untrusted input."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
-        return []
+        return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return []
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - max_bytes), os.SEEK_SET)
-        data = os.read(fd, max_bytes)
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        if last:
+            os.lseek(fd, max(0, status.st_size - max_bytes), os.SEEK_SET)
+        return os.read(fd, max_bytes)
     except OSError:
-        return []
+        return None
     finally:
         os.close(fd)
-    lines = [part for line in data.decode("utf-8", errors="replace").split("\n") for part in line.split("\r")]
-    return lines[-max_lines:]
 
 
 def _literal(text: str) -> str:
@@ -223,18 +232,9 @@ def rerun_command(argv: Optional[Sequence[str]], regexes: Sequence[str]) -> str:
 
 def _launch_argv(run_dir: Path) -> Optional[list[str]]:
     """The ``argv`` the replica's launcher recorded in its ``run.json`` (a regular file, read bounded), or ``None``."""
-    try:
-        fd = os.open(run_dir / "run.json", os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+    data = _read_regular(run_dir / "run.json", 4 * 1024 * 1024)
+    if data is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, 4 * 1024 * 1024)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     try:
         argv = json.loads(data.decode("utf-8", errors="replace")).get("argv")
     except (ValueError, AttributeError):
