@@ -420,9 +420,10 @@ def _process_state(pid: int) -> Optional[str]:
 
 def _process_start(pid: int) -> Optional[float]:
     """Unix time process ``pid`` started (Linux ``/proc``); ``None`` where that cannot be read."""
+    ticks = start_ticks(pid)  # field 22 of /proc/<pid>/stat, as a replica records it
+    if ticks is None:
+        return None
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, counted after the command name
         with open("/proc/stat") as handle:
             boot = next(int(line.split()[1]) for line in handle if line.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
