@@ -7,7 +7,10 @@ and none of whose recorded processes (``pid``, the ``bootstrap`` list) is alive 
 reason, so it is rerun and never counted as running, and the parts it flushed are compacted into its files. A
 process id that was reused since (a process started after the replica) does not count as alive. Replicas on a
 cluster (Slurm, Ray) are left to their backend, which asks the scheduler; replicas of another host cannot be
-checked from here and are left alone.
+checked from here and are left alone. A reader that cannot write the store (a read-only mount, another user's
+study) settles in memory: :class:`Settlement` says so, and the readers show :data:`UNWRITTEN_STATUS`. A process id
+field that is not a process id (:func:`deviate_cb.launch.pids.pid_problem`: ``2**70``, ``-5``, a string) is
+never looked up: one warning line names the file, and a replica whose ``launcher_pid`` is one stays as recorded.
 
 :func:`earlier_processes` gives the processes of an earlier attempt that are still running (after a launcher
 was killed, an orphaned replica may still write): a rerun stops them before it starts a new attempt
@@ -37,15 +40,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.launch.ownership import signal_if_ours, start_ticks, why_not_ours
+from deviate_cb.launch.pids import bad_pid_line, bad_pids, pid_problem
 from deviate_cb.store.run_directory import RunDirectory, iso_time
 
 __all__ = [
     "LOST_REASON",
+    "UNWRITTEN_STATUS",
     "GroupWatchdog",
+    "Settlement",
     "compact_what_it_left",
     "die_with_parent",
     "earlier_processes",
@@ -58,6 +65,35 @@ __all__ = [
 ]
 
 LOST_REASON = "the launcher (pid {pid}) is gone and so are the replica's processes: lost before it ended"
+UNWRITTEN_STATUS = "killed (not written: read-only)"
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :func:`settle_replica` found for a ``running`` replica of this host.
+
+    ``reason`` says why it is ``killed`` (``""``: it stays as recorded); ``unwritten`` why that could not be
+    recorded in its manifest (``"read-only file system"``, ``"permission denied"``; ``""``: it was), so the readers
+    show it :data:`UNWRITTEN_STATUS`, settled in memory only; ``warnings`` has one line per process id field of
+    its ``run.json`` that is not a process id.
+
+    Example:
+        >>> Settlement("gone", unwritten="read-only file system").status
+        'killed (not written: read-only)'
+        >>> Settlement(warnings=("run.json: `pid` is not a process id",)).status is None
+        True
+    """
+
+    reason: str = ""
+    unwritten: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> Optional[str]:
+        """The status to show: ``killed``, :data:`UNWRITTEN_STATUS`, or ``None`` (as its manifest says)."""
+        if not self.reason:
+            return None
+        return UNWRITTEN_STATUS if self.unwritten else "killed"
 
 
 def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
@@ -66,7 +102,7 @@ def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
     A zombie (a process that ended and that its parent has not reaped yet: a launcher killed outright whose
     shell has not waited for it) is not alive.
     """
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    if pid_problem(pid) is not None:  # 2**70, -5, 0, a string: never passed to os.kill
         return False
     try:
         os.kill(pid, 0)
@@ -106,7 +142,8 @@ def earlier_processes(run_dir: Path, host: Optional[str] = None) -> tuple[list[t
     if recorded is None or not _local_here(recorded[0], host):
         return [], []
     ours: list[tuple[int, Any]] = []
-    refused: list[str] = []
+    where = RunDirectory(run_dir).manifest_path
+    refused = [f"{bad_pid_line(where, field, value)}: ignored" for field, value in bad_pids(recorded[0])]
     for pid, start in _recorded_processes(recorded[0]):
         if pid == os.getpid() or not process_alive(pid):
             continue
@@ -120,12 +157,22 @@ def earlier_processes(run_dir: Path, host: Optional[str] = None) -> tuple[list[t
     return ours, refused
 
 
-def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
-    """Record a ``running`` replica whose launcher and processes are gone as ``killed``; return the reason.
+def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[Settlement]:
+    """Record a ``running`` replica whose launcher and processes are gone as ``killed``; say what was found.
 
-    ``None`` when there is nothing to settle (not running, another host or backend, or still alive), and when
-    the run directory is reached through a symbolic link (:func:`linked_partition`): nothing is ever written
-    through a link, as ``deviate-replicate`` refuses them.
+    ``None`` when there is nothing to settle or say (not running, another host or backend, or still alive), and
+    when the run directory is reached through a symbolic link (:func:`linked_partition`): nothing is ever written
+    through a link, as ``deviate-replicate`` refuses them. When the manifest cannot be written (a read-only
+    store) the :class:`Settlement` says why, and nothing is compacted; a ``launcher_pid`` that is not a process id
+    leaves the replica as recorded, with a warning.
+
+    Example:
+        >>> import json, socket, tempfile
+        >>> run_dir = Path(tempfile.mkdtemp())
+        >>> manifest = {"status": "running", "host": socket.gethostname(), "launcher_pid": 2**70}
+        >>> _ = (run_dir / "run.json").write_text(json.dumps(manifest))
+        >>> settle_replica(run_dir).warnings[0].endswith("cannot be checked: shown as recorded ('running')")
+        True
     """
     if linked_partition(run_dir) is not None:
         return None
@@ -137,18 +184,24 @@ def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[str]:
     if manifest.get("status") != "running" or not _local_here(manifest, host):
         return None
     launcher = manifest.get("launcher_pid")
+    warnings = tuple(
+        f"{bad_pid_line(run.manifest_path, field, value)}: "
+        + ("its launcher cannot be checked: shown as recorded ('running')" if field == "launcher_pid" else "ignored")
+        for field, value in bad_pids(manifest)
+    )
+    nothing = Settlement(warnings=warnings) if warnings else None
     started = _epoch(manifest.get("started_at"))
-    if not isinstance(launcher, int) or process_alive(launcher, not_after=started):
-        return None
+    if pid_problem(launcher) is not None or process_alive(launcher, not_after=started):
+        return nothing
     if _alive_processes(manifest, written_at, host):
-        return None
+        return nothing
     reason = LOST_REASON.format(pid=launcher)
     try:
         run.update_manifest(status="killed", reason=reason, error=reason, ended_at=iso_time())
-    except OSError:
-        return None
+    except OSError as exc:  # a read-only store (a mount, another user's study): settled in memory only
+        return Settlement(reason, unwritten=(exc.strerror or type(exc).__name__).lower(), warnings=warnings)
     compact_what_it_left(run)
-    return reason
+    return Settlement(reason, warnings=warnings)
 
 
 def compact_what_it_left(run: RunDirectory) -> int:
@@ -244,7 +297,7 @@ def _recorded_processes(manifest: Mapping[str, Any]) -> list[tuple[int, Any]]:
         pairs += [(entry.get("pid"), entry.get("start")) for entry in listed if isinstance(entry, Mapping)]
     found: dict[int, Any] = {}
     for pid, start in pairs:
-        if isinstance(pid, int) and not isinstance(pid, bool) and found.get(pid) is None:
+        if pid_problem(pid) is None and found.get(pid) is None:
             found[pid] = start
     return list(found.items())
 

@@ -5,7 +5,10 @@ directory (``.deviate-jobs.json``) names the job of every replica it submitted, 
 says ``running`` can be told apart: ``queued`` (Slurm ``PENDING``), ``running``, or ``lost`` (its job left the
 queue without recording an end: cancelled, out of memory, node failure; a rerun runs it again). Nothing is
 written, except that a local replica whose launcher was killed outright and whose processes are gone is
-recorded ``killed`` (:func:`deviate_cb.launch.liveness.settle_replica`), as ``deviate report`` does.
+recorded ``killed`` (:func:`deviate_cb.launch.liveness.settle_replica`), as ``deviate report`` does. Where this
+user cannot write the study (a read-only mount, another user's folder) such a replica is settled in memory only:
+shown ``killed (not written: read-only)``, after one warning for the whole study (:func:`unwritten_note`). A
+``run.json`` whose process ids are not process ids (``launcher_pid: 2**70``) gets one warning naming it.
 
 Shared storage and links, as ``deviate report`` reads them (:mod:`deviate_cb.report.runs`): a replica whose
 folder or manifest this user may not read is shown ``unknown`` after a warning naming it; an ``experiment=`` or
@@ -27,10 +30,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.liveness import link_warning
+from deviate_cb.launch.liveness import UNWRITTEN_STATUS, link_warning
 from deviate_cb.store.run_directory import MANIFEST_FILE
 
-__all__ = ["ReplicaStatus", "collect_status", "format_status"]
+__all__ = ["ReplicaStatus", "collect_status", "format_status", "unwritten_note"]
 
 
 @dataclass(frozen=True)
@@ -124,11 +127,11 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
         ask_cluster: Ask Slurm (``squeue``, then ``sacct``) about replicas whose manifests say ``running``.
         warnings: Where to append one line per manifest that cannot be read (that replica is ``unreadable``).
     """
-    from deviate_cb.launch.liveness import settle_replica
     from deviate_cb.launch.slurm.jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
 
     sink = warnings if warnings is not None else []
     rows: list[ReplicaStatus] = []
+    unwritten: list[str] = []  # why each replica settled in memory could not be recorded killed
     for experiment, variant, var_dir in _replica_dirs(out, sink):
         listing = _listing(var_dir, "replica", sink)
         if listing is None:
@@ -144,8 +147,8 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
             if not run_dir.is_dir():
                 continue
             manifest = _read(run_dir / MANIFEST_FILE, sink)
-            if manifest.get("status") == "running" and settle_replica(run_dir):  # its launcher died with it
-                manifest = _read(run_dir / MANIFEST_FILE, sink)
+            if manifest.get("status") == "running":  # settled when its launcher died with it
+                manifest = _settled(run_dir, manifest, sink, unwritten)
             found.append((run_dir, manifest, str(manifest.get("slurm_job_id") or jobs.get(run_dir.name, ""))))
         nothing = _nothing_recorded([(run_dir, manifest) for run_dir, manifest, _ in found])
         if nothing:  # completed replicas with nothing to analyse: how to capture their metrics, once per group
@@ -187,7 +190,54 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
                     duration if isinstance(duration, (int, float)) else None,
                 )
             )
+    if unwritten:
+        sink.append(unwritten_note(out, unwritten))
     return rows
+
+
+def _settled(run_dir: Path, manifest: dict[str, Any], warnings: list[str], unwritten: list[str]) -> dict[str, Any]:
+    """The manifest of a ``running`` replica once settled (:func:`deviate_cb.launch.liveness.settle_replica`):
+    re-read when recorded ``killed``, marked :data:`UNWRITTEN_STATUS` in memory when the study could not be
+    written (why appended to ``unwritten``), as it is otherwise; never raises (a warning says why instead)."""
+    from deviate_cb.launch.liveness import settle_replica
+
+    try:
+        settled = settle_replica(run_dir)
+    except Exception as exc:  # the replica is shown as its manifest says
+        why = " ".join(str(exc).split())[:200]
+        warnings.append(
+            f"{run_dir / MANIFEST_FILE}: says 'running' and could not be checked for a launcher that is gone "
+            f"({type(exc).__name__}: {why}); it is shown as running."
+        )
+        return manifest
+    if settled is None:
+        return manifest
+    warnings.extend(settled.warnings)
+    if settled.status == "killed":
+        return _read(run_dir / MANIFEST_FILE, warnings)
+    if settled.status == UNWRITTEN_STATUS:
+        unwritten.append(settled.unwritten)
+        return {**manifest, "status": UNWRITTEN_STATUS, "reason": settled.reason}
+    return manifest
+
+
+def unwritten_note(out: Path, causes: list[str]) -> str:
+    """The one warning for a study whose replicas were settled in memory only (it could not be written).
+
+    Example:
+        >>> print(unwritten_note(Path("runs"), ["read-only file system"] * 2))  # doctest: +NORMALIZE_WHITESPACE
+        runs: the study cannot be updated here (read-only file system): 2 replicas whose launcher is gone are shown
+        'killed (not written: read-only)', not completed, and their run.json still says 'running' (`deviate
+        status` by a user who can write the study records them killed)
+    """
+    n = len(causes)
+    why = ", ".join(sorted(set(causes)))
+    return (
+        f"{out}: the study cannot be updated here ({why}): {n} replica{'s' * (n != 1)} whose launcher is gone "
+        f"{'are' if n != 1 else 'is'} shown '{UNWRITTEN_STATUS}', not completed, and {'their' if n != 1 else 'its'} "
+        f"run.json still says 'running' (`deviate status` by a user who can write the study records "
+        f"{'them' if n != 1 else 'it'} killed)"
+    )
 
 
 def _nothing_recorded(replicas: list[tuple[Path, dict[str, Any]]]) -> str:

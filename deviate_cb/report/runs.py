@@ -269,8 +269,8 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         if not manifest and not os.path.isfile(manifest_path):
             warnings.append(f"{manifest_path}: no manifest; the run is listed as status 'unknown'.")
             return RunRecord(path, *keys, status="unknown", error="no run.json")
-        if manifest.get("status") == "running" and _settle(path, warnings):
-            manifest = read_manifest_file(manifest_path)  # as recorded now: killed, with the reason
+        if manifest.get("status") == "running":  # settled when its launcher and processes are gone
+            manifest = _settle(path, manifest, warnings)
     except SchemaVersionError:
         raise
     except PermissionError:  # shared storage: this user may not read the run (its folder, or its manifest)
@@ -377,28 +377,45 @@ def _compact_left_parts(path: Path, warnings: list[str]) -> None:
             )
 
 
-def _settle(path: Path, warnings: list[str]) -> bool:
-    """Record a ``running`` replica whose launcher and processes are gone as ``killed``; whether it was.
+def _settle(path: Path, manifest: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """The manifest of a ``running`` replica, recorded ``killed`` (and read again) when its launcher and processes
+    are gone; where the study cannot be written (read-only), ``killed (not written: read-only)`` in memory only,
+    after one warning for the whole study.
 
-    A replica of another host or a cluster backend, one still alive, or one whose manifest cannot be written
-    (a read-only study) is left as it is. An error while settling leaves it too, with a warning.
+    A replica of another host or a cluster backend, or one still alive, is left as it is. An error while settling
+    leaves it too, with a warning.
     """
-    from deviate_cb.launch.liveness import linked_partition, settle_replica
+    from deviate_cb.launch.liveness import UNWRITTEN_STATUS, linked_partition, settle_replica
 
     if (link := linked_partition(path)) is not None:
         warnings.append(
             f"{os.path.join(path, MANIFEST_FILE)}: says 'running' and is reached through the symbolic link {link}; "
             "it is not checked for a launcher that is gone (nothing is written through links) and is listed as running."
         )
-        return False
+        return manifest
     try:
-        return settle_replica(path) is not None
+        settled = settle_replica(path)
     except Exception as exc:  # reading goes on: the run is listed as its manifest says
         warnings.append(
             f"{os.path.join(path, MANIFEST_FILE)}: says 'running' and could not be checked for a launcher that is "
             f"gone ({type(exc).__name__}: {reason(exc, os.fspath(path)).rstrip('.')}); it is listed as running."
         )
-        return False
+        return manifest
+    if settled is None:
+        return manifest
+    warnings.extend(settled.warnings)
+    if settled.status == "killed":
+        return read_manifest_file(os.path.join(path, MANIFEST_FILE))  # as recorded now: killed, with the reason
+    if settled.status == UNWRITTEN_STATUS:
+        study = path.parent.parent.parent
+        note = f"{study}: the study cannot be updated here ({settled.unwritten}): runs whose launcher is gone are "
+        if not any(line.startswith(note) for line in warnings):  # once for the study
+            warnings.append(
+                f"{note}listed '{UNWRITTEN_STATUS}' (not completed), and their run.json still says 'running' "
+                "(`deviate status` by a user who can write the study records them killed)"
+            )
+        return {**manifest, "status": UNWRITTEN_STATUS, "reason": settled.reason, "error": settled.reason}
+    return manifest
 
 
 def _exit_code(manifest: dict[str, Any]) -> Optional[int]:
