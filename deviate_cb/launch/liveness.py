@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.launch.ownership import signal_if_ours, start_ticks, why_not_ours
-from deviate_cb.launch.pids import bad_pid_line, bad_pids, pid_problem
+from deviate_cb.launch.pids import bad_pid_line, bad_pids, is_pid
 from deviate_cb.store.run_directory import RunDirectory, iso_time
 
 __all__ = [
@@ -102,7 +102,7 @@ def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
     A zombie (a process that ended and that its parent has not reaped yet: a launcher killed outright whose
     shell has not waited for it) is not alive.
     """
-    if pid_problem(pid) is not None:  # 2**70, -5, 0, a string: never passed to os.kill
+    if not is_pid(pid):  # 2**70, -5, 0, a string: never passed to os.kill
         return False
     try:
         os.kill(pid, 0)
@@ -191,7 +191,7 @@ def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[Settle
     )
     nothing = Settlement(warnings=warnings) if warnings else None
     started = _epoch(manifest.get("started_at"))
-    if pid_problem(launcher) is not None or process_alive(launcher, not_after=started):
+    if not is_pid(launcher) or process_alive(launcher, not_after=started):
         return nothing
     if _alive_processes(manifest, written_at, host):
         return nothing
@@ -297,7 +297,7 @@ def _recorded_processes(manifest: Mapping[str, Any]) -> list[tuple[int, Any]]:
         pairs += [(entry.get("pid"), entry.get("start")) for entry in listed if isinstance(entry, Mapping)]
     found: dict[int, Any] = {}
     for pid, start in pairs:
-        if pid_problem(pid) is None and found.get(pid) is None:
+        if is_pid(pid) and found.get(pid) is None:
             found[pid] = start
     return list(found.items())
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, TypeGuard
 
-__all__ = ["bad_pid_line", "bad_pids", "pid_limit", "pid_problem"]
+__all__ = ["bad_pid_line", "bad_pids", "is_pid", "pid_limit", "pid_problem"]
 
 # Linux's PID_MAX_LIMIT on 64-bit systems; elsewhere a pid_t is a C int
 _LINUX_LIMIT = 2**22
@@ -58,6 +58,16 @@ def pid_problem(value: Any) -> Optional[str]:
     if len(shown) > 40:  # a string or number of any length: the start says what it is
         shown = shown[:37] + "..."
     return f"received {shown}; expected a whole number from 1 to {pid_limit()}"
+
+
+def is_pid(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is a process id (:func:`pid_problem`).
+
+    Example:
+        >>> is_pid(4242), is_pid(2**70), is_pid(False)
+        (True, False, False)
+    """
+    return pid_problem(value) is None
 
 
 def bad_pid_line(where: Any, field: str, value: Any) -> str:

@@ -7,7 +7,8 @@ it, or an ``experiment=`` or ``variant=`` folder inside it: partition keys are a
 A manifest that still says ``running`` although its launcher was killed outright (``SIGKILL``) and the
 replica's processes are gone is settled as it is read (:func:`deviate_cb.launch.liveness.settle_replica`):
 it is recorded ``killed`` with the reason, on disk too, so ``deviate report``, ``compare`` and ``power`` list
-it with the runs that did not complete instead of as running.
+it with the runs that did not complete instead of as running. Where the study cannot be written (a read-only
+mount, another user's study) it is listed ``killed (not written: read-only)``, in memory only, after one warning.
 
 Shared storage: a run directory (or its ``run.json``, or the ``metrics.parquet`` of a completed run) that this
 user may not read is listed with status ``unknown`` and error ``unreadable: permission denied``, after one
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
+from deviate_cb.launch.liveness import UNWRITTEN_STATUS
 from deviate_cb.report.metrics.footers import series_problem
 from deviate_cb.report.text import reason, strip_styles
 from deviate_cb.store.configuration import configuration_of
@@ -283,8 +285,8 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
     metrics = path / METRICS_FILE
     if status == "completed" and not os.access(metrics, os.R_OK) and os.path.lexists(metrics):
         return _unreadable(metrics, path, keys, warnings)  # its statistics cannot be read: counted, not dropped
-    if status != "running" and any(os.path.isdir(path / name) for name in _PARTS_DIRS):
-        _compact_left_parts(path, warnings)
+    if status not in ("running", UNWRITTEN_STATUS) and any(os.path.isdir(path / name) for name in _PARTS_DIRS):
+        _compact_left_parts(path, warnings)  # (a run settled in memory only is in a study that cannot be written)
     summary = manifest.get("metrics_summary")
     if (copy := valid_summary(summary)) is not None and (problem := series_problem(copy)) is not None:
         warnings.append(f"{manifest_path}: `metrics_summary` is malformed ({problem}); {METRICS_FILE} is read instead.")
@@ -385,7 +387,7 @@ def _settle(path: Path, manifest: dict[str, Any], warnings: list[str]) -> dict[s
     A replica of another host or a cluster backend, or one still alive, is left as it is. An error while settling
     leaves it too, with a warning.
     """
-    from deviate_cb.launch.liveness import UNWRITTEN_STATUS, linked_partition, settle_replica
+    from deviate_cb.launch.liveness import linked_partition, settle_replica
 
     if (link := linked_partition(path)) is not None:
         warnings.append(
