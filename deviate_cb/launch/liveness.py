@@ -281,7 +281,7 @@ def _alive_processes(manifest: Mapping[str, Any], written_at: Optional[float], h
         return []
     alive = []
     for pid, start in _recorded_processes(manifest):
-        if pid == os.getpid() or not process_alive(pid, not_after=written_at):
+        if pid in (1, os.getpid()) or not process_alive(pid, not_after=written_at):  # a replica is never init
             continue
         live = start_ticks(pid) if isinstance(start, int) else None
         if live is None or live == start:  # a process that started at another time is a reused id

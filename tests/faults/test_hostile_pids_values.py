@@ -97,3 +97,11 @@ def test_a_rerun_names_pids_that_are_not_process_ids_and_goes_on(study: Path, tm
     assert "`pid` is not a process id (received 1180591620717411303424" in named[0], stderr
     assert "`bootstrap[0].pid` is not a process id (received -1" in named[1], stderr
     assert json.loads(path.read_text())["status"] == "completed"
+
+
+def test_pid_1_in_a_run_json_does_not_keep_a_lost_replica_running(study: Path, tmp_path: Path) -> None:
+    """``pid: 1`` (init, alive forever, never a replica's process) made a replica whose launcher is gone look alive."""
+    out, path = _edited(study, tmp_path, status="running", pid=1, pid_start=None, bootstrap=[])
+    code, stdout, stderr = _run([_script("deviate"), "status", str(out)], tmp_path)
+    assert code == 0 and "2 replicas: 1 completed, 1 killed" in stdout, stdout + stderr
+    assert json.loads(path.read_text())["status"] == "killed"  # its launcher (the first one) is gone
