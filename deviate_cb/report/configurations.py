@@ -9,6 +9,11 @@ group names the replicas of each configuration, what differs and the two ways on
 ``--force``, or give each configuration its own ``--experiment``). Replicas whose manifest records no
 configuration (written by a callback outside ``deviate-replicate``) are not compared.
 
+A replica whose ``run.json`` records a configuration that cannot be read (not an object, values of the wrong type
+or absurd size: :func:`~deviate_cb.store.configuration.unreadable_reason`) is of an unknown configuration: it gets
+the status ``unknown configuration``, one warning line names its ``run.json`` and what was found, and the other
+replicas of its group are reported as if it were absent (also when the caller pools on purpose).
+
 Example:
     >>> from pathlib import Path
     >>> from deviate_cb.report.runs import RunRecord
@@ -22,6 +27,13 @@ Example:
     experiment=t variant=algo is not reported: its completed replicas ran 2 configurations (replicas 0, 1: trainer
     arguments ['0.1']; replica 2: trainer arguments ['0.01']), and pooling them would count the difference as
     noise. Rerun the group with one configuration (deviate-replicate --force) or give each its own --experiment.
+    >>> damaged = dataclasses.replace(run(3, ["0.1"]), configuration={"unreadable": "`configuration` is null"})
+    >>> runs, lines = refuse_mixed_groups([run(0, ["0.1"]), run(1, ["0.1"]), damaged])
+    >>> [r.status for r in runs]
+    ['completed', 'completed', 'unknown configuration']
+    >>> print(lines[0])  # doctest: +NORMALIZE_WHITESPACE
+    r3/run.json: `configuration` is null; replica 3 of experiment=t variant=algo is left out of the statistics
+    (its configuration is unknown, so it is never pooled); the other replicas are reported.
 """
 
 from __future__ import annotations
@@ -31,26 +43,50 @@ from collections.abc import Sequence
 from typing import Any
 
 from deviate_cb.report.runs import RunRecord
-from deviate_cb.store.configuration import CONFIGURATION_LABELS, configuration_differences, describe_value
+from deviate_cb.store.configuration import (
+    CONFIGURATION_LABELS,
+    configuration_differences,
+    describe_value,
+    unreadable_reason,
+)
+from deviate_cb.store.run_directory import MANIFEST_FILE
 
-__all__ = ["NOT_POOLED", "refuse_mixed_groups"]
+__all__ = ["NOT_POOLED", "UNKNOWN_CONFIGURATION", "refuse_mixed_groups"]
 
 NOT_POOLED = "not pooled"
+UNKNOWN_CONFIGURATION = "unknown configuration"
 
 
-def refuse_mixed_groups(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], list[str]]:
+def refuse_mixed_groups(runs: Sequence[RunRecord], *, pool: bool = False) -> tuple[list[RunRecord], list[str]]:
     """``runs`` with the completed replicas of every mixed group marked :data:`NOT_POOLED`, and one line per group.
 
     Args:
         runs: The runs of a study as :func:`~deviate_cb.report.runs.read_runs` gives them.
+        pool: Leave mixed groups as they are (the caller refuses or pools them); only the replicas of an unknown
+            configuration are taken out.
 
     Returns:
         The runs in the same order (a run of a mixed group replaced by a copy with status ``not pooled`` and an
-        ``error`` naming what it differs in) and the warning lines, one per mixed group.
+        ``error`` naming what it differs in; a run whose configuration cannot be read by one with status
+        ``unknown configuration``) and the warning lines, one per mixed group and one per unreadable configuration.
     """
+    out = list(runs)
+    lines = []
     classes: dict[tuple[str, str], list[tuple[dict[str, Any], list[int]]]] = {}
     for index, run in enumerate(runs):
         if not run.completed or run.configuration is None:
+            continue
+        why = unreadable_reason(run.configuration)
+        if why is not None:
+            lines.append(
+                f"{run.path / MANIFEST_FILE}: {why}; replica {run.replica} of experiment={run.experiment} "
+                f"variant={run.variant} is left out of the statistics (its configuration is unknown, so it is never "
+                "pooled); the other replicas are reported."
+            )
+            error = f"its {MANIFEST_FILE} records a configuration that cannot be read: {why}"
+            out[index] = dataclasses.replace(run, status=UNKNOWN_CONFIGURATION, error=error, exit_code=None)
+            continue
+        if pool:
             continue
         found = classes.setdefault((run.experiment, run.variant), [])
         for representative, members in found:
@@ -59,8 +95,6 @@ def refuse_mixed_groups(runs: Sequence[RunRecord]) -> tuple[list[RunRecord], lis
                 break
         else:
             found.append((run.configuration, [index]))
-    out = list(runs)
-    lines = []
     for (experiment, variant), found in classes.items():
         if len(found) < 2:
             continue

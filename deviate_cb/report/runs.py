@@ -291,6 +291,9 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
     if (copy := valid_summary(summary)) is not None and (problem := series_problem(copy)) is not None:
         warnings.append(f"{manifest_path}: `metrics_summary` is malformed ({problem}); {METRICS_FILE} is read instead.")
         summary = None
+    if status is not None and not (isinstance(status, str) and status):  # a store is input: say what was found
+        found = f"a JSON {type(status).__name__}" if not isinstance(status, str) else "empty"
+        warnings.append(f"{manifest_path}: `status` is {found}, expected a string; the run is listed as 'unknown'.")
     return RunRecord(
         path,
         *keys,

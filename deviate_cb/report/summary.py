@@ -220,7 +220,7 @@ def load_per_run(
     warnings: list[str] = []
     directories = run_directories(directory)
     found = read_runs(directories, warnings)  # pool_configurations: the caller checks its groups itself
-    runs, mixed = (found, []) if pool_configurations else refuse_mixed_groups(found)
+    runs, mixed = refuse_mixed_groups(found, pool=pool_configurations)  # pooling: only unknown ones are left out
     warnings += mixed  # a group whose completed replicas ran different configurations is never pooled
     # Each series' last/best/mean: from the manifests' copies of the summaries, else the files' footers, else
     # a DuckDB scan, in a background thread while SciPy loads.

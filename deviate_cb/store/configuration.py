@@ -10,6 +10,12 @@ recorded configurations differ (:mod:`deviate_cb.report.configurations`). A mani
 existed is read from the fields it has (``mode``, ``trainer``, ``trainer_args``, ``command``, ``keras_backend``,
 ``keep_project_seeds``, ``base_seed``); a key one of two manifests does not record is not compared.
 
+A run store is input: a recorded configuration that is not a JSON object, or whose values are not what the
+launcher writes (a number for ``--trainer``, nested lists for the arguments, a string of megabytes), cannot be
+compared, so it is never pooled with another: :func:`configuration_of` gives ``{"unreadable": WHY}``
+(:func:`unreadable_reason`), and :func:`configuration_differences` finds it different from every configuration,
+even another unreadable one.
+
 What is not the configuration: where and when it ran (host, slot, GPU, ``--parallel``, ``--cold``, the backend,
 ``--timeout``) and the replica's own seed (checked on its own: replica ``k`` of a variant always gets the seed
 the variant gives it).
@@ -29,10 +35,12 @@ from typing import Any, Optional
 __all__ = [
     "CONFIGURATION_KEY",
     "CONFIGURATION_LABELS",
+    "UNREADABLE_KEY",
     "configuration_differences",
     "configuration_fields",
     "configuration_of",
     "describe_value",
+    "unreadable_reason",
 ]
 
 CONFIGURATION_KEY = "configuration"
@@ -62,6 +70,25 @@ _LEGACY_KEYS = (
     "keras_backend",
     "keep_project_seeds",
 )
+# The JSON type each key holds as the launcher writes it: a string, a list of strings, a bool, an int; `?`: or null.
+_TYPES: dict[str, str] = {
+    "mode": "str",
+    "trainer": "str?",
+    "command": "list?",
+    "trainer_args": "list",
+    "variant": "str",
+    "base_seed": "int?",
+    "keras_backend": "str?",
+    "metric_regex": "list",
+    "keep_project_seeds": "bool",
+    "keep_project_determinism": "bool",
+    "audit_steps": "int?",
+    "isolate": "bool",
+}
+_WORDS = {"str": "a string", "list": "a list of strings", "bool": "true or false", "int": "an integer"}
+_MAX_TEXT = 100_000  # characters of one string (a command line's argument is far shorter)
+_MAX_ITEMS = 10_000  # strings of one list
+UNREADABLE_KEY = "unreadable"  # the one key of a configuration that cannot be read: why
 # Where an absent value means the default.
 _DEFAULTS: dict[str, Any] = {
     "trainer_args": [],
@@ -110,33 +137,108 @@ def configuration_fields(
 def configuration_of(manifest: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """The configuration a manifest records; ``None`` when it records none (not written by the launcher).
 
-    A manifest written before ``configuration`` existed gives what its top-level fields say.
+    A manifest written before ``configuration`` existed gives what its top-level fields say. One that cannot be
+    read (not an object, a value of the wrong type or absurd size) gives ``{"unreadable": WHY}``, never pooled.
 
     Example:
         >>> configuration_of({"mode": "trainer", "trainer": "t.py:main", "variant": "algo", "seed": 3})
         {'mode': 'trainer', 'trainer': 't.py:main', 'variant': 'algo'}
         >>> configuration_of({"status": "completed"}) is None
         True
+        >>> configuration_of({"configuration": [1, 2]})
+        {'unreadable': '`configuration` is a JSON list, not an object'}
+        >>> configuration_of({"configuration": {"variant": "algo", "trainer_args": [["0.1"]]}})
+        {'unreadable': '`configuration.trainer_args` holds a JSON list, expected a list of strings'}
     """
-    recorded = manifest.get(CONFIGURATION_KEY)
-    if isinstance(recorded, Mapping):
-        return {key: recorded[key] for key in CONFIGURATION_LABELS if key in recorded}
-    if manifest.get("mode") not in ("trainer", "command"):
+    if CONFIGURATION_KEY in manifest:
+        recorded = manifest[CONFIGURATION_KEY]
+        if not isinstance(recorded, Mapping):
+            return {UNREADABLE_KEY: f"`{CONFIGURATION_KEY}` is {_json_kind(recorded)}, not an object"}
+        prefix = f"{CONFIGURATION_KEY}."
+        found = {key: recorded[key] for key in CONFIGURATION_LABELS if key in recorded}
+    elif manifest.get("mode") in ("trainer", "command"):
+        prefix, found = "", {key: manifest[key] for key in _LEGACY_KEYS if key in manifest}
+    else:
         return None
-    return {key: manifest[key] for key in _LEGACY_KEYS if key in manifest}
+    for key, value in found.items():
+        problem = _value_problem(value, _TYPES[key])
+        if problem:
+            return {UNREADABLE_KEY: f"`{prefix}{key}` {problem}"}
+    return found
+
+
+def unreadable_reason(configuration: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Why a configuration :func:`configuration_of` gave cannot be read; ``None`` when it can (or is ``None``).
+
+    Example:
+        >>> unreadable_reason(configuration_of({"configuration": "algo"}))
+        '`configuration` is a JSON string, not an object'
+        >>> unreadable_reason({"variant": "algo"}) is None
+        True
+    """
+    if configuration is None or UNREADABLE_KEY not in configuration:
+        return None
+    return str(configuration[UNREADABLE_KEY])
+
+
+def _value_problem(value: Any, expected: str) -> Optional[str]:
+    """What is wrong with one recorded value, or ``None``."""
+    kind = expected.rstrip("?")
+    if value is None and expected.endswith("?"):
+        return None
+    if kind == "list" and isinstance(value, list):
+        if len(value) > _MAX_ITEMS:
+            return f"holds {len(value):,} items, more than {_MAX_ITEMS:,}"
+        wrong = next((item for item in value if not isinstance(item, str)), None)
+        if wrong is not None or any(item is None for item in value):
+            return f"holds {_json_kind(wrong)}, expected {_WORDS[kind]}"
+        longest = max(value, key=len, default="")
+        return _text_problem(longest)
+    ok = {"str": str, "bool": bool, "int": int}.get(kind)
+    if ok is None or not isinstance(value, ok) or (kind == "int" and isinstance(value, bool)):
+        return f"is {_json_kind(value)}, expected {_WORDS[kind]}{' or null' * expected.endswith('?')}"
+    return _text_problem(value) if kind == "str" else None
+
+
+def _text_problem(text: str) -> Optional[str]:
+    if len(text) > _MAX_TEXT:
+        return f"holds a string of {len(text):,} characters, more than {_MAX_TEXT:,}"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    """``a JSON list``, ``a JSON number``...: what a JSON value is, never the value (it may be huge)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    if isinstance(value, str):
+        return "a JSON string"
+    if isinstance(value, (list, tuple)):
+        return "a JSON list"
+    return "a JSON object"
 
 
 def configuration_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """What differs between two configurations, one phrase per key (``"--trainer 'a:f' vs 'b:f'"``).
 
-    Only keys both record are compared; an absent list or flag means its default.
+    Only keys both record are compared; an absent list or flag means its default. A configuration that cannot be
+    read differs from every other (one phrase: why it cannot be read).
 
     Example:
         >>> configuration_differences({"variant": "algo", "keras_backend": None}, {"variant": "algo"})
         []
         >>> configuration_differences({"metric_regex": []}, {"metric_regex": ["acc=(?P<acc>.+)"]})
         ["--metric-regex none vs ['acc=(?P<acc>.+)']"]
+        >>> configuration_differences({"unreadable": "`configuration` is null, not an object"}, {"variant": "algo"})
+        ['a recorded configuration that cannot be read (`configuration` is null, not an object)']
     """
+    for side in (a, b):
+        why = unreadable_reason(side)
+        if why is not None:
+            return [f"a recorded configuration that cannot be read ({why})"]
     found = []
     for key, label in CONFIGURATION_LABELS.items():
         if key not in a and key not in b:
