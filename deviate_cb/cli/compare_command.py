@@ -15,6 +15,7 @@ from deviate_cb.cli._common import (
     say,
 )
 from deviate_cb.errors import UsageError
+from deviate_cb.report.spreadsheet import counted_escapes, escape_note
 from deviate_cb.report.text import printable, printable_errors, unseen
 
 __all__ = ["add_compare", "add_power"]
@@ -166,8 +167,12 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
 
 def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     check_html(args)  # before any reading: the missing extra is one line
-    with printable_errors(), output_to(args.output, out) as target:  # errors may quote stored names
-        return _compare(args, target, err)
+    # csv: text a spreadsheet would run is escaped, and said so at the end; errors may quote stored names
+    with counted_escapes() as escaped, printable_errors(), output_to(args.output, out) as target:
+        code = _compare(args, target, err)
+    if note := escape_note(escaped.count):
+        say(err, "note", note)
+    return code
 
 
 def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -417,8 +422,11 @@ def add_power(commands: argparse._SubParsersAction) -> None:
 
 
 def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    with printable_errors():  # errors may quote stored names (partition values, a run directory's path)
-        return _power(args, out, err)
+    with counted_escapes() as escaped, printable_errors():  # errors may quote stored names (partition values...)
+        code = _power(args, out, err)
+    if note := escape_note(escaped.count):  # csv: text a spreadsheet would run was escaped
+        say(err, "note", note)
+    return code
 
 
 def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

@@ -17,6 +17,7 @@ from deviate_cb.cli._common import (
     say,
 )
 from deviate_cb.errors import UsageError
+from deviate_cb.report.spreadsheet import counted_escapes, escape_note
 from deviate_cb.report.text import printable, printable_errors
 
 __all__ = ["add_report"]
@@ -125,8 +126,12 @@ _SECTIONS = {
 
 def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     check_html(args)  # before any reading: the missing extra is one line, not a traceback after minutes
-    with printable_errors(), output_to(getattr(args, "output", None), out) as target:  # errors may quote stored names
-        return _report(args, target, err)
+    # csv: text a spreadsheet would run is escaped, and said so at the end; errors may quote stored names
+    with counted_escapes() as escaped, printable_errors(), output_to(getattr(args, "output", None), out) as target:
+        code = _report(args, target, err)
+    if note := escape_note(escaped.count):
+        say(err, "note", note)
+    return code
 
 
 def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

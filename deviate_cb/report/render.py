@@ -8,7 +8,9 @@ runs that were left out of the statistics, and the study's problems
 "Problems" section after the statistics. The table and Markdown escape the control characters of stored text
 (names, manifest strings: :func:`~deviate_cb.report.text.printable`) and never read it as rich markup; Markdown
 also escapes HTML (``<b>`` as ``&lt;b&gt;``, ``&`` as ``&amp;``: :func:`~deviate_cb.report.text.markdown`) and
-``|`` in table cells; CSV and JSON keep it as it is.
+``|`` in table cells; JSON keeps it as it is, and so does CSV, except a text cell a spreadsheet would run as a
+formula (beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return: a name ``=1+1``), which is written
+with a leading ``'`` (:func:`~deviate_cb.report.spreadsheet.safe_cell`; numbers never change).
 
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
@@ -29,6 +31,7 @@ from typing import IO, Any, Optional
 from deviate_cb.report.configurations import NOT_POOLED
 from deviate_cb.report.problems import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.spreadsheet import safe_cell
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow
 from deviate_cb.report.terminal import make_console, print_fitted, print_wrapped
 from deviate_cb.report.text import markdown, percent, printable, printable_message
@@ -77,12 +80,13 @@ def to_json(report: Report) -> str:
 
 
 def to_csv(report: Report) -> str:
-    """CSV with a header row of :data:`COLUMNS`; NaN is an empty cell, floats keep full precision."""
+    """CSV with a header row of :data:`COLUMNS`; NaN is an empty cell, floats keep full precision; a text cell
+    that begins like a spreadsheet formula gets a leading ``'`` (:func:`~deviate_cb.report.spreadsheet.safe_cell`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS + (IQM_COLUMNS if _with_iqm(report) else ()))
     for row in report.rows:
-        writer.writerow(["" if _is_nan(v) else v for v in row.as_dict().values()])
+        writer.writerow(["" if _is_nan(v) else safe_cell(v) for v in row.as_dict().values()])
     return buffer.getvalue()
 
 
@@ -269,7 +273,8 @@ def render_records(
     below: tuple[str, ...] = (),
     keep: int = 1,
 ) -> str:
-    r"""Flat records as ``json`` (a list of objects), ``csv`` (``columns``), ``md`` or ``table``.
+    r"""Flat records as ``json`` (a list of objects), ``csv`` (``columns``; formula-like text escaped), ``md`` or
+    ``table``.
 
     ``human`` maps a header to a function of the record giving the cell, for ``md`` and ``table``; ``table``
     is printed to ``file`` (rich) and returns ``""``. It fits the terminal's width (split by columns, each part
@@ -288,9 +293,9 @@ def render_records(
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        for r in records:
-            writer.writerow(["" if r.get(k) is None or _is_nan(r.get(k)) else r.get(k) for k in columns])
+        writer.writerow([safe_cell(c) for c in columns])
+        for r in records:  # text a spreadsheet would run as a formula gets a leading ' (numbers never change)
+            writer.writerow(["" if r.get(k) is None or _is_nan(r.get(k)) else safe_cell(r.get(k)) for k in columns])
         return buffer.getvalue()
     cells = human or {c: (lambda r, c=c: _cell(r.get(c))) for c in columns}
     if fmt == "md":

@@ -9,12 +9,19 @@ tiny logistic regression (NumPy) 3 times in each of two experiments, ``e`` and `
   that replica out and report the other two of ``e`` (the whole group was dropped as "2 configurations", with
   empty words); ``status`` lists it with no traceback; a resume of ``e`` is refused in one line that says its
   configuration cannot be read (it said ``--metric-regex none vs [...]``, which the replica never ran).
+- CSV cells a spreadsheet would run: experiments named ``@SUM(A1)`` and ``-2+3`` (``deviate-replicate`` takes
+  them) and a metric renamed ``=HYPERLINK("http://x","click")`` in the metrics files; every ``--format csv`` table
+  of ``report`` (rows, ``--headline``), ``compare`` (``--a/--b``, ``--by``) and ``power``, written by the real
+  ``deviate`` and read back with Python's csv module, holds those names with a leading ``'``, every negative
+  number unchanged, and stderr says how many cells were escaped in one note line.
 - Other fields of the wrong type (``status``, ``seed``, ``experiment``, ``variant``, ``replica``): no traceback;
   a ``status`` that is not a string is named in one warning with its file (the run was "unknown", unexplained).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -169,3 +176,85 @@ def test_manifest_fields_of_the_wrong_type_never_raise(capsys, project: Path, fi
         assert all(line.startswith("deviate: warning: ") for line in err.splitlines()), (command, err)
         if field == "status" and command[0] != "status":  # what the report cannot use is named, with its file
             assert "`status` is a JSON" in _naming(err, path), (command, err)
+
+
+# -- CSV cells a spreadsheet would run ------------------------------------------------------------------------
+
+FORMULA = '=HYPERLINK("http://x","click")'
+STARTS = ("=", "+", "-", "@", "\t", "\r")
+NEGATIVE = ("--metric-regex", r"margin=(?P<margin>\S+)")
+
+
+def _rename_metric(run: Path, old: str, new: str) -> None:
+    """The metrics file of ``run`` with series ``old`` named ``new`` (footer summary rewritten to match), as
+    anyone who can write the store can do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from deviate_cb.store.footer_summary import with_summary
+
+    path = run / "metrics.parquet"
+    table = pq.read_table(path)
+    names = [new if name == old else name for name in table.column("name").to_pylist()]
+    table = table.set_column(table.schema.get_field_index("name"), "name", pa.array(names, pa.string()))
+    pq.write_table(with_summary(table), path)
+    _set(run / "run.json", "metrics_summary", None)  # the manifest's copy is stale now: the file is read
+
+
+@pytest.fixture(scope="module")
+def hostile_names(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = tmp_path_factory.mktemp("names") / "project"
+    project.mkdir()
+    (project / "train.py").write_text(SCRIPT + 'print(f"margin={-0.5 - float(w[0]) / 100}")\n')
+    for experiment in ("@SUM(A1)", "-2+3"):
+        done = _replicate(project, "-n", "3", f"--experiment={experiment}", *NEGATIVE)
+        assert done.returncode == 0, done.stdout + done.stderr
+    for run in (project / "runs" / "experiment=-2+3" / "variant=algo").glob("replica=*"):
+        _rename_metric(run, "acc", FORMULA)
+    return project
+
+
+def _deviate(project: Path, *args: str) -> tuple[list[list[str]], str]:
+    """``deviate ARGS --format csv`` run as a user would, its output read back with the csv module."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "deviate"), *args, "--format", "csv"],
+        cwd=project, env=_env(), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return list(csv.reader(io.StringIO(done.stdout))), done.stderr
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("report", "runs"),
+        ("report", "runs", "--headline"),
+        ("compare", "runs", "--a", "experiment=@SUM(A1)", "--b", "experiment=-2+3"),
+        ("compare", "runs", "--by", "experiment"),
+        ("power", "runs", "--effect", "0.05"),
+    ],
+    ids=["report", "headline", "compare", "compare-by", "power"],
+)
+def test_csv_cells_never_become_formulas(hostile_names: Path, args: tuple[str, ...]) -> None:
+    rows, err = _deviate(hostile_names, *args)
+    cells = [cell for row in rows for cell in row]
+    formulas = [c for c in cells if c.startswith(STARTS) and not (_is_number(c) and c.strip() == c)]
+    assert formulas == [], formulas  # a spreadsheet would run these
+    escaped = [c for c in cells if c.startswith("'") and c[1:].startswith(STARTS)]
+    assert any(name in c for name in ("@SUM(A1)", "-2+3", "HYPERLINK") for c in escaped), rows
+    if args[0] == "report" and len(args) == 2:  # the rows: the names, and the negative metric stays a number
+        by_name = {(row[0], row[2]): row for row in rows[1:]}
+        assert ("'@SUM(A1)", "margin") in by_name and ("'-2+3", "'" + FORMULA) in by_name, by_name
+        mean = by_name[("'@SUM(A1)", "margin")][rows[0].index("mean")]
+        assert _is_number(mean) and float(mean) < 0, mean  # -0.5 is data, not a formula: never escaped
+    (note,) = [line for line in err.splitlines() if "CSV cell" in line]
+    assert note.startswith(f"deviate: note: {len(escaped)} CSV cell"), note
+    assert "leading '" in note and "--format json" in note, note
