@@ -197,7 +197,7 @@ def _value_problem(value: Any, expected: str) -> Optional[str]:
     ok = {"str": str, "bool": bool, "int": int}.get(kind)
     if ok is None or not isinstance(value, ok) or (kind == "int" and isinstance(value, bool)):
         return f"is {_json_kind(value)}, expected {_WORDS[kind]}{' or null' * expected.endswith('?')}"
-    return _text_problem(value) if kind == "str" else None
+    return _text_problem(value) if isinstance(value, str) else None
 
 
 def _text_problem(text: str) -> Optional[str]:
