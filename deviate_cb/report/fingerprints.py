@@ -34,6 +34,7 @@ from typing import Any, Optional, Union
 
 from deviate_cb.fingerprint.collect import flatten
 from deviate_cb.report.text import reason
+from deviate_cb.store.bounded_read import loads_json, read_regular
 from deviate_cb.store.run_directory import FINGERPRINT_FILE
 
 __all__ = ["FingerprintDifference", "compared_field", "fingerprint_differences", "fingerprint_warnings"]
@@ -218,11 +219,10 @@ def _read_flat(path: str) -> Any:
             or does not hold a JSON object.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        data = read_regular(path)  # a FIFO, a device or a huge file: HostileFileError (a ValueError)
     except FileNotFoundError:
         return None
-    fingerprint = json.loads(text)
+    fingerprint = loads_json(data, path)  # the depth is checked first: never a RecursionError
     if not isinstance(fingerprint, dict):
         raise ValueError(f"a JSON {type(fingerprint).__name__}, not an object")
     return flatten({k: v for k, v in fingerprint.items() if k != "flat"})

@@ -32,6 +32,7 @@ from typing import Any, Optional, Union
 
 from deviate_cb.fingerprint.collect import flatten
 from deviate_cb.report.fingerprints import compared_field
+from deviate_cb.store.bounded_read import load_json
 from deviate_cb.store.run_directory import FINGERPRINT_FILE
 
 __all__ = ["MachineDifference", "machine_differences", "read_fingerprint"]
@@ -72,7 +73,7 @@ class MachineDifference:
 def read_fingerprint(run_dir: Union[str, Path]) -> Optional[dict[str, Any]]:
     """The flattened ``fingerprint.json`` of a run directory; ``None`` when it has none or it cannot be read."""
     try:
-        fingerprint = json.loads((Path(run_dir) / FINGERPRINT_FILE).read_text(encoding="utf-8"))
+        fingerprint = load_json(Path(run_dir) / FINGERPRINT_FILE)  # bounded: FIFO, size and depth refused
     except (OSError, ValueError):
         return None
     if not isinstance(fingerprint, dict):

@@ -65,6 +65,7 @@ from deviate_cb.errors import DeviateError
 from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord, read_runs, run_directories
 from deviate_cb.report.text import printable, strip_styles
+from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
 from deviate_cb.store.ledger import read_ledger
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
@@ -696,11 +697,10 @@ def _series(run: RunRecord, manifest: Mapping[str, Any]) -> Optional[list[Any]]:
         return list(copy["series"])
     try:  # no current copy in the manifest: the footer (metadata only, no values)
         import pyarrow as pa
-        import pyarrow.parquet as pq
     except ImportError:
         return None
     try:
-        summary = footer_summary(pq.read_metadata(path, memory_map=True))
+        summary = footer_summary(check_parquet(path))  # a FIFO, too many rows: HostileFileError (a ValueError)
     except (OSError, ValueError, pa.ArrowException):
         return None
     return list(summary["series"]) if summary is not None else None

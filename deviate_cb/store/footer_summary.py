@@ -29,6 +29,7 @@ import math
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.store.arrow_columns import numpy_view
+from deviate_cb.store.bounded_read import loads_json
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -166,7 +167,7 @@ def with_summary(table: pa.Table) -> pa.Table:
 def decode_summary(data: bytes) -> Optional[dict[str, Any]]:
     """The summary in ``data``, or ``None`` when it is not one this version can read."""
     try:
-        summary = json.loads(data)
+        summary = loads_json(data, SERIES_KEY)  # the depth is checked first: never a RecursionError
     except (ValueError, UnicodeDecodeError):
         return None
     return valid_summary(summary)

@@ -30,12 +30,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Union
 
+from deviate_cb.store.bounded_read import loads_json, read_regular
 from deviate_cb.store.safe_paths import open_append
 
 __all__ = ["LEDGER_DIR", "append_write", "ledger_file", "read_ledger", "writer_name", "writes_of"]
 
 LEDGER_DIR = (".deviate", "writes")
 _MAX_ENTRIES = 10_000  # entries read per path (a project rewriting one file every step)
+_MAX_LEDGER_BYTES = 16 * 1024 * 1024  # the end of a ledger read: far more than _MAX_ENTRIES lines
 
 
 def ledger_file(root: Union[str, os.PathLike[str]], path: str) -> Path:
@@ -85,14 +87,14 @@ def writer_name(entry: Mapping[str, Any]) -> str:
 
 def _entries(file: Path, path: Union[str, None]) -> list[dict[str, Any]]:
     try:
-        with open(file, "rb") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
+        data = read_regular(file, _MAX_LEDGER_BYTES, tail=True)
+    except (OSError, ValueError):  # missing, unreadable, not a regular file, or too large (HostileFileError)
         return []
+    lines = data.splitlines()[1 if len(data) >= _MAX_LEDGER_BYTES else 0 :]  # a tail's first line may be cut
     entries = []
     for line in lines[-_MAX_ENTRIES:]:
         try:
-            entry = json.loads(line.decode("utf-8", "surrogateescape"))
+            entry = loads_json(line.decode("utf-8", "surrogateescape"), file)
         except ValueError:
             continue  # a line cut by a full disk or a killed writer
         if isinstance(entry, dict) and isinstance(entry.get("path"), str) and (path is None or entry["path"] == path):

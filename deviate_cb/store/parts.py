@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from deviate_cb.store.atomic import atomic_write_parquet
+from deviate_cb.store.bounded_read import load_json
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -126,8 +126,7 @@ def recorded_attempt(run_dir: str | os.PathLike[str]) -> int:
         3
     """
     try:
-        with open(Path(run_dir) / "run.json", encoding="utf-8") as handle:
-            attempt = json.load(handle).get("attempt")
+        attempt = load_json(Path(run_dir) / "run.json").get("attempt")  # bounded: a FIFO or deep JSON is refused
     except (OSError, ValueError, AttributeError):
         return 1
     return attempt_number(attempt) or 1

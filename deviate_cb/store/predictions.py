@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.store.atomic import atomic_write_parquet
+from deviate_cb.store.bounded_read import HostileFileError, check_parquet, loads_json
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.validation import PathLike, one_line, opt_int, prediction_columns
 
@@ -163,7 +164,10 @@ def read_predictions(run_dir: PathLike) -> pa.Table:
     if not path.is_file():
         raise UsageError(f"{path}: no such file (record predictions with DeviateCallback(predictions=...)).")
     try:
+        check_parquet(path)  # a FIFO, too many rows or deep footer metadata: one line naming the file
         table = pq.read_table(path)
+    except HostileFileError:
+        raise
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise UsageError(f"{path}: not a readable Parquet file ({one_line(exc)}).") from exc
     missing = [name for name in predictions_schema().names if name not in table.schema.names]
@@ -182,6 +186,6 @@ def predictions_metadata(table: pa.Table) -> dict[str, Any]:
     """
     raw = (table.schema.metadata or {}).get(_META_KEY)
     try:
-        return dict(json.loads(raw)) if raw else {}
+        return dict(loads_json(raw, PREDICTIONS_FILE)) if raw else {}
     except ValueError:
         return {}

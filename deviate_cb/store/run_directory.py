@@ -37,6 +37,7 @@ from typing import Any, Optional, Union
 
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.bounded_read import HostileFileError, loads_json, read_regular
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.parts import recorded_attempt
 from deviate_cb.store.safe_paths import make_folders
@@ -282,16 +283,19 @@ def read_manifest_file(path: str) -> dict[str, Any]:
     Raises:
         SchemaVersionError: The manifest was written by a newer deviate-cb.
         UsageError: The manifest is not valid JSON.
+        HostileFileError: Not a regular file (a FIFO), too large or nested too deep
+            (:mod:`deviate_cb.store.bounded_read`).
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        data = read_regular(path)  # a FIFO, a device or a huge file is a HostileFileError (a UsageError)
     except FileNotFoundError:
         return {}
     try:
-        manifest = json.loads(text)
+        manifest = loads_json(data, path)  # never a RecursionError: the depth is checked first
         if not isinstance(manifest, dict):
             raise ValueError("not a JSON object")
+    except HostileFileError:
+        raise
     except ValueError as exc:
         raise UsageError(f"{path}: not a valid run manifest ({exc}).") from exc
     check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), path)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.bounded_read import load_json
 from deviate_cb.store.safe_paths import make_folders
 
 __all__ = ["SEQUENTIAL_DIR", "read_record", "read_records", "record_path", "write_record"]
@@ -45,7 +46,7 @@ def record_path(out: Path, group: tuple[str, str], against: Optional[tuple[str, 
 def read_record(path: Path) -> Optional[dict[str, Any]]:
     """The record at ``path``; ``None`` when there is none (or it cannot be read as a JSON object)."""
     try:
-        found = json.loads(Path(path).read_text(encoding="utf-8"))
+        found = load_json(path)  # bounded: a FIFO, a huge or deeply nested file is refused (a ValueError)
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None

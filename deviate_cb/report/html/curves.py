@@ -37,6 +37,7 @@ import numpy as np
 from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.text import reason
+from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.run_directory import METRICS_FILE
 
 __all__ = ["Curves", "read_curves"]
@@ -178,6 +179,7 @@ def _read(path: Path, warnings: list[str]) -> Optional[dict[tuple[str, str], tup
     import pyarrow.parquet as pq
 
     try:
+        check_parquet(path)  # a FIFO or too many rows: HostileFileError (a ValueError), never read
         # stage and name read as dictionaries: codes without hashing every row's text
         table = pq.read_table(
             os.fspath(path), columns=["step", "stage", "name", "value"], read_dictionary=["stage", "name"]

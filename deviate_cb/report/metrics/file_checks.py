@@ -3,7 +3,8 @@
 :func:`check_metrics_file` reads a file's footer only and returns the schema of the columns the report needs
 (:data:`METRIC_COLUMNS`), or ``None`` after appending one warning that names the file and says why it is
 skipped: not a readable Parquet file, a missing column, or a column of the wrong type. A ``value`` column of
-text passes (the readers parse it).
+text passes (the readers parse it). A FIFO, a file of more than :data:`~deviate_cb.store.bounded_read.MAX_RUN_ROWS`
+rows or footer metadata nested too deep is skipped with one warning (:mod:`deviate_cb.store.bounded_read`).
 
 Example:
     >>> import tempfile
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deviate_cb.store.bounded_read import HostileFileError, check_parquet
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -36,10 +39,12 @@ TEXT_COLUMNS = ("stage", "name")
 def check_metrics_file(path: str, warnings: list[str]) -> pa.Schema | None:
     """The file's schema (only the columns the report needs), or ``None`` after a warning."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        schema = pq.read_schema(path)  # reads and checks the footer only
+        schema = check_parquet(path).schema.to_arrow_schema()  # the footer only, of a regular file
+    except HostileFileError as exc:  # a FIFO, more rows than a run holds, metadata nested too deep
+        warnings.append(f"{exc.path}: {exc.reason}; skipped.")
+        return None
     except (OSError, pa.ArrowException) as exc:
         warnings.append(f"{path}: not a readable Parquet file ({short_reason(exc)}); skipped.")
         return None

@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from deviate_cb.store.bounded_read import HostileFileError, check_parquet
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
 from deviate_cb.store.run_directory import METRICS_FILE
 
@@ -35,7 +36,8 @@ def footer_values(
         reduce: ``"last"``: ``(last seq, last value)`` per series; ``"summary"``: ``(largest, smallest, mean)``
             of the finite values, NaN when there are none.
         problems: Where to append one line per file whose footer summary is malformed (that file is returned
-            with the others to read).
+            with the others to read), or that :func:`~deviate_cb.store.bounded_read.check_parquet` refuses (a FIFO,
+            more rows than a run holds: that file is neither found nor returned, so nothing reads it).
 
     Returns:
         ``{(path, stage, name): values}`` for the files whose footer holds a summary that agrees with the file,
@@ -46,12 +48,15 @@ def footer_values(
     if not files:
         return found, rest  # without loading pyarrow (0.05-0.2 s): every value came from the manifests
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     for path in files:
         try:
-            summary = footer_summary(pq.read_metadata(path, memory_map=True))
-        except (OSError, pa.ArrowException):
+            summary = footer_summary(check_parquet(path))
+        except HostileFileError as exc:  # a FIFO, too many rows: never read, by DuckDB either
+            if problems is not None:
+                problems.append(f"{exc.path}: {exc.reason}; skipped.")
+            continue
+        except (OSError, ValueError, pa.ArrowException):
             summary = None
         if summary is None:
             rest.append(path)

@@ -37,6 +37,7 @@ from deviate_cb.report.metrics.names import direction_warnings, display_names, k
 from deviate_cb.report.metrics.scan import SeriesScan
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.stats.directions import resolve_direction
+from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.run_directory import METRICS_FILE
 
@@ -235,13 +236,12 @@ def _summary(run: RunRecord, path: str) -> Optional[dict[str, Any]]:
         if (copy.get("file_size"), copy.get("file_mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
             return copy
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from deviate_cb.store.footer_summary import footer_summary
 
     try:
-        return footer_summary(pq.read_metadata(path, memory_map=True))
-    except (OSError, pa.ArrowException):
+        return footer_summary(check_parquet(path))  # a FIFO or too many rows: HostileFileError (a ValueError)
+    except (OSError, ValueError, pa.ArrowException):
         return None
 
 
@@ -254,6 +254,7 @@ def _count(path: str) -> dict[tuple[str, str], int]:
     import pyarrow.parquet as pq
 
     try:
+        check_parquet(path)  # a FIFO or too many rows: HostileFileError (a ValueError), never read
         table = pq.read_table(path, columns=["stage", "name", "value"])
         value = pc.cast(table.column("value"), pa.float64()).fill_null(math.nan)
         bad = np.flatnonzero(~np.isfinite(value.to_numpy()))

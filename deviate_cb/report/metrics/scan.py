@@ -86,7 +86,8 @@ class SeriesScan:
         self.reduce = reduce
         self._known, self._known_files = dict(known or {}), set(known_files)
         # The caller has just found the known files (stat'ed against the manifests): no second stat for them.
-        self.files = [path for path in map(os.fspath, files) if path in self._known_files or os.path.isfile(path)]
+        # A FIFO or device counts as present: the footer read refuses it with one problem line, and nothing reads it.
+        self.files = [path for path in map(os.fspath, files) if path in self._known_files or _present(path)]
         self._found: Found = {}
         self._uncovered = list(self.files)
         self._problems: list[str] = []
@@ -147,6 +148,10 @@ class SeriesScan:
     def _wait(self) -> None:
         if self._thread is not None:
             self._thread.join()
+
+
+def _present(path: str) -> bool:
+    return os.path.exists(path) and not os.path.isdir(path)
 
 
 def _store_types(duckdb: Any, files: list[str]) -> bool:

@@ -1,0 +1,241 @@
+"""Bounded reads of run-store files: regular files only, a size cap, a JSON nesting cap, a Parquet row cap.
+
+A run store is untrusted input (a shared file system, a copied results folder): a FIFO planted at ``run.json``
+would block every reader forever, JSON nested 200,000 deep raises ``RecursionError`` in :func:`json.loads`, a
+sparse 2-GB file would be read whole, and a 9-MB Parquet file of constant columns can hold 300 M rows. Every
+reader of a store file goes through this module:
+
+* :func:`read_regular` opens without blocking (``O_NONBLOCK``), checks with ``fstat`` that it opened a regular
+  file, and reads at most ``limit`` bytes (a larger file is refused before it is read);
+* :func:`load_json` / :func:`loads_json` check the nesting depth with one linear scan (brackets inside strings
+  ignored) before :func:`json.loads` runs, so no ``RecursionError`` is possible;
+* :func:`check_parquet` checks that a Parquet file is regular before pyarrow opens it, then reads its footer only:
+  more than :data:`MAX_RUN_ROWS` rows, or key-value metadata nested too deep, is a damaged file.
+
+Each refusal is a :class:`HostileFileError` (a :class:`~deviate_cb.errors.UsageError`, as a corrupt file
+already is) naming the file and what was found: readers turn it into their one warning line. A missing file is
+still :class:`FileNotFoundError`. Standard library only (pyarrow is imported by :func:`check_parquet`).
+
+Example:
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> path = os.path.join(folder, "run.json")
+    >>> with open(path, "w") as handle:
+    ...     _ = handle.write("[" * 500 + "]" * 500)
+    >>> try:
+    ...     load_json(path)
+    ... except HostileFileError as exc:
+    ...     print(str(exc).replace(folder, "DIR"))
+    DIR/run.json: JSON nested more than 100 deep; not read
+    >>> os.mkfifo(os.path.join(folder, "fingerprint.json"))
+    >>> try:
+    ...     read_regular(os.path.join(folder, "fingerprint.json"))
+    ... except HostileFileError as exc:
+    ...     print(exc.reason)
+    a FIFO, not a regular file
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import stat
+from typing import TYPE_CHECKING, Any, Union
+
+from deviate_cb.errors import UsageError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_RUN_ROWS",
+    "HostileFileError",
+    "check_parquet",
+    "json_depth",
+    "load_json",
+    "loads_json",
+    "read_regular",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+# The largest JSON file a reader loads (a manifest, a fingerprint): real ones are a few KB.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+# The deepest JSON nesting a reader accepts: real manifests nest 3 or 4 deep.
+MAX_JSON_DEPTH = 100
+# The most rows one run's Parquet file may hold before readers call it damaged (a run records one row per
+# value: 10 M is 100,000 steps of 100 metrics).
+MAX_RUN_ROWS = 10_000_000
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a folder",
+}
+
+
+class HostileFileError(UsageError):
+    """A store file refused before it is parsed: not a regular file, too large, too deeply nested, too many rows.
+
+    ``path`` is the file and ``reason`` what was found; ``str()`` is ``"<path>: <reason>; not read"``.
+    """
+
+    def __init__(self, path: PathLike, reason: str) -> None:
+        self.path = os.fspath(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}; not read")
+
+
+def read_regular(path: PathLike, limit: int = MAX_JSON_BYTES, *, tail: bool = False) -> bytes:
+    """The bytes of the regular file at ``path``, opened without blocking and read only when at most ``limit``
+    (with ``tail``, its last ``limit`` bytes instead: a log, a ledger whose end is what counts).
+
+    Raises:
+        FileNotFoundError: There is no file at ``path``.
+        HostileFileError: It is not a regular file (a FIFO, a device, a folder) or holds more than ``limit`` bytes.
+        OSError: It cannot be read (permissions, I/O).
+
+    Example:
+        >>> import tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+        >>> with open(path, "wb") as handle:
+        ...     _ = handle.write(b"{}")
+        >>> read_regular(path)
+        b'{}'
+        >>> try:
+        ...     read_regular(path, limit=1)
+        ... except HostileFileError as exc:
+        ...     print(exc.reason)
+        2 bytes, more than the 1 a reader loads
+        >>> read_regular(path, limit=1, tail=True)
+        b'}'
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        status = os.fstat(fd)
+        _check_regular(path, status.st_mode)
+        if tail:
+            os.lseek(fd, max(0, status.st_size - limit), os.SEEK_SET)
+            return os.read(fd, limit)
+        if status.st_size > limit:
+            raise HostileFileError(path, f"{status.st_size} bytes, more than the {limit} a reader loads")
+        chunks = []
+        left = limit + 1  # a file that grows past the limit while read is refused too
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise HostileFileError(path, f"more than the {limit} bytes a reader loads")
+    return data
+
+
+def json_depth(data: Union[bytes, str]) -> int:
+    """The deepest nesting of JSON arrays and objects in ``data``, found in one linear scan without parsing
+    (brackets inside strings do not count), so that it never recurses.
+
+    Example:
+        >>> json_depth(b'{"a": [1, [2]], "b": "[[[["}'), json_depth("3"), json_depth(b"[" * 10**5)
+        (3, 0, 100000)
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if raw.count(b"[") + raw.count(b"{") <= 1:
+        return raw.count(b"[") + raw.count(b"{")
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(itertools.accumulate((_STEP[b] for b in brackets), initial=0))
+
+
+def loads_json(data: Union[bytes, str], source: PathLike, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """:func:`json.loads` of ``data`` after checking its nesting depth (``source`` names the file in errors).
+
+    Raises:
+        HostileFileError: ``data`` nests deeper than ``max_depth``.
+        ValueError: ``data`` is not JSON (:class:`json.JSONDecodeError`, :class:`UnicodeDecodeError`).
+
+    Example:
+        >>> loads_json(b'{"a": [1]}', "run.json")
+        {'a': [1]}
+        >>> try:
+        ...     loads_json("[" * 200000 + "]" * 200000, "run.json")
+        ... except HostileFileError as exc:
+        ...     print(exc)
+        run.json: JSON nested more than 100 deep; not read
+    """
+    if (len(data) > 2 * max_depth) and json_depth(data) > max_depth:
+        raise HostileFileError(source, f"JSON nested more than {max_depth} deep")
+    return json.loads(data)
+
+
+def load_json(path: PathLike, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON value in the regular file at ``path`` (:func:`read_regular`, then :func:`loads_json`).
+
+    Raises:
+        FileNotFoundError: There is no file at ``path``.
+        HostileFileError: Not a regular file, larger than ``max_bytes``, or nested deeper than ``max_depth``.
+        ValueError: Not JSON.
+        OSError: It cannot be read.
+
+    Example:
+        >>> import tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "fingerprint.json")
+        >>> with open(path, "w") as handle:
+        ...     _ = handle.write('{"os": "Linux"}')
+        >>> load_json(path)
+        {'os': 'Linux'}
+    """
+    return loads_json(read_regular(path, max_bytes), path, max_depth)
+
+
+def check_parquet(path: PathLike, max_rows: int = MAX_RUN_ROWS) -> pq.FileMetaData:
+    """The footer of the Parquet file at ``path``, read only after checking that it is a regular file; it holds
+    at most ``max_rows`` rows and key-value metadata nested at most :data:`MAX_JSON_DEPTH` deep.
+
+    Raises:
+        FileNotFoundError: There is no file at ``path``.
+        HostileFileError: Not a regular file, more than ``max_rows`` rows, or metadata nested too deep.
+        OSError, pyarrow.ArrowException: Not a readable Parquet file.
+
+    Example:
+        >>> import tempfile, pyarrow as pa, pyarrow.parquet as pq
+        >>> path = os.path.join(tempfile.mkdtemp(), "metrics.parquet")
+        >>> pq.write_table(pa.table({"seq": [0, 1, 2]}), path)
+        >>> check_parquet(path).num_rows
+        3
+        >>> try:
+        ...     check_parquet(path, max_rows=2)
+        ... except HostileFileError as exc:
+        ...     print(exc.reason)
+        3 rows, more than the 2 a run may hold (a damaged file)
+    """
+    import pyarrow.parquet as pq
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        _check_regular(path, os.fstat(fd).st_mode)
+        metadata = pq.read_metadata(handle)
+    if metadata.num_rows > max_rows:
+        raise HostileFileError(
+            path, f"{metadata.num_rows} rows, more than the {max_rows} a run may hold (a damaged file)"
+        )
+    for key, value in (metadata.metadata or {}).items():
+        if len(value) > 2 * MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
+            name = key.decode("utf-8", "replace")[:40]
+            raise HostileFileError(path, f"footer metadata {name!r} nested more than {MAX_JSON_DEPTH} deep")
+    return metadata
+
+
+def _check_regular(path: PathLike, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise HostileFileError(path, f"{_KINDS.get(stat.S_IFMT(mode), 'a special file')}, not a regular file")
