@@ -24,16 +24,14 @@ Example:
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_in_lines
+from deviate_cb.store.bounded_read import check_parquet, loads_json, read_regular
 
 __all__ = [
     "TAIL_BYTES",
@@ -72,23 +70,13 @@ def tail(path: Path, max_bytes: int = TAIL_BYTES, max_lines: int = TAIL_LINES) -
 
 
 def _read_regular(path: Path, max_bytes: int, *, last: bool = False) -> Optional[bytes]:
-    """At most ``max_bytes`` of a regular file (its last ones with ``last``), opened without blocking; ``None``
-    for anything else (a link to a FIFO, a device) or an unreadable file: a run store is untrusted input."""
+    """At most ``max_bytes`` of a regular file (its last ones with ``last``; a larger one is refused otherwise),
+    opened without blocking (:func:`~deviate_cb.store.bounded_read.read_regular`); ``None`` for anything else
+    (a FIFO, a device) or an unreadable file: a run store is untrusted input."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+        return read_regular(path, max_bytes, tail=last)
+    except (OSError, ValueError):
         return None
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            return None
-        if last:
-            os.lseek(fd, max(0, status.st_size - max_bytes), os.SEEK_SET)
-        return os.read(fd, max_bytes)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _literal(text: str) -> str:
@@ -140,9 +128,7 @@ def recorded_nothing(run_dirs: Iterable[Path]) -> bool:
         try:
             if not path.is_file() or path.is_symlink():
                 continue
-            import pyarrow.parquet as pq
-
-            if pq.ParquetFile(path).metadata.num_rows > 0:
+            if check_parquet(path).num_rows > 0:  # a regular file's footer only
                 return False
         except Exception:
             return False
@@ -236,7 +222,7 @@ def _launch_argv(run_dir: Path) -> Optional[list[str]]:
     if data is None:
         return None
     try:
-        argv = json.loads(data.decode("utf-8", errors="replace")).get("argv")
+        argv = loads_json(data.decode("utf-8", errors="replace"), run_dir / "run.json").get("argv")
     except (ValueError, AttributeError):
         return None
     return argv if isinstance(argv, list) and argv and all(isinstance(word, str) for word in argv) else None

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.store.atomic import atomic_write
+from deviate_cb.store.bounded_read import HostileFileError, check_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -135,11 +136,11 @@ def audit_metadata(run_dir: str | os.PathLike[str], rank: int = 0) -> dict[str, 
     ``world_size`` and, when its fit stopped on one, ``exception`` under distributed training); ``{}`` when the
     file is absent or unreadable."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        metadata = pq.read_schema(Path(run_dir) / audit_file(rank)).metadata or {}
-    except (pa.ArrowException, OSError):
+        footer = check_parquet(Path(run_dir) / audit_file(rank))  # a regular file's footer only
+        metadata = footer.schema.to_arrow_schema().metadata or {}
+    except (pa.ArrowException, OSError, ValueError):
         return {}
     return {key.decode(errors="replace"): value.decode(errors="replace") for key, value in metadata.items()}
 
@@ -180,7 +181,10 @@ def read_audit(run_dir: str | os.PathLike[str], rank: int = 0) -> list[dict[str,
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
     try:
+        check_parquet(path)  # a FIFO or more rows than a run holds: HostileFileError (a ValueError), never read
         table = pq.read_table(path)
+    except HostileFileError:
+        raise
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{path} is not a readable Parquet file ({' '.join(str(exc).split())})") from None
     missing = [column for column in AUDIT_COLUMNS if column not in table.column_names]

@@ -33,6 +33,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
+from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.run_directory import METRICS_FILE
 
 __all__ = [
@@ -127,9 +128,7 @@ def last_recorded_step(run_dir: Union[str, os.PathLike[str]]) -> Optional[int]:
     if not os.path.isfile(path):
         return None
     try:
-        import pyarrow.parquet as pq
-
-        footer = pq.ParquetFile(path).metadata
+        footer = check_parquet(path)  # a regular file's footer only
         column = footer.schema.to_arrow_schema().get_field_index("step")
         highest: Optional[int] = None
         for group in range(footer.num_row_groups):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from deviate_cb.store.arrow_columns import bool_array, float64_array, int64_array, numpy_view, string_array
 from deviate_cb.store.atomic import atomic_write_parquet
+from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.footer_summary import SERIES_KEY, with_summary
 from deviate_cb.store.parts import Part, find_parts, list_parts, parts_dir, remove_parts, write_part
 
@@ -223,6 +224,7 @@ class MetricsFile:
         if not os.path.isfile(self.path):
             return _empty_table()
         schema = metrics_schema()
+        check_parquet(self.path)  # a FIFO or more rows than a run holds: HostileFileError, never read
         table = pq.ParquetFile(self.path).read()  # lighter than read_table, which sets up a dataset
         if table.schema.remove_metadata() == schema:
             return table
@@ -257,8 +259,9 @@ class MetricsFile:
                 tables.append(cached)
                 continue
             try:
+                check_parquet(part.path)  # a FIFO or a row bomb planted among the parts: left out, never read
                 tables.append(pq.ParquetFile(part.path).read(use_threads=False).cast(metrics_schema()))
-            except (OSError, pa.ArrowException) as exc:
+            except (OSError, ValueError, pa.ArrowException) as exc:
                 warnings.warn(f"deviate-cb: {part.path}: unreadable metrics part ({exc}); left out.", stacklevel=3)
         return tables
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from deviate_cb.store.arrow_columns import bool_array, float64_array, int64_array, repeated_string, string_array
 from deviate_cb.store.atomic import atomic_write_parquet
+from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.parts import Part, find_parts, list_parts, recorded_attempt, remove_parts, write_part
 
 if TYPE_CHECKING:
@@ -258,6 +259,8 @@ def _file_and_parts(path: Path, parts: list[Part], new: Optional[pa.Table] = Non
     import pyarrow.parquet as pq
 
     schema = timings_schema()
+    for file in ([path] if os.path.isfile(path) else []) + [p.path for p in parts]:
+        check_parquet(file)  # a FIFO or more rows than a run holds: HostileFileError (a UsageError), never read
     tables = [pq.read_table(path, schema=schema)] if os.path.isfile(path) else []
     tables += [pq.ParquetFile(p.path).read(use_threads=False).cast(schema) for p in parts]  # small: no thread pool
     tables += [new] if new is not None else []
