@@ -9,7 +9,11 @@ possible, ``cold_reason``.
 Each replica starts in its own session (``start_new_session=True``), so Ctrl-C in the terminal reaches only
 the launcher, and a timeout or an interrupt can signal the replica's whole process group (DataLoader workers
 included): ``SIGTERM``, then ``SIGKILL`` after ``kill_grace_s``. Processes a replica leaves behind in its
-group when it exits are killed too. A launcher killed outright takes its replicas along: each gets ``SIGTERM``
+group when it exits are killed too, and so are those it started outside its group (a child in its own session, a
+daemon): on Linux the launcher is their subreaper, finds them proven the replica's at its end (normal exit,
+failure, timeout, Ctrl-C or SIGTERM), stops them and says so in one line; each one that could not be stopped is
+named on stderr and in the manifest's ``survivors`` (:mod:`deviate_cb.launch.survivors`).
+A launcher killed outright takes its replicas along: each gets ``SIGTERM``
 at once (``PR_SET_PDEATHSIG``) and its group ``SIGKILL`` after ``kill_grace_s`` from the launcher's watchdog
 (:class:`~deviate_cb.launch.liveness.GroupWatchdog`), so none runs on past its ``--timeout``, even one that
 handles ``SIGTERM`` itself. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``. Replicas run at once
@@ -32,9 +36,19 @@ from pathlib import Path
 from typing import IO, Any, Optional, Union
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
+from deviate_cb.launch.base import (
+    Backend,
+    Job,
+    Listener,
+    Outcome,
+    Placement,
+    register_backend,
+    tell,
+    tell_cold_start,
+)
 from deviate_cb.launch.liveness import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
+from deviate_cb.launch.survivors import become_subreaper, find_leftovers, leftovers_line, now_ticks, stop_leftovers
 from deviate_cb.launch.threads import budget_note, replica_thread_env, usable_cpus
 from deviate_cb.launch.warm import WarmProcess, WarmStarter
 
@@ -108,6 +122,8 @@ class _Running:
         self.term_sent: Optional[float] = None
         self.killed = False
         self.timed_out = self.interrupted = self.cancelled = False
+        self.since = 0  # when it started, in /proc ticks: its leftovers started later
+        self.leftovers: dict[str, Any] = {}  # manifest fields: leftover processes stopped, survivors
 
     def signal_group(self, signum: int) -> None:
         if isinstance(self.popen, WarmProcess) and self.popen.poll() is not None:
@@ -182,7 +198,7 @@ class _Running:
         fields: dict[str, Any] = dict(self.start)
         if isinstance(self.popen, WarmProcess) and self.popen.lost:
             fields["warm_lost"] = self.popen.lost
-        return fields
+        return {**fields, **self.leftovers}
 
 
 class LocalBackend(Backend):
@@ -220,6 +236,7 @@ class LocalBackend(Backend):
         self._warm: Optional[WarmStarter] = None
         self._told: set[str] = set()
         self._threads: dict[str, str] = {}
+        self._watchdog: Optional[GroupWatchdog] = None
 
     def placement(self, slot: int) -> Placement:
         return Placement(slot=slot, gpu=self.gpus[slot % len(self.gpus)] if self.gpus else None)
@@ -249,17 +266,20 @@ class LocalBackend(Backend):
         running: list[_Running] = []
         self._warm, self._told = WarmStarter(), set()
         self._threads = self.thread_env()
-        watchdog = GroupWatchdog(self.kill_grace_s)  # ends the replicas' groups should the launcher be killed
+        watchdog = self._watchdog = GroupWatchdog(self.kill_grace_s)  # ends the replicas' groups if it is killed
+        was_subreaper = become_subreaper()  # a replica's orphans (own session, daemons) become this launcher's
         try:
             while running or (upcoming is not None and not self._cancelled):
                 while upcoming is not None and free and not self._cancelled:
                     job, placement = upcoming, self.placement(heapq.heappop(free))
                     upcoming = next(pending, None)
                     listener.prepare(job, placement)
+                    since = now_ticks()
                     proc = self._start(job, placement, listener)
                     if proc is None:
                         heapq.heappush(free, placement.slot)
                         continue
+                    proc.since = since
                     running.append(proc)
                     watchdog.watch(proc.popen.pid)
                     listener.started(job, placement, proc.popen.pid)
@@ -272,6 +292,7 @@ class LocalBackend(Backend):
                         continue
                     running.remove(proc)
                     watchdog.forget(proc.popen.pid)
+                    self._stop_leftovers(proc, running, listener)
                     heapq.heappush(free, proc.placement.slot)
                     listener.finished(proc.job, proc.placement, proc.outcome())
                 if running:
@@ -282,6 +303,8 @@ class LocalBackend(Backend):
         finally:
             self._warm.close()
             watchdog.close()
+            if was_subreaper is False:
+                become_subreaper(False)
 
     def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
         env = {**os.environ, **self._threads, **job.env, **placement.env()}
@@ -352,7 +375,37 @@ class LocalBackend(Backend):
                 proc.signal_group(signal.SIGKILL)
                 proc.reap()
         for proc in running:
+            self._stop_leftovers(proc, [], listener)
+        for proc in running:
             listener.finished(proc.job, proc.placement, proc.outcome())
+
+    def _stop_leftovers(self, proc: _Running, running: Sequence[_Running], listener: Listener) -> None:
+        """Stop what the ended replica ``proc`` left running outside its group (:mod:`deviate_cb.launch.survivors`),
+        say so in one line, and record it in its outcome: ``leftovers_stopped`` (a count) and ``survivors`` (each
+        one that could not be stopped, also named on stderr). While no other replica runs, every orphan that was
+        reparented to this launcher is the ended replica's too (a daemon whose environment is not its own)."""
+        known = {other.popen.pid for other in running}
+        known |= {template.pid for template in (self._warm.templates.values() if self._warm else ())}
+        if self._watchdog is not None and self._watchdog.popen is not None:
+            known.add(self._watchdog.popen.pid)
+        found = find_leftovers(
+            proc.job.stdout_path.parent,
+            since=proc.since,
+            exclude=known,
+            exclude_group=proc.popen.pid,
+            strays=not running,
+        )
+        if not found:
+            return
+        left = stop_leftovers(found, self.kill_grace_s, self.poll_interval_s)
+        stopped = [leftover for leftover in found if leftover not in left]
+        proc.leftovers = {"leftovers_stopped": len(stopped)}
+        if stopped:
+            tell(listener, leftovers_line(proc.job.key, stopped, stopped=True))
+        if left:
+            proc.leftovers["survivors"] = [leftover.describe() for leftover in left]
+            line = leftovers_line(proc.job.key, left, stopped=False)
+            print(f"deviate-replicate: warning: {line}", file=sys.stderr, flush=True)
 
 
 def _open_log(stack: contextlib.ExitStack, path: Path) -> IO[bytes]:

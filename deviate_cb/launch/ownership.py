@@ -31,6 +31,7 @@ from typing import Any, Optional
 __all__ = [
     "RUN_DIR_VARIABLE",
     "is_our_replica_process",
+    "names_run_dir",
     "process_mark",
     "signal_if_ours",
     "start_ticks",
@@ -111,6 +112,20 @@ def is_our_replica_process(pid: Any, run_dir: Path, start: Any) -> bool:
         False
     """
     return why_not_ours(pid, run_dir, start) is None
+
+
+def names_run_dir(pid: int, run_dir: Path) -> bool:
+    """Whether live process ``pid``'s environment names ``run_dir`` (``DEVIATE_RUN_DIR``) or its stdout or stderr
+    is a file of that folder: what proves a process the replica's, once its start time and user are checked.
+
+    Example:
+        >>> names_run_dir(os.getpid(), Path("/nonexistent/run"))
+        False
+    """
+    if _writes_into(pid, run_dir):
+        return True
+    named = _run_dir_of(pid)
+    return named is not None and os.path.realpath(named) == os.path.realpath(run_dir)
 
 
 def signal_if_ours(pid: int, run_dir: Path, start: Any, signum: int) -> bool:
