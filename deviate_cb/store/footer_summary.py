@@ -167,7 +167,7 @@ def with_summary(table: pa.Table) -> pa.Table:
 def decode_summary(data: bytes) -> Optional[dict[str, Any]]:
     """The summary in ``data``, or ``None`` when it is not one this version can read."""
     try:
-        summary = loads_json(data, SERIES_KEY)  # the depth is checked first: never a RecursionError
+        summary = loads_json(data, SERIES_KEY.decode())  # the depth is checked first: never a RecursionError
     except (ValueError, UnicodeDecodeError):
         return None
     return valid_summary(summary)
