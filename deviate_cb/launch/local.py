@@ -375,7 +375,8 @@ class LocalBackend(Backend):
                 proc.signal_group(signal.SIGKILL)
                 proc.reap()
         for proc in running:
-            self._stop_leftovers(proc, [], listener)
+            with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: what is left is left (and said)
+                self._stop_leftovers(proc, [], listener)
         for proc in running:
             listener.finished(proc.job, proc.placement, proc.outcome())
 
