@@ -11,7 +11,8 @@ Each run becomes ``<out>/experiment=<name>[.<key>-<value>...]/variant=<variant>/
 read like any other. One line per group says how many replicas are new, updated or unchanged; the runs that did
 not complete are listed apart with what the tracker says. A usage error (an unreachable server, an unknown
 experiment, a ``--group-by`` key no run has, runs without a ``--metric``) is one line, exit status 2, and
-nothing is written.
+nothing is written. Log folders are untrusted input: a file refused (a FIFO, an absurd size, a YAML alias bomb)
+or a folder not walked (a directory link, a bind-mount loop) is one warning line, and the other runs are imported.
 
 Example:
     >>> import argparse, io
@@ -105,7 +106,10 @@ def _common_arguments(p: argparse.ArgumentParser) -> None:
 def _run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.trackers.importing import import_runs
 
-    runs, base = _read_source(args)
+    notes: list[str] = []
+    runs, base = _read_source(args, notes)
+    for note in notes:  # a file of the logs refused, folders not walked: one line each, before anything else
+        say(err, "warning", note)
     group_by = [key.strip() for value in args.group_by for key in value.split(",") if key.strip()]
     plan = import_runs(
         runs,
@@ -139,7 +143,7 @@ def _run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return 0
 
 
-def _read_source(args: argparse.Namespace) -> tuple[list, str]:
+def _read_source(args: argparse.Namespace, notes: list[str]) -> tuple[list, str]:
     if args.source == "mlflow":
         from deviate_cb.trackers.importing.mlflow_source import read_mlflow
 
@@ -159,7 +163,7 @@ def _read_source(args: argparse.Namespace) -> tuple[list, str]:
     if args.source == "tensorboard":
         from deviate_cb.trackers.importing.tensorboard_source import read_tensorboard
 
-        return read_tensorboard(logdir), base
+        return read_tensorboard(logdir, notes), base
     from deviate_cb.trackers.importing.csv_source import read_csv_logs
 
-    return read_csv_logs(logdir), base
+    return read_csv_logs(logdir, notes), base

@@ -11,7 +11,10 @@ Read through ``plugin_event_accumulator.EventAccumulator`` (every value kept: ``
 would import TensorFlow when it is installed, for seconds, only to read files; this reader asks for its
 TensorFlow-free stub instead (``tensorboard.compat.notf``, what TensorBoard's own ``no_tensorflow`` build uses),
 unless TensorFlow is already imported. Event files record no run status: every run is ``completed`` unless
-``--min-step`` says how far a finished run gets.
+``--min-step`` says how far a finished run gets. LOGDIR is walked and its files checked as untrusted input
+(:mod:`~deviate_cb.trackers.importing.log_files`): a run with an event file that is not a regular file of bounded
+size is skipped, a refused ``hparams.yaml`` imports its run without hyperparameters, each with one line in
+``notes``.
 
 Example:
     >>> scalar_value(_proto_for_doc(0.25))
@@ -20,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 import types
@@ -32,6 +34,7 @@ import numpy as np
 from deviate_cb.errors import UsageError, require
 from deviate_cb.trackers.importing.hparams import HPARAMS_FILE, read_hparams
 from deviate_cb.trackers.importing.imported import TrackerRun
+from deviate_cb.trackers.importing.log_files import LogFileError, check_log_file, walk_logs
 
 __all__ = ["EVENT_PREFIX", "STAGE_FOLDERS", "read_tensorboard", "scalar_value"]
 
@@ -43,17 +46,18 @@ _CONTENT = {1: "<f", 2: "<d", 3: "<i", 9: "<q", 19: "<e"}
 _FIELDS = {1: "float_val", 2: "double_val", 3: "int_val", 9: "int64_val", 19: "half_val"}
 
 
-def read_tensorboard(logdir: Path) -> list[TrackerRun]:
-    """Every run under ``logdir`` (see the module's description), in path order.
+def read_tensorboard(logdir: Path, notes: Optional[list[str]] = None) -> list[TrackerRun]:
+    """Every run under ``logdir`` (see the module's description), in path order; a line in ``notes`` for each
+    file refused and for the folders not walked (links, a folder seen twice).
 
     Raises:
         UsageError: No event file under ``logdir``.
         MissingDependencyError: tensorboard is not installed (``deviate-cb[tensorboard]``).
     """
     logdir = Path(logdir)
-    with_events = sorted(
-        Path(folder) for folder, _, files in os.walk(logdir) if any(f.startswith(EVENT_PREFIX) for f in files)
-    )
+    notes = [] if notes is None else notes
+    events = {folder: [f for f in files if f.startswith(EVENT_PREFIX)] for folder, files in walk_logs(logdir, notes)}
+    with_events = sorted(folder for folder, files in events.items() if files)
     if not with_events:
         raise UsageError(
             f"`LOGDIR` holds no TensorBoard event file ({EVENT_PREFIX}*). Received: {logdir}. "
@@ -68,7 +72,25 @@ def read_tensorboard(logdir: Path) -> list[TrackerRun]:
             runs.setdefault(folder.parent, []).append((folder, stage))
         else:
             runs.setdefault(folder, []).append((folder, None))
-    return [_read_run(logdir, run_dir, parts) for run_dir, parts in sorted(runs.items())]
+    read = []
+    for run_dir, parts in sorted(runs.items()):
+        name = run_dir.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.name
+        try:
+            for folder, _ in parts:
+                for file in sorted(events[folder]):
+                    check_log_file(folder / file)
+        except LogFileError as exc:
+            notes.append(f"{exc}; run {name} skipped")
+            continue
+        except OSError:
+            continue
+        run = _read_run(logdir, run_dir, parts)
+        try:
+            run.keys = read_hparams(run_dir / HPARAMS_FILE)
+        except LogFileError as exc:
+            notes.append(f"{exc}; run {name} imported without its hyperparameters")
+        read.append(run)
+    return read
 
 
 def scalar_value(proto: Any) -> Optional[float]:
@@ -124,7 +146,7 @@ def _read_run(logdir: Path, run_dir: Path, parts: list[tuple[Path, Optional[str]
         run_name=run_dir.relative_to(logdir).as_posix() if run_dir != logdir else run_dir.name,
         started=min(walls) if walls else None,
         ended=max(walls) if walls else None,
-        keys=read_hparams(run_dir / HPARAMS_FILE),
+        keys={},
         names=names,
         steps=np.asarray(steps, dtype=np.int64),
         values=np.asarray(values, dtype=np.float64),
