@@ -53,7 +53,8 @@ def read_table(path: Any, option: str = "--table") -> Any:
     if not file.exists():
         raise UsageError(f"`{option}` file does not exist. Received: {option}={text!r}.")
     if not file.is_file():
-        raise UsageError(f"`{option}` must be a CSV or Parquet file. Received: {option}={text!r} (a directory).")
+        kind = "a directory" if file.is_dir() else "not a regular file: a FIFO, socket or device"
+        raise UsageError(f"`{option}` must be a CSV or Parquet file. Received: {option}={text!r} ({kind}).")
     try:
         if file.suffix.lower() in _PARQUET:
             import pyarrow.parquet as pq
@@ -69,7 +70,28 @@ def read_table(path: Any, option: str = "--table") -> Any:
         raise UsageError(f"`{option}` could not be read as {kind} ({reason}). Received: {option}={text!r}.") from None
     if table.num_rows == 0:
         raise UsageError(f"`{option}` table is empty (no rows). Received: {option}={text!r}.")
+    _check_columns(table, option, text)
     return table
+
+
+def _check_columns(table: Any, option: str, text: str) -> None:
+    """One line for a header that names a column twice, or a column of bytes that are not UTF-8 text."""
+    import pyarrow as pa
+
+    seen: set[str] = set()
+    for column in table.column_names:
+        if column in seen:
+            raise UsageError(
+                f"`{option}` names column {column!r} twice. Received: {option}={text!r}. "
+                "Expected: one header with a distinct name per column."
+            )
+        seen.add(column)
+    binary = [f.name for f in table.schema if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    if binary:
+        raise UsageError(
+            f"`{option}` column {binary[0]!r} is not UTF-8 text. Received: {option}={text!r}. "
+            "Expected: a CSV file saved as UTF-8."
+        )
 
 
 def read_run_table(
