@@ -1,0 +1,209 @@
+"""Log folders and ``--table`` files are untrusted input: bounded, never a hang or a traceback (issue 45, items 5, 9).
+
+Real logs: three tiny Lightning runs (CPU, a second each) write ``TensorBoardLogger`` and ``CSVLogger`` folders
+(``version_N`` with ``hparams.yaml``); each test copies them, plants something hostile, and runs the real
+``deviate`` console script under a memory limit and a timeout, so that a bomb cannot take the machine down.
+
+- a 341-byte ``hparams.yaml`` of nested aliases (9 levels of 9: a "billion laughs") and one nested 100,000 deep:
+  one warning each naming the file, those runs imported without hyperparameters, the other one with them;
+- a FIFO at ``metrics.csv`` (or named like an event file) and a sparse 5-GB ``metrics.csv``: one warning each,
+  those runs skipped, the others imported, no hang;
+- a directory link to an ancestor and one to a folder outside: not followed, said once, each run imported once;
+- as root, a real ``mount --bind`` of LOGDIR below itself: each run imported once, the loop said once;
+- ``deviate report --table`` / ``compare --table`` with a duplicate column, non-UTF-8 text, a FIFO, an empty
+  file, a header only or ragged rows: one line naming ``--table`` and the file, exit 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TRACKERS = Path(__file__).resolve().parents[1] / "trackers"
+DEVIATE = str(Path(sys.executable).with_name("deviate"))
+MEMORY = 4 * 1024**3  # the import of a few runs needs far less; the unbounded bomb needs gigabytes
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def deviate(*args: str, cwd: Path | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            [DEVIATE, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            env={**os.environ},
+            preexec_fn=_limited,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"deviate {' '.join(args)} did not finish in {timeout} s (a hang)")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    sys.path.insert(0, str(TRACKERS))
+    try:
+        from lightning_logs import train_runs
+    finally:
+        sys.path.remove(str(TRACKERS))
+    root = tmp_path_factory.mktemp("lightning")
+    train_runs(root, [0.1], [0, 1, 2], epochs=1)
+    return root
+
+
+def _logs(trained: Path, tmp_path: Path, folder: str) -> Path:
+    logs = tmp_path / folder
+    shutil.copytree(trained / folder, logs, symlinks=True)
+    return logs
+
+
+def _manifests(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("experiment=*/variant=*/replica=*/run.json"))]
+
+
+def _warnings(stderr: str, about: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("deviate: warning:") and about in line]
+
+
+def _bomb() -> str:
+    letters = "abcdefghij"
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in itertools.pairwise(letters)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("source, folder", [("csv-logs", "csv"), ("tensorboard", "tb")])
+def test_a_yaml_bomb_costs_its_run_its_hyperparameters_only(
+    trained: Path, tmp_path: Path, source: str, folder: str
+) -> None:
+    logs = _logs(trained, tmp_path, folder)
+    (logs / "version_1" / "hparams.yaml").write_text(_bomb())
+    (logs / "version_2" / "hparams.yaml").write_text("lr: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    out = tmp_path / "runs"
+    result = deviate("import", source, str(logs), "--group-by", "hparams.lr", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    bomb = _warnings(result.stderr, str(logs / "version_1" / "hparams.yaml"))
+    deep = _warnings(result.stderr, str(logs / "version_2" / "hparams.yaml"))
+    assert len(bomb) == 1 and "alias" in bomb[0] and "without its hyperparameters" in bomb[0], result.stderr
+    assert len(deep) == 1 and "nested more than" in deep[0], result.stderr
+    params = {m["source"]["run_name"]: m["params"] for m in _manifests(out)}
+    assert set(params) == {"version_0", "version_1", "version_2"}
+    assert params["version_0"]["hparams.lr"] == "0.1"
+    assert "hparams.lr" not in params["version_1"] and "hparams.lr" not in params["version_2"]
+
+
+def test_a_fifo_or_an_absurd_file_in_the_logs_costs_its_run_only(trained: Path, tmp_path: Path) -> None:
+    logs = _logs(trained, tmp_path, "csv")
+    (logs / "version_1" / "metrics.csv").unlink()
+    os.mkfifo(logs / "version_1" / "metrics.csv")
+    with open(logs / "version_2" / "metrics.csv", "r+b") as handle:
+        handle.truncate(5 * 1024**3)  # sparse: no disk used
+    out = tmp_path / "runs"
+    result = deviate("import", "csv-logs", str(logs), "--out", str(out), timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fifo = _warnings(result.stderr, str(logs / "version_1" / "metrics.csv"))
+    huge = _warnings(result.stderr, str(logs / "version_2" / "metrics.csv"))
+    assert len(fifo) == 1 and "FIFO" in fifo[0] and "skipped" in fifo[0], result.stderr
+    assert len(huge) == 1 and "5.0 GB" in huge[0] and "skipped" in huge[0], result.stderr
+    assert [m["source"]["run_name"] for m in _manifests(out)] == ["version_0"]
+
+    events = _logs(trained, tmp_path, "tb")
+    planted = events / "version_1" / "events.out.tfevents.1.planted"
+    os.mkfifo(planted)
+    result = deviate("import", "tensorboard", str(events), "--out", str(tmp_path / "tb_runs"), timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = _warnings(result.stderr, str(planted))
+    assert len(said) == 1 and "FIFO" in said[0] and "run version_1 skipped" in said[0], result.stderr
+    assert sorted(m["source"]["run_name"] for m in _manifests(tmp_path / "tb_runs")) == ["version_0", "version_2"]
+
+
+@pytest.mark.parametrize("source, folder", [("csv-logs", "csv"), ("tensorboard", "tb")])
+def test_directory_links_are_not_followed_and_said_once(
+    trained: Path, tmp_path: Path, source: str, folder: str
+) -> None:
+    logs = _logs(trained, tmp_path, folder)
+    (logs / "version_0" / "loop").symlink_to(logs)  # a loop: the link points to an ancestor
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(logs / "version_2", elsewhere / "version_9")
+    (logs / "outside").symlink_to(elsewhere)
+    out = tmp_path / "runs"
+    result = deviate("import", source, str(logs), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = _warnings(result.stderr, "not followed")
+    assert len(said) == 1 and "2 directory links" in said[0], result.stderr
+    assert str(logs / "outside") in said[0] and str(logs / "version_0" / "loop") in said[0]
+    assert sorted(m["source"]["run_name"] for m in _manifests(out)) == ["version_0", "version_1", "version_2"]
+
+    # the user may name a linked folder as LOGDIR: then it is read
+    named = deviate("import", source, str(logs / "outside"), "--out", str(tmp_path / "named"))
+    assert named.returncode == 0, named.stderr[-3000:]
+    assert [m["source"]["run_name"] for m in _manifests(tmp_path / "named")] == ["version_9"]
+
+
+def test_a_bind_mount_loop_imports_each_run_once(trained: Path, tmp_path: Path) -> None:
+    logs = _logs(trained, tmp_path, "csv")
+    target = logs / "version_2" / "again"
+    target.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(logs), str(target)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mount --bind is not permitted here ({mounted.stderr.strip()[:200]})")
+    try:
+        out = tmp_path / "runs"
+        result = deviate("import", "csv-logs", str(logs), "--out", str(out))
+    finally:
+        subprocess.run(["umount", str(target)], check=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = _warnings(result.stderr, "already read under another path")
+    assert len(said) == 1 and str(target) in said[0], result.stderr
+    assert sorted(m["source"]["run_name"] for m in _manifests(out)) == ["version_0", "version_1", "version_2"]
+
+
+TABLES: dict[str, bytes] = {
+    "duplicate": b"setting,acc,acc\nimpl,0.8,0.9\nimpl,0.7,0.6\nother,0.5,0.4\nother,0.6,0.3\n",
+    "latin1": b"setting,acc\nn\xe9e,0.8\nn\xe9e,0.7\nother,0.5\nother,0.6\n",
+    "empty": b"",
+    "header": b"setting,acc\n",
+    "ragged": b"setting,acc\nimpl,0.8,3\nimpl\nother,0.5\n",
+}
+SAID = {
+    "duplicate": "names column 'acc' twice",
+    "latin1": "column 'setting' is not UTF-8 text",
+    "empty": "Empty CSV file",
+    "header": "is empty (no rows)",
+    "ragged": "Expected 2 columns",
+    "fifo": "not a regular file",
+}
+
+
+@pytest.mark.parametrize("case", [*TABLES, "fifo"])
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_a_malformed_table_is_one_line_naming_it(tmp_path: Path, command: str, case: str) -> None:
+    path = tmp_path / f"{case}.csv"
+    if case == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_bytes(TABLES[case])
+    args = ["--table", str(path), "--group-by", "setting"]
+    if command == "compare":
+        args += ["--a", "setting=impl", "--b", "setting=other"]
+    result = deviate(command, *args, timeout=60)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "`--table`" in lines[0] and str(path) in lines[0] and SAID[case] in lines[0], lines[0]
