@@ -62,6 +62,7 @@ def add_export(commands: Any) -> None:
         default=None,
         help="the MLflow experiment to write to (default: one per deviate experiment, of the same name)",
     )
+    _timeout_argument(mlflow, "each request to the MLflow server")
     mlflow.set_defaults(handler=_run_mlflow)
     wandb = trackers.add_parser("wandb", help="to Weights & Biases (offline by default; `wandb sync` uploads)")
     _study_arguments(wandb)
@@ -80,6 +81,26 @@ def add_export(commands: Any) -> None:
         help="offline (default): write run folders for `wandb sync`; online: upload now (needs `wandb login`)",
     )
     wandb.set_defaults(handler=_run_wandb)
+
+
+def _timeout_argument(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help=f"how long {what} may take before the export stops (default: $MLFLOW_HTTP_REQUEST_TIMEOUT, else 30)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds in (0, 3600], received {text!r}")
+    return value
 
 
 def _study_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,14 +140,50 @@ def _run_mlflow(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             "to. Received: no --tracking-uri and no MLFLOW_TRACKING_URI."
         )
     export, page = _prepare(args, "mlflow", err)
-    client = connect(uri)
-    with _stopped("MLflow", uri):
+    client = connect(uri, timeout_s=args.timeout, err=err)
+    with _terminated_as_interrupt():
         summary = export_to_mlflow(
-            export, client, experiment_name=args.mlflow_experiment, page=page, progress=lambda line: _line(out, line)
-        )
+            export, client, experiment_name=args.mlflow_experiment, page=page,
+            progress=lambda line: _line(out, line), warn=lambda line: say(err, "warning", line),
+        )  # fmt: skip
+    _notes(summary, err)
     parents = ", ".join(f"{run_id} (experiment {name})" for name, run_id in summary.parents.items())
     _line(out, f"{_counts(summary)} at {uri}; study runs: {parents}.")
     return 0
+
+
+def _notes(summary: Any, err: IO[str]) -> None:
+    """Say once what the tracker could not take as it was: renamed names, cut values."""
+    if summary.renamed:
+        shown = ", ".join(f"{old!r} -> {new!r}" for old, new in sorted(summary.renamed.items())[:5])
+        more = f" and {len(summary.renamed) - 5} more" if len(summary.renamed) > 5 else ""
+        say(err, "note", f"{len(summary.renamed)} metric or param name(s) MLflow refuses were renamed: {shown}"
+            f"{more}; each run records its own in the tags deviate.metric_names and deviate.param_names (JSON, new: "
+            "old)")  # fmt: skip
+    if summary.truncated:
+        shown = ", ".join(sorted(summary.truncated)[:5])
+        say(err, "note", f"{len(summary.truncated)} value(s) longer than a tracker holds were cut, ending "
+            f"'... [truncated: N characters]': {shown}")  # fmt: skip
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM during the export is a KeyboardInterrupt: the run being written is ended KILLED, not left RUNNING."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_wandb(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

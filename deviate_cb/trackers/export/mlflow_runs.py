@@ -23,13 +23,16 @@ Example:
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 from deviate_cb.errors import UsageError, require
+from deviate_cb.store.run_directory import METRICS_FILE
 from deviate_cb.store.validation import one_line
+from deviate_cb.trackers.export.renaming import name_tags, tracker_names
 from deviate_cb.trackers.export.replicas import (
     ExportSummary,
     ReplicaRun,
@@ -38,31 +41,41 @@ from deviate_cb.trackers.export.replicas import (
     headline_numbers,
     tracker_status,
 )
-from deviate_cb.trackers.mlflow_server import check_server
+from deviate_cb.trackers.export.waiting import TrackerUnreachable, Watched, bound_mlflow, is_network_error
+from deviate_cb.trackers.mlflow_server import HEALTH_TIMEOUT_S, check_server
 
-__all__ = ["PAGE_NAME", "connect", "export_to_mlflow"]
+__all__ = ["PAGE_NAME", "ExportStopped", "connect", "export_to_mlflow"]
 
 PAGE_NAME = "deviate-report.html"
 _BATCH = 1000  # MLflow's log_batch takes at most 1,000 metrics, 100 params and 100 tags per call
 _PARAMS_PER_BATCH = 100
 _MAX_NOTE_CHARS = 7500  # MLflow tag values hold at most 8,000 characters
+_END_TIMEOUT_S = 5  # ending a half-written run when the export stops: the server may be what failed
 
 
-def connect(tracking_uri: str) -> Any:
+def connect(tracking_uri: str, *, timeout_s: Optional[float] = None, err: Optional[IO[str]] = None) -> Any:
     """An ``MlflowClient`` for ``tracking_uri`` that has answered, or a one-line :class:`UsageError`.
 
     An ``http(s)`` server must answer ``/health`` within a few seconds
     (:func:`~deviate_cb.trackers.mlflow_server.check_server`: MLflow's own client would retry for minutes), then
-    list an experiment; any other URI (``sqlite:///``, ``file:``) must open.
+    list an experiment; any other URI (``sqlite:///``, ``file:``) must open. Every request of the client is
+    bounded by ``timeout_s`` (:func:`~deviate_cb.trackers.export.waiting.bound_mlflow`: default 30 s, no
+    retries); with ``err``, the client is :class:`~deviate_cb.trackers.export.waiting.Watched`: a slow call says
+    what it waits for, a stalled one is a :class:`~deviate_cb.trackers.export.waiting.TrackerUnreachable`.
     """
     require("mlflow", "mlflow")
     from mlflow.tracking import MlflowClient
 
+    timeout = bound_mlflow(timeout_s)
     if tracking_uri.startswith(("http://", "https://")):
-        check_server(tracking_uri)
+        check_server(tracking_uri, timeout_s=min(timeout, HEALTH_TIMEOUT_S))
     try:
-        client = MlflowClient(tracking_uri=tracking_uri)
+        client: Any = MlflowClient(tracking_uri=tracking_uri)
+        if err is not None:
+            client = Watched(client, "MLflow", tracking_uri, err, timeout_s=timeout)
         client.search_experiments(max_results=1)
+    except TrackerUnreachable:
+        raise
     except Exception as exc:  # MlflowException, a bad scheme, an unreadable database
         raise UsageError(
             f"`--tracking-uri` must be an MLflow tracking URI that can be opened: {one_line(exc, limit=300)}. "
@@ -78,6 +91,7 @@ def export_to_mlflow(
     experiment_name: Optional[str] = None,
     page: Optional[str] = None,
     progress: Optional[Any] = None,
+    warn: Optional[Callable[[str], None]] = None,
 ) -> ExportSummary:
     """Write ``export`` to MLflow through ``client`` (from :func:`connect`); see the module docstring.
 
@@ -88,29 +102,88 @@ def export_to_mlflow(
             the same name.
         page: The HTML page to attach to each parent run (``None``: none).
         progress: Called with one line per replica exported.
+        warn: Called with one line per damaged metrics file (its replica is exported without metrics).
+
+    Raises:
+        ExportStopped: The server refused a request, or did not answer (``rerun_helps``); the run being written
+            was ended ``FAILED`` first, and the message says so.
+        KeyboardInterrupt: The run being written was ended ``KILLED`` first.
     """
     summary = ExportSummary()
-    for experiment in export.experiments:
-        experiment_id = _experiment_id(client, experiment_name or experiment)
-        parent = _parent(client, export, experiment, experiment_id, page)
-        summary.parents[experiment] = parent
-        existing = _children(client, experiment_id, parent)
-        for run in (r for r in export.runs if r.experiment == experiment):
-            found = existing.get(run.key)
-            if found is not None and found.data.tags.get("deviate.version") == run.version:
-                action, run_id = "unchanged", found.info.run_id
-            else:
-                if found is not None:
-                    client.delete_run(found.info.run_id)
-                action, run_id = (
-                    ("replaced" if found is not None else "exported"),
-                    _child(client, run, experiment_id, parent),
-                )
-            summary.replicas.append((action, run.experiment, run.variant, run.replica, run_id))
-            if progress is not None:
-                progress(f"{action}: experiment={run.experiment} variant={run.variant} replica={run.replica} "
-                         f"({tracker_status(run.status)}) -> run {run_id}")  # fmt: skip
+    writing = _Writing(client)
+    try:
+        for experiment in export.experiments:
+            experiment_id = _experiment_id(client, experiment_name or experiment)
+            parent = _parent(writing, export, experiment, experiment_id, page, summary)
+            summary.parents[experiment] = parent
+            existing = _children(client, experiment_id, parent)
+            for run in (r for r in export.runs if r.experiment == experiment):
+                found = existing.get(run.key)
+                if found is not None and found.data.tags.get("deviate.version") == run.version:
+                    action, run_id = "unchanged", found.info.run_id
+                else:
+                    if found is not None:
+                        client.delete_run(found.info.run_id)
+                    action, run_id = (
+                        ("replaced" if found is not None else "exported"),
+                        _child(writing, run, experiment_id, parent, summary, _unsaid(export, warn)),
+                    )
+                summary.replicas.append((action, run.experiment, run.variant, run.replica, run_id))
+                if progress is not None:
+                    progress(f"{action}: experiment={run.experiment} variant={run.variant} replica={run.replica} "
+                             f"({tracker_status(run.status)}) -> run {run_id}")  # fmt: skip
+    except KeyboardInterrupt:
+        writing.end("KILLED")
+        raise
+    except Exception as exc:
+        left = writing.end("FAILED")
+        helps = is_network_error(exc) or isinstance(exc, TrackerUnreachable)
+        text = str(exc) if isinstance(exc, TrackerUnreachable) else f"{type(exc).__name__}: {one_line(exc, limit=400)}"
+        advice = (
+            "run the same command again to finish (what is there already is left alone)"
+            if helps
+            else "running the same command again would stop the same way (the server refuses this request)"
+        )
+        raise ExportStopped(
+            f"the export to MLflow stopped: {text}. {summary.count('exported') + summary.count('replaced')} "
+            f"replica run(s) were written before it{left}; {advice}.",
+            rerun_helps=helps,
+        ) from None
     return summary
+
+
+class ExportStopped(UsageError):
+    """An export that stopped in the middle; ``rerun_helps`` says whether the same command can finish it."""
+
+    def __init__(self, message: str, *, rerun_helps: bool) -> None:
+        super().__init__(message)
+        self.rerun_helps = rerun_helps
+
+
+class _Writing:
+    """The run being written (created, not ended yet): :meth:`end` ends it when the export stops."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.run_id: Optional[str] = None
+
+    def end(self, status: str) -> str:
+        """End the open run as ``status``; return the words for the message (empty when none was open)."""
+        run_id, self.run_id = self.run_id, None
+        if run_id is None:
+            return ""
+        previous = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT")
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(_END_TIMEOUT_S)  # the server may be the one that stalled
+        try:
+            self.client.set_terminated(run_id, status=status, end_time=_now_ms())
+        except Exception:
+            return f"; run {run_id} could not be ended and may show RUNNING (the next export replaces it)"
+        finally:
+            if previous is None:
+                os.environ.pop("MLFLOW_HTTP_REQUEST_TIMEOUT", None)
+            else:
+                os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = previous
+        return f"; the half-written run {run_id} was ended {status} (the next export replaces it)"
 
 
 def _experiment_id(client: Any, name: str) -> str:
@@ -125,10 +198,14 @@ def _experiment_id(client: Any, name: str) -> str:
     return str(found.experiment_id)
 
 
-def _parent(client: Any, export: StudyExport, experiment: str, experiment_id: str, page: Optional[str]) -> str:
+def _parent(
+    writing: _Writing, export: StudyExport, experiment: str, experiment_id: str, page: Optional[str],
+    summary: ExportSummary,
+) -> str:  # fmt: skip
     """The study run of ``experiment``: found by its key and updated, or created."""
     from mlflow.entities import Metric, Param, RunTag
 
+    client = writing.client
     key = export.study_key(experiment)
     found = client.search_runs([experiment_id], filter_string=f"tags.`deviate.key` = '{key}'", max_results=1)
     tags = {
@@ -142,9 +219,13 @@ def _parent(client: Any, export: StudyExport, experiment: str, experiment_id: st
         run_id = str(found[0].info.run_id)
     else:
         run_id = str(client.create_run(experiment_id, tags=tags, run_name=f"{experiment} (deviate study)").info.run_id)
+    writing.run_id = run_id
     now = _now_ms()
     numbers = headline_numbers(export.study, experiment)
-    metrics = [Metric(k, v, now, 0) for k, v in sorted(numbers.items())]
+    names = tracker_names(numbers)
+    summary.renamed.update((old, new) for old, new in names.items() if old != new)
+    tags.update(name_tags("metric", names))
+    metrics = [Metric(names[k], v, now, 0) for k, v in sorted(numbers.items())]
     runs = [r for r in export.runs if r.experiment == experiment]
     params = [] if found else [Param("study_dir", str(export.directory)), Param("replicas", str(len(runs)))]
     for chunk in _chunks(metrics, _BATCH):
@@ -156,6 +237,7 @@ def _parent(client: Any, export: StudyExport, experiment: str, experiment_id: st
             path.write_text(page, encoding="utf-8")
             client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, status="FINISHED", end_time=now)
+    writing.run_id = None
     return run_id
 
 
@@ -175,26 +257,64 @@ def _children(client: Any, experiment_id: str, parent: str) -> dict[str, Any]:
             return out
 
 
-def _child(client: Any, run: ReplicaRun, experiment_id: str, parent: str) -> str:
-    """Create the child run of one replica with its params, tags and histories; the version tag goes last."""
+def _child(
+    writing: _Writing, run: ReplicaRun, experiment_id: str, parent: str, summary: ExportSummary,
+    warn: Optional[Callable[[str], None]],
+) -> str:  # fmt: skip
+    """Create the child run of one replica with its params, tags and histories; the version tag goes last.
+
+    A damaged metrics file (corrupt, not Parquet, a FIFO) is one warning: the run is exported without metrics,
+    tagged ``deviate.metrics_unreadable``.
+    """
     from mlflow.entities import Metric, Param, RunTag
 
+    client = writing.client
+    try:
+        histories, unreadable = run.histories(), ""
+    except (OSError, ValueError, UsageError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        histories, unreadable = {}, one_line(exc, limit=300)
+        summary.skipped.append(str(run.path / METRICS_FILE))
+        if warn is not None:
+            warn(f"{run.path / METRICS_FILE}: cannot be read ({unreadable}); replica exported without its metrics")
+    metric_names = tracker_names(histories)
+    param_names = tracker_names(run.params)
+    summary.renamed.update((old, new) for names in (metric_names, param_names) for old, new in names.items()
+                           if old != new)  # fmt: skip
+    summary.truncated.update(run.truncated)
     tags = {k: v for k, v in run.tags.items() if k != "deviate.version"}
     tags.update({"mlflow.parentRunId": parent, "deviate.role": "replica"})
+    tags.update({**name_tags("metric", metric_names), **name_tags("param", param_names)})
+    if unreadable:
+        tags["deviate.metrics_unreadable"] = unreadable
     created = client.create_run(experiment_id, start_time=run.started_ms, tags=tags, run_name=run.name)
     run_id = str(created.info.run_id)
+    writing.run_id = run_id
     metrics = [
-        Metric(key, point.value, round(point.wall_time * 1000), point.step)
-        for key, points in sorted(run.histories().items())
+        Metric(metric_names[key], point.value, round(point.wall_time * 1000), point.step)
+        for key, points in sorted(histories.items())
         for point in points
     ]
     for chunk in _chunks(metrics, _BATCH):
         client.log_batch(run_id, metrics=chunk)
-    for params in _chunks([Param(k, v) for k, v in run.params.items()], _PARAMS_PER_BATCH):
+    for params in _chunks([Param(param_names[k], v) for k, v in run.params.items()], _PARAMS_PER_BATCH):
         client.log_batch(run_id, params=params)
     client.set_terminated(run_id, status=tracker_status(run.status), end_time=run.ended_ms)
+    writing.run_id = None
     client.log_batch(run_id, tags=[RunTag("deviate.version", run.version)])
     return run_id
+
+
+def _unsaid(export: StudyExport, warn: Optional[Callable[[str], None]]) -> Optional[Callable[[str], None]]:
+    """``warn``, silent on a file the study's own warnings (printed already) name: one line per damaged file."""
+    if warn is None:
+        return None
+    said = tuple(export.study.warnings)
+
+    def once(line: str) -> None:
+        if not any(line.split(": ", 1)[0] in known for known in said):
+            warn(line)
+
+    return once
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:

@@ -37,7 +37,6 @@ import hashlib
 import json
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,9 @@ from typing import Any, Optional
 from deviate_cb.errors import UsageError
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.study import Study, load
+from deviate_cb.store.bounded_read import load_json
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+from deviate_cb.trackers.export.renaming import fit_value
 
 __all__ = [
     "ExportSummary",
@@ -55,14 +56,12 @@ __all__ = [
     "StudyExport",
     "answers_text",
     "headline_numbers",
-    "metric_key",
     "read_study",
     "tracker_status",
 ]
 
 _STATUS = {"completed": "FINISHED", "running": "RUNNING", "killed": "KILLED"}
 _FINGERPRINT_FILE = "fingerprint.json"
-_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_\-. /:]")
 _MAX_VALUE_CHARS = 5000  # tracker param and tag values are bounded (MLflow: 6,000 characters)
 
 
@@ -90,6 +89,7 @@ class ReplicaRun:
         tags: ``deviate.*`` tags: experiment, variant, replica, seed, determinism asked and in effect, status,
             the fingerprint's summary (torch, CUDA, device, host), the run directory, ``key`` and ``version``.
         params: The replica's configuration (``run.json`` ``configuration``) and seed, as text.
+        truncated: The keys of ``tags`` and ``params`` whose value was cut (:func:`fit_value`, with a marker).
     """
 
     path: Path
@@ -104,6 +104,7 @@ class ReplicaRun:
     version: str
     tags: Mapping[str, str]
     params: Mapping[str, str]
+    truncated: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -111,7 +112,12 @@ class ReplicaRun:
         return f"{self.variant}/replica={self.replica}"
 
     def histories(self) -> dict[str, list[Point]]:
-        """Every recorded series, keyed by :func:`metric_key` (the report's metric name), in recording order."""
+        """Every recorded series, keyed by the report's metric name (as recorded: a tracker maps it to a name it
+        accepts), in recording order.
+
+        Raises:
+            UsageError, OSError, ValueError: The metrics file is damaged (corrupt, not Parquet, not a regular file).
+        """
         from deviate_cb.report.metrics.names import display_names
         from deviate_cb.store.metrics import MetricsFile
 
@@ -131,7 +137,7 @@ class ReplicaRun:
             name = names[pair] if len(scopes[pair]) == 1 else f"{names[pair]}/{r['scope']}"
             step = int(r["step"]) if r["step"] is not None else 0
             wall = float(r["wall_time"]) if r["wall_time"] is not None else 0.0
-            out.setdefault(metric_key(name), []).append(Point(step, float(r["value"]), wall))
+            out.setdefault(name, []).append(Point(step, float(r["value"]), wall))
         return out
 
 
@@ -183,16 +189,6 @@ def tracker_status(status: str) -> str:
     return _STATUS.get(status, "FAILED")
 
 
-def metric_key(name: str) -> str:
-    """A metric or variant name as a tracker key: characters MLflow refuses (``+``, ``=``, ...) become ``_``.
-
-    Example:
-        >>> metric_key("val_acc/algo+impl/std")
-        'val_acc/algo_impl/std'
-    """
-    return _KEY_CHARACTERS.sub("_", name)
-
-
 def headline_numbers(study: Study, experiment: str) -> dict[str, float]:
     """The report's answers for ``experiment`` as numbers keyed ``<metric>/<variant>/<what>``.
 
@@ -207,23 +203,28 @@ def headline_numbers(study: Study, experiment: str) -> dict[str, float]:
         lines = ([headline.control_line] if headline.control_line is not None else []) + list(headline.noise)
         for line in lines:
             for what in ("n", "mean", "std", "std_ci_low", "std_ci_high", "cv"):
-                out[metric_key(f"{headline.metric}/{line.variant}/{what}")] = float(getattr(line, what))
+                out[f"{headline.metric}/{line.variant}/{what}"] = float(getattr(line, what))
         share = headline.share
         if share is not None and not share.reason:
             for what, value in (("", share.share), ("_ci_low", share.ci_low), ("_ci_high", share.ci_high)):
-                out[metric_key(f"{headline.metric}/impl_share{what}")] = float(value)
+                out[f"{headline.metric}/impl_share{what}"] = float(value)
         if headline.runs is not None and headline.runs.runs_per_group is not None:
-            out[metric_key(f"{headline.metric}/runs_needed")] = float(headline.runs.runs_per_group)
+            out[f"{headline.metric}/runs_needed"] = float(headline.runs.runs_per_group)
     return {key: value for key, value in out.items() if math.isfinite(value)}
 
 
 @dataclass
 class ExportSummary:
     """What an export did: one ``(action, experiment, variant, replica, tracker run id)`` per replica, and the
-    parent (study) run of each experiment; ``action`` is ``exported``, ``replaced`` or ``unchanged``."""
+    parent (study) run of each experiment; ``action`` is ``exported``, ``replaced`` or ``unchanged``. Also the
+    names the tracker refused and that were renamed (``{original: tracker name}``), the keys whose value was cut,
+    and the damaged metrics files skipped."""
 
     replicas: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     parents: dict[str, str] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)
+    truncated: set[str] = field(default_factory=set)
+    skipped: list[str] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for row in self.replicas if row[0] == action)
@@ -275,11 +276,15 @@ def _replica(base: Path, record: RunRecord) -> ReplicaRun:
     }
     if record.error:
         tags["deviate.error"] = record.error
-    params = {metric_key(f"configuration.{k}"): _text(v) for k, v in sorted(_configuration(manifest).items())}
+    params = {f"configuration.{k}": v for k, v in sorted(_configuration(manifest).items())}
     params["seed"] = tags["deviate.seed"]
+    texts = {kind: {k: fit_value(_text(v), _MAX_VALUE_CHARS) for k, v in values.items()}
+             for kind, values in (("tags", tags), ("params", params))}  # fmt: skip
+    truncated = tuple(sorted(k for values in texts.values() for k, (_, cut) in values.items() if cut))
     return ReplicaRun(
         record.path, record.experiment, record.variant, record.replica, record.status, seed, started_ms, ended_ms,
-        key, version, {k: _text(v) for k, v in tags.items()}, params,
+        key, version, {k: v for k, (v, _) in texts["tags"].items()}, {k: v for k, (v, _) in texts["params"].items()},
+        truncated,
     )  # fmt: skip
 
 
@@ -325,15 +330,14 @@ def _read_json_manifest(path: Path) -> dict[str, Any]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = load_json(path)  # regular files only: a FIFO planted here would block the export
+    except (OSError, ValueError, UsageError):
         return {}
     return value if isinstance(value, dict) else {}
 
 
 def _text(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 def _ms(seconds: Optional[float]) -> Optional[int]:

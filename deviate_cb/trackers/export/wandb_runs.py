@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Callable, Mapping
@@ -113,11 +114,16 @@ def export_to_wandb(
 
 
 def _replica(wandb: Any, common: Mapping[str, Any], replica: ReplicaRun, rid: str) -> None:
+    try:
+        histories = replica.histories()
+    except (OSError, ValueError, UsageError) as exc:  # a damaged metrics file: the study's warning named it
+        histories = {}
+        replica = dataclasses.replace(replica, tags={**replica.tags, "deviate.metrics_unreadable": str(exc)[:300]})
     config = {**replica.params, **replica.tags, "deviate.role": "replica"}
     run = _init(wandb, common, id=rid, group=replica.experiment, job_type=replica.variant, name=replica.name,
                 config=config, tags=["deviate", replica.status])  # fmt: skip
     steps: dict[int, dict[str, Any]] = {}
-    for key, points in replica.histories().items():
+    for key, points in histories.items():
         for point in points:
             row = steps.setdefault(point.step, {})
             row[key] = point.value
