@@ -10,6 +10,7 @@ Real logs: three tiny Lightning runs (CPU, a second each) write ``TensorBoardLog
   those runs skipped, the others imported, no hang;
 - a directory link to an ancestor and one to a folder outside: not followed, said once, each run imported once;
 - as root, a real ``mount --bind`` of LOGDIR below itself: each run imported once, the loop said once;
+- a FIFO in an ``mlruns/`` folder (MLflow's client would block on it): one line naming it, exit 2, nothing written;
 - ``deviate report --table`` / ``compare --table`` with a duplicate column, non-UTF-8 text, a FIFO, an empty
   file, a header only or ragged rows: one line naming ``--table`` and the file, exit 2, no traceback.
 """
@@ -207,3 +208,39 @@ def test_a_malformed_table_is_one_line_naming_it(tmp_path: Path, command: str, c
     assert result.returncode == 2, result.stderr[-3000:]
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "`--table`" in lines[0] and str(path) in lines[0] and SAID[case] in lines[0], lines[0]
+
+
+MLFLOW_RUNS = """\
+import os, sys
+os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+import mlflow
+mlflow.set_tracking_uri(sys.argv[1])
+mlflow.set_experiment("tiny")
+for seed in range(3):
+    with mlflow.start_run():
+        mlflow.log_param("seed", seed)
+        for step in range(3):
+            mlflow.log_metric("acc", 0.5 + 0.01 * seed * step, step=step)
+"""
+
+
+def test_a_fifo_in_an_mlruns_folder_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    store = tmp_path / "mlruns"
+    made = subprocess.run([sys.executable, "-c", MLFLOW_RUNS, store.as_uri()], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr[-3000:]
+    out = tmp_path / "runs"
+    fine = deviate("import", "mlflow", "--tracking-uri", str(store), "--experiment", "tiny", "--out", str(out))
+    assert fine.returncode == 0 and len(_manifests(out)) == 3, fine.stderr[-3000:]
+
+    metric = sorted(store.glob("*/*/metrics/acc"))[0]
+    metric.unlink()
+    os.mkfifo(metric)
+    again = tmp_path / "again"
+    result = deviate(
+        "import", "mlflow", "--tracking-uri", str(store), "--experiment", "tiny", "--out", str(again), timeout=60
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+    assert "`--tracking-uri`" in lines[0] and str(metric) in lines[0] and "FIFO" in lines[0], lines[0]
+    assert not again.exists()

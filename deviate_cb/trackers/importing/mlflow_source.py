@@ -9,7 +9,9 @@ expected) through ``get_metric_history``, several calls at a time. A folder is r
 
 What is checked before anything is read: the extra is installed, a server answers (``/health``, a few seconds;
 the client's own retries would take minutes), a ``sqlite:///`` file or a folder exists (the client would create an
-empty store), and the experiment exists (the error lists the ones that do).
+empty store), a folder holds only regular files of bounded size outside ``artifacts/`` (a FIFO would block the
+client forever: :mod:`~deviate_cb.trackers.importing.log_files`), and the experiment exists (the error lists the
+ones that do).
 
 Example:
     >>> tracking_kind("http://127.0.0.1:5000"), tracking_kind("sqlite:///m.db"), tracking_kind("mlruns")
@@ -35,6 +37,7 @@ import numpy as np
 
 from deviate_cb.errors import UsageError, require
 from deviate_cb.trackers.importing.imported import TRACKER_STATUSES, TrackerRun
+from deviate_cb.trackers.importing.log_files import LogFileError, check_log_file, walk_logs
 from deviate_cb.trackers.mlflow_server import check_server
 
 __all__ = ["HISTORY_THREADS", "read_mlflow", "sqlite_histories", "tracking_kind"]
@@ -192,8 +195,32 @@ def _check_reachable(uri: str, kind: str) -> None:
             f"`--tracking-uri` names a folder that does not exist (MLflow would create an empty store). "
             f"Received: --tracking-uri {uri}. Expected: an mlruns/ folder, sqlite:///PATH or http://HOST:PORT."
         )
+    _check_folder_files(uri, folder)
     # MLflow 3 refuses its file store unless asked: reading the runs a folder already holds is what is asked here.
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+
+
+def _check_folder_files(uri: str, folder: Path) -> None:
+    """Refuse a folder MLflow's file store would block on (a FIFO) or read whole (an absurd size), before it reads.
+
+    The client reads every file of every run (``meta.yaml``, ``metrics/``, ``params/``, ``tags/``; never
+    ``artifacts/``) with no way to leave one run out, so a hostile file is one usage error naming it, and nothing
+    is written.
+    """
+    for where, files in walk_logs(folder, []):
+        if "artifacts" in where.relative_to(folder).parts:
+            continue
+        for name in files:
+            try:
+                check_log_file(where / name)
+            except LogFileError as exc:
+                raise UsageError(
+                    f"`--tracking-uri` folder holds a file MLflow's client would block on or read whole: {exc}. "
+                    f"Received: --tracking-uri {uri}. Expected: an mlruns/ folder of regular files (import a copy "
+                    "without that run)."
+                ) from None
+            except OSError:
+                continue
 
 
 @contextlib.contextmanager
