@@ -119,7 +119,7 @@ def test_offline_export_groups_replicas_and_is_idempotent(tmp_path: Path) -> Non
     answers = study_runs[0]
     assert answers["group"] == "mlp" and "bit-identical" in answers["notes"]
     assert answers["summary"]["val_acc/control/std"] == 0.0
-    assert answers["summary"]["val_acc/algo_impl/n"] == 3
+    assert answers["summary"]["val_acc/algo+impl/n"] == 3
     (html,) = [row for row in answers["history"] if row.get("deviate_report/_type") == "html-file"]
     (page,) = (target / "wandb").glob(f"offline-run-*-{answers['id']}/files/{html['deviate_report/path']}")
     assert "val_acc" in page.read_text()
