@@ -6,8 +6,8 @@ Real logs: three tiny Lightning runs (CPU, a second each) write ``TensorBoardLog
 
 - a 341-byte ``hparams.yaml`` of nested aliases (9 levels of 9: a "billion laughs") and one nested 100,000 deep:
   one warning each naming the file, those runs imported without hyperparameters, the other one with them;
-- a FIFO at ``metrics.csv`` (or named like an event file) and a sparse 5-GB ``metrics.csv``: one warning each,
-  those runs skipped, the others imported, no hang;
+- a FIFO at ``metrics.csv`` (or named like an event file), a sparse 5-GB ``metrics.csv`` and one without a
+  ``step`` column: one warning each, those runs skipped, the others imported, no hang;
 - a directory link to an ancestor and one to a folder outside: not followed, said once, each run imported once;
 - as root, a real ``mount --bind`` of LOGDIR below itself: each run imported once, the loop said once;
 - a FIFO in an ``mlruns/`` folder (MLflow's client would block on it): one line naming it, exit 2, nothing written;
@@ -115,6 +115,8 @@ def test_a_fifo_or_an_absurd_file_in_the_logs_costs_its_run_only(trained: Path, 
     os.mkfifo(logs / "version_1" / "metrics.csv")
     with open(logs / "version_2" / "metrics.csv", "r+b") as handle:
         handle.truncate(5 * 1024**3)  # sparse: no disk used
+    shutil.copytree(logs / "version_0", logs / "version_3")
+    (logs / "version_3" / "metrics.csv").write_text("epoch,val_loss\n0,0.5\n")  # not CSVLogger's: no step
     out = tmp_path / "runs"
     result = deviate("import", "csv-logs", str(logs), "--out", str(out), timeout=60)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -122,6 +124,8 @@ def test_a_fifo_or_an_absurd_file_in_the_logs_costs_its_run_only(trained: Path, 
     huge = _warnings(result.stderr, str(logs / "version_2" / "metrics.csv"))
     assert len(fifo) == 1 and "FIFO" in fifo[0] and "skipped" in fifo[0], result.stderr
     assert len(huge) == 1 and "5.0 GB" in huge[0] and "skipped" in huge[0], result.stderr
+    other = _warnings(result.stderr, str(logs / "version_3" / "metrics.csv"))
+    assert len(other) == 1 and "no `step` column" in other[0] and "skipped" in other[0], result.stderr
     assert [m["source"]["run_name"] for m in _manifests(out)] == ["version_0"]
 
     events = _logs(trained, tmp_path, "tb")

@@ -46,7 +46,7 @@ def read_csv_logs(logdir: Path, notes: Optional[list[str]] = None) -> list[Track
     the folders not walked (links, a folder seen twice).
 
     Raises:
-        UsageError: No ``metrics.csv`` under ``logdir``, or one without a ``step`` column.
+        UsageError: No ``metrics.csv`` under ``logdir`` (one that is not CSVLogger's is a note: its run skipped).
     """
     logdir = Path(logdir)
     notes = [] if notes is None else notes
@@ -85,7 +85,7 @@ def _read_run(logdir: Path, folder: Path) -> TrackerRun:
             reader = csv.reader(handle)
             header = next(reader, [])
             if "step" not in header:
-                raise UsageError(f"{path}: not a CSVLogger metrics file (no `step` column). Received: {header[:8]}.")
+                raise LogFileError(path, f"not a CSVLogger metrics file (no `step` column; header {header[:8]})")
             step_at = header.index("step")
             columns = [(i, name) for i, name in enumerate(header) if i != step_at]
             for row in reader:
