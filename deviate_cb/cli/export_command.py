@@ -80,6 +80,7 @@ def add_export(commands: Any) -> None:
         default="offline",
         help="offline (default): write run folders for `wandb sync`; online: upload now (needs `wandb login`)",
     )
+    _timeout_argument(wandb, "starting each W&B run online (offline makes no network call)")
     wandb.set_defaults(handler=_run_wandb)
 
 
@@ -89,7 +90,8 @@ def _timeout_argument(p: argparse.ArgumentParser, what: str) -> None:
         metavar="SECONDS",
         type=_seconds,
         default=None,
-        help=f"how long {what} may take before the export stops (default: $MLFLOW_HTTP_REQUEST_TIMEOUT, else 30)",
+        help=f"how long {what} may take before the export stops (MLflow default: $MLFLOW_HTTP_REQUEST_TIMEOUT, "
+        "else 30; W&B default: its own, 90)",
     )
 
 
@@ -200,6 +202,7 @@ def _run_wandb(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             mode=args.mode,
             page=page,
             progress=lambda line: _line(out, line),
+            timeout_s=args.timeout,
         )
     where = (
         f"offline in {folder} (upload with: wandb sync {folder}/wandb/offline-run-*)"

@@ -286,7 +286,11 @@ def test_a_server_that_stalls_on_its_api_stops_the_export_within_the_timeout(
     assert "Traceback" not in done.stderr
     assert f"deviate: waiting for MLflow at {uri} (search experiments)..." in done.stderr.splitlines()
     errors = [line for line in done.stderr.splitlines() if "error" in line]
-    assert len(errors) == 1 and uri in errors[0] and "did not answer (search experiments)" in errors[0], done.stderr
+    assert (
+        len(errors) == 1
+        and uri in errors[0]
+        and "did not answer (search experiments) within 8 s (--timeout)" in errors[0]
+    ), done.stderr
 
 
 def test_a_stall_after_a_run_was_created_ends_it_and_the_rerun_finishes(

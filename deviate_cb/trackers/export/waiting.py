@@ -111,9 +111,11 @@ class Watched:
             except Exception as exc:
                 if is_network_error(exc):
                     waited = time.monotonic() - started
+                    timed_out = waited >= self._timeout_s * 0.9
                     raise TrackerUnreachable(
-                        f"{self._tracker} at {self._where} did not answer ({what}) after {waited:.0f} s "
-                        f"(timeout {self._timeout_s:.0f} s, --timeout): {_first_line(exc)}"
+                        f"{self._tracker} at {self._where} did not answer ({what}) "
+                        + (f"within {self._timeout_s:g} s (--timeout)" if timed_out else f"({_first_line(exc)})")
+                        + ". Expected: a running server that answers; raise --timeout if it is only slow."
                     ) from None
                 raise
             finally:

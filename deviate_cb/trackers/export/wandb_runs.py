@@ -82,11 +82,18 @@ def export_to_wandb(
     mode: str = "offline",
     page: Optional[str] = None,
     progress: Optional[Callable[[str], None]] = None,
+    timeout_s: Optional[float] = None,
 ) -> ExportSummary:
-    """Write ``export`` to W&B (see the module docstring); ``folder`` comes from :func:`check_folder`."""
+    """Write ``export`` to W&B (see the module docstring); ``folder`` comes from :func:`check_folder`.
+
+    Offline (the default) makes no network call; online, ``timeout_s`` bounds each run's start (W&B's
+    ``init_timeout``; its own default is 90 s).
+    """
     wandb = require("wandb", "wandb")
     summary = ExportSummary()
-    common = {"project": project, "entity": entity, "mode": mode, "dir": str(folder)}
+    common: dict[str, Any] = {"project": project, "entity": entity, "mode": mode, "dir": str(folder)}
+    if timeout_s is not None:
+        common["settings_init_timeout"] = timeout_s
     for experiment in export.experiments:
         numbers = headline_numbers(export.study, experiment)
         study_version = hashlib.sha1(repr(sorted(numbers.items())).encode()).hexdigest()[:20]
@@ -135,11 +142,14 @@ def _replica(wandb: Any, common: Mapping[str, Any], replica: ReplicaRun, rid: st
 
 
 def _init(wandb: Any, common: Mapping[str, Any], **fields: Any) -> Any:
+    given = dict(common)
+    timeout = given.pop("settings_init_timeout", None)
+    bounded = {} if timeout is None else {"init_timeout": timeout}
     settings = wandb.Settings(
         silent=True, console="off", x_disable_stats=True, disable_git=True, disable_code=True,
-        x_disable_machine_info=True, disable_job_creation=True,
+        x_disable_machine_info=True, disable_job_creation=True, **bounded,
     )  # fmt: skip
-    return wandb.init(**common, **fields, reinit="create_new", resume="never", settings=settings)
+    return wandb.init(**given, **fields, reinit="create_new", resume="never", settings=settings)
 
 
 def _written(folder: Path, rid: str) -> bool:
