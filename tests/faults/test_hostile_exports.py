@@ -216,10 +216,11 @@ def test_a_damaged_metrics_file_costs_its_replica_only(study: Path, mlflow_serve
 
 class _Stalling(BaseHTTPRequestHandler):
     """Answers /health; forwards other requests to ``upstream`` (none: answers nothing) except those whose path
-    holds ``stall``, on which it sleeps until released."""
+    holds ``stall``, on which it sleeps until released, or ``refuse``, which it refuses as MLflow does (400)."""
 
     upstream: str | None = None
     stall = "/api/"
+    refuse = ""
     release = threading.Event()
 
     def log_message(self, *args: Any) -> None:
@@ -228,6 +229,10 @@ class _Stalling(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         if self.path.startswith("/health"):
             self._answer(200, b"OK", "text/plain")
+            return
+        if self.refuse and self.refuse in self.path:  # what an MLflow server says when it refuses a request
+            body = json.dumps({"error_code": "INVALID_PARAMETER_VALUE", "message": "refused by this test"})
+            self._answer(400, body.encode(), "application/json")
             return
         if self.stall in self.path or self.upstream is None:
             self.release.wait(120)
@@ -258,8 +263,10 @@ def stalling() -> Iterator[Any]:
     servers: list[ThreadingHTTPServer] = []
     release = threading.Event()
 
-    def start(upstream: str | None, stall: str = "/api/") -> str:
-        handler = type("Handler", (_Stalling,), {"upstream": upstream, "stall": stall, "release": release})
+    def start(upstream: str | None, stall: str = "/api/", refuse: str = "") -> str:
+        handler = type(
+            "Handler", (_Stalling,), {"upstream": upstream, "stall": stall, "refuse": refuse, "release": release}
+        )
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -314,6 +321,20 @@ def test_a_stall_after_a_run_was_created_ends_it_and_the_rerun_finishes(
     assert rerun.returncode == 0, rerun.stderr
     children = _children(mlflow_server, "stalled")
     assert len(children) == 2 and all(r.info.status == "FINISHED" for r in children.values())
+
+
+def test_a_refused_request_ends_the_run_and_does_not_advise_a_rerun(
+    study: Path, mlflow_server: str, stalling: Any, tmp_path: Path
+) -> None:
+    uri = stalling(mlflow_server, stall="/never", refuse="/runs/log-batch")
+    done = _deviate("export", "mlflow", str(study), "--tracking-uri", uri, "--no-page", "--mlflow-experiment",
+                    "refused", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "error" in line]
+    assert "refused by this test" in line and "ended FAILED" in line, line
+    assert "would stop the same way" in line and "again to finish" not in line, line
+    runs = _runs(mlflow_server, "refused")
+    assert runs and not [r for r in runs if r.info.status == "RUNNING"], [r.info.status for r in runs]
 
 
 def test_sigterm_during_a_stall_ends_the_run_killed(

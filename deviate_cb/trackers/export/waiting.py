@@ -71,7 +71,7 @@ def is_network_error(exc: BaseException) -> bool:
         ):
             return True
         if getattr(node, "get_http_status_code", None) is not None and type(node).__name__ == "RestException":
-            return False  # the server answered: an HTTP status with an error body
+            return bool(node.get_http_status_code() >= 500)  # type: ignore[attr-defined]  # 4xx: it refused
         if any(word in str(node).lower()[:300] for word in _NETWORK_WORDS) and "MlflowException" in type(node).__name__:
             return True
         node = node.__cause__ or node.__context__
