@@ -8,6 +8,12 @@ replica: every recorded series with its steps and wall times (``log_batch``), it
 ``deviate.*`` tags (experiment, variant, replica, seed, determinism asked and in effect, status, the fingerprint's
 summary). A replica that did not complete ends ``FAILED`` or ``KILLED``, never ``FINISHED``.
 
+Names MLflow refuses (``val//acc``, ``acc (%)``, 300 characters) are mapped one to one to accepted ones and recorded
+on the run (:mod:`~deviate_cb.trackers.export.renaming`); a damaged metrics file costs its replica's metrics only
+(``warn``, tag ``deviate.metrics_unreadable``). An export that stops ends the run it was writing ``FAILED``
+(``KILLED`` on Ctrl-C) and raises :class:`ExportStopped`, which says whether a rerun can finish. Every request is
+bounded in time (:mod:`~deviate_cb.trackers.export.waiting`).
+
 Nothing is created before the server answered (:func:`connect`). Exporting again is idempotent: a child run
 whose ``deviate.key`` and ``deviate.version`` tags match the replica is left alone (``unchanged``); one whose
 version differs (the replica ran again, or was exported while running) is deleted and exported anew
