@@ -18,10 +18,7 @@ was killed, an orphaned replica may still write): a rerun stops them before it s
 (:func:`deviate_cb.launch.ownership.why_not_ours`: the recorded start time, the user, ``DEVIATE_RUN_DIR``); a
 ``run.json`` may name any process, and the others are named and left alone.
 
-A launcher killed outright must not leave replicas running: each local replica gets ``SIGTERM`` when the
-launcher dies (:func:`die_with_parent`), and a :class:`GroupWatchdog`, a small process of the launcher's own,
-sends every replica's process group still running ``SIGTERM`` and, after the launcher's kill grace, ``SIGKILL``
-(a replica that handles ``SIGTERM`` itself, or ignores it, ends too).
+That a launcher killed outright leaves no replica running is :mod:`deviate_cb.launch.watchdog`'s.
 
 Example:
     >>> import os
@@ -31,13 +28,10 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,17 +45,14 @@ from deviate_cb.store.run_directory import RunDirectory, iso_time
 __all__ = [
     "LOST_REASON",
     "UNWRITTEN_STATUS",
-    "GroupWatchdog",
     "Settlement",
     "compact_what_it_left",
-    "die_with_parent",
     "earlier_processes",
     "linked_partition",
     "live_processes",
     "process_alive",
     "settle_replica",
     "stop_processes",
-    "watch_groups",
 ]
 
 LOST_REASON = "the launcher (pid {pid}) is gone and so are the replica's processes: lost before it ended"
@@ -316,128 +307,6 @@ def stop_processes(processes: list[tuple[int, Any]], run_dir: Path, grace_s: flo
     while time.monotonic() < deadline and any(process_alive(pid) for pid, _ in sent):
         time.sleep(0.05)
     return [pid for pid, start in sent if process_alive(pid) and signal_if_ours(pid, run_dir, start, signal.SIGKILL)]
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the forked child, before exec
-    """``preexec_fn`` for a replica: SIGTERM when its parent dies (Linux ``PR_SET_PDEATHSIG``); a no-op elsewhere.
-
-    A replica started by a launcher that is then killed outright would otherwise run on as an orphan, past its
-    ``--timeout``, and could write into a later attempt of the same replica.
-    """
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-class GroupWatchdog:
-    """A process that ends the replicas of a launcher which died without ending them.
-
-    The launcher registers each replica's process group (:meth:`watch`) and unregisters it once the replica
-    ended and was reaped (:meth:`forget`), through a pipe only the watchdog reads. When the launcher dies (even
-    by ``SIGKILL``) the pipe closes: the watchdog sends each group still registered ``SIGTERM`` and, after
-    ``grace_s``, ``SIGKILL`` (:func:`watch_groups`). :meth:`close` is the launcher's clean end: the watchdog
-    exits and signals nothing. The watchdog runs in its own session, so Ctrl-C in the terminal does not reach it.
-    Where it cannot start, replicas still get ``SIGTERM`` from :func:`die_with_parent`.
-
-    Example:
-        >>> watchdog = GroupWatchdog(grace_s=1.0)
-        >>> watchdog.watch(os.getpid() + 10**6); watchdog.close()
-        >>> watchdog.popen is None or watchdog.popen.returncode == 0
-        True
-    """
-
-    def __init__(self, grace_s: float) -> None:
-        self.popen: Optional[subprocess.Popen[bytes]] = None
-        self._write: Optional[int] = None
-        read, write = os.pipe()  # not inherited by anything the launcher starts: only the watchdog gets `read`
-        root = str(Path(__file__).resolve().parents[2])  # where deviate_cb is imported from
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        code = "import sys; from deviate_cb.launch.liveness import watch_groups; watch_groups(*sys.argv[1:])"
-        try:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-c", code, str(read), repr(float(grace_s))],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(read,),
-                start_new_session=True,
-            )
-        except OSError:  # no watchdog: the replicas still get SIGTERM when the launcher dies
-            os.close(write)
-        else:
-            os.set_blocking(write, False)  # a stopped watchdog never blocks the launcher
-            self._write = write
-        finally:
-            os.close(read)
-
-    def watch(self, pgid: int) -> None:
-        """Register a replica's process group (its leader's pid)."""
-        self._send(f"+{pgid}\n")
-
-    def forget(self, pgid: int) -> None:
-        """Unregister a group whose leader ended and was reaped."""
-        self._send(f"-{pgid}\n")
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        """The launcher's clean end: the watchdog exits without signalling anything; wait for it."""
-        self._send("done\n")
-        if self._write is not None:
-            os.close(self._write)
-            self._write = None
-        if self.popen is not None and self.popen.poll() is None:
-            try:
-                self.popen.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-
-    def _send(self, line: str) -> None:
-        if self._write is not None:
-            with contextlib.suppress(OSError):  # the watchdog is gone, or not reading: best effort
-                os.write(self._write, line.encode())
-
-
-def watch_groups(fd: Any, grace_s: Any) -> None:
-    """The watchdog's loop (:class:`GroupWatchdog`): read ``+PGID``/``-PGID`` lines from pipe ``fd`` until it
-    closes; then, unless the launcher said ``done``, ``SIGTERM`` every group still registered and ``SIGKILL``
-    those still alive ``grace_s`` seconds later."""
-    fd, grace = int(fd), float(grace_s)
-    for signum in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
-    groups: set[int] = set()
-    buffer = b""
-    done = False
-    while chunk := os.read(fd, 4096):
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line == b"done":
-                done = True
-            elif line[:1] in (b"+", b"-") and line[1:].isdigit():
-                (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
-    if done:
-        return
-    for pgid in groups:
-        _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while groups and time.monotonic() < deadline:
-        time.sleep(0.05)
-        groups = {pgid for pgid in groups if _signal_group(pgid, 0)}
-    for pgid in groups:
-        _signal_group(pgid, signal.SIGKILL)
-
-
-def _signal_group(pgid: int, signum: int) -> bool:
-    """Signal process group ``pgid``; whether it still has a process."""
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _local_here(manifest: Mapping[str, Any], host: Optional[str]) -> bool:

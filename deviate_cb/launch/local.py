@@ -15,8 +15,9 @@ failure, timeout, Ctrl-C or SIGTERM), stops them and says so in one line; each o
 named on stderr and in the manifest's ``survivors`` (:mod:`deviate_cb.launch.survivors`).
 A launcher killed outright takes its replicas along: each gets ``SIGTERM``
 at once (``PR_SET_PDEATHSIG``) and its group ``SIGKILL`` after ``kill_grace_s`` from the launcher's watchdog
-(:class:`~deviate_cb.launch.liveness.GroupWatchdog`), so none runs on past its ``--timeout``, even one that
-handles ``SIGTERM`` itself. With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``. Replicas run at once
+(:class:`~deviate_cb.launch.watchdog.GroupWatchdog`), so none runs on past its ``--timeout``, even one that
+handles ``SIGTERM`` itself; the watchdog then stops the replicas' proven leftovers outside their groups too.
+With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``. Replicas run at once
 share the CPUs this process may use: each gets ``cores // parallel`` threads where the launching environment has not
 chosen (:mod:`deviate_cb.launch.threads`).
 """
@@ -46,11 +47,11 @@ from deviate_cb.launch.base import (
     tell,
     tell_cold_start,
 )
-from deviate_cb.launch.liveness import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
 from deviate_cb.launch.survivors import become_subreaper, find_leftovers, leftovers_line, now_ticks, stop_leftovers
 from deviate_cb.launch.threads import budget_note, replica_thread_env, usable_cpus
 from deviate_cb.launch.warm import WarmProcess, WarmStarter
+from deviate_cb.launch.watchdog import GroupWatchdog, die_with_parent
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 
@@ -281,7 +282,7 @@ class LocalBackend(Backend):
                         continue
                     proc.since = since
                     running.append(proc)
-                    watchdog.watch(proc.popen.pid)
+                    watchdog.watch(proc.popen.pid, proc.job.stdout_path.parent, since)
                     listener.started(job, placement, proc.popen.pid)
                 for proc in list(running):
                     if self._cancelled and proc.term_sent is None:

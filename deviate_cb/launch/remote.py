@@ -235,7 +235,7 @@ def _start(
     spec: TaskSpec, env: dict[str, str], stdout_path: Path, stderr_path: Path, starter: Optional[Any]
 ) -> tuple[Union[subprocess.Popen[bytes], Any], dict[str, str]]:
     """The replica's process, forked by ``starter`` or started fresh, and its ``start_mode`` (``cold_reason``)."""
-    from deviate_cb.launch.liveness import die_with_parent
+    from deviate_cb.launch.watchdog import die_with_parent
 
     argv = list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.child"]
     cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None

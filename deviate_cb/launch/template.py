@@ -181,7 +181,7 @@ def become_replica(
     """In the forked child: turn into the replica a fresh interpreter would be, run its program, exit like one."""
     template_pid = os.getppid()
     os.setsid()
-    from deviate_cb.launch.liveness import die_with_parent
+    from deviate_cb.launch.watchdog import die_with_parent
 
     die_with_parent()
     os.write(ready_fd, b"1")

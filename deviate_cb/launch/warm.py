@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from deviate_cb.launch.isolation import launch_dir_of
-from deviate_cb.launch.liveness import die_with_parent
+from deviate_cb.launch.watchdog import die_with_parent
 
 __all__ = ["PER_REPLICA", "Template", "WarmProcess", "WarmStartUnavailable", "WarmStarter", "cold_reason"]
 

@@ -146,3 +146,23 @@ def test_an_orphan_is_stopped_when_the_launcher_gets_sigterm(project: Path) -> N
     assert launcher.returncode == 143, stdout + stderr
     manifest = _check_stopped(run_dir, stdout + stderr)
     assert manifest["status"] == "killed"
+
+
+def test_an_orphan_is_stopped_when_the_launcher_is_killed_outright(project: Path) -> None:
+    """SIGKILL leaves the launcher no time: its watchdog ends the replica's group and sweeps its orphans too."""
+    launcher = _launch(project, "session", after_s=60)
+    run_dir = project / "runs/experiment=e/variant=algo+impl/replica=0"
+    deadline = time.monotonic() + 60
+    while not (run_dir / "orphan.marker").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (run_dir / "orphan.marker").exists(), "the replica never started its orphan"
+    pid = int((run_dir / "orphan.pid").read_text())
+    launcher.kill()
+    launcher.communicate(timeout=60)
+    deadline = time.monotonic() + 30  # the watchdog's grace for the group, then the orphan's
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid), f"the orphan (pid {pid}) outlived its launcher, killed outright"
+    size = (run_dir / "orphan.marker").stat().st_size
+    time.sleep(0.5)
+    assert (run_dir / "orphan.marker").stat().st_size == size, "the orphan still writes into the run folder"
