@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -41,6 +40,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from deviate_cb.capture.resume_state import ResumePlan, state_digest
+from deviate_cb.store.bounded_read import load_json
 
 __all__ = ["NO_BACKUP", "KerasResumePoint", "find_backups", "keras_state_digests", "possible_steps"]
 
@@ -187,5 +187,8 @@ class KerasResumePoint:
         if (Path(self.plan.backup) / "latest.weights.h5").is_file() and metadata.is_file():
             self.record["checkpoint"] = self.plan.backup
             self.record["global_step"] = self.plan.at
-            self.record["backup_metadata"] = json.loads(metadata.read_text())
+            try:  # Keras's few bytes; anything else (a FIFO, nested too deep, huge) is said, never parsed
+                self.record["backup_metadata"] = load_json(metadata)
+            except (OSError, ValueError) as exc:  # HostileFileError is a ValueError
+                self.record["backup_metadata_error"] = " ".join(str(exc).split())[:300]
             self.changed = True

@@ -38,9 +38,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
+
+from deviate_cb.store.bounded_read import HostileFileError, read_regular
 
 __all__ = [
     "LEVELS",
@@ -56,6 +59,7 @@ __all__ = [
 WORKDIR = ".workdir"  # deviate_cb.capture.outside_writes resolves paths through it
 LEVELS = 1  # how many levels of `..` from the working directory see the launch directory's surroundings
 _ORIGIN = ".deviate-launch-dir"  # in the run directory: the launch directory the links point to
+_ORIGIN_BYTES = 64 * 1024  # a path: far more than any file system allows
 _ROOT_NAME = "root"  # the working directory's name when the launch directory is "/"
 
 
@@ -124,10 +128,21 @@ def _link_entries(into: Path, folder: Path, skip: set[str]) -> None:
 
 
 def recorded_launch_dir(run_dir: Path) -> Optional[Path]:
-    """The launch directory :func:`make_workdir` recorded in ``run_dir``; ``None`` when it made no workdir there."""
+    """The launch directory :func:`make_workdir` recorded in ``run_dir``; ``None`` when it made no workdir there,
+    or when what is there is not a regular file of at most 64 KiB of UTF-8 (a FIFO planted there never blocks).
+
+    Example:
+        >>> import tempfile
+        >>> run_dir = Path(tempfile.mkdtemp()); os.mkfifo(run_dir / _ORIGIN)
+        >>> recorded_launch_dir(run_dir) is None  # never blocks; one warning line on stderr names the FIFO
+        True
+    """
     try:
-        origin = (Path(run_dir) / _ORIGIN).read_text().strip()
-    except OSError:
+        origin = read_regular(Path(run_dir) / _ORIGIN, _ORIGIN_BYTES).decode("utf-8").strip()
+    except HostileFileError as exc:
+        sys.stderr.write(f"deviate-replicate: warning: {exc}; the launch directory is not known from it\n")
+        return None
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
     return Path(origin) if origin and os.path.isabs(origin) else None
 

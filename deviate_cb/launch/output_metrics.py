@@ -23,9 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from deviate_cb.errors import UsageError
 
@@ -124,7 +127,7 @@ def parsed_metrics_from_logs(
     decimals: dict[str, int] = {}
     for path in paths:
         try:
-            with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            with _open_log(path) as handle:
                 lines = (part for line in handle for part in line.split("\r"))  # progress bars redraw with \r
                 values, places = parsed_metrics_in_lines(lines, patterns)
         except OSError:
@@ -135,6 +138,16 @@ def parsed_metrics_from_logs(
                 if name in places:
                     decimals[name] = places[name]
     return found, decimals
+
+
+def _open_log(path: Path) -> TextIO:
+    """The log at ``path`` as text, opened without blocking: anything but a regular file (a FIFO left in the run
+    directory would block the launcher forever) is an :class:`OSError`, and the log is left unread."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file")
+    return open(fd, encoding="utf-8", errors="replace", newline="")
 
 
 def _number(text: object) -> float | None:

@@ -19,6 +19,7 @@ from typing import Any, Optional
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.launch.outdir import check_store_path
+from deviate_cb.store.bounded_read import HostileFileError
 from deviate_cb.store.configuration import configuration_differences, configuration_of
 from deviate_cb.store.parts import attempt_number
 from deviate_cb.store.run_directory import RunDirectory, run_path
@@ -79,7 +80,9 @@ class ReplicationPlan:
     A completed replica is skipped unless ``force``; one whose recorded seed or configuration differs from this
     launch's is refused (pooling them would mix what differs): use the first run's arguments, ``--force`` to
     rerun every replica with these, or a new ``--experiment``. Completed replicas beyond ``runs`` that ran
-    another configuration are listed in :attr:`other_configurations` (the report refuses to pool them).
+    another configuration are listed in :attr:`other_configurations` (the report refuses to pool them). A replica
+    whose manifest cannot be read (a FIFO, JSON nested too deep, an oversized or corrupt file) is rerun, and
+    :attr:`unreadable` says why: the file and what was found, for the launcher's one line.
 
     Raises:
         UsageError: A seed outside ``[0, 2**32)``; a completed replica that was run with another seed or
@@ -139,6 +142,7 @@ class ReplicationPlan:
         check_store_path(self.variant_dir, "a variant directory", str(out))
         self.existing: dict[int, ReplicaPlan] = {}
         self.other_configurations: dict[int, list[str]] = {}
+        self.unreadable: dict[int, str] = {}
         for replica in _replica_numbers(self.variant_dir):
             if replica < runs:
                 self.existing[replica] = self._plan_existing(replica)
@@ -177,7 +181,7 @@ class ReplicationPlan:
         ctx = self._context(replica)
         check_store_path(ctx.run_dir, "a replica directory", str(self.out))
         check_store_path(ctx.run_dir / ATTEMPTS_DIR, "the folder of earlier attempts", str(self.out))
-        manifest = _read(ctx.run_dir)
+        manifest = _read(ctx.run_dir, self.unreadable, replica)
         status = _status(manifest)
         if status == "completed" and not self.force and manifest:
             self._check_same(replica, ctx, manifest)
@@ -346,14 +350,22 @@ def _status(manifest: Optional[dict[str, Any]]) -> Optional[str]:
     return status if isinstance(status, str) else "unknown"
 
 
-def _read(run_dir: Path) -> Optional[dict[str, Any]]:
-    """The manifest, ``None`` when absent, ``{}`` when unreadable (rerun it); newer schemas raise."""
+def _read(run_dir: Path, why: Optional[dict[int, str]] = None, replica: int = 0) -> Optional[dict[str, Any]]:
+    """The manifest, ``None`` when absent, ``{}`` when unreadable (rerun it; ``why[replica]`` then names the file
+    and what was found); newer schemas raise."""
     run = RunDirectory(run_dir)
-    if not run.exists():
+    if not os.path.lexists(run.manifest_path):  # a FIFO or a folder there is not "no manifest": it is said below
         return None
     try:
         return run.read_manifest()
     except SchemaVersionError:
         raise
-    except UsageError:
+    except HostileFileError as exc:  # a FIFO, nested too deep, oversized: never parsed
+        found = f"is {exc.reason}" if exc.reason.startswith("a ") else f"holds {exc.reason}"
+        if why is not None:
+            why[replica] = f"its run.json ({exc.path}) {found}"
+        return {}
+    except UsageError as exc:  # not JSON, or not an object
+        if why is not None:
+            why[replica] = f"its run.json could not be read ({' '.join(str(exc).split())[:300]})"
         return {}

@@ -31,6 +31,7 @@ from typing import Any, Optional, Union
 from deviate_cb.capture.audit.stopping import AUDITED, AUDITED_TEXT, stopped_after
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
+from deviate_cb.store.bounded_read import read_regular
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
 from deviate_cb.store.configuration import CONFIGURATION_KEY
 from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_manifest
@@ -232,13 +233,9 @@ def tail_lines(path: Path, lines: int = ERROR_TAIL_LINES, max_bytes: int = 64 * 
         >>> tail_lines(log, 3)
         'bar 100%\\nTraceback\\nValueError: x'
     """
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            data = handle.read()
-    except OSError:
+    try:  # its last max_bytes, and only from a regular file: a FIFO left there never blocks the launcher
+        data = read_regular(path, max_bytes, tail=True)
+    except (OSError, ValueError):  # HostileFileError is a ValueError
         return ""
     text = data.decode("utf-8", errors="replace")
     shown = [line.rstrip("\r").rsplit("\r", 1)[-1].rstrip() for line in text.split("\n")]

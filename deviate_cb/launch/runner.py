@@ -222,6 +222,8 @@ def replicate(
         progress.message(f"{WARNING} {KEEP_DETERMINISM_WARNING}")
     if plan.other_configurations:
         progress.message(f"{WARNING} {_other_configurations_line(plan)}")
+    for replica, why in sorted(plan.unreadable.items()):  # rerun: say which file made it so, and what it was
+        progress.message(f"{WARNING} replica={replica}: {why}: rerun")
     replication = Replication(
         progress,
         launcher,

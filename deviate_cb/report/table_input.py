@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -34,10 +35,13 @@ from deviate_cb.errors import UsageError
 from deviate_cb.report.group_identity import one_configuration
 from deviate_cb.report.metrics.names import metric_options
 from deviate_cb.report.selection import RunValues
+from deviate_cb.store.bounded_read import HostileFileError, check_parquet
 
-__all__ = ["RUN_COLUMNS", "read_run_table", "read_table", "table_report"]
+__all__ = ["MAX_TABLE_ROWS", "RUN_COLUMNS", "read_run_table", "read_table", "table_report"]
 
 _PARQUET = (".parquet", ".pq")
+# The most rows a `--table` may hold: one row per run, so a million runs is already far beyond any study.
+MAX_TABLE_ROWS = 1_000_000
 # Text columns that name the run itself, not its configuration (compared in lower case).
 RUN_COLUMNS = frozenset(
     {"replica", "seed", "run", "run_id", "run_name", "id", "trial", "repeat", "repetition", "path", "date", "timestamp"}
@@ -59,6 +63,7 @@ def read_table(path: Any, option: str = "--table") -> Any:
         if file.suffix.lower() in _PARQUET:
             import pyarrow.parquet as pq
 
+            _check_parquet_rows(file, option, text)  # its footer only: a row bomb is refused before it is read
             table = pq.read_table(file)
         else:
             import pyarrow.csv as pcsv
@@ -72,6 +77,22 @@ def read_table(path: Any, option: str = "--table") -> Any:
         raise UsageError(f"`{option}` table is empty (no rows). Received: {option}={text!r}.")
     _check_columns(table, option, text)
     return table
+
+
+def _check_parquet_rows(file: Path, option: str, text: str) -> None:
+    """One line for a Parquet file that holds more than :data:`MAX_TABLE_ROWS` rows (a few MB on disk can hold
+    hundreds of millions of constant rows), or that is not a regular file; read from its footer alone."""
+    try:
+        rows = check_parquet(file, max_rows=sys.maxsize).num_rows  # regular, footer metadata not nested too deep
+    except HostileFileError as exc:
+        raise UsageError(
+            f"`{option}` could not be read as Parquet ({exc.reason}). Received: {option}={text!r}."
+        ) from None
+    if rows > MAX_TABLE_ROWS:
+        raise UsageError(
+            f"`{option}` holds {rows:,} rows. Received: {option}={text!r}. "
+            f"Expected: a table of one row per run, at most {MAX_TABLE_ROWS:,} rows."
+        )
 
 
 def _check_columns(table: Any, option: str, text: str) -> None:

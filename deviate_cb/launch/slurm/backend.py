@@ -176,7 +176,7 @@ class SlurmBackend(GroupedTasks, Backend):
     def live_jobs(self, run_dirs: Mapping[int, Path]) -> dict[int, str]:
         if not run_dirs:
             return {}
-        record = read_jobs_file(next(iter(run_dirs.values())).parent).get("replicas", {})
+        record = read_jobs_file(next(iter(run_dirs.values())).parent, "deviate-replicate").get("replicas", {})
         ids = {replica: record[path.name] for replica, path in run_dirs.items() if path.name in record}
         states = live_states(ids.values()) or {}
         return {r: f"Slurm job {j} {states[j]}" for r, j in ids.items() if j in states}

@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.store.atomic import atomic_write_bytes
+from deviate_cb.store.bounded_read import HostileFileError, load_json
 
 __all__ = [
     "ACTIVE_STATES",
@@ -138,16 +140,31 @@ def write_jobs_file(variant_dir: Path, backend: str, jobs: Mapping[str, str], **
         >>> read_jobs_file(d)["replicas"]
         {'replica=0': '12_0', 'replica=1': '13_0'}
     """
-    current = read_jobs_file(variant_dir)
+    current = read_jobs_file(variant_dir, program="deviate-replicate")
     replicas = {**current.get("replicas", {}), **{str(k): v for k, v in jobs.items()}}
     data = {**current, **info, "backend": backend, "replicas": replicas}
     atomic_write_bytes(variant_dir / JOBS_FILE, json.dumps(data, indent=1, sort_keys=True).encode())
 
 
-def read_jobs_file(variant_dir: Path) -> dict[str, Any]:
-    """The job record of a variant directory (``{}`` when there is none or it is unreadable)."""
+def read_jobs_file(variant_dir: Path, program: str = "deviate") -> dict[str, Any]:
+    """The job record of a variant directory (``{}`` when there is none or it is unreadable).
+
+    The store is untrusted: a FIFO, an oversized file or JSON nested too deep there is never parsed
+    (:mod:`deviate_cb.store.bounded_read`) and counts as no record, after one warning line naming it
+    (``program: warning: ...`` on stderr).
+
+    Example:
+        >>> import os, tempfile
+        >>> d = Path(tempfile.mkdtemp()); os.mkfifo(d / JOBS_FILE)
+        >>> read_jobs_file(d, program="doctest")  # never blocks; one warning line on stderr names the FIFO
+        {}
+    """
+    path = Path(variant_dir) / JOBS_FILE
     try:
-        data = json.loads((Path(variant_dir) / JOBS_FILE).read_text())
+        data = load_json(path)
+    except HostileFileError as exc:
+        sys.stderr.write(f"{program}: warning: {exc}\n")
+        return {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -42,6 +42,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.store.atomic import atomic_write
+from deviate_cb.store.bounded_read import loads_json
 from deviate_cb.store.run_directory import (
     MANIFEST_FILE,
     METRICS_FILE,
@@ -183,7 +184,7 @@ def _write_replica(folder: Path, placement: Placement) -> None:
     atomic_write(metrics_path, lambda handle: pq.write_table(table, handle))
     stat = os.stat(metrics_path)
     summary = {
-        **json.loads(table.schema.metadata[SERIES_KEY]),
+        **loads_json(table.schema.metadata[SERIES_KEY], metrics_path),  # depth-checked, as every footer read
         "file_size": stat.st_size,
         "file_mtime_ns": stat.st_mtime_ns,
     }
