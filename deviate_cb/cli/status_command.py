@@ -7,7 +7,10 @@ not in effect, seeded replicas that came out identical, control replicas that di
 stderr, and so is each manifest that cannot be read (its replica is shown as ``unreadable``, or ``unknown`` when this
 user may not read it or its folder), each folder that cannot be read and each symbolic link where a study folder
 should be (not followed: nothing is read or written through it), and each ``run.json`` whose process ids are not
-process ids (``launcher_pid: 2**70``; never looked up). A replica whose launcher is gone is recorded ``killed``;
+process ids (``launcher_pid: 2**70``; never looked up). So is each replica whose ``run.json`` records processes it
+left running that could not be stopped (``survivors``: they may still write into its folder), and each completed
+replica whose ``configuration`` cannot be read: it is shown ``unknown configuration``, left out of the statistics as
+``deviate report`` leaves it. A replica whose launcher is gone is recorded ``killed``;
 where this user cannot write the study (a read-only mount, another user's) it is shown ``killed (not written:
 read-only)`` instead, after one warning. Names and manifest
 strings are printed with control characters escaped (:func:`deviate_cb.report.text.printable`). Exit status 0, or

@@ -8,7 +8,9 @@ written, except that a local replica whose launcher was killed outright and whos
 recorded ``killed`` (:func:`deviate_cb.launch.liveness.settle_replica`), as ``deviate report`` does. Where this
 user cannot write the study (a read-only mount, another user's folder) such a replica is settled in memory only:
 shown ``killed (not written: read-only)``, after one warning for the whole study (:func:`unwritten_note`). A
-``run.json`` whose process ids are not process ids (``launcher_pid: 2**70``) gets one warning naming it.
+``run.json`` whose process ids are not process ids (``launcher_pid: 2**70``) gets one warning naming it, and so
+does one that records processes its replica left running that could not be stopped (``survivors``), and a
+completed replica whose ``configuration`` cannot be read: it is shown ``unknown configuration``, as in the report.
 
 Shared storage and links, as ``deviate report`` reads them (:mod:`deviate_cb.report.runs`): a replica whose
 folder or manifest this user may not read is shown ``unknown`` after a warning naming it; an ``experiment=`` or
@@ -174,6 +176,7 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
                 elif ask_cluster:
                     job_state = ended.get(job, "UNKNOWN")
                     status = "running" if job_state in ("RUNNING", "COMPLETING") else "lost"
+            status = _noted(run_dir, manifest, status, f"experiment={experiment} variant={variant}", sink)
             seed = manifest.get("seed")
             duration = manifest.get("duration_s")
             rows.append(
@@ -193,6 +196,41 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
     if unwritten:
         sink.append(unwritten_note(out, unwritten))
     return rows
+
+
+def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, warnings: list[str]) -> str:
+    """The status to show for a replica, after one warning each for what its ``run.json`` says that its row cannot:
+    processes left running that could not be stopped (:func:`deviate_cb.launch.survivors.survivors_note`), and a
+    completed replica's configuration that cannot be read, shown ``unknown configuration`` as ``deviate report``
+    shows it (:mod:`deviate_cb.report.configurations`: never pooled).
+
+    Example:
+        >>> notes = []
+        >>> _noted(Path("r"), {"configuration": None}, "completed", "experiment=e variant=v", notes)
+        'unknown configuration'
+        >>> print(notes[0])  # doctest: +NORMALIZE_WHITESPACE
+        r/run.json: `configuration` is null, not an object; replica r of experiment=e variant=v is shown as 'unknown
+        configuration': deviate report leaves it out of the statistics (never pooled)
+    """
+    from deviate_cb.launch.survivors import survivors_note
+    from deviate_cb.report.configurations import UNKNOWN_CONFIGURATION
+    from deviate_cb.store.configuration import configuration_of, unreadable_reason
+
+    where = run_dir / MANIFEST_FILE
+    replica = f"replica {run_dir.name.partition('=')[2] or run_dir.name} of {group}"
+    note = survivors_note(where, replica, manifest)
+    if note is not None:
+        warnings.append(note)
+    if status != "completed":
+        return status
+    why = unreadable_reason(configuration_of(manifest))
+    if why is None:
+        return status
+    warnings.append(
+        f"{where}: {why}; {replica} is shown as '{UNKNOWN_CONFIGURATION}': deviate report leaves it out of the "
+        "statistics (never pooled)"
+    )
+    return UNKNOWN_CONFIGURATION
 
 
 def _settled(run_dir: Path, manifest: dict[str, Any], warnings: list[str], unwritten: list[str]) -> dict[str, Any]:
