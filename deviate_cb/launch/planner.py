@@ -365,7 +365,8 @@ def _read(run_dir: Path, why: Optional[dict[int, str]] = None, replica: int = 0)
         if why is not None:
             why[replica] = f"its run.json ({exc.path}) {found}"
         return {}
-    except UsageError as exc:  # not JSON, or not an object
+    except UsageError as exc:  # not JSON, or not an object: "<path>: not a valid run manifest (...)."
         if why is not None:
-            why[replica] = f"its run.json could not be read ({' '.join(str(exc).split())[:300]})"
+            said = " ".join(str(exc).split()).removeprefix(f"{run.manifest_path}: ").rstrip(".")
+            why[replica] = f"its run.json ({run.manifest_path}) is {said[:300]}"
         return {}

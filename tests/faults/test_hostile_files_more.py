@@ -4,8 +4,9 @@
 A real study: ``deviate-replicate`` (the console script, from the project's folder) runs a tiny PyTorch model twice
 in command mode. Into a copy of it:
 
-- replica 1's ``run.json`` becomes a FIFO, JSON nested 200,000 deep or a 2-GB sparse file: the rerun reruns that
-  replica and says why in one line naming the file and what was found (it used to rerun it silently);
+- replica 1's ``run.json`` becomes a FIFO, JSON nested 200,000 deep, a 2-GB sparse file or truncated JSON: the
+  rerun reruns that replica and says why in one line naming the file and what was found (it used to rerun it
+  silently);
 - the variant's Slurm job record (``.deviate-jobs.json``, read by ``deviate status`` for every group) becomes a FIFO
   (``status`` blocked forever) or JSON nested too deep (``RecursionError``): one warning line, every replica shown.
 
@@ -91,6 +92,8 @@ def _plant(path: Path, kind: str) -> None:
         path.write_text('{"schema_version": 1, "a": ' + DEEP + "}")
     elif kind == "huge":
         os.truncate(path, 2 * 1024**3)  # sparse: no disk used
+    elif kind == "corrupt":
+        path.write_text('{"status": "completed", ')
 
 
 def _run(args: list[str], cwd: Path, what: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -105,10 +108,11 @@ def _naming(text: str, path: Path) -> list[str]:
     return [line for line in text.splitlines() if str(path) in line]
 
 
-WHAT = {"fifo": "is a FIFO, not a regular file", "deep": "JSON nested more than", "huge": "2147483648 bytes"}
+WHAT = {"fifo": "is a FIFO, not a regular file", "deep": "JSON nested more than", "huge": "2147483648 bytes",
+        "corrupt": "is not a valid run manifest"}  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", ["fifo", "deep", "huge"])
+@pytest.mark.parametrize("kind", ["fifo", "deep", "huge", "corrupt"])
 def test_a_rerun_over_a_hostile_manifest_says_why_in_one_line(study: Path, tmp_path: Path, kind: str) -> None:
     project = tmp_path / "project"
     shutil.copytree(study, project, symlinks=True)
