@@ -155,7 +155,7 @@ def test_refused_names_are_mapped_one_to_one_and_recorded(study: Path, mlflow_se
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     notes = [line for line in done.stderr.splitlines() if "renamed" in line]
-    assert len(notes) == 1 and "MLflow refuses were renamed: '..' -> '_.._" in notes[0], done.stderr
+    assert len(notes) == 1 and "MLflow refuses were renamed: '..' -> '_..'" in notes[0], done.stderr
     cut = [line for line in done.stderr.splitlines() if "truncated" in line]
     assert len(cut) == 1 and "configuration.notes" in cut[0], done.stderr
 

@@ -4,8 +4,9 @@ A run store is untrusted input, and a project may log any name: ``val//acc``, ``
 300-character name. MLflow refuses each of those (its names hold letters, digits, ``_ - . /`` and spaces, are
 at most 250 characters, and must not change when read as a path), and one refused name stopped a whole export.
 :func:`tracker_names` maps every name: a name MLflow accepts is kept; any other is cleaned (other characters
-become ``_``, empty or dot-only path parts get a ``_``, leading and doubled ``/`` go) and given a short hash of the
-original, so that two names never become one (collisions are checked, not assumed away). The mapping is
+become ``_``, empty or dot-only path parts get a ``_``, leading and doubled ``/`` go), and given a short hash of the
+original where another name cleans to the same, so that two names never become one (collisions are checked, not
+assumed away). The mapping is
 deterministic, and :func:`name_tags` records it on the run (tags ``deviate.metric_names`` /
 ``deviate.param_names``: JSON ``{tracker name: original}``). :func:`fit_value` cuts an over-long value with a
 marker saying how long it was.
@@ -52,14 +53,31 @@ def accepted(name: str) -> bool:
 
 
 def tracker_names(names: Iterable[str]) -> dict[str, str]:
-    """``{name: tracker name}`` for every name: accepted names kept, others cleaned and hashed, all distinct."""
+    """``{name: tracker name}`` for every name: accepted names kept, others cleaned, all distinct.
+
+    A cleaned name is used as it is when no other name cleans to it and no accepted name is it (``a+b`` becomes
+    ``a_b``); otherwise it is given a short hash of the original, so that two names never become one.
+
+    Example:
+        >>> tracker_names(["val_acc/algo+impl/std"])
+        {'val_acc/algo+impl/std': 'val_acc/algo_impl/std'}
+        >>> mapped = tracker_names(["a+b", "a=b", "a_b"])
+        >>> mapped["a_b"], mapped["a+b"].startswith("a_b_"), mapped["a=b"].startswith("a_b_")
+        ('a_b', True, True)
+    """
     unique = sorted(set(names))
     out = {name: name for name in unique if accepted(name)}
     used = set(out.values())
+    bases = {name: _clean(name) for name in unique if name not in out}
+    shared = {base for base in bases.values() if list(bases.values()).count(base) > 1}
+    for name, base in bases.items():
+        if base not in shared and base not in used and accepted(base):
+            out[name] = base  # the only name cleaned to it: readable, and still one to one
+            used.add(base)
     for name in unique:
         if name in out:
             continue
-        base = _clean(name)
+        base = bases[name]
         for size in _HASH_CHARS:
             suffix = "_" + hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:size]
             candidate = base[: MAX_NAME_CHARS - len(suffix)].rstrip("/") + suffix
