@@ -33,6 +33,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.liveness import UNWRITTEN_STATUS, link_warning
+from deviate_cb.store.bounded_read import HostileFileError, load_json
 from deviate_cb.store.run_directory import MANIFEST_FILE
 
 __all__ = ["ReplicaStatus", "collect_status", "format_status", "unwritten_note"]
@@ -57,10 +58,8 @@ class ReplicaStatus:
 def _read(path: Path, warnings: list[str]) -> dict[str, Any]:
     """The manifest at ``path``: ``{"status": "new"}`` when there is none yet; ``{"status": "unknown"}`` when
     this user may not read it, ``{"status": "unreadable"}`` when it is damaged, each after a warning naming it."""
-    import json
-
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))  # UnicodeDecodeError is a ValueError
+        data = load_json(path)  # regular files only, bounded; UnicodeDecodeError is a ValueError
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
     except FileNotFoundError:
@@ -70,7 +69,12 @@ def _read(path: Path, warnings: list[str]) -> dict[str, Any]:
         warnings.append(f"{where}: unreadable (permission denied); the replica is shown as 'unknown'.")
         return {"status": "unknown"}
     except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else " ".join(str(exc).split())[:200]
+        if isinstance(exc, HostileFileError):
+            why = exc.reason
+        elif isinstance(exc, OSError) and exc.strerror:
+            why = exc.strerror
+        else:
+            why = " ".join(str(exc).split())[:200]
         warnings.append(f"{path}: unreadable manifest ({why}); the replica is shown as 'unreadable'.")
         return {"status": "unreadable"}
     return data
