@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.launch.liveness import UNWRITTEN_STATUS
+from deviate_cb.launch.survivors import survivors_note
 from deviate_cb.report.metrics.footers import series_problem
 from deviate_cb.report.text import reason, strip_styles
 from deviate_cb.store.configuration import configuration_of
@@ -294,6 +295,8 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
     if status is not None and not (isinstance(status, str) and status):  # a store is input: say what was found
         found = f"a JSON {type(status).__name__}" if not isinstance(status, str) else "empty"
         warnings.append(f"{manifest_path}: `status` is {found}, expected a string; the run is listed as 'unknown'.")
+    if (left := survivors_note(Path(manifest_path), _replica_words(keys), manifest)) is not None:
+        warnings.append(left)  # processes it left that could not be stopped may still write into its folder
     return RunRecord(
         path,
         *keys,
@@ -305,6 +308,12 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         configuration=configuration_of(manifest),
         determinism_on=switches_on(manifest),
     )
+
+
+def _replica_words(keys: tuple[str, str, str]) -> str:
+    """``replica 2 of experiment=e variant=v`` for a run's partition keys ``(experiment, variant, replica)``."""
+    experiment, variant, replica = keys
+    return f"replica {replica} of experiment={experiment} variant={variant}"
 
 
 def switches_on(manifest: Mapping[str, Any]) -> Optional[str]:

@@ -83,6 +83,14 @@ def test_status_names_survivors_and_an_unknown_configuration(study: Path) -> Non
     said = _said(done.stderr, unknown)
     assert len(said) == 1 and "`configuration` is null" in said[0] and "unknown configuration" in said[0], done.stderr
 
+    report = subprocess.run(
+        [str(BIN / "deviate"), "report", str(study), "--format", "json"],
+        env=child_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    said = _said(report.stderr, survivor)  # the report names the survivors too, where its readers look
+    assert len(said) == 1 and "pid 4242: python loop.py" in said[0] and "could not be stopped" in said[0], report.stderr
+
 
 @pytest.mark.parametrize(
     "survivors",
