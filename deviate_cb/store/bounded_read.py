@@ -55,6 +55,7 @@ __all__ = [
     "MAX_RUN_ROWS",
     "HostileFileError",
     "check_parquet",
+    "file_kind",
     "json_depth",
     "load_json",
     "loads_json",
@@ -236,6 +237,19 @@ def check_parquet(path: PathLike, max_rows: int = MAX_RUN_ROWS) -> pq.FileMetaDa
     return metadata
 
 
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` (``st_mode``) is, in words, for a line saying why it is not read.
+
+    Example:
+        >>> import stat
+        >>> file_kind(stat.S_IFIFO | 0o644), file_kind(stat.S_IFREG | 0o644)
+        ('a FIFO', 'a regular file')
+    """
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
 def _check_regular(path: PathLike, mode: int) -> None:
     if not stat.S_ISREG(mode):
-        raise HostileFileError(path, f"{_KINDS.get(stat.S_IFMT(mode), 'a special file')}, not a regular file")
+        raise HostileFileError(path, f"{file_kind(mode)}, not a regular file")

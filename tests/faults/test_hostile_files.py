@@ -27,54 +27,21 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hostile_study import DEEP, TIMEOUT_S, bin_path, launch_args, make_study
 from replicate_helpers import child_env
 
 from deviate_cb.store.bounded_read import MAX_RUN_ROWS
 
 pytestmark = pytest.mark.slow
 
-TRAIN = """\
-import sys
-
-import torch
-
-seed = int(sys.argv[sys.argv.index("--seed") + 1])
-torch.manual_seed(seed)
-x = torch.randn(64, 4)
-y = (x.sum(1) > 0).float()
-model = torch.nn.Linear(4, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-for step in range(20):
-    loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x).squeeze(1), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-acc = ((model(x).squeeze(1) > 0).float() == y).float().mean().item()
-print(f"acc={acc + seed / 1000}")
-"""
-LAUNCH = ("-n", "3", "--experiment", "e", "--variant", "algo", "--metric-regex", r"acc=(?P<acc>\S+)", "--",
-          "python", "train.py", "--seed", "{seed}")  # fmt: skip
-TIMEOUT_S = 60
-DEEP = "[" * 200_000 + "]" * 200_000
-
-
-def _bin(name: str) -> str:
-    script = Path(sys.executable).parent / name
-    if not script.exists():
-        pytest.fail(f"{name} is not installed next to {sys.executable} (pip install -e .)")
-    return str(script)
+LAUNCH = launch_args(3)
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    project = tmp_path_factory.mktemp("project")
-    (project / "train.py").write_text(TRAIN)
-    done = subprocess.run([_bin("deviate-replicate"), "--out", "runs", *LAUNCH], cwd=project, env=child_env(),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return project
+    return make_study(tmp_path_factory.mktemp("project"), 3)
 
 
 def _replica(store: Path, k: int) -> Path:
@@ -111,7 +78,7 @@ def _plant(store: Path, kind: str, name: str) -> Path:
 
 def _deviate(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([_bin("deviate"), *args], cwd=project, env=child_env(), stdin=subprocess.DEVNULL,
+        return subprocess.run([bin_path("deviate"), *args], cwd=project, env=child_env(), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail(f"`deviate {' '.join(args)}` still running after {TIMEOUT_S} s (blocked on a hostile file)")
@@ -180,7 +147,7 @@ def test_a_rerun_over_a_hostile_manifest_reruns_that_replica_only(study: Path, t
     shutil.copytree(study, project, symlinks=True)
     _plant(project / "runs", kind, "run.json")
     try:
-        done = subprocess.run([_bin("deviate-replicate"), "--out", "runs", *LAUNCH], cwd=project, env=child_env(),
+        done = subprocess.run([bin_path("deviate-replicate"), "--out", "runs", *LAUNCH], cwd=project, env=child_env(),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)  # fmt: skip
     except subprocess.TimeoutExpired:
         pytest.fail("the rerun is still running after 120 s (blocked on a FIFO at run.json)")

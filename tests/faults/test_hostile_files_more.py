@@ -31,52 +31,19 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hostile_study import DEEP, TIMEOUT_S, bin_path, launch_args, make_study
 from replicate_helpers import child_env
 
 pytestmark = pytest.mark.slow
 
-TRAIN = """\
-import sys
-
-import torch
-
-seed = int(sys.argv[sys.argv.index("--seed") + 1])
-torch.manual_seed(seed)
-x = torch.randn(64, 4)
-y = (x.sum(1) > 0).float()
-model = torch.nn.Linear(4, 1)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-for step in range(20):
-    loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x).squeeze(1), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-acc = ((model(x).squeeze(1) > 0).float() == y).float().mean().item()
-print(f"acc={acc + seed / 1000}")
-"""
-LAUNCH = ("-n", "2", "--experiment", "e", "--variant", "algo", "--metric-regex", r"acc=(?P<acc>\S+)", "--",
-          "python", "train.py", "--seed", "{seed}")  # fmt: skip
-TIMEOUT_S = 60
-DEEP = "[" * 200_000 + "]" * 200_000
-
-
-def _bin(name: str) -> str:
-    script = Path(sys.executable).parent / name
-    if not script.exists():
-        pytest.fail(f"{name} is not installed next to {sys.executable} (pip install -e .)")
-    return str(script)
+LAUNCH = launch_args(2)
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    project = tmp_path_factory.mktemp("project")
-    (project / "train.py").write_text(TRAIN)
-    done = subprocess.run([_bin("deviate-replicate"), "--out", "runs", *LAUNCH], cwd=project, env=child_env(),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return project
+    return make_study(tmp_path_factory.mktemp("project"), 2)
 
 
 def _variant(store: Path) -> Path:
@@ -118,7 +85,7 @@ def test_a_rerun_over_a_hostile_manifest_says_why_in_one_line(study: Path, tmp_p
     shutil.copytree(study, project, symlinks=True)
     manifest = _variant(project / "runs") / "replica=1" / "run.json"
     _plant(manifest, kind)
-    done = _run([_bin("deviate-replicate"), "--out", "runs", *LAUNCH], project, "the rerun", timeout=120)
+    done = _run([bin_path("deviate-replicate"), "--out", "runs", *LAUNCH], project, "the rerun", timeout=120)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "Traceback" not in output and "RecursionError" not in output, output
@@ -136,7 +103,7 @@ def test_status_over_a_hostile_slurm_job_record_is_one_warning(study: Path, tmp_
     shutil.copytree(study / "runs", store, symlinks=True)
     record = _variant(store) / ".deviate-jobs.json"
     _plant(record, kind)
-    proc = _run([_bin("deviate"), "status", str(store)], study, "`deviate status`")
+    proc = _run([bin_path("deviate"), "status", str(store)], study, "`deviate status`")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr, proc.stderr
     assert "2 replicas: 2 completed" in proc.stdout, proc.stdout
@@ -155,7 +122,7 @@ def test_a_table_of_too_many_rows_is_one_usage_line(tmp_path: Path) -> None:
     rows = MAX_TABLE_ROWS + 1  # constant columns: a few KB on disk
     pq.write_table(pa.table({"setting": pa.repeat("impl", rows), "acc": pa.repeat(0.5, rows)}), path)
     assert path.stat().st_size < 1024**2
-    proc = _run([_bin("deviate"), "report", "--table", str(path), "--group-by", "setting"], tmp_path, "the report")
+    proc = _run([bin_path("deviate"), "report", "--table", str(path), "--group-by", "setting"], tmp_path, "the report")
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "`--table`" in lines[0] and str(path) in lines[0], proc.stderr

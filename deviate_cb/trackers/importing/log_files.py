@@ -35,18 +35,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from deviate_cb.errors import UsageError
+from deviate_cb.store.bounded_read import file_kind
 
 __all__ = ["MAX_LOG_BYTES", "LogFileError", "check_log_file", "open_log_file", "read_log_file", "walk_logs"]
 
 #: The largest log file read (a metrics.csv, an event file): 100,000 steps of 100 metrics is a few hundred MB.
 MAX_LOG_BYTES = 4 * 1024**3
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFDIR: "a folder",
-}
 
 
 class LogFileError(UsageError):
@@ -140,8 +134,7 @@ def open_log_file(path: Path, limit: int = MAX_LOG_BYTES) -> BinaryIO:
 
 def _check(path: Path, info: os.stat_result, limit: int) -> None:
     if not stat.S_ISREG(info.st_mode):
-        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
-        raise LogFileError(path, f"{kind}, not a regular file")
+        raise LogFileError(path, f"{file_kind(info.st_mode)}, not a regular file")
     if info.st_size > limit:
         raise LogFileError(path, f"{_size(info.st_size)}, more than the {_size(limit)} a log file is read up to")
 
