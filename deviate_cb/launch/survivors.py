@@ -125,7 +125,7 @@ def find_leftovers(
     child of this launcher (an orphan reparented to it), for when no other replica runs.
 
     Example:
-        >>> find_leftovers(Path("/nonexistent"), since=0, strays=True)
+        >>> find_leftovers(Path("/nonexistent"), since=now_ticks(), strays=True)  # nothing started since now
         []
     """
     try:
