@@ -8,9 +8,11 @@ not to init. At a replica's end :func:`find_leftovers` lists its leftovers from 
 replica's, never guessed: a process of this user, started after the replica, outside the launcher's own session,
 whose environment names the replica's run directory (``DEVIATE_RUN_DIR``) or whose stdout or stderr is one of its
 logs (:func:`deviate_cb.launch.ownership.names_run_dir`); with ``strays``, also an unknown child of the launcher
-(only a descendant of something the launcher started can be reparented to it). :func:`stop_leftovers` sends each
-``SIGTERM``, then ``SIGKILL`` after the grace, checking before every signal that the pid is still the same process,
-and reaps the ones reparented to the launcher; what it could not stop it names (:func:`leftovers_line`).
+(only a descendant of something the launcher started can be reparented to it) that still runs a warm-start
+template's program (forked from a warm replica, never exec'd: its environment is the template's).
+:func:`stop_leftovers` sends each ``SIGTERM``, then ``SIGKILL`` after the grace, checking before every signal that
+the pid is still the same process, and reaps the ones reparented to the launcher; what it could not stop it names
+(:func:`leftovers_line`).
 Without ``/proc`` or ``prctl`` (not Linux) nothing is found and nothing is signalled: today's process-group kill
 is all there is.
 
@@ -28,6 +30,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
+import itertools
 import os
 import signal
 import sys
@@ -51,6 +54,7 @@ __all__ = [
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 _SHOWN_COMMAND = 80  # characters of a command shown in a line
+_TEMPLATE_MODULE = b"deviate_cb.launch.template"  # what a warm-start template runs (launch/warm.py)
 _SHOWN_PROCESSES = 5  # processes named in one line; the rest are counted
 
 
@@ -122,7 +126,8 @@ def find_leftovers(
 
     ``exclude``: pids never listed (the launcher's own children: replicas, templates, its watchdog);
     ``exclude_group``: the replica's process group, which the backend kills itself; ``strays``: also any other
-    child of this launcher (an orphan reparented to it), for when no other replica runs.
+    child of this launcher still running a warm-start template's program (an orphan forked from a warm replica and
+    reparented to it), for when no other replica runs.
 
     Example:
         >>> find_leftovers(Path("/nonexistent"), since=now_ticks(), strays=True)  # nothing started since now
@@ -151,7 +156,7 @@ def find_leftovers(
             continue
         if _uid(pid) != uid:
             continue
-        if names_run_dir(pid, run_dir) or (strays and stat.parent == me):
+        if names_run_dir(pid, run_dir) or (strays and stat.parent == me and _forked_from_template(pid)):
             found.append(Leftover(pid, stat.start, _command(pid)))
     return sorted(found, key=lambda leftover: leftover.pid)
 
@@ -279,6 +284,17 @@ def _uid(pid: int) -> Optional[int]:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
+
+
+def _forked_from_template(pid: int) -> bool:
+    """Whether ``pid`` still runs a warm-start template's program (``python -m deviate_cb.launch.template``): a
+    process forked from a warm replica that never exec'd, whose environment is the template's, not the replica's.
+    Any other child of the launcher (one the user's own code started beside ``replicate()``) is not proven ours."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(a == b"-m" and b == _TEMPLATE_MODULE for a, b in itertools.pairwise(argv))
 
 
 def _command(pid: int) -> str:

@@ -166,3 +166,42 @@ def test_an_orphan_is_stopped_when_the_launcher_is_killed_outright(project: Path
     size = (run_dir / "orphan.marker").stat().st_size
     time.sleep(0.5)
     assert (run_dir / "orphan.marker").stat().st_size == size, "the orphan still writes into the run folder"
+
+
+USER_PROGRAM = """
+import subprocess, sys, threading, time
+
+from deviate_cb.launch.runner import replicate
+
+started = {}
+
+
+def start_own_server():  # the user's own process, started beside replicate() while its replica runs
+    time.sleep(1.0)
+    quiet = subprocess.DEVNULL
+    started["pid"] = subprocess.Popen(["sleep", "60"], start_new_session=True, stdin=quiet, stdout=quiet,
+                                      stderr=quiet).pid
+
+
+threading.Thread(target=start_own_server).start()
+result = replicate(command=[sys.executable, "-c", "import time; time.sleep(3); print('acc=0.5')"], runs=1,
+                   out="runs", experiment="e", metric_regex=[r"acc=(?P<acc>\\S+)"])
+print("pid", started["pid"], "completed", result.count("completed"), flush=True)
+"""
+
+
+def test_the_users_own_child_beside_replicate_is_never_taken_for_a_leftover(tmp_path: Path) -> None:
+    """``replicate()`` in a user's Python process: a child that process starts itself while a replica runs (in its
+    own session, so outside the launcher's) is a child of the launcher but not proven the replica's: left alone."""
+    (tmp_path / "user.py").write_text(USER_PROGRAM)
+    done = subprocess.run([sys.executable, "user.py"], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    words = done.stdout.split()
+    pid = int(words[words.index("pid") + 1])
+    try:
+        assert _running(pid), f"the user's own process (pid {pid}) was stopped: {done.stdout}{done.stderr}"
+        assert "completed 1" in done.stdout and "leftover" not in done.stdout + done.stderr, done.stdout + done.stderr
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
