@@ -42,7 +42,7 @@ import json
 import os
 import re
 import stat
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from deviate_cb.errors import UsageError
 
@@ -52,8 +52,10 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_NPZ_RATIO",
     "MAX_RUN_ROWS",
     "HostileFileError",
+    "check_npz",
     "check_parquet",
     "file_kind",
     "json_depth",
@@ -70,6 +72,8 @@ MAX_JSON_DEPTH = 100
 # The most rows one run's Parquet file may hold before readers call it damaged (a run records one row per
 # value: 10 M is 100,000 steps of 100 metrics).
 MAX_RUN_ROWS = 10_000_000
+# How many times its stored size a member of a weights .npz may expand to (np.savez stores members uncompressed).
+MAX_NPZ_RATIO = 64
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -235,6 +239,70 @@ def check_parquet(path: PathLike, max_rows: int = MAX_RUN_ROWS) -> pq.FileMetaDa
             name = key.decode("utf-8", "replace")[:40]
             raise HostileFileError(path, f"footer metadata {name!r} nested more than {MAX_JSON_DEPTH} deep")
     return metadata
+
+
+def check_npz(path: PathLike, max_ratio: int = MAX_NPZ_RATIO) -> None:
+    """Check, before ``np.load`` reads it, that the ``.npz`` at ``path`` is a regular file whose members hold what
+    they claim: no member expands more than ``max_ratio`` times its stored size (plus 1 MiB; ``np.savez`` stores
+    weights uncompressed, and real weights barely compress), and no ``.npy`` header claims more data than its
+    member holds (``np.load`` allocates what the header says before it reads). A damaged zip is left to ``np.load``.
+
+    Raises:
+        FileNotFoundError: There is no file at ``path``.
+        HostileFileError: Not a regular file, a member that would expand too far, or a header claiming too much.
+
+    Example:
+        >>> import tempfile
+        >>> import numpy as np
+        >>> path = os.path.join(tempfile.mkdtemp(), "weights.npz")
+        >>> np.savez(path, a=np.ones(3))
+        >>> check_npz(path)
+        >>> os.mkfifo(os.path.join(os.path.dirname(path), "fifo.npz"))
+        >>> try:
+        ...     check_npz(os.path.join(os.path.dirname(path), "fifo.npz"))
+        ... except HostileFileError as exc:
+        ...     print(exc.reason)
+        a FIFO, not a regular file
+    """
+    import zipfile
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        _check_regular(path, os.fstat(fd).st_mode)
+        try:
+            archive = zipfile.ZipFile(handle)
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return  # np.load says what is wrong with it
+        with archive:
+            for info in archive.infolist():
+                if info.file_size > (1 << 20) + max_ratio * info.compress_size:
+                    raise HostileFileError(
+                        path, f"member {info.filename[:60]!r} expands {info.compress_size} bytes to {info.file_size}"
+                    )
+                claimed = _npy_claim(archive, info)
+                if claimed is not None and claimed > info.file_size:
+                    raise HostileFileError(
+                        path, f"member {info.filename[:60]!r} claims {claimed} bytes of data in {info.file_size}"
+                    )
+
+
+def _npy_claim(archive: Any, info: Any) -> Optional[int]:
+    """The bytes of data the ``.npy`` header of ``info`` claims; ``None`` where it cannot say (left to np.load)."""
+    import numpy as np
+
+    if not info.filename.endswith(".npy"):
+        return None
+    with archive.open(info) as member:
+        try:
+            version = np.lib.format.read_magic(member)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read(member)
+        except Exception:  # a header numpy cannot read: np.load refuses it too
+            return None
+    count = 1
+    for size in shape:
+        count *= int(size)
+    return count * int(dtype.itemsize)
 
 
 def file_kind(mode: int) -> str:

@@ -30,6 +30,7 @@ import numpy as np
 from deviate_cb.errors import UsageError
 from deviate_cb.stats.stability.sketch import SKETCH_METHOD, SketchAccumulator
 from deviate_cb.store.atomic import atomic_write
+from deviate_cb.store.bounded_read import HostileFileError, check_npz
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.validation import PathLike, one_line
 
@@ -143,8 +144,11 @@ def _load_npz(path: Path, what: str) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise UsageError(f"{path}: no such file (record {what} with DeviateCallback(weights=...)).")
     try:
+        check_npz(path)  # a FIFO, a zip bomb or a header claiming gigabytes: refused before np.load allocates
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
+    except HostileFileError as exc:
+        raise UsageError(f"{path}: not read ({exc.reason}).") from exc
     except Exception as exc:  # zipfile, ValueError (pickled object), OSError
         raise UsageError(f"{path}: not a readable .npz file ({one_line(exc)}).") from exc
 
@@ -237,7 +241,10 @@ def iter_full_weights(run_dirs: Sequence[PathLike]) -> Iterator[np.ndarray]:
             if not path.is_file():
                 raise UsageError(f"{path}: no such file (record full weights with weights=... and full=True).")
             try:
+                check_npz(path)
                 files.append(stack.enter_context(np.load(path, allow_pickle=False)))
+            except HostileFileError as exc:
+                raise UsageError(f"{path}: not read ({exc.reason}).") from exc
             except Exception as exc:
                 raise UsageError(f"{path}: not a readable .npz file ({one_line(exc)}).") from exc
         layouts = [_layout(f, path) for f, path in zip(files, paths, strict=True)]

@@ -61,6 +61,7 @@ from deviate_cb.stats.stability.predictions import (
 )
 from deviate_cb.stats.stability.sampling import SamplingSpread, sampling_spread
 from deviate_cb.stats.stability.sketch import WeightDistance, weight_distance_blocks, weight_distance_from_sketches
+from deviate_cb.store.bounded_read import check_npz
 from deviate_cb.store.predictions import PREDICTIONS_FILE, predictions_metadata, read_predictions
 from deviate_cb.store.weights import (
     WEIGHTS_FULL_FILE,
@@ -327,6 +328,7 @@ def _full_layout(run: RunRecord, warnings: list[str]) -> Optional[tuple[tuple[st
     """The parameter names and sizes ``weights.npz`` lists (its two small index arrays only), or ``None``."""
     path = run.path / WEIGHTS_FULL_FILE
     try:
+        check_npz(path)  # refused before np.load allocates what a hostile member claims
         with np.load(path, allow_pickle=False) as data:
             names = [str(n) for n in data["__names__"].tolist()]  # the keys write_weights stores the index under
             sizes = [int(n) for n in data["__sizes__"].tolist()]
