@@ -118,12 +118,14 @@ def find_leftovers(
     run_dir: Path,
     *,
     since: int,
+    until: Optional[int] = None,
     exclude: Collection[int] = (),
     exclude_group: Optional[int] = None,
     strays: bool = False,
 ) -> list[Leftover]:
     """The live processes proven to be left by the replica of ``run_dir``, which started at ``since`` (ticks).
 
+    ``until``: processes started later (ticks) are not listed (a later attempt's, once the launcher is gone);
     ``exclude``: pids never listed (the launcher's own children: replicas, templates, its watchdog);
     ``exclude_group``: the replica's process group, which the backend kills itself; ``strays``: also any other
     child of this launcher still running a warm-start template's program (an orphan forked from a warm replica and
@@ -145,7 +147,9 @@ def find_leftovers(
             continue
         pid = int(name)
         stat = _stat(pid)
-        if stat is None or stat.start < since or stat.session == own_session:
+        if stat is None or stat.start < since or (until is not None and stat.start > until):
+            continue
+        if stat.session == own_session:
             continue
         if stat.state in ("Z", "X"):  # an orphan reparented to this launcher that ended by itself: reap it
             if strays and stat.parent == me:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from deviate_cb.launch.survivors import find_leftovers, stop_leftovers
+from deviate_cb.launch.survivors import find_leftovers, now_ticks, stop_leftovers
 
 __all__ = ["GroupWatchdog", "die_with_parent", "watch_groups"]
 
@@ -118,7 +118,8 @@ class GroupWatchdog:
 def watch_groups(fd: Any, grace_s: Any) -> None:
     """The watchdog's loop (:class:`GroupWatchdog`): read ``+PGID [SINCE "RUN_DIR"]``/``-PGID`` lines from pipe
     ``fd`` until it closes; then, unless the launcher said ``done``, ``SIGTERM`` every group still registered,
-    ``SIGKILL`` those still alive ``grace_s`` seconds later, and stop their replicas' proven leftovers."""
+    ``SIGKILL`` those still alive ``grace_s`` seconds later, and stop their replicas' proven leftovers, those started
+    before the launcher was seen gone (a rerun may already run in the same run directory by then)."""
     fd, grace = int(fd), float(grace_s)
     for signum in (signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
@@ -137,6 +138,7 @@ def watch_groups(fd: Any, grace_s: Any) -> None:
                 _register(groups, line[1:])
     if done:
         return
+    died = now_ticks()  # a process started later is a later attempt's (a rerun), never this launcher's replica's
     for pgid in groups:
         _signal_group(pgid, signal.SIGTERM)
     alive = set(groups)
@@ -149,7 +151,7 @@ def watch_groups(fd: Any, grace_s: Any) -> None:
     leftovers = []
     for pgid, replica in groups.items():
         if replica is not None:  # proven the replica's: its DEVIATE_RUN_DIR or its logs, started after it
-            leftovers += find_leftovers(replica[1], since=replica[0], exclude_group=pgid)
+            leftovers += find_leftovers(replica[1], since=replica[0], until=died or None, exclude_group=pgid)
     stop_leftovers(leftovers, grace)
 
 

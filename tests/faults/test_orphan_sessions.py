@@ -205,3 +205,22 @@ def test_the_users_own_child_beside_replicate_is_never_taken_for_a_leftover(tmp_
     finally:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_dead_launchers_watchdog_never_takes_a_later_attempts_process(tmp_path: Path) -> None:
+    """After a launcher dies, a rerun may already run a new attempt in the same run directory (same
+    ``DEVIATE_RUN_DIR``) while the dead launcher's watchdog sweeps; only processes started before the watchdog saw
+    the launcher gone are its replica's (``until``). Seen as a rerun's replica ``failed (exit -15, SIGTERM)``."""
+    from deviate_cb.launch.survivors import find_leftovers, now_ticks
+
+    run_dir = tmp_path / "replica=0"
+    run_dir.mkdir()
+    died = now_ticks()
+    time.sleep(0.05)  # a few clock ticks later, the rerun's replica starts
+    later = subprocess.Popen(["sleep", "60"], env={**_env(), "DEVIATE_RUN_DIR": str(run_dir)}, start_new_session=True)
+    try:
+        assert [p.pid for p in find_leftovers(run_dir, since=0)] == [later.pid]  # proven by its run directory
+        assert find_leftovers(run_dir, since=0, until=died) == []  # but started after the launcher was gone
+    finally:
+        later.kill()
+        later.wait()
