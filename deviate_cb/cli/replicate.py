@@ -27,7 +27,9 @@ from typing import Any, NoReturn, Optional
 
 from deviate_cb.cli._common import refuse_missing_separator
 from deviate_cb.errors import MissingDependencyError, UsageError
+from deviate_cb.launch.arguments import add_replication_arguments, add_rounds_arguments
 from deviate_cb.launch.progress import write_line
+from deviate_cb.launch.spec import ReplicationSpec, number
 from deviate_cb.report.text import printable_message
 
 __all__ = ["build_parser", "main"]
@@ -69,7 +71,13 @@ class _Terminated(KeyboardInterrupt):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (values are validated by :func:`deviate_cb.launch.runner.replicate`)."""
+    """The argument parser (values are checked by :class:`~deviate_cb.launch.spec.ReplicationSpec`).
+
+    Example:
+        >>> ns = build_parser().parse_args(["-n", "3", "--backend", "ray", "--num-gpus", "0.5"])
+        >>> ns.runs, ns.backend, ns.num_gpus
+        ('3', 'ray', '0.5')
+    """
     from deviate_cb import __version__
 
     parser = _Parser(
@@ -80,147 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--trainer",
-        metavar="SPEC",
-        help="module:function or path/to/file.py:function (or give a command after --)",
-    )
-    parser.add_argument("-n", "--runs", required=True, metavar="N", help="number of replicas")
-    parser.add_argument("--variant", default="algo+impl", help="algo+impl (default), algo, impl or control")
-    parser.add_argument("--seed", default="0", metavar="SEED", help="base seed (default 0)")
-    parser.add_argument("--out", default="deviate_runs", metavar="DIR", help="output directory (default deviate_runs)")
-    parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: module name or file stem)")
-    parser.add_argument(
-        "--parallel",
-        metavar="K",
-        help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues); each gets cores // K "
-        "CPU threads unless OMP_NUM_THREADS is set",
-    )
-    parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
-    parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
-    parser.add_argument(
-        "--max-replicas",
-        metavar="N",
-        help="the most replicas -n may ask for (default 10000, a guard against a typo); raise it to launch more",
-    )
-    parser.add_argument(
-        "--keep-project-seeds",
-        action="store_true",
-        help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
-    )
-    parser.add_argument(
-        "--keep-project-determinism",
-        action="store_true",
-        help="leave the project's own determinism switches (torch.use_deterministic_algorithms, "
-        "enable_op_determinism, Trainer(deterministic=...)) in effect; the variant may then not measure what it says",
-    )
-    parser.add_argument(
-        "--isolate",
-        action="store_true",
-        help="run each replica in its own working directory <run_dir>/.workdir/<this directory's name>, which links "
-        "every top-level entry of this directory (and .. those of its parent), so files the project writes to "
-        "relative paths (history.json, ./out/ckpt.pt, a linked file it rewrites) are its own",
-    )
-    rounds = parser.add_argument_group("replicate until the answer is known (rounds of --parallel replicas, or one)")
-    rounds.add_argument(
-        "--until-decided",
-        action="store_true",
-        help="run this group and the --against group in rounds until a group-sequential test decides which is "
-        "better on --metric (or, with --effect, that no difference that large exists), or --max-runs",
-    )
-    rounds.add_argument("--against", action="append", default=[], metavar="KEY=VALUE",
-                        help="the group to compare with, e.g. experiment=baseline (repeatable, ANDed)")  # fmt: skip
-    rounds.add_argument(
-        "--until-precision",
-        metavar="REL",
-        help="run this group in rounds until its std of --metric is known to +-REL (half-width of the interval over "
-        "the std, e.g. 0.25), or --max-runs",
-    )
-    rounds.add_argument("--metric", metavar="NAME", help="the metric the rounds decide on, e.g. val_acc")
-    rounds.add_argument("--max-runs", metavar="N", help="the most runs per group")
-    rounds.add_argument("--direction", metavar="max|min", help="whether higher is better (default: from the name)")
-    rounds.add_argument("--effect", metavar="X", help="a difference that matters, in the metric's units")
-    rounds.add_argument("--alpha", default="0.05", metavar="A", help="error rate over the whole sequence (0.05)")
-    rounds.add_argument(
-        "--on",
-        default="mean",
-        choices=("mean", "spread", "improvement"),
-        help="decide on the mean, the spread, or improvement: P(A>B) (a run of A beats a run of B, ties half) "
-        "against --threshold",
-    )
-    rounds.add_argument(
-        "--threshold",
-        metavar="P",
-        help="with --on improvement: A better when P(A>B)'s repeated interval is above P, B better below 1 - P, "
-        "no improvement either way inside (1 - P, P); in (0.5, 1) (default 0.75, Bouthillier et al. 2021)",
-    )
-    rounds.add_argument(
-        "--boundary",
-        metavar="B",
-        help="--until-decided: obf (the default: O'Brien-Fleming-type, early looks decide only on a large "
-        "difference) or pocock (one level at every look); a sequence under way keeps the one it was planned with",
-    )
-    rounds.add_argument("--level", default="0.95", metavar="L", help="--until-precision: the std interval's level")
-    rounds.add_argument("--yes", action="store_true",
-                        help="--until-decided: relaunch the --against group even when its run.json records another "
-                        "program or directory than this command's (shown; asked on a terminal otherwise)")  # fmt: skip
-    parser.add_argument(
-        "--cold",
-        action="store_true",
-        help="start every replica as a fresh interpreter (default: fork them from a template that has imported "
-        "the frameworks once; the numbers are the same)",
-    )
-    parser.add_argument(
-        "--metric-regex",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="record the last match of each named group in a replica's output as a final metric, "
-        "e.g. 'acc=(?P<acc>[0-9.]+)' (repeatable)",
-    )
-    parser.add_argument(
-        "--gpus",
-        metavar="IDS",
-        help="GPU ids to spread slots over, e.g. 0,1, or 'none' (default: CUDA_VISIBLE_DEVICES, else NVML)",
-    )
-    parser.add_argument(
-        "--keras-backend",
-        metavar="NAME",
-        help="tensorflow, torch or jax: KERAS_BACKEND of every replica (default: the environment's)",
-    )
-    parser.add_argument(
-        "--backend", default="local", metavar="NAME", help="local (default), slurm, ray, or an installed plug-in"
-    )
-    slurm = parser.add_argument_group("slurm backend (submitit job array; needs pip install 'deviate-cb[slurm]')")
-    ray = parser.add_argument_group("ray backend (needs pip install 'deviate-cb[ray]')")
-    cluster = parser.add_argument_group("slurm and ray backends")
-    backend_options = [  # handed to the backend by name; the backend refuses those that are not its own
-        slurm.add_argument("--partition", metavar="NAME", help="Slurm partition"),
-        slurm.add_argument("--gpus-per-replica", metavar="N", help="GPUs per replica (--gpus-per-node of each task)"),
-        slurm.add_argument("--cpus-per-replica", metavar="N", help="CPUs per replica (--cpus-per-task)"),
-        slurm.add_argument("--mem", metavar="SIZE", help="memory per replica, e.g. 8G"),
-        slurm.add_argument(
-            "--time", metavar="LIMIT", help="time limit per replica, e.g. 90 or 1:30:00 (default 60 min)"
-        ),
-        slurm.add_argument("--account", metavar="NAME", help="Slurm account to charge"),
-        slurm.add_argument("--qos", metavar="NAME", help="Slurm quality of service"),
-        slurm.add_argument(
-            "--slurm-opt", action="append", metavar="KEY=VALUE", help="any other sbatch option (repeatable)"
-        ),
-        slurm.add_argument(
-            "--no-wait", action="store_true", help="submit and return; follow with `deviate status DIR`"
-        ),
-        ray.add_argument("--address", metavar="ADDR", help="Ray cluster address (default: start a local one)"),
-        ray.add_argument("--num-gpus", metavar="X", help="GPUs per replica task (fractions allowed)"),
-        ray.add_argument("--num-cpus", metavar="X", help="CPUs per replica task (default 1)"),
-        cluster.add_argument(
-            "--replicas-per-task",
-            metavar="K",
-            help="replicas each cluster task runs one after another, forked warm from one template per task "
-            "(default 1: a task per replica); the resources asked are then a task's",
-        ),
-    ]
-    parser.set_defaults(backend_option_names=tuple(action.dest for action in backend_options))
+    add_replication_arguments(parser)
+    add_rounds_arguments(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -251,39 +120,15 @@ def _main(args: list[str]) -> int:
         if after is not None and not after and ns.trainer is None:
             raise UsageError("`COMMAND` after `--` is empty: give the command to replicate. Received: --.")
         from deviate_cb.capture.session import flush_interval
-        from deviate_cb.launch.runner import replicate
+        from deviate_cb.launch.runner import run_replication
 
         flush_interval()  # DEVIATE_FLUSH_INTERVAL_S, which every replica's callback reads: refused before any starts
         for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
             if signum is not None:
                 previous[signum] = signal.signal(signum, _raise_terminated)
-        launch: dict[str, Any] = dict(
-            trainer=ns.trainer,
-            command=after if ns.trainer is None else None,
-            trainer_args=(after or ()) if ns.trainer is not None else (),
-            keep_project_seeds=ns.keep_project_seeds,
-            keep_project_determinism=ns.keep_project_determinism,
-            cold=ns.cold,
-            isolate=ns.isolate,
-            metric_regex=ns.metric_regex,
-            runs=_number(ns.runs, int),
-            variant=ns.variant,
-            seed=_number(ns.seed, int),
-            out=ns.out,
-            experiment=ns.experiment,
-            parallel=None if ns.parallel is None else _number(ns.parallel, int),
-            timeout=None if ns.timeout is None else _number(ns.timeout, int, float),
-            force=ns.force,
-            gpus=ns.gpus,
-            keras_backend=ns.keras_backend,
-            backend=ns.backend,
-            backend_options={name: getattr(ns, name) for name in ns.backend_option_names},
-            argv=[PROG, *args],
-            **({} if ns.max_replicas is None else {"max_replicas": _number(ns.max_replicas, int)}),
-        )
         if ns.until_decided or ns.until_precision is not None:
-            return _until(ns, launch)
-        result = replicate(**launch)
+            return _until(ns, after, [PROG, *args])
+        result = run_replication(ReplicationSpec.from_args(ns, after, [PROG, *args]))
     except (UsageError, MissingDependencyError) as exc:  # may quote a replica's trainer_error: printable
         write_line(sys.stderr, f"{PROG}: error: {printable_message(' '.join(str(exc).split()))}")
         return 2
@@ -299,7 +144,7 @@ def _main(args: list[str]) -> int:
     return result.exit_status
 
 
-def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
+def _until(ns: argparse.Namespace, after: Optional[list[str]], argv: list[str]) -> int:
     """``--until-decided`` / ``--until-precision``: the study in rounds (:mod:`deviate_cb.launch.rounds`)."""
     from deviate_cb.launch.rounds import replicate_until
 
@@ -315,18 +160,17 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
     if ns.direction is not None and ns.direction not in ("max", "min"):
         raise UsageError(f"`--direction` must be max or min. Received: --direction={ns.direction}.")
     numbers = {
-        "--max-runs": _number(ns.max_runs, int),
-        "--alpha": _number(ns.alpha, float),
-        "--effect": None if ns.effect is None else _number(ns.effect, float),
-        "--until-precision": None if ns.until_precision is None else _number(ns.until_precision, float),
-        "--level": _number(ns.level, float),
-        "--threshold": None if ns.threshold is None else _number(ns.threshold, float),
+        "--max-runs": number(ns.max_runs, int),
+        "--alpha": number(ns.alpha, float),
+        "--effect": None if ns.effect is None else number(ns.effect, float),
+        "--until-precision": None if ns.until_precision is None else number(ns.until_precision, float),
+        "--level": number(ns.level, float),
+        "--threshold": None if ns.threshold is None else number(ns.threshold, float),
     }
     for option, value in numbers.items():
         if isinstance(value, str):
             raise UsageError(f"`{option}` must be a number. Received: {option}={value}.")
-    if not isinstance(launch.get("runs"), int):
-        raise UsageError(f"`--runs` must be a positive integer. Received: --runs={launch.get('runs')!r}.")
+    spec = ReplicationSpec.from_args(ns, after, argv)  # checked here: -n, --variant, --seed, ...
     if ns.metric is None:
         raise UsageError("`--metric` is required with --until-decided and --until-precision. Received: none.")
     from deviate_cb.stats.directions import infer_direction
@@ -338,7 +182,7 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
             f"Received: --metric {ns.metric}."
         )
     result = replicate_until(
-        launch=launch,
+        spec=spec,
         metric=ns.metric,
         max_runs=numbers["--max-runs"],
         against=ns.against,
@@ -353,21 +197,6 @@ def _until(ns: argparse.Namespace, launch: dict[str, Any]) -> int:
         yes=ns.yes,
     )
     return result.exit_status
-
-
-def _number(raw: str, *kinds: type) -> Any:
-    """``raw`` as the first of ``kinds`` that parses it; the raw text when none does (validation then names it).
-
-    Example:
-        >>> _number("3", int), _number("2.5", int, float), _number("x", int)
-        (3, 2.5, 'x')
-    """
-    for kind in kinds:
-        try:
-            return kind(raw.strip())
-        except ValueError:
-            continue
-    return raw
 
 
 def _raise_terminated(signum: int, frame: Optional[FrameType]) -> None:

@@ -27,8 +27,10 @@ from typing import Any, ClassVar, Optional, Protocol
 
 __all__ = [
     "BACKENDS",
+    "BUILTIN_BACKENDS",
     "ENTRY_POINT_GROUP",
     "Backend",
+    "BackendOption",
     "Job",
     "Listener",
     "Outcome",
@@ -42,6 +44,36 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "deviate_cb.backends"
+
+
+@dataclass(frozen=True)
+class BackendOption:
+    """One option a backend takes: declared once, beside the backend's code, and turned into its command-line flag.
+
+    Attributes:
+        name: The keyword of the backend's ``__init__`` (``partition``).
+        flag: The command-line flag (``--partition``).
+        help: The flag's help line.
+        group: The title of the help section the flag is listed in.
+        metavar: The value's placeholder in the help (``None`` for a switch).
+        parse: Turns the value as typed into what the backend takes, or raises a one-line
+            :class:`~deviate_cb.errors.UsageError`; ``None``: the value as typed.
+        repeatable: The flag may be given several times (its values are a list).
+        switch: The flag takes no value (``--no-wait``).
+
+    Example:
+        >>> BackendOption("qos", "--qos", "Slurm quality of service", "slurm backend", "NAME").flag
+        '--qos'
+    """
+
+    name: str
+    flag: str
+    help: str
+    group: str
+    metavar: Optional[str] = None
+    parse: Optional[Callable[[Any], Any]] = None
+    repeatable: bool = False
+    switch: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,9 +237,12 @@ class Backend(abc.ABC):
     """
 
     name: ClassVar[str] = ""
-    #: Backend options (keywords of ``__init__``, named as in :data:`~deviate_cb.launch.options.OPTION_FLAGS`)
-    #: this backend takes; any other one given on the command line is a usage error.
+    #: Backend options (keywords of ``__init__``) this backend takes; any other one given on the command line is
+    #: a usage error. A plug-in may list bare names; the built-in backends derive them from :attr:`declared`.
     options: ClassVar[tuple[str, ...]] = ()
+    #: The options with their flags, help and parsers (:class:`BackendOption`): ``deviate-replicate`` builds its
+    #: backend flags from those of the built-in backends.
+    declared: ClassVar[tuple[BackendOption, ...]] = ()
     #: Whether :meth:`run` takes its jobs as an iterator, one at a time (the local backend): the launcher then
     #: makes each job when it is asked for, so a study of any length starts at once in constant memory. Otherwise
     #: :meth:`run` gets a list.
@@ -265,7 +300,8 @@ class Backend(abc.ABC):
 
 
 BACKENDS: dict[str, Callable[..., Backend]] = {}
-_BUILTIN = {
+# The built-in backends by name, with the module that registers each (imported on demand, never their engines).
+BUILTIN_BACKENDS = {
     "local": "deviate_cb.launch.local",
     "slurm": "deviate_cb.launch.slurm.backend",
     "ray": "deviate_cb.launch.ray_backend",
@@ -300,7 +336,7 @@ def available_backends() -> list[str]:
         >>> {"local", "slurm", "ray"} <= set(available_backends())
         True
     """
-    return sorted({*_BUILTIN, *BACKENDS, *_entry_points()})
+    return sorted({*BUILTIN_BACKENDS, *BACKENDS, *_entry_points()})
 
 
 def backend_class(name: str) -> Callable[..., Backend]:
@@ -315,10 +351,10 @@ def backend_class(name: str) -> Callable[..., Backend]:
     """
     from deviate_cb.errors import UsageError
 
-    if name not in BACKENDS and name in _BUILTIN:
+    if name not in BACKENDS and name in BUILTIN_BACKENDS:
         import importlib
 
-        importlib.import_module(_BUILTIN[name])  # registers itself
+        importlib.import_module(BUILTIN_BACKENDS[name])  # registers itself
     if name not in BACKENDS:
         entry = _entry_points().get(name)
         if entry is None:

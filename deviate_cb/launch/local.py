@@ -39,6 +39,7 @@ from typing import IO, Any, Optional, Union
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import (
     Backend,
+    BackendOption,
     Job,
     Listener,
     Outcome,
@@ -218,7 +219,16 @@ class LocalBackend(Backend):
     """
 
     name = "local"
-    options = ("gpus",)
+    declared = (
+        BackendOption(
+            "gpus",
+            "--gpus",
+            "GPU ids to spread slots over, e.g. 0,1, or 'none' (default: CUDA_VISIBLE_DEVICES, else NVML)",
+            "local backend",
+            "IDS",
+        ),
+    )
+    options = tuple(option.name for option in declared)
     lazy_jobs = True  # `run` takes the jobs one at a time, as slots free up: a long study is never held at once
 
     def __init__(

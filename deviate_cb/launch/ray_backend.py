@@ -37,19 +37,50 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
-from deviate_cb.launch.options import RAY_OPTIONS, check_replicas_per_task
+from deviate_cb.launch.base import (
+    Backend,
+    BackendOption,
+    Job,
+    Listener,
+    Outcome,
+    Placement,
+    register_backend,
+    tell_cold_start,
+)
+from deviate_cb.launch.options import REPLICAS_PER_TASK, amount_option, check_replicas_per_task
 from deviate_cb.launch.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
 from deviate_cb.launch.threads import task_note
 from deviate_cb.store.run_directory import RunDirectory, unix_time
 
-__all__ = ["RayBackend"]
+__all__ = ["RAY_GROUP", "RAY_OPTIONS", "RayBackend"]
 
 _FINAL = ("completed", "incomplete", "failed", "timeout", "killed", "audited")
 # Set by Ray in every worker (from the task's num_cpus) unless the driver's environment has it: the replica gets
 # the driver's value, or the task's CPUs through deviate_cb.launch.threads like every other thread variable (the
 # fingerprint records the thread counts in effect).
 _RAY_INJECTED = ("OMP_NUM_THREADS",)
+RAY_GROUP = "ray backend (needs pip install 'deviate-cb[ray]')"
+
+
+def _address(value: Any) -> str:
+    text = str(value).strip()
+    if not text or any(c.isspace() for c in text):
+        raise UsageError(
+            f"`--address` must be a Ray cluster address (host:port, ray://host:port, 'auto' or 'local'). "
+            f"Received: --address={value}."
+        )
+    return text
+
+
+RAY_OPTIONS = (
+    BackendOption("address", "--address", "Ray cluster address (default: start a local one)", RAY_GROUP, "ADDR",
+                  _address),
+    BackendOption("num_gpus", "--num-gpus", "GPUs per replica task (fractions allowed)", RAY_GROUP, "X",
+                  amount_option("--num-gpus", positive=False)),
+    BackendOption("num_cpus", "--num-cpus", "CPUs per replica task (default 1)", RAY_GROUP, "X",
+                  amount_option("--num-cpus", positive=True)),
+    REPLICAS_PER_TASK,
+)  # fmt: skip
 
 
 class RayBackend(GroupedTasks, Backend):
@@ -65,7 +96,8 @@ class RayBackend(GroupedTasks, Backend):
     """
 
     name = "ray"
-    options = RAY_OPTIONS
+    options = tuple(option.name for option in RAY_OPTIONS)
+    declared = RAY_OPTIONS
 
     def __init__(
         self,

@@ -1,29 +1,10 @@
-"""Replicate in rounds until the answer is known: ``--until-decided`` and ``--until-precision``.
-
-``--until-decided --against KEY=VALUE`` runs the new group A and tops up the group B it is compared with in the
-same rounds (a round: ``--parallel`` replicas of each, or one), relaunching B exactly as its manifests record it
-(:func:`against_launch`: its trainer or command, arguments, variant, base seed, backend of Keras, flags, launch
-directory; its seed series simply continues), once its replicas' run.json files agree with each other and with
-their own argv, and with ``--yes`` or a ``y`` when it runs another program than A
-(:mod:`deviate_cb.launch.relaunch_check`). After each round, a group-sequential test of the metric's
-difference (:func:`deviate_cb.stats.sequential.sequential_look`, planned over the looks before the first round,
-so the error rate is spent once over the whole sequence) decides: A better, B better, no difference of at least
-``--effect`` (when given), or on to the next round; at ``--max-runs`` runs per group the sequence ends undecided,
-with the repeated confidence interval of the difference (``--on improvement``: of P(A>B), against ``--threshold``).
-``--until-precision REL`` runs one group in rounds until
-Bonett's interval of its std is within ``REL`` of the std (half-width over std), or ``--max-runs``
-(:func:`deviate_cb.stats.precision.precision_look`: no interval, and no stop, while the runs show fewer than 3
-distinct values or one or two runs apart from the rest; equal runs stop only the ``control`` variant).
-
-Every look is written to the sequence's record (:mod:`deviate_cb.store.sequential_record`) before the next round
-starts, so an interrupted launcher, rerun with the same command, continues from the looks recorded; a rerun with
-another plan (another ``--max-runs``, round size, alpha, effect or metric) is refused in one line, since it would
-start the error spending again over the same runs. Each round is an ordinary :func:`~deviate_cb.launch.runner.
-replicate` call, so command mode, warm start, Slurm and Ray work as they do for ``-n``.
+"""Replicate in rounds until the answer is known: ``--until-decided`` (a group-sequential test against the group
+``--against`` names, relaunched as recorded) and ``--until-precision`` (until a group's std is known to ``REL``);
+every look is recorded before the next round, so a rerun of the same command continues the sequence.
 
 Example:
-    >>> _looks(3, 5, 20), _runs_text(((3, 4), (5, 5), (7, 7)))
-    ([3, 8, 13, 18, 20], '3/4 (A/B), 5, 7')
+    >>> _looks(3, 5, 20)
+    [3, 8, 13, 18, 20]
 """
 
 from __future__ import annotations
@@ -33,21 +14,28 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, TextIO, cast
 
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.against_group import against_spec
 from deviate_cb.launch.progress import OnceSkipped, write_line
-from deviate_cb.launch.relaunch_check import agreed_configuration, confirm_relaunch
-from deviate_cb.store.run_directory import read_manifest_file, run_path
+from deviate_cb.launch.relaunch_check import confirm_relaunch
+from deviate_cb.launch.sequence_lines import (
+    PROG,
+    answer_line,
+    diverged_line,
+    finite,
+    group_label,
+    plan_line,
+    short_line,
+)
+from deviate_cb.launch.spec import ReplicationSpec
 from deviate_cb.store.sequential_record import read_record, record_path, write_record
 
-__all__ = ["RoundsResult", "against_launch", "replicate_until"]
-
-_PROG = "deviate-replicate"
-_FINAL = ("A better", "B better")
+__all__ = ["RoundsResult", "replicate_until"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +49,7 @@ class RoundsResult:
 
 def replicate_until(
     *,
-    launch: Mapping[str, Any],
+    spec: ReplicationSpec,
     metric: str,
     max_runs: int,
     against: Sequence[str] = (),
@@ -76,14 +64,14 @@ def replicate_until(
     stream: Optional[TextIO] = None,
     yes: bool = False,
 ) -> RoundsResult:
-    """Run ``launch`` (the keyword arguments of :func:`~deviate_cb.launch.runner.replicate`) in rounds.
+    """Run the replication ``spec`` describes in rounds of ``spec.round_size`` replicas.
 
     With ``against`` (``KEY=VALUE`` terms naming the group B), until the sequential test decides; with
     ``precision``, until the std of ``metric`` is known to ``precision`` (relative half-width of its interval).
     ``boundary`` (``"obf"`` or ``"pocock"``; ``None``: the one a recorded sequence was planned with, else
     ``"obf"``) shapes the sequential test's levels over the looks. ``on="improvement"`` decides on P(A>B) against
     ``threshold`` (default 0.75, Bouthillier et al. 2021) instead of the mean difference. ``yes``: relaunch B even
-    when it runs another program than ``launch`` (:func:`~deviate_cb.launch.relaunch_check.confirm_relaunch`).
+    when it runs another program than ``spec`` (:func:`~deviate_cb.launch.relaunch_check.confirm_relaunch`).
 
     Raises:
         UsageError: A bad option, a group B that does not exist, has no such metric, or cannot be relaunched as
@@ -92,8 +80,7 @@ def replicate_until(
     from deviate_cb.launch.runner import experiment_name
 
     stream = sys.stdout if stream is None else stream
-    runs = int(launch.get("runs", 1))
-    parallel = launch.get("parallel")
+    runs = spec.runs
     _check(metric, max_runs, runs, against, precision, alpha, effect, on, level)
     threshold = _check_threshold(on, threshold, effect)
     if boundary is not None and boundary not in ("obf", "pocock"):
@@ -103,23 +90,19 @@ def replicate_until(
             f"`--max-runs` must be at least 3 with --until-decided (a look needs 3 runs a group: the test's "
             f"skewness term needs each group's third cumulant). Received: --max-runs={max_runs}."
         )
-    out = Path(str(launch.get("out", "deviate_runs"))).absolute()
-    experiment = experiment_name(
-        launch.get("trainer"), launch.get("command"), launch.get("trainer_args", ()), launch.get("experiment")
-    )
-    variant = str(launch.get("variant", "algo+impl"))
-    group = (experiment, variant)
-    step = int(parallel) if isinstance(parallel, int) and parallel > 0 else 1
+    out = Path(str(spec.out)).absolute()
+    group = (experiment_name(spec.trainer, spec.command, spec.trainer_args, spec.experiment), spec.variant)
+    step = spec.round_size
     if precision is not None:
-        return _until_precision(launch, out, group, metric, runs, step, max_runs, precision, level, stream)
-    b_launch, b_group, b_done = against_launch(out, against, metric, exclude=group, launch=launch)
+        return _until_precision(spec, out, group, metric, runs, step, max_runs, precision, level, stream)
+    b_spec, b_group, b_done, b_dir = against_spec(out, against, metric, exclude=group, spec=spec)
     from deviate_cb.stats.sequential import DEFAULT_BOUNDARY, SequentialPlan, plan_looks, plan_sequential
 
     path = record_path(out, group, b_group)
     if boundary is None:  # a sequence under way keeps the boundary it was planned with (before: Pocock's)
         recorded_plan = (read_record(path) or {}).get("plan")
         planned = recorded_plan.get("boundary", "pocock") if isinstance(recorded_plan, dict) else None
-        boundary = DEFAULT_BOUNDARY if launch.get("force") or planned is None else str(planned)
+        boundary = DEFAULT_BOUNDARY if spec.force or planned is None else str(planned)
     options: dict[str, Any] = {"runs": runs, "round": step, "max_runs": max_runs, "alpha": alpha, "on": on,
                                "effect": effect, "boundary": boundary}  # fmt: skip
     if threshold is not None:  # only P(A>B) sequences record one: the others' records stay as they were
@@ -132,13 +115,13 @@ def replicate_until(
         "against": {"experiment": b_group[0], "variant": b_group[1]},
         "options": options,
     }
-    record = _resume(path, header, bool(launch.get("force")))
+    record = _resume(path, header, spec.force)
     if "plan" in record:  # a sequence under way: its plan as recorded, never planned again
         plan = SequentialPlan.from_dict(record["plan"])
     else:
         if b_done > max_runs:
             raise UsageError(
-                f"`--max-runs` must be at least the {b_done} completed runs of {_label(b_group)}, the group "
+                f"`--max-runs` must be at least the {b_done} completed runs of {group_label(b_group)}, the group "
                 f"--against names. Received: --max-runs={max_runs}."
             )
         looks = plan_looks(runs, b_done, step, max_runs, on=on)
@@ -148,37 +131,37 @@ def replicate_until(
         )  # fmt: skip
         record.update(plan=plan.to_dict(), against_terms=list(against))
     looks = plan.looks
-    _say(stream, _plan_line(plan, looks, metric, group, b_group))
+    _say(stream, plan_line(plan, looks, metric, group, b_group))
     done = {int(look["k"]) for look in record["looks"]}
     if record.get("decision"):
-        _say(stream, f"{_PROG}: already decided at look {len(done)}: {record['decision_text']}")
-        _say(stream, f"{_PROG}: {_answer(record['looks'][-1], metric, plan, group, b_group)}")
+        _say(stream, f"{PROG}: already decided at look {len(done)}: {record['decision_text']}")
+        _say(stream, f"{PROG}: {answer_line(record['looks'][-1], metric, plan, group, b_group)}")
         return RoundsResult(0, record["decision"], path)
-    confirm_relaunch(b_launch, launch, _label(b_group), yes=yes, stdin=sys.stdin, stderr=sys.stderr)
-    b_dir = b_launch.pop("launch_dir", None)
+    b_launch = {**b_spec.as_kwargs(), **({"launch_dir": b_dir} if b_dir is not None else {})}
+    confirm_relaunch(b_launch, spec.as_kwargs(), group_label(b_group), yes=yes, stdin=sys.stdin, stderr=sys.stderr)
     said: set[str] = set()  # the problem lines the rounds printed
-    force = bool(launch.get("force"))  # a new sequence reruns A's replicas of its first look, not every round's
+    force = spec.force  # a new sequence reruns A's replicas of its first look, not every round's
     for k, (n_a, n_b) in enumerate(looks, start=1):
         if k in done:
             continue
-        a_result = _round(dict(launch, runs=n_a, force=force), stream, said)
+        a_result = _round(spec.with_changes(runs=n_a, force=force), stream, said)
         force = False
         with _chdir(b_dir):
-            b_result = _round(dict(b_launch, runs=n_b), stream, said)
+            b_result = _round(b_spec.with_changes(runs=n_b), stream, said)
         study = _study_runs(out)  # once per look: both groups' values come from one read of the study
         a_values = _values(study, group, metric, n_a)
         b_values = _values(study, b_group, metric, n_b)
         unknown = _unknown_metric(study, group, metric, n_a)
         if unknown:  # no run of A has it: a misspelt --metric, not replicas to retry
-            _say(stream, f"{_PROG}: error: {unknown}")
+            _say(stream, f"{PROG}: error: {unknown}")
             write_record(path, record)
             return RoundsResult(2, None, path)
         if len(a_values) < n_a or len(b_values) < n_b:
-            _say(stream, _short_line(k, (n_a, n_b), group, b_group, a_values, b_values, a_result, b_result))
+            _say(stream, short_line(k, (n_a, n_b), group, b_group, a_values, b_values, a_result, b_result))
             for who, g, n in (("A", group, n_a), ("B", b_group, n_b)):
-                bad = _not_finite(study, g, metric, n)
+                bad = _notfinite(study, g, metric, n)
                 if bad:
-                    _say(stream, _diverged_line(who, g, metric, bad))
+                    _say(stream, diverged_line(who, g, metric, bad))
             write_record(path, record)
             return RoundsResult(1, None, path)
         from deviate_cb.stats.sequential import sequential_look
@@ -189,94 +172,11 @@ def replicate_until(
         if entry["decision"] != "continue":
             record.update(decision=entry["decision"], decision_text=entry["text"], decided_at=time.time())
         write_record(path, record)
-        _say(stream, f"{_PROG}: {entry['text']}")
+        _say(stream, f"{PROG}: {entry['text']}")
         if entry["decision"] != "continue":
-            _say(stream, f"{_PROG}: {_answer(entry, metric, plan, group, b_group)}")
+            _say(stream, f"{PROG}: {answer_line(entry, metric, plan, group, b_group)}")
             break
     return RoundsResult(0, record.get("decision"), path)
-
-
-def _answer(look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str], b: tuple[str, str]) -> str:
-    """The sequence's answer in the user's words: which group is better, by how much, after how many runs.
-
-    Example:
-        >>> from deviate_cb.stats.sequential import SequentialPlan
-        >>> plan = SequentialPlan(((3, 3), (6, 6)), 0.05, "mean", None, "min", (0.01, 0.04), 0, 1000)
-        >>> look = {"n_a": 6, "n_b": 6, "k": 2, "level": 0.95, "statistic": -0.08275, "low": -0.1499,
-        ...         "high": -0.01558, "decision": "A better"}
-        >>> _answer(look, "loss", plan, ("new", "algo"), ("old", "algo")).split(" (95%")[0]
-        'decided: experiment=new variant=algo has the better loss (lower), by 0.08275 [0.01558, 0.1499]'
-    """
-    runs = f"{look['n_a']} runs per group" if look["n_a"] == look["n_b"] else f"{look['n_a']} and {look['n_b']} runs"
-    where = f"after {runs} (look {look['k']} of {len(plan.looks)}; alpha {plan.alpha:g} over the whole sequence)"
-    level = f"{look['level']:.0%} repeated CI"
-    if plan.on == "improvement":
-        return _improvement_answer(look, metric, plan, a, b, where, level)
-    low, high = _bound(look.get("low"), -math.inf), _bound(look.get("high"), math.inf)
-    if look["decision"] in ("A better", "B better") and plan.on == "mean":
-        winner = a if look["decision"] == "A better" else b
-        # the winner's margin is |A-B|: the interval excludes 0, so it is (low, high) or (-high, -low), as the
-        # estimate's sign says (not the winner's: for a lower-is-better metric the winner has the lower mean)
-        lo, hi = (low, high) if look["statistic"] > 0 else (-high, -low)
-        higher = "higher" if plan.direction == "max" else "lower"
-        adjusted = _bound(look.get("adjusted"), math.nan)
-        bias = f"; {abs(adjusted):.4g} adjusted for the stopping's bias" if math.isfinite(adjusted) else ""
-        return (
-            f"decided: {_label(winner)} has the better {metric} ({higher}), by {abs(look['statistic']):.4g} "
-            f"[{lo:.4g}, {hi:.4g}] ({level}{bias}), {where}."
-        )
-    if look["decision"] in ("A better", "B better"):
-        winner = a if look["decision"] == "A better" else b
-        return (
-            f"decided: {_label(winner)} spreads less on {metric}: std A/B = {look['statistic']:.4g} [{low:.4g}, "
-            f"{high:.4g}] ({level}), {where}."
-        )
-    if look["decision"] == "undecided" and math.isinf(low) and math.isinf(high):
-        return (
-            f"undecided at --max-runs: both groups' {metric} were constant at every run, so no difference can be "
-            f"claimed from them, {where}."
-        )
-    if look["decision"] == "undecided":
-        name = "the difference A-B" if plan.on == "mean" else "std A/B"
-        return f"undecided at --max-runs: {name} of {metric} is within [{low:.4g}, {high:.4g}] ({level}), {where}."
-    return f"decided: {look['decision']} in {metric}: within [{low:.4g}, {high:.4g}] ({level}), {where}."
-
-
-def _improvement_answer(
-    look: Mapping[str, Any], metric: str, plan: Any, a: tuple[str, str], b: tuple[str, str], where: str, level: str
-) -> str:
-    """The P(A>B) sequence's answer: who wins a run against a run, how often, and what that rests on.
-
-    Example:
-        >>> from deviate_cb.stats.sequential import SequentialPlan
-        >>> plan = SequentialPlan(((3, 3), (6, 6)), 0.05, "improvement", None, "max", (0.01, 0.04), 0, 1000,
-        ...                       threshold=0.75)
-        >>> look = {"n_a": 6, "n_b": 6, "k": 2, "level": 0.95, "statistic": 0.97, "low": 0.8, "high": 1.0,
-        ...         "decision": "A better"}
-        >>> print(_answer(look, "acc", plan, ("new", "algo"), ("old", "algo")).split(" (95%")[0])
-        ... # doctest: +NORMALIZE_WHITESPACE
-        decided: experiment=new variant=algo is better on acc: a run of it beats a run of experiment=old
-        variant=algo in 97% of pairs, P(A>B) = 0.97 [0.8, 1]
-    """
-    low, high = _bound(look.get("low"), 0.0), _bound(look.get("high"), 1.0)
-    name = "P(A<B)" if plan.direction == "min" else "P(A>B)"
-    better = "lower" if plan.direction == "min" else "higher"
-    meaning = f"{name}: the chance a run of A has the {better} {metric} than a run of B, ties half"
-    shown = f"{name} = {look['statistic']:.3g} [{low:.3g}, {high:.3g}] ({level}; {meaning})"
-    threshold = plan.threshold
-    if look["decision"] in ("A better", "B better"):
-        winner, loser = (a, b) if look["decision"] == "A better" else (b, a)
-        share = look["statistic"] if look["decision"] == "A better" else 1.0 - look["statistic"]
-        return (
-            f"decided: {_label(winner)} is better on {metric}: a run of it beats a run of {_label(loser)} in "
-            f"{share:.0%} of pairs, {shown}, with confidence above {threshold:g}, {where}."
-        )
-    if look["decision"] == "undecided":
-        return (
-            f"undecided at --max-runs: {shown} is neither above {threshold:g} nor below {1 - threshold:g}, nor "
-            f"inside both, {where}."
-        )
-    return f"decided: {look['decision']} on {metric}: {shown} lies within ({1 - threshold:g}, {threshold:g}), {where}."
 
 
 def _check_threshold(on: str, threshold: Optional[float], effect: Optional[float]) -> Optional[float]:
@@ -299,100 +199,8 @@ def _check_threshold(on: str, threshold: Optional[float], effect: Optional[float
     return float(threshold)
 
 
-def _bound(value: Any, missing: float) -> float:
-    """An interval's end as recorded (JSON has no infinity: ``None`` is the unbounded end)."""
-    return float(value) if _finite(value) else missing
-
-
-def against_launch(
-    out: Path, against: Sequence[str], metric: str, *, exclude: tuple[str, str], launch: Mapping[str, Any]
-) -> tuple[dict[str, Any], tuple[str, str], int]:
-    """How to relaunch the group ``against`` names exactly as its manifests record it.
-
-    Returns:
-        ``(keyword arguments of replicate, (experiment, variant), completed runs)``; ``launch_dir`` (where its
-        launcher ran) is among the arguments, for the caller to run it from.
-
-    Raises:
-        UsageError: No such group, several, the group itself, no completed run with ``metric``, or a group whose
-            replicas record no configuration or several.
-    """
-    from deviate_cb.report.selection import parse_term, select, store_runs
-
-    terms = [parse_term(text, "--against") for text in against]
-    try:
-        runs = store_runs(str(out), metrics=None, warnings=[])
-    except UsageError as exc:
-        raise UsageError(f"`--against` names no group: {out} holds no run yet ({exc}).") from None
-    chosen = select(runs, terms, "--against")
-    groups = sorted({(r.keys["experiment"], r.keys["variant"]) for r in chosen})
-    if len(groups) != 1:
-        named = ", ".join(_label(g) for g in groups)
-        raise UsageError(
-            f"`--against` must name one group (add experiment=... and variant=...). Received: "
-            f"--against={' '.join(against)}, which matches {named}."
-        )
-    b_group = groups[0]
-    if b_group == exclude:
-        raise UsageError(
-            f"`--against` names the group being replicated itself. Received: --against={' '.join(against)}."
-        )
-    with_metric = [r for r in chosen if _finite(r.values.get(metric))]
-    if not with_metric:
-        names = sorted({m for r in chosen for m in r.values})
-        raise UsageError(
-            f"`--metric` {metric!r} is not a metric of {_label(b_group)}, the group --against names. Received: "
-            f"--metric {metric}. Its metrics: {', '.join(names) or 'none'}."
-        )
-    manifests, launch_dirs = [], set()
-    for run in chosen:
-        file = run_path(out, b_group[0], b_group[1], int(run.keys["replica"])) / "run.json"
-        manifest = read_manifest_file(str(file)) or {}
-        manifests.append((file, manifest))
-        if isinstance(manifest.get("launch_dir"), str):
-            launch_dirs.add(manifest["launch_dir"])
-    config = agreed_configuration(manifests, _label(b_group))  # every replica, its fields and its argv agree
-    if len(launch_dirs) > 1:
-        raise UsageError(
-            f"{_label(b_group)} cannot be relaunched as it was: its replicas record different launch directories."
-        )
-    relaunch: dict[str, Any] = {
-        key: launch[key]
-        for key in ("out", "parallel", "timeout", "gpus", "backend", "backend_options", "cold", "force", "argv")
-        if key in launch
-    }
-    relaunch.update(out=str(out), experiment=b_group[0], variant=config.get("variant", b_group[1]))
-    argv = manifests[0][1].get("argv")
-    if isinstance(argv, list):  # B's replicas record B's command line, which their check reads, not A's
-        relaunch["argv"] = argv
-    if config.get("mode") == "trainer":
-        relaunch.update(trainer=config.get("trainer"), trainer_args=tuple(config.get("trainer_args") or ()))
-    else:
-        relaunch.update(command=list(config.get("command") or []))
-    for key, name in (("base_seed", "seed"), ("keras_backend", "keras_backend"), ("audit_steps", "audit")):
-        if config.get(key) is not None:
-            relaunch[name] = config[key]
-    relaunch["metric_regex"] = tuple(config.get("metric_regex") or ())
-    for flag in ("keep_project_seeds", "keep_project_determinism", "isolate"):
-        if config.get(flag):
-            relaunch[flag] = True
-    relaunch["force"] = False  # B's completed runs are its data: never rerun them
-    if launch_dirs:
-        (directory,) = launch_dirs
-        if not os.path.isdir(directory):
-            raise UsageError(
-                f"{_label(b_group)} cannot be relaunched as it was: it was launched from {directory}, which does not "
-                "exist here."
-            )
-        relaunch["launch_dir"] = directory
-    return relaunch, b_group, len(with_metric)
-
-
-# -- the rounds -----------------------------------------------------------------------------------------------
-
-
 def _until_precision(
-    launch: Mapping[str, Any],
+    spec: ReplicationSpec,
     out: Path,
     group: tuple[str, str],
     metric: str,
@@ -413,29 +221,29 @@ def _until_precision(
         "group": {"experiment": group[0], "variant": group[1]},
         "plan": {"precision": precision, "level": level, "looks": looks, "interval": "bonett"},
     }
-    record = _resume(path, header, bool(launch.get("force")))
-    _say(stream, f"{_PROG}: replicating {_label(group)} until the std of {metric} is known to ±{precision:.0%} "
+    record = _resume(path, header, spec.force)
+    _say(stream, f"{PROG}: replicating {group_label(group)} until the std of {metric} is known to ±{precision:.0%} "
          f"(the half-width of its {level:.0%} Bonett interval over the std, its width from the largest kurtosis "
          f"the runs show), at most {max_runs} runs")  # fmt: skip
     if record.get("decision"):
-        _say(stream, f"{_PROG}: {record['decision_text']}")
+        _say(stream, f"{PROG}: {record['decision_text']}")
         return RoundsResult(0, record["decision"], path)
-    force = bool(launch.get("force"))
+    force = spec.force
     for n in looks:
         if any(look["n"] == n for look in record["looks"]):
             continue
-        result = _round(dict(launch, runs=n, force=force), stream, set())
+        result = _round(spec.with_changes(runs=n, force=force), stream, set())
         force = False
         study = _study_runs(out)
         values = _values(study, group, metric, n)
         unknown = _unknown_metric(study, group, metric, n)
         if unknown:  # no run has it: a misspelt --metric, not replicas to retry
-            _say(stream, f"{_PROG}: error: {unknown}")
+            _say(stream, f"{PROG}: error: {unknown}")
             write_record(path, record)
             return RoundsResult(2, None, path)
         if len(values) < n:
-            _say(stream, f"{_PROG}: error: {_label(group)} has {len(values)} completed runs with {metric}, not {n}: "
-                 f"{result.summary()}; rerun the same command to retry the failed replicas")  # fmt: skip
+            _say(stream, f"{PROG}: error: {group_label(group)} has {len(values)} completed runs with {metric}, not "
+                 f"{n}: {result.summary()}; rerun the same command to retry the failed replicas")  # fmt: skip
             write_record(path, record)
             return RoundsResult(1, None, path)
         # Equal runs are std 0 known exactly only where the group is bit-identical by design (control).
@@ -446,19 +254,19 @@ def _until_precision(
         if look.stop:
             record.update(decision=look.decision, decision_text=text, decided_at=time.time())
         write_record(path, record)
-        _say(stream, f"{_PROG}: {text}")
+        _say(stream, f"{PROG}: {text}")
         if look.stop:
             break
     return RoundsResult(0, record.get("decision"), path)
 
 
-def _round(kwargs: dict[str, Any], stream: TextIO, said: set[str]) -> Any:
-    """One round: :func:`~deviate_cb.launch.runner.replicate`; a problem line already said by an earlier round
+def _round(spec: ReplicationSpec, stream: TextIO, said: set[str]) -> Any:
+    """One round: :func:`~deviate_cb.launch.runner.run_replication`; a problem line already said by an earlier round
     (of either group: a path both groups wrote is one problem) is not said again."""
-    from deviate_cb.launch.runner import replicate
+    from deviate_cb.launch.runner import run_replication
 
     once = cast(TextIO, OnceSkipped(stream))  # the replicas earlier rounds ran: counted in one line
-    return replicate(**kwargs, stream=once, said_problems=said)
+    return run_replication(spec, stream=once, said_problems=said)
 
 
 def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[float]:
@@ -470,7 +278,7 @@ def _values(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) ->
     found = []
     for run in _group_runs(runs, group, n):
         value = run.values.get(metric)
-        if _finite(value):
+        if finite(value):
             found.append(float(value))
     return found
 
@@ -483,17 +291,17 @@ def _unknown_metric(runs: Sequence[Any], group: tuple[str, str], metric: str, n:
     if not names or metric in names:
         return ""
     return (
-        f"`--metric` names no metric of {_label(group)}: none of its {len(chosen)} completed runs recorded it. "
+        f"`--metric` names no metric of {group_label(group)}: none of its {len(chosen)} completed runs recorded it. "
         f"Received: --metric {metric}. Its metrics: {', '.join(names)}."
     )
 
 
-def _not_finite(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[str]:
+def _notfinite(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int) -> list[str]:
     """The replicas of the group (below ``n``) that completed with a NaN or infinite ``metric``."""
     return [
         str(run.keys["replica"])
         for run in _group_runs(runs, group, n)
-        if metric in run.values and not _finite(run.values[metric])
+        if metric in run.values and not finite(run.values[metric])
     ]
 
 
@@ -591,66 +399,6 @@ def _check(
         raise UsageError(f"`--on` must be mean, spread or improvement. Received: --on={on}.")
     if not 0 < level < 1:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={level}.")
-
-
-def _plan_line(plan: Any, looks: Sequence[tuple[int, int]], metric: str, a: tuple[str, str], b: tuple[str, str]) -> str:
-    if plan.on == "improvement":
-        what = f"P(A>B) against the threshold {plan.threshold:g}"
-    else:
-        what = "the difference of the means" if plan.on == "mean" else "the spread ratio"
-    first, last = plan.nominals[0], plan.nominals[-1]
-    levels = f"{last:.4g}" if first == last else f"from {first:.3g} at the first look to {last:.4g} at the last"
-    widened = ", before the skewness widening" if getattr(plan, "kappa", 0.0) > 0 else ""
-    return (
-        f"{_PROG}: replicating A = {_label(a)} against B = {_label(b)} in rounds until {what} of {metric} is decided: "
-        f"{len(looks)} looks at {_runs_text(looks)} runs per group, {plan.method} at alpha "
-        f"{plan.alpha:g} (nominal level per look {levels}{widened})"
-    )
-
-
-def _runs_text(looks: Sequence[tuple[int, int]]) -> str:
-    """``3, 5, 7`` runs per group; ``3/4`` where A and B have different numbers of runs at a look."""
-    shown = [str(a) if a == b else f"{a}/{b} (A/B)" for a, b in looks]
-    return ", ".join(shown) if len(shown) <= 6 else f"{shown[0]}, {shown[1]}, ..., {shown[-1]}"
-
-
-def _short_line(
-    k: int,
-    sizes: tuple[int, int],
-    a: tuple[str, str],
-    b: tuple[str, str],
-    a_values: list[float],
-    b_values: list[float],
-    ra: Any,
-    rb: Any,
-) -> str:
-    need = (
-        f"{sizes[0]} completed runs with the metric in each group"
-        if sizes[0] == sizes[1]
-        else f"{sizes[0]} completed runs with the metric in A and {sizes[1]} in B"
-    )
-    return (
-        f"{_PROG}: error: look {k} needs {need}; A ({_label(a)}) has {len(a_values)}, B ({_label(b)}) has "
-        f"{len(b_values)} ({ra.summary()}; {rb.summary()}). Failed runs are never counted: rerun the same command "
-        "to retry them and continue the sequence."
-    )
-
-
-def _diverged_line(who: str, group: tuple[str, str], metric: str, replicas: Sequence[str]) -> str:
-    return (
-        f"{_PROG}: error: {who} ({_label(group)}) completed replica{'s' * (len(replicas) > 1)} "
-        f"{', '.join(replicas)} with a {metric} that is NaN or infinite (the training diverged): the sequential test "
-        "needs a number from every run. Decide what such a run means for your comparison; the sequence cannot go on "
-        "until it has a finite value (rerun it with the same seed only if the divergence was not the model's own)."
-    )
-
-
-def _label(group: tuple[str, str]) -> str:
-    return f"experiment={group[0]} variant={group[1]}"
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _say(stream: TextIO, line: str) -> None:

@@ -47,15 +47,20 @@ from deviate_cb.launch.records import (
     StoreWriteError,
 )
 from deviate_cb.launch.replication import WARNING, Replication, ReplicationResult
+from deviate_cb.launch.spec import MAX_REPLICAS, ReplicationSpec
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
 from deviate_cb.store.configuration import configuration_fields
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
-from deviate_cb.variants import VARIANTS
 
-__all__ = ["KEEP_DETERMINISM_WARNING", "KEEP_SEEDS_WARNING", "MAX_REPLICAS", "SITE_DIR", "experiment_name", "replicate"]
+__all__ = [
+    "KEEP_DETERMINISM_WARNING",
+    "KEEP_SEEDS_WARNING",
+    "SITE_DIR",
+    "experiment_name",
+    "replicate",
+    "run_replication",
+]
 
-# The most replicas one launch plans unless `--max-replicas` says more: above it, `-n` is most likely a typo.
-MAX_REPLICAS = 10_000
 CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.child")
 # Put first on every replica's PYTHONPATH: its sitecustomize bootstraps each Python process of the replica.
 SITE_DIR = Path(__file__).resolve().parent / "sitedir"
@@ -157,20 +162,76 @@ def replicate(
         >>> result.exit_status, result.summary()  # doctest: +SKIP
         (0, '4 completed, 0 failed, 0 skipped in 9.8 s; run `deviate report runs`')
     """
+    spec = ReplicationSpec(
+        trainer=trainer,
+        command=command,
+        trainer_args=trainer_args,
+        keep_project_seeds=keep_project_seeds,
+        keep_project_determinism=keep_project_determinism,
+        cold=cold,
+        metric_regex=metric_regex,
+        runs=runs,
+        variant=variant,
+        seed=seed,
+        out=out,
+        experiment=experiment,
+        parallel=parallel,
+        timeout=timeout,
+        force=force,
+        gpus=gpus,
+        keras_backend=keras_backend,
+        backend=backend,
+        backend_options=dict(backend_options or {}),
+        argv=argv,
+        kill_grace_s=kill_grace_s,
+        audit=audit,
+        audit_stop=audit_stop,
+        max_replicas=max_replicas,
+        isolate=isolate,
+    )
+    return run_replication(spec, stream=stream, live=live, said_problems=said_problems)
+
+
+def run_replication(
+    spec: ReplicationSpec,
+    *,
+    stream: Optional[TextIO] = None,
+    live: Optional[bool] = None,
+    said_problems: Optional[set[str]] = None,
+) -> ReplicationResult:
+    """Run the replication ``spec`` describes (checked when it was made); what :func:`replicate` does.
+
+    Args:
+        spec: The replication.
+        stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
+        said_problems: The problem lines already printed by earlier launches of one run of rounds.
+
+    Returns:
+        What became of each replica, as :func:`replicate` says.
+    """
     started = time.monotonic()
-    _check_options(runs=runs, variant=variant, seed=seed, parallel=parallel, timeout=timeout, limit=max_replicas)
+    trainer, command, trainer_args, runs, variant, seed = (
+        spec.trainer, spec.command, spec.trainer_args, spec.runs, spec.variant, spec.seed
+    )  # fmt: skip
+    out, parallel, timeout, gpus, backend, keras_backend = (
+        spec.out, spec.parallel, spec.timeout, spec.gpus, spec.backend, spec.keras_backend
+    )  # fmt: skip
+    metric_regex, cold, isolate, audit, audit_stop = (
+        spec.metric_regex, spec.cold, spec.isolate, spec.audit, spec.audit_stop
+    )  # fmt: skip
+    keep_project_seeds, keep_project_determinism = spec.keep_project_seeds, spec.keep_project_determinism
     factory = backend_class(backend)
     accepted = tuple(getattr(factory, "options", ()))
-    raw_options = {**(backend_options or {}), **({"gpus": gpus} if gpus is not None else {})}
+    raw_options = {**spec.backend_options, **({"gpus": gpus} if gpus is not None else {})}
     options = parse_backend_options(backend, raw_options, accepted)
     keras_backend = check_keras_backend(keras_backend)
     patterns = compile_metric_patterns(list(metric_regex))
     target = _target(trainer, command, trainer_args)
-    experiment = _check_experiment(experiment, target)
+    experiment = _check_experiment(spec.experiment, target)
     if "gpus" in accepted:
         options["gpus"] = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
     slots = parallel if parallel is not None else (1 if backend == "local" else runs)
-    launcher = factory(parallel=slots, kill_grace_s=kill_grace_s, **options)
+    launcher = factory(parallel=slots, kill_grace_s=spec.kill_grace_s, **options)
     launcher.preflight()
     outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
     outdir.open()
@@ -199,7 +260,7 @@ def replicate(
             trainer_args=tuple(trainer_args),
             keep_project_seeds=keep_project_seeds,
             keep_project_determinism=keep_project_determinism,
-            force=force,
+            force=spec.force,
             configuration=configuration,
         )
     except BaseException:
@@ -228,7 +289,7 @@ def replicate(
         progress,
         launcher,
         base_seed=seed,
-        argv=sys.argv if argv is None else argv,
+        argv=sys.argv if spec.argv is None else spec.argv,
         keras_backend=keras_backend,
         command=target if isinstance(target, Command) else None,
         patterns=patterns,
@@ -382,30 +443,6 @@ def _problem_lines(variant_dir: Path) -> list[str]:
         return [format_problem(problem) for problem in study_problems(variant_dir)]
     except Exception as exc:  # the study ran; a failed check must not hide its summary
         return [f"could not check the study for problems: {type(exc).__name__}: {exc}"]
-
-
-def _check_options(
-    *, runs: object, variant: object, seed: object, parallel: object, timeout: object, limit: object = MAX_REPLICAS
-) -> None:
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise UsageError(f"`--runs` must be a positive integer. Received: --runs={runs}.")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise UsageError(f"`--max-replicas` must be a positive integer. Received: --max-replicas={limit}.")
-    if runs > limit:
-        raise UsageError(
-            f"`--runs` must be at most {limit} (the replicas one launch may plan; a guard against a typo): pass "
-            f"--max-replicas {runs} to launch that many. Received: --runs={runs}."
-        )
-    if variant not in VARIANTS:
-        raise UsageError(f"`--variant` must be one of {', '.join(VARIANTS)}. Received: --variant={variant}.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise UsageError(f"`--seed` must be an integer in [0, 2**32). Received: --seed={seed}.")
-    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
-        raise UsageError(f"`--parallel` must be a positive integer. Received: --parallel={parallel}.")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf")
-    ):
-        raise UsageError(f"`--timeout` must be a positive number of seconds. Received: --timeout={timeout}.")
 
 
 def _other_configurations_line(plan: ReplicationPlan) -> str:

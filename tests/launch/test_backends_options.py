@@ -15,7 +15,8 @@ from replicate_helpers import child_env, trainer
 
 from deviate_cb.cli.replicate import main
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.options import parse_backend_options, parse_slurm_time
+from deviate_cb.launch.options import parse_backend_options
+from deviate_cb.launch.slurm.options import parse_slurm_time
 
 ECHO = trainer("basic.py:echo")
 
@@ -113,3 +114,27 @@ def test_missing_engine_is_one_line_exit_2(backend: str, extra: str, tmp_path: P
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and f"pip install 'deviate-cb[{extra}]'" in proc.stderr
     assert not out.exists()
+
+
+def test_every_backend_option_is_a_flag_of_the_help_declared_once() -> None:
+    from deviate_cb.cli.replicate import build_parser
+    from deviate_cb.launch.base import BUILTIN_BACKENDS, backend_class
+    from deviate_cb.launch.options import builtin_options
+
+    help_text = build_parser().format_help()
+    declared = {name: backend_class(name).declared for name in BUILTIN_BACKENDS}
+    for name, options in declared.items():
+        assert backend_class(name).options == tuple(option.name for option in options), name
+        for option in options:
+            assert f"{option.flag} " in help_text or f"{option.flag}\n" in help_text, option.flag
+    # one declaration per option name: a shared option (--replicas-per-task) is one object the backends list
+    by_name: dict[str, set[int]] = {}
+    for options in declared.values():
+        for option in options:
+            by_name.setdefault(option.name, set()).add(id(option))
+    assert all(len(ids) == 1 for ids in by_name.values()), by_name
+    parser = build_parser()
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    assert {option.flag for option in builtin_options()} <= flags
+    assert parser.get_default("backend_option_names") == tuple(option.name for option in builtin_options())
+    assert not (Path(__file__).parents[2] / "deviate_cb" / "cli" / "replicate.py").read_text().count("--partition\"")

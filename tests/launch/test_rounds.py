@@ -233,14 +233,14 @@ def test_constant_groups_end_undecided_in_words(study: Path) -> None:
     [("min", "A better", -0.08), ("min", "B better", 0.08), ("max", "A better", 0.08), ("max", "B better", -0.08)],
 )
 def test_the_answer_puts_the_margin_inside_its_interval(direction: str, decision: str, statistic: float) -> None:
-    from deviate_cb.launch.rounds import _answer
+    from deviate_cb.launch.sequence_lines import answer_line
     from deviate_cb.stats.sequential import plan_sequential
 
     plan = plan_sequential(((3, 3), (6, 6)), direction=direction)
     low, high = (0.015, 0.15) if statistic > 0 else (-0.15, -0.015)
     look = {"n_a": 6, "n_b": 6, "k": 2, "level": 0.95, "statistic": statistic, "low": low, "high": high,
             "decision": decision}  # fmt: skip
-    text = _answer(look, "loss", plan, ("new", "algo"), ("old", "algo"))
+    text = answer_line(look, "loss", plan, ("new", "algo"), ("old", "algo"))
     winner = "new" if decision == "A better" else "old"
     assert text.startswith(f"decided: experiment={winner} variant=algo has the better loss"), text
     assert "by 0.08 [0.015, 0.15] (95% repeated CI)" in text, text

@@ -19,10 +19,11 @@ Anything but ``COMPLETED`` is recorded as a failed replica (``timeout`` for ``TI
 the manifest. Without ``sacct`` the manifest decides after ``sacct_wait_s``; a replica whose job vanished
 without recording its end is failed with state ``UNKNOWN``. ``no_wait`` returns right after submission.
 
-This module holds the backend: its options, the submission of one study and the following of its jobs. The
-cluster check and the submitit set-up are in :mod:`~deviate_cb.launch.slurm.submit`, the outcome of an ended
-job in :mod:`~deviate_cb.launch.slurm.outcome` (:func:`~deviate_cb.launch.slurm.outcome.outcome_from_manifest`), and the
-``squeue``/``sacct`` queries and the job record in :mod:`~deviate_cb.launch.slurm.jobs`.
+This module holds the submission of one study and the following of its jobs: its options are declared in
+:mod:`~deviate_cb.launch.slurm.options`, the cluster check and the submitit set-up are in
+:mod:`~deviate_cb.launch.slurm.submit`, the outcome of an ended job in :mod:`~deviate_cb.launch.slurm.outcome`
+(:func:`~deviate_cb.launch.slurm.outcome.outcome_from_manifest`), and the ``squeue``/``sacct`` queries and the job
+record in :mod:`~deviate_cb.launch.slurm.jobs`.
 
 Example:
     >>> backend = SlurmBackend(partition="debug", gpus_per_replica=1, time=90, slurm_opt={"constraint": "a100"})
@@ -46,7 +47,7 @@ from typing import Any, Optional
 
 from deviate_cb.errors import require
 from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
-from deviate_cb.launch.options import SLURM_OPTIONS, check_replicas_per_task
+from deviate_cb.launch.options import check_replicas_per_task
 from deviate_cb.launch.remote import GroupedTasks, run_tasks, task_groups
 from deviate_cb.launch.slurm.jobs import (
     ACTIVE_STATES,
@@ -57,6 +58,7 @@ from deviate_cb.launch.slurm.jobs import (
     read_jobs_file,
     write_jobs_file,
 )
+from deviate_cb.launch.slurm.options import SLURM_OPTIONS
 from deviate_cb.launch.slurm.outcome import ENDED_STATUSES, lost_note, outcome_from_manifest
 from deviate_cb.launch.slurm.submit import (
     array_executor,
@@ -92,7 +94,8 @@ class SlurmBackend(GroupedTasks, Backend):
     """
 
     name = "slurm"
-    options = SLURM_OPTIONS
+    options = tuple(option.name for option in SLURM_OPTIONS)
+    declared = SLURM_OPTIONS
 
     def __init__(
         self,

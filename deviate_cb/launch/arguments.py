@@ -1,0 +1,167 @@
+"""The flags of a replication, declared once: what ``deviate-replicate`` (and ``deviate replicate``) parse into a
+:class:`~deviate_cb.launch.spec.ReplicationSpec`, the rounds of ``--until-decided``, and every backend's options,
+built from the backends' own declarations (:attr:`~deviate_cb.launch.base.Backend.declared`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from deviate_cb.launch.options import builtin_options
+
+__all__ = ["add_backend_arguments", "add_replication_arguments", "add_rounds_arguments"]
+
+
+def add_replication_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags :meth:`~deviate_cb.launch.spec.ReplicationSpec.from_args` reads, backend options included.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_replication_arguments(parser)
+        >>> ns = parser.parse_args(["-n", "3", "--backend", "slurm", "--partition", "gpu"])
+        >>> ns.runs, ns.partition, "partition" in ns.backend_option_names
+        ('3', 'gpu', True)
+    """
+    _add_target_arguments(parser)
+    _add_run_arguments(parser)
+    add_backend_arguments(parser)
+
+
+def _add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trainer",
+        metavar="SPEC",
+        help="module:function or path/to/file.py:function (or give a command after --)",
+    )
+    parser.add_argument("-n", "--runs", required=True, metavar="N", help="number of replicas")
+    parser.add_argument("--variant", default="algo+impl", help="algo+impl (default), algo, impl or control")
+    parser.add_argument("--seed", default="0", metavar="SEED", help="base seed (default 0)")
+    parser.add_argument("--out", default="deviate_runs", metavar="DIR", help="output directory (default deviate_runs)")
+    parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: module name or file stem)")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--parallel",
+        metavar="K",
+        help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues); each gets cores // K "
+        "CPU threads unless OMP_NUM_THREADS is set",
+    )
+    parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
+    parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
+    parser.add_argument(
+        "--max-replicas",
+        metavar="N",
+        help="the most replicas -n may ask for (default 10000, a guard against a typo); raise it to launch more",
+    )
+    parser.add_argument(
+        "--keep-project-seeds",
+        action="store_true",
+        help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
+    )
+    parser.add_argument(
+        "--keep-project-determinism",
+        action="store_true",
+        help="leave the project's own determinism switches (torch.use_deterministic_algorithms, "
+        "enable_op_determinism, Trainer(deterministic=...)) in effect; the variant may then not measure what it says",
+    )
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="run each replica in its own working directory <run_dir>/.workdir/<this directory's name>, which links "
+        "every top-level entry of this directory (and .. those of its parent), so files the project writes to "
+        "relative paths (history.json, ./out/ckpt.pt, a linked file it rewrites) are its own",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="start every replica as a fresh interpreter (default: fork them from a template that has imported "
+        "the frameworks once; the numbers are the same)",
+    )
+    parser.add_argument(
+        "--metric-regex",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="record the last match of each named group in a replica's output as a final metric, "
+        "e.g. 'acc=(?P<acc>[0-9.]+)' (repeatable)",
+    )
+    parser.add_argument(
+        "--keras-backend",
+        metavar="NAME",
+        help="tensorflow, torch or jax: KERAS_BACKEND of every replica (default: the environment's)",
+    )
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--backend`` and the flags of every built-in backend's options, one help section per backend;
+    ``backend_option_names`` (a default of the namespace) lists their destinations.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_backend_arguments(parser)
+        >>> parser.parse_args(["--slurm-opt", "a=1", "--slurm-opt", "b=2"]).slurm_opt
+        ['a=1', 'b=2']
+    """
+    parser.add_argument(
+        "--backend", default="local", metavar="NAME", help="local (default), slurm, ray, or an installed plug-in"
+    )
+    groups: dict[str, Any] = {}
+    names = []
+    for option in builtin_options():
+        group = groups.get(option.group) or groups.setdefault(option.group, parser.add_argument_group(option.group))
+        if option.switch:
+            group.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
+        else:
+            action = "append" if option.repeatable else "store"
+            group.add_argument(option.flag, dest=option.name, action=action, metavar=option.metavar, help=option.help)
+        names.append(option.name)
+    parser.set_defaults(backend_option_names=tuple(names))
+
+
+def add_rounds_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the flags of ``--until-decided`` and ``--until-precision`` (:mod:`deviate_cb.launch.rounds`)."""
+    rounds = parser.add_argument_group("replicate until the answer is known (rounds of --parallel replicas, or one)")
+    rounds.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="run this group and the --against group in rounds until a group-sequential test decides which is "
+        "better on --metric (or, with --effect, that no difference that large exists), or --max-runs",
+    )
+    rounds.add_argument("--against", action="append", default=[], metavar="KEY=VALUE",
+                        help="the group to compare with, e.g. experiment=baseline (repeatable, ANDed)")  # fmt: skip
+    rounds.add_argument(
+        "--until-precision",
+        metavar="REL",
+        help="run this group in rounds until its std of --metric is known to +-REL (half-width of the interval over "
+        "the std, e.g. 0.25), or --max-runs",
+    )
+    rounds.add_argument("--metric", metavar="NAME", help="the metric the rounds decide on, e.g. val_acc")
+    rounds.add_argument("--max-runs", metavar="N", help="the most runs per group")
+    rounds.add_argument("--direction", metavar="max|min", help="whether higher is better (default: from the name)")
+    rounds.add_argument("--effect", metavar="X", help="a difference that matters, in the metric's units")
+    rounds.add_argument("--alpha", default="0.05", metavar="A", help="error rate over the whole sequence (0.05)")
+    rounds.add_argument(
+        "--on",
+        default="mean",
+        choices=("mean", "spread", "improvement"),
+        help="decide on the mean, the spread, or improvement: P(A>B) (a run of A beats a run of B, ties half) "
+        "against --threshold",
+    )
+    rounds.add_argument(
+        "--threshold",
+        metavar="P",
+        help="with --on improvement: A better when P(A>B)'s repeated interval is above P, B better below 1 - P, "
+        "no improvement either way inside (1 - P, P); in (0.5, 1) (default 0.75, Bouthillier et al. 2021)",
+    )
+    rounds.add_argument(
+        "--boundary",
+        metavar="B",
+        help="--until-decided: obf (the default: O'Brien-Fleming-type, early looks decide only on a large "
+        "difference) or pocock (one level at every look); a sequence under way keeps the one it was planned with",
+    )
+    rounds.add_argument("--level", default="0.95", metavar="L", help="--until-precision: the std interval's level")
+    rounds.add_argument("--yes", action="store_true",
+                        help="--until-decided: relaunch the --against group even when its run.json records another "
+                        "program or directory than this command's (shown; asked on a terminal otherwise)")  # fmt: skip
