@@ -1,5 +1,5 @@
-"""The ``deviate`` command: ``report``, ``compare``, ``power``, ``status``, ``audit``, ``fingerprint``, ``bench``,
-``import`` and ``export``.
+"""The ``deviate`` command: ``replicate``, ``report``, ``compare``, ``power``, ``status``, ``audit``, ``fingerprint``,
+``bench``, ``import`` and ``export``.
 
 Each subcommand lives in its own module (``report_command``, ``compare_command``, ``status_command``,
 ``audit_command``, ``fingerprint_command``, ``bench_command``, ``import_command``, ``export_command``) as a pair
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
+    commands.add_parser(  # run by deviate_cb.cli.replicate, which parses its own words (see main)
+        "replicate", help="run a trainer N times under a noise variant (the same as deviate-replicate)", add_help=False
+    )
     add_report(commands)
     add_compare(commands)
     add_power(commands)
@@ -65,9 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run ``deviate`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
+    """Run ``deviate`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status.
+
+    ``deviate replicate ...`` is ``deviate-replicate ...`` (:func:`deviate_cb.cli.replicate.main`), word for word.
+    """
     out, err = sys.stdout, sys.stderr
     words = list(sys.argv[1:] if argv is None else argv)
+    if _is_replicate(words):
+        from deviate_cb.cli.replicate import main as replicate_main
+
+        return replicate_main(words[1:])
     after = None
     if words[:1] == ["audit"] and "--" in words:  # the training's own words: never parsed as ours
         words, after = words[: words.index("--")], words[words.index("--") + 1 :]
@@ -92,6 +102,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 130
     except BrokenPipeError:  # `deviate report runs | head`: stop quietly, also at interpreter exit
         return reader_gone(out, err)
+
+
+def _is_replicate(words: Sequence[str]) -> bool:
+    """Whether the command is ``deviate replicate``: its words, ``--`` and after included, are its own.
+
+    Example:
+        >>> _is_replicate(["replicate", "-n", "2"]), _is_replicate(["report", "runs"])
+        (True, False)
+    """
+    return words[:1] == ["replicate"]
 
 
 if __name__ == "__main__":

@@ -137,4 +137,4 @@ def test_every_backend_option_is_a_flag_of_the_help_declared_once() -> None:
     flags = {flag for action in parser._actions for flag in action.option_strings}
     assert {option.flag for option in builtin_options()} <= flags
     assert parser.get_default("backend_option_names") == tuple(option.name for option in builtin_options())
-    assert not (Path(__file__).parents[2] / "deviate_cb" / "cli" / "replicate.py").read_text().count("--partition\"")
+    assert not (Path(__file__).parents[2] / "deviate_cb" / "cli" / "replicate.py").read_text().count('--partition"')
