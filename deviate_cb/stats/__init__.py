@@ -40,6 +40,7 @@ from deviate_cb.stats.decompose import decompose
 from deviate_cb.stats.describe import STD_CI_METHODS, Description, describe
 from deviate_cb.stats.directions import DIRECTIONS, infer_direction, resolve_direction
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
+from deviate_cb.stats.interval_width import runs_for_precision, std_precision
 from deviate_cb.stats.intervals import (
     ConfidenceInterval,
     bonett_std_interval,
@@ -62,9 +63,7 @@ from deviate_cb.stats.sequential import (
     SequentialPlan,
     plan_looks,
     plan_sequential,
-    runs_for_precision,
     sequential_look,
-    std_precision,
 )
 from deviate_cb.stats.spread import spread_ratio
 from deviate_cb.stats.stability.groups import PerClassAccuracy, SubgroupRates, per_class_accuracy, subgroup_rates

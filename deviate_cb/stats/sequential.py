@@ -1,65 +1,6 @@
-"""Sequential stopping (issues 27, 42): test A against B after every round of runs, and stay valid while doing so.
-
-Re-testing at ``alpha`` after every round and stopping at the first ``p < alpha`` rejects a true "no difference"
-far more often than ``alpha``: 28.6% at 0.05 with 48 looks, after every run from 3 to 50 runs per group
-(normal runs, Welch's t; :func:`naive_rate` of ``plan_looks(3, 3, 1, 50)``, 100,000 simulated studies, seed
-101). This module plans the looks instead, as a group-sequential design (Jennison & Turnbull, *Group Sequential
-Methods with Applications to Clinical Trials*, 2000, ch. 2-3), calibrated by simulation for the tests actually run
-and for any looks:
-
-- :func:`plan_sequential` fixes the looks ``(n_a_k, n_b_k)``, ``k = 1..K``, and each look's nominal two-sided
-  level ``p_k``: by default O'Brien-Fleming-type, ``p_k = 2 Phi(-C / sqrt(t_k))`` with ``t_k`` the information
-  fraction ``(1/(1/n_a_k + 1/n_b_k)) / (1/(1/n_a_K + 1/n_b_K))`` (O'Brien & Fleming 1979, Biometrics 35:549):
-  early looks decide only on a large difference, where a few runs say least about the shape of the metric;
-  ``boundary="pocock"`` keeps one level at every look (Pocock 1977, Biometrika 64:191). ``C`` is calibrated so
-  that *some* look rejects with probability ``alpha`` when there is no difference, on 200,000 standard normal
-  null studies (seeded: a plan is reproducible; :mod:`~deviate_cb.stats.stopping`), so the rate is ``alpha`` on
-  normal runs up to Monte-Carlo error.
-- The mean's test is Welch's t, widened for skewness: at look ``k``, with ``q_k = t_{dof_k, 1-p_k/2}`` (Welch's
-  degrees of freedom), the repeated interval is ``d +- (q_k + a_k (2 q_k^2 + 1)) SE_k`` with ``a_k = kappa
-  |g_k| / 6`` and ``g_k = (k3_A/n_A^2 - k3_B/n_B^2) / SE_k^3`` (``k3`` each group's unbiased third cumulant): the
-  Cornish-Fisher term of the studentized mean difference (Hall 1992, *The Bootstrap and Edgeworth Expansion*;
-  Johnson 1978, JASA 73:536), inflated by ``kappa`` (8 by default) because a few runs' sample skewness is far
-  smaller than the true one. Without it, lognormal runs (skewness 6, a loss's right tail) with spreads 3x apart
-  and looks from 3 runs every 1-5 runs up to 30 a group were called "A better" or "B better" in 18-21% of studies
-  of no difference at alpha 5% (the Pocock design of Welch's plain t-test; fixed-n Welch at 30: 9%). Measured
-  with the default plan (10,000 studies a cell, looks from 3 runs, rounds of 1, 3 and 5, up to 30; see
-  ``tests/stats/test_sequential.py`` and ``benchmarks/sequential_robustness.py``): false decisions 5.0-6.5% on
-  lognormal runs 3:1 and 1:3 apart, 4.9-5.1% on normal runs, at most 5.8% on lognormal against normal runs,
-  diverged runs (10% at 5 sd below) and tied accuracies; it is conservative on symmetric heavy tails (1.6% on
-  t(3) runs 3:1 apart), where the sample skewness is noise, and on skewed runs of equal spreads (0.4%). Power for
-  a difference of 1 sd on normal runs by 30 runs a group: 95-96% (the replaced plan: 91-93%). The price is a
-  wider interval at the first looks and less power on skewed runs (1 sd on lognormal runs: 71% against 94%).
-  A look on the mean needs 3 runs a group (the third cumulant needs 3). Past this (stronger skewness, much
-  longer sequences, alpha far from 5%) the rate is not measured.
-- The spread uses the Brown-Forsythe test (``scipy.stats.levene(center="median")``) on the same boundary
-  (``kappa`` 0: no skewness term), calibrated on 100,000 normal paths; under unit-variance t(3) runs it rejects
-  less than ``alpha``, so heavy tails make it conservative.
-- ``on="improvement"`` decides on ``P(A>B) + P(A=B)/2`` (A's run the better one in the metric's direction)
-  against a ``threshold`` (default 0.75, Bouthillier et al. 2021): its interval (placement standard error floored
-  by Hanley-McNeil's) and its own calibrated constant are in :mod:`~deviate_cb.stats.improvement_look`; "A better"
-  above the threshold, "B better" below ``1 - threshold``, "no improvement of at least THRESHOLD either way"
-  inside both.
-- :func:`sequential_look` tests the runs made so far at a planned look and gives the *repeated confidence interval*
-  (Jennison & Turnbull 2000, ch. 9): the mean difference's above, or for the spread the ratio ``std(A)/std(B)``
-  with the interval that inverts Brown-Forsythe at ``1 - p_k`` (:func:`~deviate_cb.stats.spread.spread_ratio`).
-  The interval at look ``k`` holds the true value exactly when the same test of "the difference is the true one"
-  does not reject, so **all** the looks' intervals hold it at once with probability about ``1 - alpha`` (as
-  measured above), whatever rule stops the study. The decisions are read off the interval, so they never disagree
-  with it: A or B better when it excludes 0 (a ratio of 1), "no difference of at least ``effect``" when it lies
-  inside ``(-effect, effect)`` (the spread: inside ``(1/effect, effect)``, ``effect > 1`` a factor), "undecided" at
-  the last look. Where the mean's study stops on a decision, the look adds Whitehead's (1986) bias-adjusted
-  difference (:mod:`~deviate_cb.stats.stopped_estimate`): stopping early overstates the difference on average
-  (for ``plan_looks(3, 3, 1, 30)`` and both stds 1: 0.9 -> 0.84 under the O'Brien-Fleming-type boundary, 0.78 under
-  Pocock's). While both groups are constant (equal runs within each) there is no spread to test a difference
-  against: the look continues, and the last look is undecided. For the mean, "better" follows ``direction``
-  (``"max"``: higher is better); for the spread, A is better when it spreads less.
-- The precision rule, run until a std's interval is narrow enough (:func:`std_precision`,
-  :func:`runs_for_precision`).
-
-A plan is written to the study's manifest (:meth:`SequentialPlan.to_dict`) and a resumed launcher reads it back
-(:meth:`SequentialPlan.from_dict`), the nominal levels included, so the alpha already spent is never spent again;
-a plan written before boundaries were named is read back as the Pocock plan of Welch's plain t-test it was.
+"""Sequential stopping: test A against B after every round of runs, on a group-sequential plan whose looks spend
+the error rate once (:func:`plan_sequential`), each look giving a repeated confidence interval and the decision read
+off it (:func:`sequential_look`); the design, its calibration and its measured error rates are in the docs.
 
 Example:
     >>> plan = plan_sequential(plan_looks(3, 3, 2, 9))
@@ -96,11 +37,12 @@ from deviate_cb.stats._looks import (
     check_seed,
 )
 from deviate_cb.stats._results import check_level, json_value
-from deviate_cb.stats._std import guarded_std, guarded_var, is_constant
+from deviate_cb.stats._std import guarded_std, is_constant
 from deviate_cb.stats.boundaries import boundary_nominals
 from deviate_cb.stats.directions import validate_direction
 from deviate_cb.stats.improvement_look import DEFAULT_THRESHOLD, calibrate_improvement, check_threshold
 from deviate_cb.stats.intervals import ConfidenceInterval
+from deviate_cb.stats.look_statistics import mean_look, spread_look
 from deviate_cb.stats.stopping import calibrate_boundary
 
 __all__ = [
@@ -110,9 +52,7 @@ __all__ = [
     "SequentialPlan",
     "plan_looks",
     "plan_sequential",
-    "runs_for_precision",
     "sequential_look",
-    "std_precision",
 ]
 
 DEFAULT_BOUNDARY = "obf"
@@ -445,9 +385,9 @@ def sequential_look(plan: SequentialPlan, a: Values, b: Values, *, adjust: bool 
     k = plan.looks.index((x.size, y.size)) + 1
     nominal = plan.nominals[k - 1]
     if plan.on == "mean":
-        estimate, pvalue, low, high = _mean_look(x, y, nominal, plan.kappa)
+        estimate, pvalue, low, high = mean_look(x, y, nominal, plan.kappa)
     elif plan.on == "spread":
-        estimate, pvalue, low, high = _spread_look(x, y, nominal)
+        estimate, pvalue, low, high = spread_look(x, y, nominal)
     else:
         from deviate_cb.stats.improvement_look import improvement_interval
 
@@ -485,111 +425,6 @@ def sequential_look(plan: SequentialPlan, a: Values, b: Values, *, adjust: bool 
         k, len(plan.looks), int(x.size), int(y.size), plan.on, estimate, pvalue, nominal, 1.0 - plan.alpha,
         low, high, _decision(plan, outcome), outcome, text, adjusted,
     )  # fmt: skip
-
-
-def std_precision(n: int, level: float = 0.95, kurtosis: Optional[float] = None) -> float:
-    """The half-width of a std's interval from ``n`` runs, relative to the std: a planning number.
-
-    Without ``kurtosis``, the chi-square interval's (normal theory: it depends on ``n`` only, and holds for normal
-    runs only). With ``kurtosis`` (3 for normal runs, about 9 for lognormal(0, 0.5), more for heavier tails), the
-    half-width of Bonett's interval when the runs show that kurtosis
-    (:func:`~deviate_cb.stats.precision.planning_precision`): what ``deviate-replicate --until-precision``
-    reaches, since its interval is Bonett's and its width follows the kurtosis of the runs.
-
-    Example:
-        >>> round(std_precision(10), 4), round(std_precision(100), 4), round(std_precision(39, kurtosis=3.0), 3)
-        (0.5689, 0.1418, 0.25)
-    """
-    n = positive_int(n, "n")
-    if n < 2:
-        raise ValueError(f"`n` must be at least 2 (a std needs two runs). Received: n={n}.")
-    return _precision(n, check_level(level), _kurtosis(kurtosis))
-
-
-def runs_for_precision(rel: float, level: float = 0.95, kurtosis: Optional[float] = None) -> int:
-    """The fewest runs whose std interval's half-width is at most ``rel`` times the std (:func:`std_precision`).
-
-    A planning number: normal theory without ``kurtosis``; with it, for runs of that kurtosis (a metric with heavy
-    tails needs several times more runs: 39 for ±25% at kurtosis 3, 133 at 9).
-
-    Example:
-        >>> runs_for_precision(0.2), round(std_precision(runs_for_precision(0.2)), 4)
-        (53, 0.199)
-        >>> runs_for_precision(0.25, kurtosis=3.0), runs_for_precision(0.25, kurtosis=9.0)
-        (39, 133)
-    """
-    if isinstance(rel, bool) or not isinstance(rel, numbers.Real) or not math.isfinite(rel) or rel <= 0:
-        raise ValueError(f"`rel` must be a positive number. Received: rel={rel!r}.")
-    level = check_level(level)
-    kurt = _kurtosis(kurtosis)
-    if rel < 1e-4:
-        raise ValueError(f"`rel` must be at least 1e-4 (about 1e9 runs). Received: rel={rel!r}.")
-    low, high = 1, 2  # precision(low) > rel >= precision(high), with precision(1) taken as infinite
-    while _precision(high, level, kurt) > rel:
-        low, high = high, 2 * high
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if _precision(mid, level, kurt) <= rel else (mid, high)
-    return high
-
-
-def _precision(n: int, level: float, kurtosis: Optional[float] = None) -> float:
-    if kurtosis is not None:
-        from deviate_cb.stats.precision import planning_precision
-
-        return float(planning_precision(n, kurtosis, level))
-    from scipy.special import chdtri
-
-    df, tail = float(n - 1), (1.0 - level) / 2.0
-    return 0.5 * (math.sqrt(df / chdtri(df, 1.0 - tail)) - math.sqrt(df / chdtri(df, tail)))
-
-
-def _kurtosis(kurtosis: object) -> Optional[float]:
-    if kurtosis is None:
-        return None
-    if isinstance(kurtosis, bool) or not isinstance(kurtosis, numbers.Real) or not 1 <= float(kurtosis) < math.inf:
-        raise ValueError(
-            f"`kurtosis` must be a number of at least 1 (3: normal runs). Received: kurtosis={kurtosis!r}."
-        )
-    return float(kurtosis)
-
-
-def _mean_look(x: np.ndarray, y: np.ndarray, nominal: float, kappa: float) -> tuple[float, float, float, float]:
-    """The difference, the widened test's p-value and the repeated interval ``d +- widened(q, a) SE``."""
-    from scipy.special import stdtrit
-
-    from deviate_cb.stats.boundaries import widened, widened_p
-
-    var_a, var_b = guarded_var(x), guarded_var(y)  # equal runs have variance 0 exactly
-    part_a, part_b = var_a / x.size, var_b / y.size
-    se = math.sqrt(part_a + part_b)
-    diff = float(np.mean(x) - np.mean(y))
-    if se == 0:
-        return diff, math.nan, -math.inf, math.inf
-    dof = (part_a + part_b) ** 2 / (part_a**2 / (x.size - 1) + part_b**2 / (y.size - 1))
-    skew = _skew(x, y, se)
-    half = float(widened(float(stdtrit(dof, 1.0 - nominal / 2.0)), kappa * abs(skew) / 6.0)) * se
-    pvalue = float(widened_p(np.array(diff / se), np.array(skew), np.array(dof), kappa))
-    return diff, pvalue, diff - half, diff + half
-
-
-def _skew(x: np.ndarray, y: np.ndarray, se: float) -> float:
-    """``(k3_A / n_A^2 - k3_B / n_B^2) / SE^3``, ``k3`` the unbiased third cumulant (0 for a constant group)."""
-    parts = []
-    for v in (x, y):
-        n = v.size
-        centred = v - np.mean(v)
-        k3 = n / ((n - 1) * (n - 2)) * float(np.sum(centred**3)) if n > 2 and guarded_var(v) > 0 else 0.0
-        parts.append(k3 / n**2)
-    return (parts[0] - parts[1]) / se**3
-
-
-def _spread_look(x: np.ndarray, y: np.ndarray, nominal: float) -> tuple[float, float, float, float]:
-    from deviate_cb.stats.spread import spread_ratio
-
-    result = spread_ratio(x, y, level=1.0 - nominal)
-    low, high = result.confidence_interval()
-    return float(result.statistic), float(result.pvalue), float(low), float(high)
 
 
 def _p_name(plan: SequentialPlan) -> str:
