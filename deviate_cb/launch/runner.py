@@ -49,7 +49,6 @@ from deviate_cb.launch.records import (
 from deviate_cb.launch.replication import WARNING, Replication, ReplicationResult
 from deviate_cb.launch.spec import MAX_REPLICAS, ReplicationSpec
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
-from deviate_cb.store.configuration import configuration_fields
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 
 __all__ = [
@@ -210,56 +209,37 @@ def run_replication(
         What became of each replica, as :func:`replicate` says.
     """
     started = time.monotonic()
-    trainer, command, trainer_args, runs, variant, seed = (
-        spec.trainer, spec.command, spec.trainer_args, spec.runs, spec.variant, spec.seed
-    )  # fmt: skip
-    out, parallel, timeout, gpus, backend, keras_backend = (
-        spec.out, spec.parallel, spec.timeout, spec.gpus, spec.backend, spec.keras_backend
-    )  # fmt: skip
-    metric_regex, cold, isolate, audit, audit_stop = (
-        spec.metric_regex, spec.cold, spec.isolate, spec.audit, spec.audit_stop
-    )  # fmt: skip
-    keep_project_seeds, keep_project_determinism = spec.keep_project_seeds, spec.keep_project_determinism
-    factory = backend_class(backend)
-    accepted = tuple(getattr(factory, "options", ()))
-    raw_options = {**spec.backend_options, **({"gpus": gpus} if gpus is not None else {})}
-    options = parse_backend_options(backend, raw_options, accepted)
-    keras_backend = check_keras_backend(keras_backend)
-    patterns = compile_metric_patterns(list(metric_regex))
-    target = _target(trainer, command, trainer_args)
+    factory, options = _backend_options(spec)
+    keras_backend = check_keras_backend(spec.keras_backend)
+    patterns = compile_metric_patterns(list(spec.metric_regex))
+    target = _target(spec.trainer, spec.command, spec.trainer_args)
     experiment = _check_experiment(spec.experiment, target)
-    if "gpus" in accepted:
+    if "gpus" in getattr(factory, "options", ()):
+        gpus = spec.gpus
         options["gpus"] = detect_gpus() if gpus is None else parse_gpus(gpus) if isinstance(gpus, str) else tuple(gpus)
-    slots = parallel if parallel is not None else (1 if backend == "local" else runs)
+    slots = spec.parallel if spec.parallel is not None else (1 if spec.backend == "local" else spec.runs)
     launcher = factory(parallel=slots, kill_grace_s=spec.kill_grace_s, **options)
     launcher.preflight()
+    out, variant = spec.out, spec.variant
     outdir = OutputDirectory(Path(out).absolute(), experiment, variant, given=str(out))
     outdir.open()
-    configuration = configuration_fields(
-        mode="trainer" if isinstance(target, TrainerSpec) else "command",
-        variant=variant,
-        trainer=target.text if isinstance(target, TrainerSpec) else None,
+    trainer_text = target.text if isinstance(target, TrainerSpec) else None
+    configuration = spec.configuration(
+        trainer=trainer_text,
         command=None if isinstance(target, TrainerSpec) else target.given,
-        trainer_args=trainer_args,
-        base_seed=seed,
         keras_backend=keras_backend,
-        metric_regex=metric_regex,
-        keep_project_seeds=keep_project_seeds,
-        keep_project_determinism=keep_project_determinism,
-        audit_steps=audit,
-        isolate=isolate,
     )
     try:
         plan = ReplicationPlan(
             outdir.root,
             experiment,
             variant,
-            runs,
-            seed,
-            trainer=target.text if isinstance(target, TrainerSpec) else None,
-            trainer_args=tuple(trainer_args),
-            keep_project_seeds=keep_project_seeds,
-            keep_project_determinism=keep_project_determinism,
+            spec.runs,
+            spec.seed,
+            trainer=trainer_text,
+            trainer_args=tuple(spec.trainer_args),
+            keep_project_seeds=spec.keep_project_seeds,
+            keep_project_determinism=spec.keep_project_determinism,
             force=spec.force,
             configuration=configuration,
         )
@@ -270,16 +250,17 @@ def run_replication(
     modules = preimports(project_files(target, Path.cwd()), Path.cwd())
     first, last = plan.seed_range
     what = target.text if isinstance(target, TrainerSpec) else f"`{shlex.join(target.given)}`"
+    runs = spec.runs
     progress.message(
         f"deviate-replicate: {runs} replica{'s' * (runs != 1)} of {what}, variant {variant} "
         f"(seed{'s' * (first != last)} {first}{f'..{last}' if first != last else ''}) in "
         f"{Path(str(out)) / f'experiment={experiment}' / f'variant={variant}'}; {launcher.describe()}"
         + (f"; Keras backend {keras_backend}" if keras_backend else "")
-        + (_start_line(cold, modules) if getattr(launcher, "warm_start", False) else "")
+        + (_start_line(spec.cold, modules) if getattr(launcher, "warm_start", False) else "")
     )
-    if keep_project_seeds:
+    if spec.keep_project_seeds:
         progress.message(f"{WARNING} {KEEP_SEEDS_WARNING}")
-    if keep_project_determinism:
+    if spec.keep_project_determinism:
         progress.message(f"{WARNING} {KEEP_DETERMINISM_WARNING}")
     if plan.other_configurations:
         progress.message(f"{WARNING} {_other_configurations_line(plan)}")
@@ -288,7 +269,7 @@ def run_replication(
     replication = Replication(
         progress,
         launcher,
-        base_seed=seed,
+        base_seed=spec.seed,
         argv=sys.argv if spec.argv is None else spec.argv,
         keras_backend=keras_backend,
         command=target if isinstance(target, Command) else None,
@@ -308,15 +289,13 @@ def run_replication(
             reason = f"still queued/running: {running[replica]}" if replica in running else "already completed"
             progress.add(replica, replica_plan.seed, skipped="" if replica_plan.run else reason)
             if replica_plan.run:
-                job = _job(
-                    replica_plan, timeout, keras_backend, target if isinstance(target, Command) else None, isolate
-                )
+                job = _job(replica_plan, spec, keras_backend, target if isinstance(target, Command) else None)
                 env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
-                if audit:
-                    env[AUDIT_ENV] = str(audit)
-                    if audit_stop:  # deviate audit without --finish (deviate_cb.capture.audit.stopping)
+                if spec.audit:
+                    env[AUDIT_ENV] = str(spec.audit)
+                    if spec.audit_stop:  # deviate audit without --finish (deviate_cb.capture.audit.stopping)
                         env[STOP_ENV] = "1"
-                yield dataclasses.replace(job, env=env, warm_modules=None if cold else modules)
+                yield dataclasses.replace(job, env=env, warm_modules=None if spec.cold else modules)
 
     interrupted = False
     try:
@@ -350,8 +329,8 @@ def run_replication(
                         progress.message(f"{WARNING} {line}")
                     if said_problems is not None:
                         said_problems.add(line)
-                trained = trainer is not None
-                nothing = "" if audit else nothing_recorded_line(results, metric_regex=metric_regex, trainer=trained)
+                trained, regex = spec.trainer is not None, spec.metric_regex
+                nothing = "" if spec.audit else nothing_recorded_line(results, metric_regex=regex, trainer=trained)
                 if nothing:  # once per launch: what was captured (nothing) and how to capture it
                     progress.message(f"{WARNING} {nothing}")
     if replication.spec_error is not None:
@@ -361,14 +340,15 @@ def run_replication(
     return result
 
 
-def _job(
-    plan: ReplicaPlan,
-    timeout: Optional[float],
-    keras_backend: Optional[str] = None,
-    command: Optional[Command] = None,
-    isolate: bool = False,
-) -> Job:
-    cwd = workdir_of(plan.run_dir, Path.cwd()) if isolate else Path.cwd()  # made by Replication.prepare
+def _backend_options(spec: ReplicationSpec) -> tuple[Any, dict[str, Any]]:
+    """The backend's factory and the options given for it, checked (``gpus`` among them when given)."""
+    factory = backend_class(spec.backend)
+    raw_options = {**spec.backend_options, **({"gpus": spec.gpus} if spec.gpus is not None else {})}
+    return factory, parse_backend_options(spec.backend, raw_options, tuple(getattr(factory, "options", ())))
+
+
+def _job(plan: ReplicaPlan, spec: ReplicationSpec, keras_backend: Optional[str], command: Optional[Command]) -> Job:
+    cwd = workdir_of(plan.run_dir, Path.cwd()) if spec.isolate else Path.cwd()  # made by Replication.prepare
     env = plan.context.to_env()
     if keras_backend is not None:
         env["KERAS_BACKEND"] = keras_backend
@@ -393,7 +373,7 @@ def _job(
         env=env,
         stdout_path=plan.run_dir / "stdout.log",
         stderr_path=plan.run_dir / "stderr.log",
-        timeout_s=timeout,
+        timeout_s=spec.timeout,
         cwd=cwd,
         payload=plan,
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from deviate_cb.errors import UsageError
+from deviate_cb.store.configuration import configuration_fields
 from deviate_cb.variants import VARIANTS
 
 __all__ = ["MAX_REPLICAS", "ReplicationSpec", "check_replication", "number"]
@@ -87,6 +88,40 @@ class ReplicationSpec:
     def as_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :func:`~deviate_cb.launch.runner.replicate` this spec stands for."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def configuration(
+        self, *, trainer: Optional[str], command: Optional[Sequence[str]], keras_backend: Optional[str]
+    ) -> dict[str, Any]:
+        """The ``configuration`` every replica's run.json records (:func:`~deviate_cb.store.configuration.
+        configuration_fields`), the inverse of :meth:`from_manifest`.
+
+        Args:
+            trainer: The trainer spec as parsed (``None`` in command mode).
+            command: The command as given (``None`` in trainer mode).
+            keras_backend: The Keras backend as checked.
+
+        Example:
+            >>> spec = ReplicationSpec(trainer="t.py:main", variant="algo", seed=3)
+            >>> recorded = spec.configuration(trainer="t.py:main", command=None, keras_backend=None)
+            >>> recorded["mode"], recorded["base_seed"]
+            ('trainer', 3)
+            >>> ReplicationSpec.from_manifest(recorded, experiment="t", variant="algo", base=spec).seed
+            3
+        """
+        return configuration_fields(
+            mode="trainer" if trainer is not None else "command",
+            variant=self.variant,
+            trainer=trainer,
+            command=command,
+            trainer_args=self.trainer_args,
+            base_seed=self.seed,
+            keras_backend=keras_backend,
+            metric_regex=self.metric_regex,
+            keep_project_seeds=self.keep_project_seeds,
+            keep_project_determinism=self.keep_project_determinism,
+            audit_steps=self.audit,
+            isolate=self.isolate,
+        )
 
     @property
     def round_size(self) -> int:
