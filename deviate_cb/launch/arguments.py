@@ -6,15 +6,118 @@ built from the backends' own declarations (:attr:`~deviate_cb.launch.base.Backen
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from deviate_cb.launch.options import builtin_options
 
-__all__ = ["add_backend_arguments", "add_replication_arguments", "add_rounds_arguments"]
+__all__ = ["REPLICATION_FLAGS", "add_backend_arguments", "add_replication_arguments", "add_rounds_arguments"]
 
 
-def add_replication_arguments(parser: argparse.ArgumentParser) -> None:
+# dest -> (flags, keyword arguments of add_argument): the flags of ReplicationSpec.from_args, in --help's order
+_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "trainer": (
+        ("--trainer",),
+        dict(metavar="SPEC", help="module:function or path/to/file.py:function (or give a command after --)"),
+    ),
+    "runs": (("-n", "--runs"), dict(required=True, metavar="N", help="number of replicas")),
+    "variant": (("--variant",), dict(default="algo+impl", help="algo+impl (default), algo, impl or control")),
+    "seed": (("--seed",), dict(default="0", metavar="SEED", help="base seed (default 0)")),
+    "out": (("--out",), dict(default="deviate_runs", metavar="DIR", help="output directory (default deviate_runs)")),
+    "experiment": (
+        ("--experiment",),
+        dict(metavar="NAME", help="experiment name (default: module name or file stem)"),
+    ),
+    "parallel": (
+        ("--parallel",),
+        dict(
+            metavar="K",
+            help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues); each gets cores "
+            "// K CPU threads unless OMP_NUM_THREADS is set",
+        ),
+    ),
+    "timeout": (
+        ("--timeout",),
+        dict(metavar="SECONDS", help="terminate a replica after this long (marked timeout)"),
+    ),
+    "force": (("--force",), dict(action="store_true", help="rerun replicas that already completed")),
+    "max_replicas": (
+        ("--max-replicas",),
+        dict(
+            metavar="N",
+            help="the most replicas -n may ask for (default 10000, a guard against a typo); raise it to launch more",
+        ),
+    ),
+    "keep_project_seeds": (
+        ("--keep-project-seeds",),
+        dict(
+            action="store_true",
+            help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
+        ),
+    ),
+    "keep_project_determinism": (
+        ("--keep-project-determinism",),
+        dict(
+            action="store_true",
+            help="leave the project's own determinism switches (torch.use_deterministic_algorithms, "
+            "enable_op_determinism, Trainer(deterministic=...)) in effect; the variant may then not measure what it "
+            "says",
+        ),
+    ),
+    "isolate": (
+        ("--isolate",),
+        dict(
+            action="store_true",
+            help="run each replica in its own working directory <run_dir>/.workdir/<this directory's name>, which "
+            "links every top-level entry of this directory (and .. those of its parent), so files the project writes "
+            "to relative paths (history.json, ./out/ckpt.pt, a linked file it rewrites) are its own",
+        ),
+    ),
+    "cold": (
+        ("--cold",),
+        dict(
+            action="store_true",
+            help="start every replica as a fresh interpreter (default: fork them from a template that has imported "
+            "the frameworks once; the numbers are the same)",
+        ),
+    ),
+    "metric_regex": (
+        ("--metric-regex",),
+        dict(
+            action="append",
+            default=[],
+            metavar="REGEX",
+            help="record the last match of each named group in a replica's output as a final metric, "
+            "e.g. 'acc=(?P<acc>[0-9.]+)' (repeatable)",
+        ),
+    ),
+    "keras_backend": (
+        ("--keras-backend",),
+        dict(
+            metavar="NAME",
+            help="tensorflow, torch or jax: KERAS_BACKEND of every replica (default: the environment's)",
+        ),
+    ),
+}
+REPLICATION_FLAGS = tuple(_FLAGS)
+
+
+def add_replication_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    only: Optional[Sequence[str]] = None,
+    defaults: Optional[Mapping[str, Any]] = None,
+    helps: Optional[Mapping[str, str]] = None,
+    backends: bool = True,
+) -> None:
     """Declare the flags :meth:`~deviate_cb.launch.spec.ReplicationSpec.from_args` reads, backend options included.
+
+    Args:
+        parser: Where to declare them.
+        only: The destinations to declare (names of :data:`REPLICATION_FLAGS`, in its order); default: all.
+        defaults: Another default for some of them (``-n`` is then no longer required).
+        helps: Another help line for some of them.
+        backends: Also declare ``--backend`` and every backend's options (:func:`add_backend_arguments`).
 
     Example:
         >>> parser = argparse.ArgumentParser()
@@ -22,76 +125,26 @@ def add_replication_arguments(parser: argparse.ArgumentParser) -> None:
         >>> ns = parser.parse_args(["-n", "3", "--backend", "slurm", "--partition", "gpu"])
         >>> ns.runs, ns.partition, "partition" in ns.backend_option_names
         ('3', 'gpu', True)
+        >>> audit = argparse.ArgumentParser()
+        >>> add_replication_arguments(audit, only=("runs", "variant"), defaults={"runs": "2"}, backends=False)
+        >>> audit.parse_args([]).runs
+        '2'
     """
-    _add_target_arguments(parser)
-    _add_run_arguments(parser)
-    add_backend_arguments(parser)
-
-
-def _add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--trainer",
-        metavar="SPEC",
-        help="module:function or path/to/file.py:function (or give a command after --)",
-    )
-    parser.add_argument("-n", "--runs", required=True, metavar="N", help="number of replicas")
-    parser.add_argument("--variant", default="algo+impl", help="algo+impl (default), algo, impl or control")
-    parser.add_argument("--seed", default="0", metavar="SEED", help="base seed (default 0)")
-    parser.add_argument("--out", default="deviate_runs", metavar="DIR", help="output directory (default deviate_runs)")
-    parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: module name or file stem)")
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--parallel",
-        metavar="K",
-        help="replicas run at once (default: 1 locally, all on slurm/ray: the cluster queues); each gets cores // K "
-        "CPU threads unless OMP_NUM_THREADS is set",
-    )
-    parser.add_argument("--timeout", metavar="SECONDS", help="terminate a replica after this long (marked timeout)")
-    parser.add_argument("--force", action="store_true", help="rerun replicas that already completed")
-    parser.add_argument(
-        "--max-replicas",
-        metavar="N",
-        help="the most replicas -n may ask for (default 10000, a guard against a typo); raise it to launch more",
-    )
-    parser.add_argument(
-        "--keep-project-seeds",
-        action="store_true",
-        help="leave the project's own seeding calls (seed_everything(42), ...) alone; suppresses seed variance",
-    )
-    parser.add_argument(
-        "--keep-project-determinism",
-        action="store_true",
-        help="leave the project's own determinism switches (torch.use_deterministic_algorithms, "
-        "enable_op_determinism, Trainer(deterministic=...)) in effect; the variant may then not measure what it says",
-    )
-    parser.add_argument(
-        "--isolate",
-        action="store_true",
-        help="run each replica in its own working directory <run_dir>/.workdir/<this directory's name>, which links "
-        "every top-level entry of this directory (and .. those of its parent), so files the project writes to "
-        "relative paths (history.json, ./out/ckpt.pt, a linked file it rewrites) are its own",
-    )
-    parser.add_argument(
-        "--cold",
-        action="store_true",
-        help="start every replica as a fresh interpreter (default: fork them from a template that has imported "
-        "the frameworks once; the numbers are the same)",
-    )
-    parser.add_argument(
-        "--metric-regex",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="record the last match of each named group in a replica's output as a final metric, "
-        "e.g. 'acc=(?P<acc>[0-9.]+)' (repeatable)",
-    )
-    parser.add_argument(
-        "--keras-backend",
-        metavar="NAME",
-        help="tensorflow, torch or jax: KERAS_BACKEND of every replica (default: the environment's)",
-    )
+    wanted = REPLICATION_FLAGS if only is None else tuple(only)
+    unknown = sorted(set(wanted) - set(_FLAGS))
+    if unknown:
+        raise ValueError(f"`only` must name flags of {REPLICATION_FLAGS}. Received: {unknown}.")
+    defaults, helps = defaults or {}, helps or {}
+    for dest in (name for name in REPLICATION_FLAGS if name in wanted):
+        flags, declared = _FLAGS[dest]
+        kwargs = dict(declared)
+        if dest in defaults:
+            kwargs.update(default=defaults[dest], required=False)
+        if dest in helps:
+            kwargs["help"] = helps[dest]
+        parser.add_argument(*flags, **kwargs)
+    if backends:
+        add_backend_arguments(parser)
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
