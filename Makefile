@@ -14,6 +14,8 @@
 #   make screenshot render the demo study's HTML report and save docs/report.png (the README's picture; adds
 #                   playwright to the demo's install, and Debian's Chromium as root when missing)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend
+#   make docs       install the `docs` extra (MkDocs, Material, mkdocstrings) into .venv and build the site from
+#                   docs/ and mkdocs.yml with `mkdocs build --strict` (a broken link or reference fails) into site/
 #   make test-integrations   install the slurm/ray extras (and, as root, Debian's Slurm + MariaDB packages when
 #                   missing), then run integrations/slurm (a real single-node Slurm with slurmdbd, started
 #                   and stopped by the suite) and integrations/ray (a local Ray cluster on loopback)
@@ -25,6 +27,7 @@ DEMO_STAMP := $(VENV)/.installed-demo-stamp
 SHOT_STAMP := $(VENV)/.installed-screenshot-stamp
 JAX_STAMP := $(VENV)/.installed-jax-stamp
 CLUSTER_STAMP := $(VENV)/.installed-cluster-stamp
+DOCS_STAMP := $(VENV)/.installed-docs-stamp
 SLURM_DEBS := munge slurmctld slurmd slurm-client slurmdbd mariadb-server
 BROWSER_DEBS := chromium
 # torch is pinned here only (constraints.txt), never in the package: GPU users bring their own build.
@@ -41,7 +44,7 @@ JAX_PACKAGE ?= jax==0.10.2
 DEMO_OUT ?= demo_runs
 LINT_PATHS := deviate_cb tests examples benchmarks integrations
 
-.PHONY: demo test test-fast test-jax test-slurm test-ray test-integrations slurm-packages browser-packages screenshot lint venv clean
+.PHONY: docs demo test test-fast test-jax test-slurm test-ray test-integrations slurm-packages browser-packages screenshot lint venv clean
 
 venv: $(STAMP)
 
@@ -63,6 +66,12 @@ $(DEMO_STAMP): pyproject.toml constraints.txt
 $(SHOT_STAMP): $(DEMO_STAMP)
 	$(PIP_INSTALL) playwright
 	touch $(SHOT_STAMP)
+
+# The docs' own install: the package (its CLI parsers render the CLI reference) and the `docs` extra, no torch
+$(DOCS_STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) -e ".[docs]"
+	touch $(DOCS_STAMP)
 
 $(JAX_STAMP): $(STAMP)
 	$(PIP_INSTALL) "$(JAX_PACKAGE)"
@@ -110,6 +119,11 @@ screenshot: $(SHOT_STAMP) browser-packages
 	$(BIN)/deviate report $(DEMO_OUT) --format html -o $(DEMO_OUT)/report.html
 	$(BIN)/python tests/report/browser.py $(DEMO_OUT)/report.html docs/report.png
 
+# The site: README.md as its home page, the guides of docs/, the CLI reference from the parsers and the API
+# reference from the docstrings (docs/gen_pages.py, mkdocs.yml), into site/
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 test-jax: $(JAX_STAMP)
 	DEVIATE_KERAS_BACKENDS=jax $(BIN)/python -m pytest integrations/keras
 
@@ -128,4 +142,4 @@ lint: $(STAMP)
 	$(BIN)/mypy deviate_cb
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) deviate_runs .pytest_cache
+	rm -rf $(VENV) $(DEMO_OUT) deviate_runs .pytest_cache site

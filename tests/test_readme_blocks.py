@@ -1,6 +1,8 @@
-"""The README's fenced code blocks, run as a reader would run them (issue 44, item 3).
+"""The fenced code blocks of the README and the docs pages, run as a reader would run them (issues 44 and 46).
 
-Every fenced block of README.md carries a language:
+The pages are README.md, then every page of mkdocs.yml's nav that is a file under docs/, in nav order (the guides
+moved out of the README keep their blocks tested; docs/architecture.md, never run, is left out). Every fenced block
+carries a language:
 
 - ```python: run in a subprocess (the venv's interpreter), in a shared working directory;
 - ```bash / ```sh / ```shell: each `deviate`, `deviate-replicate` or `python` command (continuation lines joined,
@@ -18,11 +20,11 @@ exit 1 (the replicas diverge) -->`` (the exit status of each command, in order; 
 
 The working directory holds what the blocks name: ``tests/`` and ``examples/`` (links to the repository's),
 ``train.py`` (tests/readme/train.py, a tiny Lightning classifier) and a run store ``runs/`` that already holds
-``impl`` replicas of it, so the README's ``deviate-replicate ... --out runs/ -- python train.py`` block adds the
+``impl`` replicas of it, so the ``deviate-replicate ... --out runs/ -- python train.py`` block adds the
 ``algo+impl`` group that ``deviate report``, ``deviate compare`` and the Python blocks read after it. Blocks run
-in the README's order. The opening section may change: nothing here depends on its text or line numbers.
+in the pages' order. The opening section may change: nothing here depends on its text or line numbers.
 Afterwards every entry the blocks left in the working directory must be one the repository's .gitignore ignores:
-run from a clone, the README leaves nothing for ``git status`` to list.
+run from a clone, the pages leave nothing for ``git status`` to list.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+MKDOCS = ROOT / "mkdocs.yml"
+NOT_RUN_PAGES = {"architecture.md"}  # the design reference: its blocks are file layouts and schemas
+NAV_PAGE = re.compile(r"^\s*-\s.*?(?P<page>[\w/.-]+\.md)\s*$")  # a nav entry: "- Title: page.md"
 BIN = Path(sys.executable).parent
 
 RUN_LANGS = {"python", "bash", "sh", "shell", "console"}
@@ -50,7 +55,7 @@ FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<info>.*)$")
 NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
 BLOCK_TIMEOUT_S = 300
 PREPARED = {"tests", "examples", "train.py"}  # what the working directory holds before the blocks run
-TRAIN_COMMAND = ["python", "train.py", "--epochs", "10"]  # as the README's `deviate-replicate ... --out runs/` block
+TRAIN_COMMAND = ["python", "train.py", "--epochs", "10"]  # as the `deviate-replicate ... --out runs/` block
 
 
 @dataclass(frozen=True)
@@ -63,18 +68,36 @@ class Block:
     kind: str = "run"  # run, skip, given, exit
     arg: str = ""
     marker_problem: str = ""
+    page: str = "README.md"
 
 
 @dataclass(frozen=True)
 class Command:
-    """A command of a shell or console block: its README line, its text, and the output the README shows."""
+    """A command of a shell or console block: its page line, its text, and the output the page shows."""
 
     line: int
     text: str
     shown: tuple[str, ...] = ()
 
 
-def readme_blocks(text: str) -> list[Block]:
+def doc_pages() -> list[Path]:
+    """README.md, then the nav pages of mkdocs.yml that are files under docs/, in nav order."""
+    pages = [README]
+    for line in MKDOCS.read_text(encoding="utf-8").split("\n"):
+        m = NAV_PAGE.match(line)
+        if m and m.group("page") not in NOT_RUN_PAGES and (ROOT / "docs" / m.group("page")).is_file():
+            pages.append(ROOT / "docs" / m.group("page"))
+    return pages
+
+
+def page_blocks() -> list[Block]:
+    """The fenced blocks of every page of :func:`doc_pages`, in order."""
+    return [
+        b for page in doc_pages() for b in readme_blocks(page.read_text("utf-8"), page.relative_to(ROOT).as_posix())
+    ]
+
+
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The fenced blocks of a Markdown text, with the marker on the line before each."""
     lines = text.split("\n")
     blocks: list[Block] = []
@@ -97,7 +120,8 @@ def readme_blocks(text: str) -> list[Block]:
                 problem = f"unreadable marker {prev!r}"
             else:
                 kind, arg = mm.group("kind"), mm.group("arg")
-        blocks.append(Block(i + 1, info.split()[0] if info else "", "\n".join(lines[i + 1 : end]), kind, arg, problem))
+        lang = info.split()[0] if info else ""
+        blocks.append(Block(i + 1, lang, "\n".join(lines[i + 1 : end]), kind, arg, problem, page))
         i = end + 1
     return blocks
 
@@ -109,7 +133,7 @@ def _reason(arg: str) -> str:
 
 def block_problems(block: Block) -> list[str]:
     """What is wrong with a block's language or marker, before anything runs."""
-    where = f"README.md:{block.line}"
+    where = f"{block.page}:{block.line}"
     out = []
     if block.lang not in LANGS:
         out.append(
@@ -226,9 +250,15 @@ def test_parser_reads_blocks_markers_and_commands() -> None:
     assert block_commands(blocks[1]) == []
 
 
+def test_the_pages_are_the_readme_and_the_nav_in_order() -> None:
+    pages = [p.relative_to(ROOT).as_posix() for p in doc_pages()]
+    assert pages[0] == "README.md" and "docs/commands.md" in pages and "docs/architecture.md" not in pages
+    assert pages.index("docs/your-project.md") < pages.index("docs/audit.md") < pages.index("docs/statistics.md")
+
+
 def test_every_readme_block_is_tagged_and_every_marker_says_why() -> None:
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))
-    assert blocks, "README.md has no fenced blocks"
+    blocks = page_blocks()
+    assert any(b.page == "README.md" for b in blocks), "README.md has no fenced blocks"
     problems = [p for b in blocks for p in block_problems(b)]
     assert not problems, "\n".join(problems)
 
@@ -280,13 +310,13 @@ def _run_python(block: Block, work: Path, env: dict[str, str], root: Path) -> li
         given = (ROOT / block.arg.split("(")[0].strip()).read_text(encoding="utf-8")
         prefix = given.count("\n") + 1
         code = given + "\n" + code
-    script = root / f"readme_block_line{block.line}.py"
+    script = root / f"block_{Path(block.page).stem}_line{block.line}.py"
     script.write_text(code + "\n", encoding="utf-8")
     proc = _run([sys.executable, str(script)], work, env)
     if proc.returncode == 0:
         return []
     note = f" (its first {prefix} lines are {block.arg.split('(')[0].strip()})" if prefix else ""
-    return [f"README.md:{block.line}: the python block exited {proc.returncode}{note}:\n    {_tail(proc)}"]
+    return [f"{block.page}:{block.line}: the python block exited {proc.returncode}{note}:\n    {_tail(proc)}"]
 
 
 def _run_commands(block: Block, work: Path, env: dict[str, str]) -> list[str]:
@@ -299,7 +329,7 @@ def _run_commands(block: Block, work: Path, env: dict[str, str]) -> list[str]:
         proc = _run(["bash", "-c", command.text], work, env)
         if proc.returncode != expected:
             failures.append(
-                f"README.md:{command.line}: `{command.text}` exited {proc.returncode} (expected {expected}):\n"
+                f"{block.page}:{command.line}: `{command.text}` exited {proc.returncode} (expected {expected}):\n"
                 f"    {_tail(proc)}"
             )
             continue
@@ -307,7 +337,7 @@ def _run_commands(block: Block, work: Path, env: dict[str, str]) -> list[str]:
         for shown in shown_verdicts(command):
             if _masked(shown) not in printed:
                 failures.append(
-                    f"README.md:{command.line}: `{command.text}` did not print the line the README shows, "
+                    f"{block.page}:{command.line}: `{command.text}` did not print the line the page shows, "
                     f"numbers aside:\n    shown:   {shown}\n    printed: {_tail(proc, 15)}"
                 )
     return failures
@@ -315,7 +345,7 @@ def _run_commands(block: Block, work: Path, env: dict[str, str]) -> list[str]:
 
 @pytest.mark.slow
 def test_readme_blocks_run_as_written(tmp_path: Path) -> None:
-    blocks = readme_blocks(README.read_text(encoding="utf-8"))
+    blocks = page_blocks()
     problems = [p for b in blocks for p in block_problems(b)]
     assert not problems, "\n".join(problems)
     env = _env()
@@ -333,13 +363,13 @@ def test_readme_blocks_run_as_written(tmp_path: Path) -> None:
         else:
             continue
         ran += 1
-        print(f"README.md:{block.line}: {block.lang} block, {time.monotonic() - started:.1f} s")
-    assert ran >= 5, f"only {ran} README blocks ran: the extraction lost them"
-    assert not failures, "README blocks that fail as written:\n" + "\n".join(failures)
+        print(f"{block.page}:{block.line}: {block.lang} block, {time.monotonic() - started:.1f} s")
+    assert ran >= 5, f"only {ran} blocks ran: the extraction lost them"
+    assert not failures, "blocks that fail as written:\n" + "\n".join(failures)
     left = sorted(p.name + ("/" if p.is_dir() else "") for p in work.iterdir() if p.name not in PREPARED)
-    assert left, "the README's blocks left nothing in their working directory"
+    assert left, "the blocks left nothing in their working directory"
     assert not (unignored := not_ignored(left)), (
-        f"run from a clone, the README's blocks leave {unignored}, which .gitignore does not ignore"
+        f"run from a clone, the blocks leave {unignored}, which .gitignore does not ignore"
     )
 
 

@@ -1,5 +1,5 @@
-"""Repository hygiene (issue 44, item 8): the licence file is the one pyproject names, and the README's argument
-tables state the defaults the code has.
+"""Repository hygiene (issue 44, item 8): the licence file is the one pyproject names, and the argument tables of
+the README and the Commands page state the defaults the code has.
 
 The ``deviate-replicate`` option table is checked against the parser itself (:func:`build_parser`): for every row
 that names a single option, the default the row states must be the parser's default, or, where the parser leaves
@@ -22,6 +22,7 @@ from deviate_cb.cli.replicate import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+COMMANDS = ROOT / "docs" / "commands.md"  # the deviate-replicate option table
 
 
 def test_license_file_is_the_apache_license_pyproject_names() -> None:
@@ -99,7 +100,7 @@ def _real_default(action: argparse.Action) -> str | None:
 
 def test_replicate_option_table_states_the_parsers_defaults() -> None:
     parser = build_parser()
-    rows = table_rows(README.read_text(encoding="utf-8"), "| option | meaning |")
+    rows = table_rows(COMMANDS.read_text(encoding="utf-8"), "| option | meaning |")
     checked, wrong = [], []
     for cell, meaning in rows:
         action = _action(parser, cell)
@@ -110,9 +111,9 @@ def test_replicate_option_table_states_the_parsers_defaults() -> None:
             continue
         checked.append(cell)
         if said is None or said.lower() != real.lower():
-            wrong.append(f"{cell}: the README says {said!r}, the code {real!r} ({action.help})")
-    assert len(checked) >= 8, f"only {checked} were checked: the README's option table was not found whole"
-    assert not wrong, "README's deviate-replicate table disagrees with the parser:\n" + "\n".join(wrong)
+            wrong.append(f"{cell}: docs/commands.md says {said!r}, the code {real!r} ({action.help})")
+    assert len(checked) >= 8, f"only {checked} were checked: docs/commands.md's option table was not found whole"
+    assert not wrong, "docs/commands.md's deviate-replicate table disagrees with the parser:\n" + "\n".join(wrong)
 
 
 @pytest.mark.parametrize("script", [True, False])
