@@ -6,6 +6,7 @@ test``; every page of mkdocs.yml's nav is a file under docs/ or one docs/gen_pag
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import re
 from pathlib import Path
@@ -67,3 +68,12 @@ def test_every_page_under_docs_is_in_the_nav() -> None:
 def test_the_readme_links_into_the_docs_become_site_links() -> None:
     text = _gen_pages().site_text(README.read_text(encoding="utf-8"))
     assert "](docs/" not in text and "](changelog.md)" in text
+
+
+def test_the_hooks_examples_hold_and_the_cli_reference_names_every_command() -> None:
+    module = _gen_pages()
+    assert doctest.testmod(module).failed == 0
+    page = module.cli_reference()
+    for command in ("deviate-replicate", "deviate report", "deviate audit", "deviate import mlflow", "deviate export"):
+        assert f"`{command}`" in page
+    assert "--until-decided" in page and "usage: deviate-replicate" in page
