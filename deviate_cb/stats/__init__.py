@@ -1,26 +1,5 @@
 """Statistics of training variance: how noisy is it, and is A really better than B?
 
-- per run: :func:`aggregate` (last, best, mean, at a step or epoch);
-- across runs: :func:`describe` (spread with confidence intervals, robust extras), :func:`iqm` (the
-  interquartile mean with Yuen's trimmed-mean t interval, or rliable's stratified bootstrap with strata);
-- two groups: :func:`compare` (Welch/Student t, Mann-Whitney U, Cohen's d, Hedges' g, P(A>B), the mean
-  difference with intervals from Welch's test, a variance test, :func:`spread_ratio` with the interval of the
-  Brown-Forsythe test) and :func:`almost_stochastic_order`; :func:`correct` across metrics;
-- k groups: :func:`multi_aso` (Almost Stochastic Order of every ordered pair, Bonferroni-corrected, a ranking);
-- sequential stopping (issue 27): :func:`plan_sequential`, :func:`plan_looks`, :func:`sequential_look` (a
-  group-sequential test with repeated confidence intervals), :func:`simulate_sequential`, :func:`naive_rate`,
-  :func:`std_precision`, :func:`runs_for_precision`;
-- planning: :func:`runs_needed`, :func:`achieved_power`, :func:`detectable_effect`, :func:`power_curve`,
-  :func:`noether_runs`, :func:`power_report`;
-- noise sources: :func:`decompose` (the share of spread due to implementation noise);
-- model stability (issue 5): :func:`prediction_churn`, :func:`sample_instability`, :func:`per_class_accuracy`,
-  :func:`subgroup_rates`, :func:`weight_distance` and :func:`weight_distance_from_sketches`; the test set's own
-  sampling spread beside the run-to-run spread: :func:`sampling_spread`.
-
-Plain functions do the maths; results are frozen objects in SciPy's style (``statistic``, ``pvalue``,
-``confidence_interval(level)``, ``to_dict()``). Resampling functions take ``rng`` and never touch the global
-random state. SciPy is imported only inside the functions that need it.
-
 Example:
     >>> from deviate_cb.stats import aggregate, describe
     >>> runs = [[0.9, 0.80], [0.9, 0.84], [0.9, 0.82]]

@@ -1,12 +1,4 @@
-"""Vectorised root finding for the test-inverting intervals: where a decreasing function crosses a target.
-
-The intervals of :mod:`~deviate_cb.stats.effect_size` (noncentral t) and :mod:`~deviate_cb.stats.spread`
-(Brown-Forsythe) are the parameter values a test does not reject; their ends solve ``f(theta) = target`` for a
-function ``f`` that decreases in ``theta``. :func:`solve_decreasing` does that for many problems at once (one
-per element of the arrays, so a simulation of thousands of data sets costs a few dozen vectorised calls of
-``f``): the bracket around a starting guess is grown until it holds the root, then bisected until it is
-narrower than ``1e-12`` relative (or ``1e-300`` absolute) or 200 halvings have been made.
-"""
+"""Vectorised root finding for the test-inverting intervals: where a decreasing function crosses a target."""
 
 from __future__ import annotations
 

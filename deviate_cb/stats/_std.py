@@ -1,10 +1,5 @@
 """One guarded standard deviation for every statistic: equal values have std 0, exactly.
 
-``np.std`` of equal floats is not always 0 (``np.std([0.901, 0.901, 0.901], ddof=1)`` is about ``1.4e-16``: the
-residue of subtracting their floating-point mean), and a statistic that divides by it turns a constant group
-into an effect size of ``1e13`` with a zero-width interval. Every std, variance and "is this group constant"
-test in the statistics goes through these functions instead (issue 42).
-
 Example:
     >>> float(np.std([0.901, 0.901, 0.901], ddof=1)) > 0, guarded_std([0.901, 0.901, 0.901])
     (True, 0.0)

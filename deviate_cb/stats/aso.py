@@ -1,37 +1,5 @@
 """Almost Stochastic Order (ASO): is A almost stochastically larger than B?
 
-Implemented from the definitions in Dror, Shlomov & Reichart (2019), "Deep Dominance - How to Properly
-Compare Deep Neural Models" (ACL), which builds on del Barrio, Cuesta-Albertos & Matran (2018), and in
-Ulmer, Hardmeier & Frellsen (2022), "deep-significance: Easy and Meaningful Significance Testing in the Age
-of Neural Networks". Larger scores are better; for a loss, pass ``-loss``.
-
-With ``F`` the empirical CDF of A (``n`` runs), ``G`` that of B (``m`` runs), and their quantile functions
-``F^-1(t) = x_(ceil(n t))`` on ``t`` in (0, 1), the *violation ratio* is the share of the squared
-2-Wasserstein distance where A lies below B::
-
-    eps_W(F, G) = integral over {t : F^-1(t) < G^-1(t)} of (F^-1(t) - G^-1(t))^2 dt
-                  / integral over (0, 1) of (F^-1(t) - G^-1(t))^2 dt
-
-``eps_W = 0``: A is stochastically larger than B (every quantile at least as high); ``eps_W = 1``: B is.
-Always ``eps_W(F, G) + eps_W(G, F) = 1``. When ``F^-1 = G^-1`` everywhere (identical samples) the ratio is
-0/0; it is defined here as 0.5 (neither dominates), which keeps that identity. The integrals use the
-midpoint rule on ``grid_size`` points ``t_i = (i - 1/2) / grid_size`` (default 1000), exact whenever the
-breakpoints ``k/n`` and ``k/m`` fall between grid points (e.g. ``grid_size`` a multiple of ``n`` and ``m``).
-
-``epsilon_min`` is the smallest ``eps`` for which the test of ``H0: eps_W(F, G) >= eps`` rejects at level
-``alpha``: a one-sided upper ``1 - alpha`` confidence bound of ``eps_W``. Resampling A (``n``) and B (``m``)
-independently ``n_resamples`` times gives ``eps*``; ``sigma_hat`` is the standard deviation (``ddof=1``) of
-``sqrt(n m / (n + m)) (eps* - eps_W(F_n, G_m))``, and::
-
-    eps_min = eps_W(F_n, G_m) - sqrt((n + m) / (n m)) * sigma_hat * Phi^-1(alpha)
-
-(``Phi^-1(alpha) < 0``, so ``eps_min >= eps_W``), clipped to [0, 1]. Decision rule (Ulmer et al. 2022):
-``eps_min < threshold`` (0.2 by default) means A is almost stochastically dominant over B; ``eps_min = 0``
-is full stochastic dominance, ``eps_min = 1`` no dominance at all. For the reverse question, swap the
-arguments. ``confidence_interval(level)`` is the one-sided interval ``(0, eps_W - sd(eps*) Phi^-1(1 - level))``
-from the same resamples, so at ``level = 1 - alpha`` its upper end is ``eps_min``. With both groups constant
-every resample is the sample itself: ``epsilon_min`` is NaN and nothing is decided (``settings["note"]``).
-
 Example:
     >>> a = [0.86, 0.87, 0.88, 0.87, 0.89, 0.86, 0.88]
     >>> b = [0.84, 0.85, 0.83, 0.86, 0.85, 0.84, 0.87]

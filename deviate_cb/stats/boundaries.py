@@ -1,13 +1,5 @@
 """The skewness-widened Welch test and the boundary shapes of :mod:`~deviate_cb.stats.sequential`, vectorised.
 
-- :func:`welch_parts`: the difference of means, Welch's standard error and degrees of freedom, and the skewness of
-  the studentized difference, at every look of many paths, from prefix sums of the values, their squares and cubes;
-- :func:`widened` and :func:`widened_p`: the interval ``d +- (q + a (2 q^2 + 1)) SE``, ``a = kappa |g| / 6``, and
-  the p-value that rejects exactly when it excludes 0 (the Cornish-Fisher term of the studentized mean
-  difference: Hall 1992, *The Bootstrap and Edgeworth Expansion*; Johnson 1978, JASA 73:536);
-- :func:`boundary_nominals`: each look's nominal level, O'Brien-Fleming-type or Pocock-type, from the boundary's
-  constant and the looks' information fractions (:func:`information_fractions`).
-
 Example:
     >>> [round(p, 4) for p in boundary_nominals(((5, 5), (10, 10)), 2.0, "pocock")]
     [0.0455, 0.0455]

@@ -1,14 +1,5 @@
 """Is A really better than B? Tests, effect sizes and their intervals for two groups of per-run values.
 
-Every function takes two one-dimensional groups (one value per run); NaN and Inf are left out and counted,
-and each group needs at least 2 finite values. SciPy does the maths and is imported inside the functions.
-The intervals printed beside a test come from that test: the mean difference, Cohen's d, Hedges' g and P(A>B)
-use Welch's (see :mod:`~deviate_cb.stats.effect_size`), the spread ratio inverts Brown-Forsythe (see
-:mod:`~deviate_cb.stats.spread`). Resampling functions take ``rng`` (an int seed, a ``numpy.random.Generator``
-or ``None`` for fresh entropy);
-the seed actually used is recorded in ``settings["seed"]`` and reused when the interval is recomputed for
-another level, so the same call always gives the same interval. The global random state is never touched.
-
 Example:
     >>> c = compare([0.84, 0.85, 0.86, 0.85], [0.80, 0.82, 0.81, 0.83], rng=0)
     >>> round(c.welch_t.pvalue, 4), round(c.prob_improvement.statistic, 3)

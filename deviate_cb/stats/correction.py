@@ -1,10 +1,5 @@
 """Multiple-comparison correction across metrics: Holm, Benjamini-Hochberg, Bonferroni.
 
-Comparing A and B on many metrics at once makes some small p-values likely by chance. :func:`correct` adjusts
-the p-values of one family of tests (one per metric) so that :func:`reject` at ``alpha`` controls the
-family-wise error rate (``"holm"``, ``"bonferroni"``) or the false discovery rate (``"bh"``). NaN p-values
-(a test that could not run) stay NaN and do not count in the family size ``m``.
-
 Example:
     >>> adjusted = correct([0.01, 0.04, 0.03, float("nan")], method="holm")
     >>> [round(float(p), 2) for p in adjusted[:3]], bool(np.isnan(adjusted[3]))

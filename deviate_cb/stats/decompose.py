@@ -1,55 +1,5 @@
 """How much of the spread across runs implementation noise alone explains.
 
-Runs repeated with one seed (the ``impl`` setting: only non-deterministic GPU kernels, thread scheduling and
-the like vary) against runs with different seeds (``algo_impl``: initialisation, data order and the
-implementation noise together). The statistic is the **std ratio** of the sample standard deviations
-(``ddof=1``)::
-
-    share = std(impl) / std(algo_impl)          variance share = share**2 = var(impl) / var(algo_impl)
-
-The std ratio is not the part of the variance: a variance share of 0.30 is a std ratio of 0.55.
-``settings["variance_share"]`` is the variance share and :func:`variance_share_interval` its interval (the
-std ratio's interval squared). A share near 1 means the seed barely matters beyond implementation noise; near
-0, the seed dominates. The same function measures the ``control`` group (all sources fixed) against ``algo``
-(only the seed varies): ``decompose(control, algo)``.
-
-The default interval (``method="bonett"``) is a kurtosis-adjusted interval of the log variance ratio in the
-manner of Bonett (2006, "Robust confidence interval for a ratio of standard deviations", Applied Psychological
-Measurement 30:432-439)::
-
-    ln(c s_n^2 / s_w^2) +- z sqrt((k_n - (n_n-3)/n_n) / (n_n-1) + (k_w - (n_w-3)/n_w) / (n_w-1)),
-    c = (n_n / (n_n - z)) / (n_w / (n_w - z)),
-
-halved and exponentiated for the std ratio. Bonett pools one kurtosis estimate over both groups
-(:func:`~deviate_cb.stats.intervals.std_kurtosis`'s form over the pooled squares); here each group takes the
-larger of the pooled estimate and its own, since implementation noise is often heavier-tailed than the seed
-noise it is compared with (noise that shows in a few runs only). Its coverage at 95% (simulated, 20,000 data
-sets each, ``tests/stats/test_share_coverage.py``): normal runs 0.96-0.98, t(3) 0.94-0.98, lognormal 0.96-0.98,
-accuracies on a grid of 0.005 with ties 0.97-0.99, at 5 to 20 runs per group. The F interval (``method="F"``:
-``(s_n^2 / s_w^2) / (sigma_n^2 / sigma_w^2) ~ F(n_n - 1, n_w - 1)``) is exact for normal runs only and covers
-0.65-0.88 on t(3) and lognormal runs. No interval holds when the implementation noise shows in a few runs only
-(noise in 15% of the runs: 0.84-0.96 here, the F interval 0.58-0.76): where some ``impl`` runs are
-bit-identical, ``settings["few_runs_note"]`` says the interval is approximate. Groups of fewer than 4 runs have
-no kurtosis to estimate; ``"bonett"`` then uses the F interval and says so (``settings["method"]``).
-
-``pvalue`` is the two-sided test of equal spreads by the same method (the interval excludes 1 exactly when
-``pvalue < 1 - level``). The interval is not capped: a sound set-up has ``rho <= 1`` (the narrow variant's
-noise is part of the wide one's), so a share significantly above 1 (``settings["above_one"]``: the lower end
-above 1) means the set-up is broken (the variants ran on different machines, were mislabelled, or the impl
-runs all took one unlucky seed), and ``settings["note"]`` says so; the interval is never moved to exclude its
-own estimate. An ``impl`` group with no spread gives share 0 with interval ``[0, 0]``: no implementation noise
-in the runs made, which cannot rule out noise that shows in a few runs (``settings["note"]``). Bit-identical
-values have a std of exactly 0 (:func:`~deviate_cb.stats._std.guarded_std`).
-
-The bootstrap intervals stay selectable (``method="BCa"``, ``"percentile"``, ``"basic"``; each group
-resampled independently with ``scipy.stats.bootstrap``): computed once with the resampling seed and recomputed
-at another level from the same bootstrap distribution, so the same ``rng`` always gives the same interval. They
-undercover with few runs.
-
-Degenerate data: fewer than two finite values in a group raises ``ValueError``. When ``algo_impl`` has no
-spread at all (every run equal) the share is undefined: the statistic and the interval are NaN and
-``settings["note"]`` says why, so that a report over many metrics can explain it instead of crashing.
-
 Example:
     >>> r = decompose([0.80, 0.82, 0.81, 0.83], [0.78, 0.84, 0.80, 0.86])
     >>> round(r.statistic, 3), [round(v, 3) for v in r.confidence_interval()], r.settings["method"]

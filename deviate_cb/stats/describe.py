@@ -1,33 +1,5 @@
 """Across-run description of one metric: n, mean, std, CV, min, max, range, robust extras, and CIs.
 
-The standard deviation uses ``ddof=1`` (the sample standard deviation) unless ``ddof=0`` is asked for (the
-population standard deviation, as some papers report); equal runs have std 0 exactly
-(:func:`~deviate_cb.stats._std.guarded_std`). Its default confidence interval is Bonett's
-(:func:`~deviate_cb.stats.intervals.bonett_std_interval`), an interval for the population ``sigma`` whose width
-follows the kurtosis the runs show, so it is the same whichever ``ddof`` the point estimate uses: it covers about
-as the chi-square interval for normal runs and tied accuracies and far better for skewed or heavy-tailed ones
-(``tests/stats/test_std_interval_coverage.py``), at the price of width from very few runs (its ends a factor of
-about 1000 apart at 3 runs, 12 at 5, 3 at 10, for normal runs; the chi-square's 12, 4.8, 2.7).
-``std_ci="chi2"`` gives the chi-square interval (:func:`~deviate_cb.stats.intervals.std_confidence_interval`,
-exact for normal runs only), ``std_ci="bootstrap"`` ``scipy.stats.bootstrap`` (BCa) of
-``np.std(..., ddof=ddof)``. Whatever the method, no interval holds for runs
-with fewer than 3 distinct values or with most runs equal and one or two apart:
-:attr:`Description.std_note` says so ("cannot tell the std from 7 runs with only 1 distinct value") and the
-interval is NaN (:func:`~deviate_cb.stats.precision.std_interval_note`), unless ``by_design=True`` (the ``control``
-variant, bit-identical by design: equal runs are ``[0, 0]``). The confidence interval of the mean is Student's t
-interval (:func:`~deviate_cb.stats.intervals.mean_confidence_interval`).
-
-Robust extras: the median, the interquartile range ``np.percentile(x, 75) - np.percentile(x, 25)`` (NumPy's
-default linear interpolation, as ``scipy.stats.iqr``) and the interquartile mean (IQM: the mean of the middle
-50% of the sorted values, as in rliable, Agarwal et al. 2021; equal to ``scipy.stats.trim_mean(x, 0.25)``),
-whose interval :meth:`Description.iqm_confidence_interval` is Yuen's trimmed-mean t interval by default
-(``iqm_ci="t"``, see :mod:`~deviate_cb.stats.iqm`) or the percentile bootstrap of
-:func:`~deviate_cb.stats.iqm.iqm` (``iqm_ci="bootstrap"``; the runs of one metric are one stratum; for runs
-over several tasks, call :func:`~deviate_cb.stats.iqm.iqm` with ``strata``).
-
-SciPy is imported only when an interval is computed (in :mod:`deviate_cb.stats.intervals`), so importing this
-module stays cheap.
-
 Example:
     >>> d = describe([0.84, 0.85, 0.86, float("nan")])
     >>> d.n, d.n_nonfinite, round(d.mean, 3), round(d.std, 3)

@@ -1,10 +1,5 @@
 """Which way a metric improves: ``"max"`` (accuracy-like) or ``"min"`` (loss- and error-like), from its name.
 
-A name is split into tokens at anything that is not a letter or digit and at camelCase boundaries; the
-right-most token that is known decides (``val_loss`` -> ``"min"``, ``valAccuracy`` -> ``"max"``), and a name
-with no known token has no direction (``None``). An explicit mapping wins over the name
-(:func:`resolve_direction`).
-
 Example:
     >>> infer_direction("valMeanSquaredError"), infer_direction("top1"), infer_direction("lr")
     ('min', 'max', None)

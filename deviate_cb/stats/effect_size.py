@@ -1,24 +1,5 @@
 """Effect sizes for two groups of per-run values: Cohen's d, Hedges' g, P(A>B) and the mean difference.
 
-Every default interval is the interval of Welch's t-test, so an interval printed beside the test agrees with
-it: it excludes "no effect" exactly when Welch's two-sided test rejects at ``1 - level``.
-
-- ``mean_difference``: Welch's t interval ``diff -/+ t_{1-a/2, df} se`` (``se = sqrt(s_a^2/n_a + s_b^2/n_b)``,
-  ``df`` the Welch-Satterthwaite degrees of freedom), the interval of :func:`~deviate_cb.stats.welch_t`.
-- ``cohens_d`` and ``hedges_g``: the interval of the population standardized difference
-  ``delta = (mu_a - mu_b) / sigma`` from inverting the noncentral t distribution of Welch's statistic
-  ``t_w = diff / se``: ``lambda_lo`` and ``lambda_hi`` solve ``nct.cdf(t_w, df, lambda) = 1 - a/2`` and
-  ``a/2``, and ``delta = lambda / sqrt(n_a n_b / (n_a + n_b))``. Both report this same interval; g is the less
-  biased point estimate of the same delta.
-- ``prob_improvement``: for normal runs with a common spread ``P(A>B) = Phi(delta / sqrt(2))``, so the interval
-  is ``[Phi(delta_lo / sqrt 2), Phi(delta_hi / sqrt 2)]``, widened to hold the rank estimate when it falls
-  outside (``settings["widened"]``).
-
-The bootstrap intervals (``scipy.stats.bootstrap``: ``"percentile"``, ``"basic"``, ``"BCa"``) stay selectable
-for the mean difference and P(A>B). Resampling takes ``rng`` (an int seed, a ``numpy.random.Generator`` or
-``None``); the seed used is recorded in ``settings["seed"]`` and reused when the interval is recomputed for
-another level. The global random state is never touched.
-
 Example:
     >>> d = cohens_d([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
     >>> d.statistic, round(prob_improvement([1.0, 2.0, 3.0], [2.0, 3.0, 4.0]).statistic, 4)

@@ -1,28 +1,5 @@
 """Confidence intervals of a standard deviation and of a mean: Bonett's, chi-square, t, and by the bootstrap.
 
-:func:`bonett_std_interval` is the std's interval that holds beyond normal runs (Bonett 2006, "Approximate
-confidence interval for standard deviation of nonnormal distributions", Computational Statistics & Data Analysis
-50:775-782): on the log scale, with a kurtosis estimate and a small-sample adjustment ``c = n / (n - z)``::
-
-    exp( ln(c s^2) +- z c sqrt((kurt - (n-3)/n) / (n-1)) ) ** 0.5,   kurt = n sum((x - m)^4) / sum((x - mean)^2)^2
-
-Bonett takes ``m`` as a trimmed mean (trim ``1 / (2 sqrt(n-4))``); here ``m`` is the median (the same at 5 runs),
-which covered better on skewed runs in ``tests/stats/test_std_interval_coverage.py`` (lognormal(0, 0.5): 0.90
-against 0.88 at 36 runs; normal: 0.951 against 0.943). Its width follows the tails the runs show; no interval of
-a std holds for tails as heavy as t(3)'s from tens of runs (see that test's notes).
-
-:func:`std_confidence_interval` is the chi-square interval, exact for normal runs only (``s`` with ``ddof=1``)::
-
-    [ sqrt((n-1) s^2 / chi2.ppf(1 - a/2, n-1)),  sqrt((n-1) s^2 / chi2.ppf(a/2, n-1)) ],  a = 1 - level
-
-The mean's is Student's t interval ``mean +- t.ppf(1 - a/2, n-1) s / sqrt(n)``. Both are vectorised over
-their arguments. :func:`bootstrap_std_interval` is the BCa bootstrap (``scipy.stats.bootstrap``) of
-``np.std(..., ddof=ddof)`` that :class:`~deviate_cb.stats.describe.Description` uses with
-``std_ci="bootstrap"``.
-
-SciPy (``scipy.special``, or ``scipy.stats`` for the bootstrap) is imported only when an interval is computed,
-so importing this module stays cheap.
-
 Example:
     >>> low, high = std_confidence_interval(1.0, 10, 0.95)
     >>> round(low, 4), round(high, 4)

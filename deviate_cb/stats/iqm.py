@@ -1,43 +1,5 @@
 """The interquartile mean (IQM) across runs, with Yuen's trimmed-mean t interval or rliable's stratified bootstrap.
 
-The IQM is the mean of the middle 50% of the sorted values: ``scipy.stats.trim_mean(x, 0.25)``, which drops
-``int(0.25 n)`` values at each end. Agarwal et al. (2021), "Deep Reinforcement Learning at the Edge of the
-Statistical Precipice" (NeurIPS; the rliable library), recommend it as the aggregate of few runs: robust to
-outlying runs like the median, yet using half of the runs rather than one or two.
-
-For one stratum (the runs of one metric) the default interval (``method="t"``) is the **trimmed-mean t interval**
-(Tukey & McLaughlin 1963; Yuen 1974) matching the IQM's trimming: with ``g = int(0.25 n)`` values dropped at
-each end and ``h = n - 2g`` kept, the winsorized sample (the ``g`` lowest values set to the lowest kept one,
-the ``g`` highest to the highest kept one) has standard deviation ``s_w`` (``ddof=1``), and::
-
-    IQM -/+ t_{1-a/2, h-1} se,    se = s_w sqrt((n - 1) / (h (h - 1)))     (Yuen's standard error)
-
-For ``n < 4`` nothing is trimmed (``g = 0``) and this is Student's t interval of the mean. Yuen's standard error
-is slightly larger than Tukey-McLaughlin's ``s_w / ((1 - 2g/n) sqrt(n))`` (by ``sqrt((n-1) h / (n (h-1)))``:
-22% at n = 4, 3% at n = 20), which undercovers at small n. Simulated coverage at nominal 95% for normal runs
-(200,000 data sets each): Tukey-McLaughlin 0.924 (n = 4), 0.927 (5), 0.924 (8), 0.930 (9), 0.930 (12), 0.937
-(20); Yuen 0.950 (n = 3), 0.937 (4), 0.937 (5), 0.941 (6), 0.944 (7), 0.935 (8), 0.939 (9), 0.942 (10), 0.944
-(11), 0.938 (12), 0.943 (20), 0.947 (30), 0.948 (100): within 1.5 points of the nominal level everywhere
-(``tests/stats/test_coverage.py`` checks it again).
-
-Ties (accuracies of a finite test set): the winsorised runs can all be equal although the runs are not (at
-n = 4 only two values are kept), and Yuen's standard error is then 0: a zero-width interval that covered 0.50 at
-n = 4 for binomial(20, 0.95) / 20 accuracies (0.86 for binomial(200, 0.9) / 200). There the runs' own std
-(never smaller than the winsorised one) stands in, ``settings["spread"]`` is ``"runs"`` with a ``note``, and the
-interval covers 0.96-0.99 on those accuracies at n = 4 to 20 (``tests/stats/test_iqm_ties.py``); with every run
-equal the interval is NaN (``settings["spread"] == "none"``): nothing to build it from.
-
-With strata (``method="bootstrap"``, the default when ``strata`` or a matrix is given) the interval is rliable's
-**stratified bootstrap**: each resample draws, within every stratum (rliable: every
-task), as many runs as the stratum holds, with replacement, and the IQM is recomputed over the pooled
-resample; the interval is the percentile interval of those IQMs (``np.percentile``, linear interpolation). With
-one stratum (``strata=None``) this is the plain bootstrap of the IQM. For rliable's layout, pass a ``runs x
-tasks`` matrix: each column is a stratum, the IQM is taken over all of its cells, and the resample of column
-``t`` draws ``x[i, t]`` with ``i`` uniform over the runs, independently per cell (rliable's
-``StratifiedBootstrap`` with ``task_bootstrap=False``, and the same draws from the same generator). Strata of
-unequal sizes are allowed. Stratifying keeps each task's share of the pool fixed, so the differences between
-tasks do not widen the interval.
-
 Example:
     >>> r = iqm([0.80, 0.84, 0.83, 0.86, 0.82, 0.85, 0.60, 0.84], rng=0)
     >>> round(r.statistic, 4), r.settings["n"]

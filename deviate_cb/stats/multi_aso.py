@@ -1,31 +1,5 @@
 """Almost Stochastic Order for k groups: ``epsilon_min`` of every ordered pair, Bonferroni-corrected, and a ranking.
 
-Comparing k groups (variants, models, settings) takes ``m = k (k - 1)`` ordered comparisons: A over B and B over A
-are separate questions. :func:`multi_aso` runs :func:`~deviate_cb.stats.aso.almost_stochastic_order` on each
-ordered pair ``(i, j)`` at the Bonferroni level ``alpha / m``, so ``eps_min[i, j]`` is an upper confidence bound
-of the violation ratio at confidence ``1 - alpha / m``, and all ``m`` bounds hold together with probability at
-least ``1 - alpha``. (Counting only the ``k (k - 1) / 2`` unordered pairs, as some implementations do, corrects
-half as much as the ordered comparisons it reports need.) Written from the definitions of Dror et al. (2019) and
-Ulmer et al. (2022); see :mod:`deviate_cb.stats.aso`.
-
-Group ``i`` almost stochastically dominates group ``j`` when ``eps_min[i, j] < threshold`` (0.2 by default, as
-in :func:`~deviate_cb.stats.aso.almost_stochastic_order`) **and** a one-sided permutation test shows ``i`` above
-``j`` at ``alpha / m``. The permutation test is needed because ASO's bootstrap bound does not hold with few runs:
-among 3 identical groups of 5 normal runs, some pair was called dominant in about 20% of studies (12% at 10
-runs), not the 5% the joint level promises. The permutation test relabels the pooled runs of the two groups
-(statistic: the rank-sum form of P(i > j), ties counting one half; ``n_permutations`` random relabellings, p =
-``(1 + #{P* >= P}) / (1 + n_permutations)``), which is exact in size for any distribution when the two groups
-are alike; so with identical groups every claim is false and all claims together happen with probability at most
-``alpha`` (Bonferroni over the ``m`` pairs). Sizes too small for any relabelling to reach ``alpha / m``
-(``1 / C(n_i + n_j, n_i) > alpha / m``: 3 and 3 runs among 3 groups) cannot be claimed at all: ``claimable``
-says so and the report says it in words. The ranking orders the groups by how many others
-each dominates, most first; ties go to the larger mean, then to the name. Larger scores are better; for a
-loss, pass ``-loss``.
-
-Pair ``(i, j)`` uses the seed ``seeds[i, j]`` of ``np.random.default_rng(seed).integers(2**63, size=(k, k))``,
-``seed`` being ``settings["seed"]``, so any entry can be recomputed alone with
-``almost_stochastic_order(a_i, a_j, alpha / m, rng=int(seeds[i, j]))``.
-
 Example:
     >>> groups = {"a": [0.80, 0.81, 0.82, 0.81], "b": [0.85, 0.86, 0.87, 0.86], "c": [0.90, 0.91, 0.92, 0.91]}
     >>> r = multi_aso(groups, rng=0)

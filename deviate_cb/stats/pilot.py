@@ -1,30 +1,5 @@
 """Plans that show their own uncertainty: runs needed from a std measured on pilot runs, not known.
 
-:func:`~deviate_cb.stats.power.runs_needed` treats the std it is given as the truth. A std measured on ``n``
-pilot runs is not: from 5 normal runs where the truth needs 20 runs per group, the plan at the measured std
-ranges from 5 to 45 runs, its realised power averages 0.70 and 58% of such plans fall short of 80%. Here:
-
-- **assured plan** (:func:`plan_runs`, the default): the runs needed at the one-sided upper confidence limit
-  ``U`` of the std (Browne 1995, "On the use of a pilot sample for sample size determination", Statistics in
-  Medicine 14:1933-1940)::
-
-      U = s sqrt((n - 1) / chi2_{1 - confidence, n - 1})
-
-  For normal runs ``U >= sigma`` with probability ``confidence`` and the runs needed grow with the std, so the
-  plan reaches the wanted power with at least that probability (``tests/stats/test_pilot.py`` simulates it:
-  80.5% of plans from 5-run pilots reach 80% power, against 42% planned at the measured std).
-- **expected power** (:func:`expected_power`): the power of ``n`` runs per group averaged over what the std
-  may be given the pilot, ``sigma = s / sqrt(Y)`` with ``Y ~ chi2_{n-1} / (n-1)`` (the std's fiducial
-  distribution; Kieser & Wassmer 1996, "On the use of the upper confidence limit for the variance from a pilot
-  sample for sample size determination", Biometrical Journal 38:941-949). It is what a plan delivers on
-  average; the power at the measured std alone overstates it.
-- **range**: the runs needed at both ends of the std's interval (the interval the report prints beside the std).
-- **assured detectable effect** (:func:`assured_detectable_effect`): what the runs made detect with the wanted
-  power at ``U`` instead of at ``s``.
-
-The assurance and the expected power hold for normal runs; for heavier tails the std's sampling spread is
-wider than the chi-square's and both are optimistic (what this module cannot claim).
-
 Example:
     >>> plan = plan_runs(1.0, 5, effect=1.0)
     >>> plan.runs_needed, plan.runs_at_estimate, round(plan.expected_power, 2), round(plan.std_upper, 3)

@@ -1,36 +1,5 @@
 """Power analysis: how many runs per group detect a given difference, and the power of the runs made.
 
-Welch's t-test (``runs_needed``, ``achieved_power``): the power is computed exactly for normal data by
-:func:`~deviate_cb.stats.welch_power.welch_power`, which integrates the test's rejection probability over the
-distribution of the two sample variances (the Welch-Satterthwaite degrees of freedom and the standard error
-the test uses are estimated from them). The usual shortcut, the noncentral t with the degrees of freedom of the
-*true* standard deviations ``s_a``, ``s_b``::
-
-    two-sided:         P(T > t_{1-alpha/2, df}) + P(T < -t_{1-alpha/2, df}),   T ~ nct(df, effect / se)
-    greater / less:    P(T > t_{1-alpha, df})
-    se = sqrt(s_a^2/n_a + s_b^2/n_b),   df = se^4 / ((s_a^2/n_a)^2/(n_a-1) + (s_b^2/n_b)^2/(n_b-1))
-
-reads low at very unequal group sizes (5.7 points at ``n = (3, 20)`` with equal spreads: 35.7% for a
-simulated 41.3%; 16 points at ``n = (2, 20)``) and high by under a point at balanced sizes (0.6 points at
-``n = (10, 10)``); it is not used here.
-
-``effect`` is the size of the difference of means to detect (positive); for a one-sided test it is taken in
-the tested direction, so ``"greater"`` and ``"less"`` have the same power. ``runs_needed`` is the smallest
-``n`` per group (equal groups) whose power reaches ``power``, found by bisection (the power grows with n).
-``detectable_effect`` inverts the power the other way: the smallest difference of means the runs made detect
-with the wanted power (root finding on the effect; the power grows with it). ``power_curve`` gives the power
-at several numbers of runs per group, for a "runs needed" figure.
-
-These functions take the std they are given as the truth. A std measured on a few pilot runs is not:
-:func:`~deviate_cb.stats.planning.power_report` (``deviate power``, the report's "runs needed") plans on its
-upper confidence limit with :func:`~deviate_cb.stats.pilot.plan_runs` (the plan reaches the wanted power with 80%
-probability for normal runs) and gives the expected power and the range of runs needed across the std's interval
-beside it.
-
-Noether (1987) for the Mann-Whitney test (``noether_runs``): to detect ``P(A > B) = p`` with a fraction
-``c`` of the runs in one group, the total is ``N = (z_{1-alpha/2} + z_{power})^2 / (12 c (1-c) (p - 1/2)^2)``;
-with equal groups (``c = 1/2``) each group needs ``ceil(N / 2)`` runs.
-
 Example:
     >>> runs_needed(1.0, effect=1.0)
     17

@@ -1,23 +1,5 @@
 """When a std's interval can be claimed, and ``--until-precision``'s look: is the std known to ±REL yet?
 
-A std's interval needs runs that differ. Equal runs have std 0 (:func:`~deviate_cb.stats._std.guarded_std`), but
-a sample of equal values does not show that the std *is* 0: when implementation noise shows in 15% of runs, 3
-runs are all equal 61% of the time. :func:`std_interval_note` says when no interval holds: fewer than
-:data:`MIN_DISTINCT` distinct values, or a most common value held by more runs than the rest with fewer than
-:data:`MIN_DIFFERING` runs differing from it (most runs identical, one or two apart). Every std interval of the
-statistics (``describe``, the report, ``--until-precision``) is NaN there and the note is the answer.
-
-:func:`precision_look` is one look of ``deviate-replicate --until-precision``: Bonett's interval
-(:func:`~deviate_cb.stats.intervals.bonett_std_interval`), its half-width over the std, and a decision. Its width
-depends on the kurtosis the runs show, so stopping at the first narrow enough look would stop when the runs
-happen to miss the tail, with a std too small: the first-narrow rule covered 0.44 (t(3)) and 0.67
-(lognormal(0, 0.5)) at its "known" looks. The look's interval therefore uses the largest kurtosis estimated at any
-look from :data:`KURTOSIS_FROM` runs on (the look's own before that); with it the interval printed at the
-stopping look covers 0.97-0.98 for normal runs and tied accuracies, 0.92-0.94 for lognormal(0, 0.5), 0.93 for
-implementation noise in 15% of runs (rounds of 1-4 runs, first look 3, at most 60;
-``tests/stats/test_precision_stopping.py``). For tails as heavy as t(3)'s or lognormal(0, 1)'s no interval of a
-std from 60 runs holds (0.72-0.85): the std there hangs on values that few samples contain.
-
 Example:
     >>> std_interval_note([0.9, 0.9, 0.9])
     'cannot tell the std from 3 runs with only 1 distinct value'

@@ -1,41 +1,5 @@
 """How much more one group spreads than another: ``std(a) / std(b)`` with the interval of the Brown-Forsythe test.
 
-The statistic is the ratio of the sample standard deviations (``ddof=1``). The p-value is the two-sided
-Brown-Forsythe test (Levene's test on the absolute deviations from each group's median,
-``scipy.stats.levene(a, b, center="median")``, the same as
-:func:`~deviate_cb.stats.compare.variance_test`). The interval inverts that test: it is the set of scale
-factors ``c > 0`` for which Brown-Forsythe does **not** reject "A and ``c * B`` spread alike" at
-``1 - level``. For two groups the test is the pooled two-sample t-test of the absolute deviations
-``u = |a - median(a)|`` and ``v = |b - median(b)|`` with ``n_a + n_b - 2`` degrees of freedom; scaling B by
-``c`` scales ``v`` by ``c``, so
-
-    t(c) = (mean(u) - c mean(v)) / sqrt(s_p^2(c) (1/n_a + 1/n_b)),
-    s_p^2(c) = ((n_a - 1) var(u) + c^2 (n_b - 1) var(v)) / (n_a + n_b - 2)
-
-and ``t(c)`` decreases in ``c > 0``: the accepted set is an interval ``[c_lo, c_hi]`` with
-``t(c_lo) = t_crit`` and ``t(c_hi) = -t_crit`` (``t_crit = t_{1-a/2, n_a+n_b-2}``), found by bisection.
-``c_lo`` is 0 when even ``c -> 0`` is not rejected, ``c_hi`` is ``+inf`` when arbitrarily large ``c`` are not
-rejected (small groups: the test has little power); ``settings`` says so. For normal runs ``c`` is
-``sigma_a / sigma_b``, and by construction the interval excludes 1 exactly when the Brown-Forsythe p-value is
-at most ``1 - level``.
-
-Coverage for normal runs (simulated, 20,000 data sets per pair of sizes from 3 to 10 runs each): at least
-95% everywhere except 4 and 4 runs, where Brown-Forsythe itself rejects about 6.7% of the time at 5% and the
-interval covers about 93.3% (``settings["coverage_note"]`` says so); it is conservative elsewhere (up to 100% at
-3 and 3 runs, where the upper end is always infinite).
-
-Degenerate data: with 2 runs in each group the absolute deviations from the median are equal within a group,
-so the test always rejects and the interval is a single point (``settings["note"]``). With a constant group
-``t(c)`` does not depend on ``c``, so the interval is all of ``[0, inf]`` when Brown-Forsythe does not reject
-and a single point when it does: ``[0, 0]`` when A is constant, ``[inf, inf]`` when B is. The ratio is
-``inf`` when only B is constant; with both constant the ratio, the p-value and the interval are NaN.
-
-Power (:func:`spread_power`, :func:`detectable_spread_ratio`): with few runs Brown-Forsythe detects only
-large differences in spread. Its power for normal runs whose standard deviations differ by a factor ``c`` is
-simulated (common random numbers, seeded, so it increases with ``c`` and is the same in every call): at 5 and 5
-runs a 3x ratio is detected about 8% of the time at alpha 0.05, and 80% power needs a ratio of several hundred;
-the report says so in numbers instead of "only large differences".
-
 Example:
     >>> r = spread_ratio([0.80, 0.82, 0.81, 0.83, 0.79, 0.81], [0.70, 0.90, 0.74, 0.86, 0.95, 0.66])
     >>> round(r.statistic, 3), round(r.pvalue, 4), [round(v, 3) for v in r.confidence_interval()]

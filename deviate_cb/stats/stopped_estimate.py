@@ -1,15 +1,5 @@
 """The bias of a difference estimated where a sequential study stopped, and the estimate adjusted for it.
 
-A study that stops at the first look whose interval excludes 0 stops early mostly when the runs so far happened to
-exaggerate the difference, so the difference of means where it stopped overstates the true one on average
-(Whitehead 1986, "On the bias of maximum likelihood estimation following a sequential test", Biometrika
-73:573-581). Whitehead's bias-adjusted estimate ``theta~`` solves ``theta~ + b(theta~) = theta^``, ``theta^`` the
-naive estimate and ``b(theta)`` the mean of the stopped estimate less ``theta`` when the true difference is
-``theta``. Here ``b`` is simulated for the plan as run (its looks, levels, skewness widening and effect bound) on
-normal runs with the spreads observed (:func:`stopped_mean`: one set of seeded paths, the difference shifted, so
-``theta + b(theta)`` is a monotone step function solved by bisection). A planning number beside the naive
-estimate, not a claim: the repeated interval is the answer's interval.
-
 Example:
     >>> from deviate_cb.stats.sequential import plan_looks, plan_sequential
     >>> plan = plan_sequential(plan_looks(3, 3, 2, 15))

@@ -1,22 +1,5 @@
 """The simulation kernels of :mod:`~deviate_cb.stats.sequential`: test statistics at every look of many studies.
 
-A *path* (one simulated study) holds the runs of groups A and B in the order they are made; a look at
-``(n_a, n_b)`` sees the first ``n_a`` and ``n_b`` of them. For each path and look the kernels compute, vectorised:
-
-- the mean: the difference of means, Welch's standard error and degrees of freedom, and the skewness of the
-  studentized difference, from prefix sums of the values, their squares and cubes (:func:`welch_parts`), and the
-  p-value of the skewness-widened Welch test (:func:`widened_p`);
-- the spread: the mean and variance of the absolute deviations from each group's median at every look, the
-  parts of the Brown-Forsythe test (:func:`abs_dev_parts`; the median by ``np.partition``, ``sum |x - m|`` as
-  the upper half's sum less the lower half's, ``sum (x - m)^2 = Q - 2 m S + n m^2``), and from them the pooled
-  t of "A and ``c`` B spread alike" (:func:`bf_t`; ``scipy.stats.levene(center="median")`` is its square).
-
-:func:`calibrate_boundary` draws standard normal paths (seeded, in chunks) and returns the boundary's constant
-``C`` (O'Brien-Fleming-type or Pocock, :func:`boundary_nominals`) at which a fraction ``alpha`` of the null
-paths reject at some look, for the test as run (the skewness widening included). :func:`null_paths` draws data
-for the other simulations: normal, t(3), lognormal, lognormal against normal, diverged runs, tied accuracies, all
-with mean 0 and variance 1.
-
 Example:
     >>> looks = ((5, 5), (10, 10), (15, 15), (20, 20))
     >>> round(calibrate_nominal(looks, 0.05, "mean", 0, 200_000), 4)  # Pocock's 0.0182 for 4 looks, df -> inf

@@ -1,10 +1,5 @@
 """Per-run aggregation of a long metrics table: :func:`aggregate_table` on a ``pyarrow.Table``.
 
-Every group of rows (by default one metric of one stage of one run) is reduced to one number with the
-aggregates of :func:`~deviate_cb.stats.aggregation.series.aggregate` (``last``, ``best``, ``mean``, ``at_step``,
-``at_epoch``), in pyarrow's group-by. pyarrow is imported only inside the functions, so importing this module
-(as ``deviate_cb.stats`` does) does not load it.
-
 Example:
     >>> import pyarrow as pa
     >>> t = pa.table({"run": [0, 0, 1], "name": ["val_loss"] * 3, "seq": [0, 1, 0], "value": [0.5, 0.4, 0.6]})

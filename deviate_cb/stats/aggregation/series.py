@@ -1,15 +1,5 @@
 """Per-run aggregation: reduce one metric's series within one run to a single number.
 
-Five aggregates: ``last`` (the value recorded last, by ``seq``), ``best`` (the maximum of an
-accuracy-like metric, the minimum of a loss-like one), ``mean``, and ``at_step`` / ``at_epoch`` (the value
-recorded at global step ``at`` / epoch ``at``; the last by ``seq`` if several rows match; NaN, and the run
-counted as missing, if none does). ``best`` and ``mean`` use finite values only; ``last`` and ``at_*`` return
-whatever was recorded, so a run that ended in NaN aggregates to NaN (and the across-run statistics then leave
-it out and count it). ``deviate report`` says either in one warning per metric: how many NaN/Inf values ``best`` or
-``mean`` left out, in how many runs, and how many runs ``last`` left out for a NaN/Inf last value
-(:func:`deviate_cb.report.metrics.per_run.nonfinite_notes`). ``how`` may also be written ``"at_step=S"`` /
-``"at_epoch=E"`` (see :func:`parse_aggregate`).
-
 Example:
     >>> from deviate_cb.stats.directions import infer_direction
     >>> aggregate([0.9, 0.5, 0.7], "best", infer_direction("val_loss"))

@@ -1,9 +1,5 @@
 """The names of the per-run aggregates, and how ``"at_step=S"`` / ``"at_epoch=E"`` are spelled and parsed.
 
-``last``, ``best`` and ``mean`` need no argument (:data:`AGGREGATES`, what ``deviate report --aggregate``
-accepts); ``at_step`` and ``at_epoch`` need the step or epoch (:data:`AT_AGGREGATES`), given as ``at`` or
-after ``=``.
-
 Example:
     >>> parse_aggregate("at_step=100"), parse_aggregate("last")
     (('at_step', 100), ('last', None))

@@ -1,20 +1,5 @@
 """Spread across runs of per-class accuracy and of sub-group accuracy, false-positive and false-negative rates.
 
-Zhuang et al. (2022) found the per-class std of accuracy up to 4x (CIFAR-10) and 23x (CIFAR-100) the std of
-overall accuracy, and 3-5x larger spreads for under-represented sub-groups. These functions measure both from
-a ``(runs, samples)`` array of predicted classes and the true labels:
-
-- :func:`per_class_accuracy`: for every class, the accuracy of each run on the samples of that class, its mean
-  and std (ddof=1) across runs; the class with the largest std and the ratio of that std to the std of
-  overall accuracy;
-- :func:`subgroup_rates`: for every sub-group (e.g. sex or age band), accuracy, FPR = FP / (FP + TN) and
-  FNR = FN / (FN + TP) per run, with mean, std and ratio to the std of overall accuracy. The positive class
-  is ``positive`` (default 1); with more than two classes the rates are one-vs-rest for that class
-  (a sample is "predicted positive" when its predicted class is ``positive``). A rate whose denominator is 0
-  in a group (no negatives, or no positives) is NaN.
-
-Vectorised with ``np.add.reduceat`` and ``np.bincount``: no loop over samples.
-
 Example:
     >>> preds = [[0, 0, 1, 1], [0, 1, 1, 1], [1, 0, 1, 0]]
     >>> pc = per_class_accuracy(preds, labels=[0, 0, 1, 1])

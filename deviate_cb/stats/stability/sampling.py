@@ -1,33 +1,5 @@
 """The test set's own sampling noise: how much a metric would move on another test set of the same size.
 
-Runs evaluated on one fixed test set differ only by training; the test set itself is a sample too. On
-Morin & Willetts' CIFAR-10 runs (50 seeds, 10,000 test images) the binomial std of an accuracy of 0.85,
-``sqrt(0.85 * 0.15 / 10000) = 0.0036``, is as large as the whole seed spread (std 0.0034): "A is better" on
-those runs is then a claim about this test set, not about the task.
-
-:func:`sampling_spread` takes per-example scores of every run (``(runs, samples)``: 1/0 for right/wrong, which
-makes the metric an accuracy, or any per-example value whose mean over the test set is the metric) and
-resamples the examples with replacement (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 6
-and 13), the same examples for every run, seeded:
-
-- **sampling std**: the std of one run's metric over resampled test sets, at its exact bootstrap value (infinitely
-  many resamples: ``sqrt(plug-in variance / n)``, Efron & Tibshirani eq. 6.9-6.10), the root mean square over
-  runs; for an accuracy it is the binomial std of each run, ``sqrt(p_r (1 - p_r) / n)``, and the binomial std at
-  the mean accuracy is given beside it;
-- **interval**: the percentile interval of the runs' mean metric over ``n_resamples`` seeded resamples of the
-  test set: where the population metric of these trained runs lies, from the test set's sampling alone;
-- **run std**: the std (ddof=1) of the runs' metrics on this one test set, and its ratio to the sampling std.
-  When the ratio is below :data:`COMPARABLE` (2: the run-to-run spread is smaller than or comparable to the
-  test set's) a difference between groups evaluated on this test set says how they differ *on this test set*;
-  whether it carries to new data is a question for the sampling spread (:attr:`SamplingSpread.test_set_only`).
-
-The interval covers the population metric at its nominal level when the examples are a random sample of it
-neither outcome is rare: below :data:`MIN_OUTCOMES` expected examples of the rarer one (``n min(p, 1 - p)``)
-the percentile interval of a proportion undercovers (as Wald's does: 87% at 95% for 50 samples at
-accuracy 0.95) and the answer says so (:attr:`SamplingSpread.reliable`); a mean score needs at least
-:data:`MIN_SCORES` samples (skewed per-example losses, gamma(0.5) averaged over 3 runs: 90.5% at 20 samples,
-93.6% at 50, 94.6% at 100). ``tests/stability/test_sampling_spread.py`` holds the simulations.
-
 Example:
     >>> rng = np.random.default_rng(0)
     >>> correct = rng.random((5, 10_000)) < 0.85

@@ -1,25 +1,5 @@
 """Normalized L2 distance between the final weights of runs: exact, or estimated from a random sketch.
 
-As in Zhuang et al. (2022), each run's flattened weights ``w`` are scaled to unit norm first, and two runs are
-``|| w_1/||w_1|| - w_2/||w_2|| ||`` apart (0 for identical models, at most 2).
-
-**The sketch.** ``s = S w / (sqrt(k) ||w||)`` with ``S`` a ``k x d`` matrix of independent Rademacher signs
-(+1/-1). ``S`` is never stored: the signs of the parameter at position ``p`` are the bits of the PCG64 stream
-seeded with ``SeedSequence([sketch_seed, k, p])``, laid out chunk by chunk (so they depend on the parameter's
-size too, which is the same in every replica: the readers check the layout), so every replica of a study gets
-the same projection. The
-product is taken 2,048 values at a time; each group of 8 values becomes a table of its 256 subset sums, so
-one random byte selects the sum of the values whose sign is +1 (``S x = 2 B x - sum(x)`` for the 0/1 bits ``B``):
-``k d / 8`` look-ups instead of ``k d`` multiply-adds, and memory bounded by one chunk.
-
-**The bound.** ``||s_1 - s_2||`` estimates the normalized distance ``D``. For a fixed vector and Rademacher
-entries, Achlioptas (2003, "Database-friendly random projections", proof of Theorem 1.1) bounds each tail:
-``P(Dhat^2 >= (1+eps) D^2)`` and ``P(Dhat^2 <= (1-eps) D^2)`` are both at most ``exp(-k (eps^2/4 - eps^3/6))``.
-So with probability at least ``1 - delta`` (per pair of runs), ``D`` lies in
-``[Dhat / sqrt(1+eps), Dhat / sqrt(1-eps)]`` where ``k (eps^2/4 - eps^3/6) = ln(2/delta)``
-(:func:`jl_epsilon`; ``k = 256``, ``delta = 0.05``: ``eps = 0.265``). The bound is conservative: the
-estimate's relative std is about ``1/sqrt(2k)``, 4.4% for ``k = 256``.
-
 Example:
     >>> rng = np.random.default_rng(0)
     >>> weights = rng.normal(size=(3, 5000))
