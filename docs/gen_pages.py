@@ -13,11 +13,21 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GENERATED", "cli_reference", "is_doctest_output", "on_config", "on_files", "site_text"]
+__all__ = [
+    "DESIGN_SECTION",
+    "GENERATED",
+    "cli_reference",
+    "design_nav",
+    "is_doctest_output",
+    "on_config",
+    "on_files",
+    "site_text",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATED = {"index.md": "README.md", "changelog.md": "CHANGELOG.md", "reference/cli.md": None}
 HELP_WIDTH = "100"
+DESIGN_SECTION = "Design notes"  # under Reference: every docs/design/*.md, by its first heading
 AUTOREFS_LOGGER = "mkdocs.plugins.mkdocs_autorefs._internal.plugin"
 UNRESOLVED = re.compile(r"Could not find cross-reference target '(?P<target>.*)'$")
 DOTTED_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -40,12 +50,41 @@ class _DoctestOutputFilter(logging.Filter):
         return not is_doctest_output(record.getMessage())
 
 
-def on_config(config: Any) -> Any:
-    """MkDocs' ``on_config`` event: a docstring's doctest output (``[False, True]``) is no broken reference.
+def design_nav(docs: Path) -> list[dict[str, str]]:
+    """The nav entries of the design notes: each ``design/*.md`` under ``docs`` titled by its first heading.
 
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = (Path(tmp) / "design").mkdir(), (Path(tmp) / "design" / "stats.md").write_text("# Stats\\n")
+    ...     design_nav(Path(tmp))
+    [{'Stats': 'design/stats.md'}]
+    """
+    entries = []
+    for page in sorted((docs / "design").glob("*.md")):
+        first = page.read_text(encoding="utf-8").split("\n", 1)[0]
+        title = first[2:].strip() if first.startswith("# ") else page.stem
+        entries.append({title: f"design/{page.name}"})
+    return entries
+
+
+def _add_design_notes(nav: list[Any], entries: list[dict[str, str]]) -> None:
+    for section in nav:
+        if isinstance(section, dict) and "Reference" in section:
+            section["Reference"].append({DESIGN_SECTION: entries})
+            return
+    nav.append({DESIGN_SECTION: entries})
+
+
+def on_config(config: Any) -> Any:
+    """MkDocs' ``on_config`` event: the design notes join the nav, and doctest output is no broken reference.
+
+    Each folder's design notes (``docs/design/*.md``) are listed under Reference without editing mkdocs.yml.
     mkdocstrings renders a docstring's examples as Markdown, where a printed list reads as a reference link; a
     reference to a real name that does not resolve still fails the strict build.
     """
+    entries = design_nav(Path(config["docs_dir"]))
+    if entries and config["nav"] is not None:
+        _add_design_notes(config["nav"], entries)
     logger = logging.getLogger(AUTOREFS_LOGGER)
     if not any(isinstance(f, _DoctestOutputFilter) for f in logger.filters):
         logger.addFilter(_DoctestOutputFilter())
