@@ -1,4 +1,4 @@
-"""What the README's Keras snippet takes as given: a compiled ``model`` and ``x``, ``y``, ``x_test``, ``y_test``.
+"""What the README's Keras quickstart takes as given: a compiled ``model`` and ``x``, ``y``, ``x_test``, ``y_test``.
 
 tests/test_readme_blocks.py runs this file before a ```python block marked
 ``<!-- readme-check: given tests/readme/keras_given.py (...) -->``: a tiny real classifier on the torch backend

@@ -1,4 +1,4 @@
-"""What the README's Lightning snippets take as given: ``model``, ``train_loader`` and ``val_loader``.
+"""What the Lightning snippets of the docs pages take as given: ``model``, ``train_loader`` and ``val_loader``.
 
 tests/test_readme_blocks.py runs this file before a ```python block marked
 ``<!-- readme-check: given tests/readme/lightning_given.py (...) -->``: a tiny real classifier and its loaders,

@@ -1,4 +1,4 @@
-"""What the README's ``deviate_cb.stats`` snippet takes as given: per-run values of a metric.
+"""What the ``deviate_cb.stats`` snippet of docs/statistics.md takes as given: per-run values of a metric.
 
 tests/test_readme_blocks.py runs this file before a ```python block marked
 ``<!-- readme-check: given tests/readme/stats_given.py (...) -->``. Accuracies of 5 to 8 runs per group (drawn

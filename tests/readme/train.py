@@ -1,6 +1,6 @@
-"""The ``train.py`` the README's commands name: a tiny Lightning classifier, as a script or ``train.py:main``.
+"""The ``train.py`` the docs pages' commands name: a tiny Lightning classifier, as a script or ``train.py:main``.
 
-tests/test_readme_blocks.py copies it into the working directory where it runs the README's blocks, so that
+tests/test_readme_blocks.py copies it into the working directory where it runs the docs pages' blocks, so that
 ``deviate-replicate -n 8 --out runs/ -- python train.py --epochs 10`` and ``deviate audit --trainer
 train.py:main`` train a real model (a few seconds each) instead of naming a file that is not there.
 """
