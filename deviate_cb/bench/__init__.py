@@ -1,13 +1,5 @@
 """``deviate bench``: what deterministic tooling costs a model on this machine.
 
-For each model (built-in torch and Keras models, or a user step function with ``--trainer mod:fn``) the
-benchmark measures steps per second with determinism off and on, as interleaved off/on windows after a warm-up
-(torch: in one process; Keras on TensorFlow: alternating fresh processes, since TensorFlow's op determinism
-cannot be turned off again), and reports the median on/off ratio with a distribution-free confidence interval
-and the ops whose time changed most (from profiler windows). Pieces: :mod:`~deviate_cb.bench.models`
-(the model set, torch and Keras, of Zhuang et al. 2022), :mod:`~deviate_cb.bench.torch_runner`,
-:mod:`~deviate_cb.bench.keras_runner`, :mod:`~deviate_cb.bench.stats`, :mod:`~deviate_cb.bench.results`.
-
 Example:
     >>> results = run_bench(["small_cnn"], windows=2, steps_per_window=2, warmup=1, batch_size=4, profile_steps=1)
     >>> r = results[0]

@@ -1,13 +1,5 @@
 """Determinism overhead of the Keras models on TensorFlow, measured in alternating fresh processes.
 
-``tf.config.experimental.enable_op_determinism()`` cannot be turned off again within a process, so each window runs in
-its own interpreter (``python -m deviate_cb.bench.keras_runner --worker JSON``) with ``KERAS_BACKEND=tensorflow``,
-determinism off or on, in the order off/on, on/off, ... (pairs alternate which comes first). A worker builds the
-model, warms up (graph tracing), times ``steps`` calls of ``model.train_on_batch`` on one fixed random batch, and, in
-the first window of each mode, profiles a few more steps with
-:class:`~deviate_cb.profiling.tensorflow_profiler.TensorFlowProfileWindow`; it prints one line ``DEVIATE_BENCH
-<json>``. Each process pays TensorFlow's start-up (several seconds), which is not timed.
-
 Example:
     >>> worker_command({"model": "keras_small_cnn", "mode": "on"})[1:3]
     ['-m', 'deviate_cb.bench.keras_runner']

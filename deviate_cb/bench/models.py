@@ -1,14 +1,5 @@
 """The built-in benchmark models, in plain torch and in Keras 3: the model set of Zhuang et al. (2022).
 
-"Randomness in Neural Network Training: Characterizing the Impact of Tooling" measured what deterministic
-training costs on a three-layer small CNN, a six-layer medium CNN whose convolutions use kernel size 1, 3, 5 or
-7 (the overhead depended strongly on it), and ResNet-18, all on CIFAR-10-shaped inputs (3x32x32, 10 classes).
-They are written here from those descriptions (no torchvision): ``small_cnn`` (two 3x3 convolutions with
-pooling, one linear layer), ``medium_cnn_k{1,3,5,7}`` (four convolutions of kernel size k with pooling, two
-linear layers) and ``resnet18`` (the CIFAR variant: 3x3 stem, no max-pool, basic blocks [2, 2, 2, 2]).
-The Keras 3 equivalents of the CNNs (``keras_small_cnn``, ``keras_medium_cnn_k{1,3,5,7}``, channels-last
-inputs) are built by :func:`build_keras_model`.
-
 Example:
     >>> sorted(TORCH_MODELS)
     ['medium_cnn_k1', 'medium_cnn_k3', 'medium_cnn_k5', 'medium_cnn_k7', 'resnet18', 'small_cnn']

@@ -1,13 +1,5 @@
 """Results of ``deviate bench``: one :class:`BenchResult` per model, as a table, JSON, and rows in the run store.
 
-In the run store (``--out DIR``) each model's result is one replica of experiment ``bench``, so results from
-many machines (each with its ``fingerprint.json``) can be read and compared together::
-
-    DIR/experiment=bench/variant=<model>/replica=<k>/
-        run.json          status, the summary (ratio, CI, steps/s) under ``bench``
-        fingerprint.json  the machine's fingerprint
-        bench.parquet     one row per timed window (kind=window) and per op and mode (kind=op)
-
 Example:
     >>> result = BenchResult(model="small_cnn", framework="torch", device="cpu", device_note="no CUDA",
     ...     windows=[{"window": 0, "mode": "off", "steps": 2, "step_s": 0.01},

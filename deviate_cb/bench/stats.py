@@ -1,11 +1,5 @@
 """Statistics of a determinism benchmark: the median on/off ratio with a distribution-free CI, and op differences.
 
-Each pair of windows (one with determinism off, one on, run back to back, in alternating order) gives one
-ratio ``median step time on / median step time off``. The summary is the median of those ratios with an
-order-statistic confidence interval for the median: ``(x_(k), x_(n+1-k))`` covers the true median with
-probability ``1 - 2 * Binom(n, 1/2).cdf(k - 1)``; the widest ``k`` reaching the requested level is used, and with
-too few pairs for that level the interval is ``(min, max)`` with the level it does reach (reported, never hidden).
-
 Example:
     >>> ci = median_ratio_ci([1.10, 1.30, 1.20, 1.25, 1.15, 1.22, 1.18, 1.05])
     >>> round(ci.median, 3), (ci.low, ci.high), round(ci.level, 3)
@@ -14,9 +8,6 @@ Example:
     ...     [{"op": "aten::mm", "device_type": "cpu", "self_us_per_step": 10.0}],
     ...     [{"op": "aten::mm", "device_type": "cpu", "self_us_per_step": 30.0}])]
     ['aten::mm']
-
-Ops are compared under their portable names (:func:`~deviate_cb.profiling.ops.canonical_op`), so that a TensorFlow
-op that runs as a different kernel in one mode, or on another machine, is compared with itself.
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
 """Determinism overhead of a torch training step, measured in one process with interleaved off/on windows.
 
-torch's switches can be turned on and off in-process (``torch.use_deterministic_algorithms``,
-``torch.backends.cudnn.deterministic``), so after a warm-up in both modes the runner times ``windows`` pairs of
-windows, each pair one window with determinism off and one on, alternating which comes first (off/on, on/off,
-...) so that a drift in machine speed hits both alike. A window's time is the median of its steps' wall times
-(device synchronised on CUDA). Then one short profiling window per mode
-(:class:`~deviate_cb.profiling.torch_profiler.TorchProfileWindow`, not timed) gives per-op self times, from which
-:func:`~deviate_cb.bench.stats.op_differences` names the ops that account for the difference.
-The switches are restored afterwards.
-
-The ``--trainer mod:fn`` contract (:func:`user_setup`): ``fn`` takes keyword arguments ``device`` (``"cpu"`` or
-``"cuda"``) and ``batch_size`` (either may be left out of its signature) and returns ``(model, step)``: the
-``torch.nn.Module`` being trained and a callable that runs one whole training step (forward, backward,
-optimizer update) on data it already holds; or an object with ``model`` and ``step`` attributes. The step must
-not change determinism switches itself.
-
 Example:
     >>> model, step = builtin_setup("small_cnn", device="cpu", batch_size=4)
     >>> result = measure(step, windows=2, steps_per_window=2, warmup=1, profile_steps=1)
