@@ -1,24 +1,5 @@
 """``deviate audit --resume-at K`` on Keras: the fit's ``keras.callbacks.BackupAndRestore`` is its resume path.
 
-The Keras replica's part (:mod:`deviate_cb.capture.resume_state` for the plan; the launcher's fit wrapper hands the
-fit's callbacks to :meth:`KerasResumePoint.prepare` before ``fit`` starts, so before ``BackupAndRestore`` restores):
-
-- every ``BackupAndRestore`` of the fit is redirected to the plan's own backup directory (``<out>/backups/<role>``,
-  ``delete_checkpoint`` off): the project's ``backup_dir`` is neither read nor written, the uninterrupted run starts
-  from an empty one and the resumed run from a copy of the checkpointed run's backup (``DEVIATE_RESUME_FROM``);
-- ``checkpointed``: K must be a step at which the backup is written (``save_freq="epoch"``: an epoch boundary, a
-  multiple of the steps per epoch; ``save_freq=n``: a multiple of n), else the run records ``refused: "bad_at"`` and
-  the steps that are possible, and stops after one step; the fit stops at the end of step K-1, after which Keras
-  writes the backup (at that batch's end or the epoch's end) and the run records its directory as ``checkpoint``;
-- ``resumed``: Keras restores the weights, the optimizer's variables and the epoch: the fit starts at the first step of
-  the epoch recorded (a backup written mid-epoch, or by batch count at an epoch's last batch, records the epoch it was
-  taken in, which is then trained again: ``restarted_at`` < K, ``data_restarted``); steps are numbered globally;
-- a fit without ``BackupAndRestore`` records ``refused: "no_backup"`` and stops after one step.
-
-:func:`keras_state_digests` digests what a backup may or may not restore: NumPy's and Python's generators, torch's
-global RNG (torch backend), Keras's global ``SeedGenerator`` and the model's own seed generators (``Dropout(seed=)``:
-their states are not among the weights Keras saves), and the optimizer's variables (its step count included).
-
 Example:
     >>> from deviate_cb.capture.resume_state import ResumePlan
     >>> possible_steps(ResumePlan(at=3, steps=8, role="checkpointed"), save_freq="epoch", steps_per_epoch=4)

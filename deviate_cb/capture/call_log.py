@@ -1,11 +1,5 @@
 """The record of a takeover's calls: each distinct call once, in first-seen order, counted, at most 50.
 
-The seeding takeover (:mod:`~deviate_cb.capture.seed_takeover`) and the determinism takeover
-(:mod:`~deviate_cb.capture.switch_takeover`) record the project's calls in ``run.json`` the same way: a call and the
-value asked make a pair; a pair seen again only counts; past the limit, pairs are counted in ``more``; and each new
-pair (and the first one past the limit) is handed to ``on_record`` with the takeover's whole record, whose errors
-never reach the project's call (one warning on stderr).
-
 Example:
     >>> seen = []
     >>> log = CallLog("calls", lambda: {"calls": log.copy()[0]}, seen.append)

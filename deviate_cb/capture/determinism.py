@@ -1,20 +1,4 @@
-"""Seeds and determinism switches: apply what was requested, and report what is verifiably in effect.
-
-Facts (``docs/architecture.md``, "Determinism"): ``PYTHONHASHSEED`` only works when set before the interpreter starts
-(the replicator sets it in the child's environment); ``CUBLAS_WORKSPACE_CONFIG`` only when set before CUDA starts;
-``torch.use_deterministic_algorithms`` does not set ``cudnn.deterministic``, so both are set here; TF32 and
-matmul-precision flags change numerics, so they are recorded. Frameworks are never imported here: each switch is
-applied when its framework is imported (immediately if it already is).
-
-Per framework: torch gets deterministic algorithms and cuDNN determinism; TensorFlow
-``tf.config.experimental.enable_op_determinism()`` (which makes unseeded random ops raise, so TF is seeded
-too); JAX ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, effective only when set before JAX starts (the
-replicator's child sets it before any user code runs). Keras 3 has no switch of its own: its backend's
-apply. Seeding never imports TensorFlow (``keras.utils.set_random_seed`` does, whenever it is installed).
-
-The library's own seeding runs inside :func:`~deviate_cb.capture.seed_takeover.deviate_seeding`, so the seeding
-takeover neither remaps nor records it; the seeds verified are those the takeover applied, where it did.
-"""
+"""Seeds and determinism switches: apply what was requested, and report what is verifiably in effect."""
 
 from __future__ import annotations
 

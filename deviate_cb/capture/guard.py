@@ -1,18 +1,6 @@
 """A measuring tool never costs the user their training: once a run is under way, an error in a recording step
 becomes a ``problems`` entry of ``run.json`` and one warning per kind, never an exception in ``fit``.
 
-Framework-free. The adapters wrap each recording step of their hooks in :func:`guarded`, named
-``"<hook>: <what it records>"``::
-
-    with guarded(session, "on_train_epoch_end: predictions snapshot"):
-        ...
-
-Before the run is under way (the callback's construction, ``setup``, the first opening of the run directory)
-nothing is caught: those errors come before any training and say what to fix. ``KeyboardInterrupt`` and
-``SystemExit`` always propagate. :class:`ProblemLog` keeps what failed: each distinct (where, error) once in
-``run.json`` under ``problems`` with a count, and a :class:`RecordingWarning` the first time a kind of step
-fails with a kind of error.
-
 Example:
     >>> import tempfile, warnings
     >>> from deviate_cb.capture.session import RunSession

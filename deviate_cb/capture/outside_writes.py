@@ -1,38 +1,5 @@
 """Writes outside the run directory: the project's own fixed paths, which parallel replicas share.
 
-A project that writes ``./out-shakespeare/ckpt.pt`` or ``history.json`` in its working directory makes every
-replica write the same file: they overwrite each other's results, and a replica that reads the file back may
-read another's (resume from another replica's checkpoint). Installed in every process of a replica by the
-bootstrap (:func:`install_outside_writes`), this module watches the files the process opens through Python's
-audit hooks (``open``, ``os.rename``/``os.replace``) and ``torch.save``/``torch.load`` given a path (torch
-writes those through C++, which raises no audit event):
-
-- a **write** outside the run directory is appended to the study's ledger
-  (:mod:`deviate_cb.store.ledger`, ``<out>/.deviate/writes/``) and, in the replica's recording process, listed
-  in ``run.json`` as ``outside_writes: {"paths": [...], "more": n}`` (sorted, at most :data:`MAX_PATHS`);
-- a **read** of such a path that the ledger says another replica wrote (after this replica last wrote it, or
-  at all when it never did) is listed as ``outside_reads: [{"path", "written_by"}]`` and appended to the ledger
-  with ``"op": "read"``; :mod:`deviate_cb.report.problems` turns both into problems (``shared_outputs``,
-  ``read_other_replica``) that the launcher, ``deviate status``, the report and the HTML page name.
-
-Not counted: the run directory and everything under ``--out``, the files and folders the process made through
-``tempfile`` (:mod:`deviate_cb.capture.temp_files`: ``mkstemp``, ``mkdtemp``, ``NamedTemporaryFile``,
-``TemporaryDirectory``...), the rest of the temporary directory but the launch directory's tree and the script's
-folder's (a project cloned into ``/tmp`` or a job's ``$TMPDIR`` is watched; a launch directory that holds the
-temporary directory leaves it out), ``/dev``, ``/proc``, ``/sys``, the interpreter's and site-packages' folders,
-the user's cache folders (``~/.cache``, ``$XDG_CACHE_HOME``, ``~/.keras``), compiled code (``__pycache__``,
-``.pyc``) and file descriptors. The launch directory is the replica's working directory when it started (with
-``--isolate``, the directory its working directory links to), handed to the replica's other processes in
-``DEVIATE_LAUNCH_DIR``. A path through the ``--isolate`` working directory (:mod:`deviate_cb.launch.isolation`) is
-resolved: a write into a linked folder of the project is outside.
-
-Limits: writes made by compiled code without Python's ``open`` (h5py, TensorFlow's ``tf.io``, pyarrow's own
-file system, a program the command runs that is not Python) are not seen; ``torch.save``/``torch.load`` are,
-when given a path.
-
-The hook does nothing for other audit events; for a read outside it costs a path normalisation and one
-``stat`` (has any replica written that path?); the manifest is rewritten only when a new path is seen.
-
 Example:
     >>> is_write_open("w", 0), is_write_open(None, os.O_WRONLY | os.O_CREAT), is_write_open("rb", 0)
     (True, True, False)

@@ -1,15 +1,4 @@
-"""Metric events buffered in memory, converted in bulk and flushed through the store.
-
-The recorder is framework-free: adapters hand it values as they are (Python floats, or framework tensors
-still on their device) and a ``to_floats`` converter that turns a list of such values into floats in one go.
-Converting once per flush instead of once per value is what keeps per-step capture free of device syncs.
-
-The buffer is flat: one list of names and one of values, and per call of :meth:`MetricRecorder.update_many` an
-entry in each of six lists of plain numbers and strings. A step therefore leaves behind no container object for
-Python's garbage collector to track, only the values themselves (a logged tensor is kept as it is): objects that
-outlive a step are what makes the collector run more often, and in a process holding a framework a full
-collection costs tens to hundreds of milliseconds.
-"""
+"""Metric events buffered in memory, converted in bulk and flushed through the store."""
 
 from __future__ import annotations
 

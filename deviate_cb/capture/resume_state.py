@@ -1,26 +1,5 @@
 """``deviate audit --resume-at K``, the replica's side: digests of what a checkpoint should restore, the checkpoint.
 
-``deviate audit --resume-at K --steps N`` runs three replicas of one configuration
-(:mod:`deviate_cb.cli.resume_command`) and tells each one its part through ``DEVIATE_RESUME`` (:data:`RESUME_ENV`,
-JSON ``{"at": K, "steps": N, "role": ROLE, "backup": DIR}``), which the Lightning callback reads
-(:func:`resume_plan`) and hands to a :class:`ResumePoint` (Keras: :mod:`deviate_cb.capture.backup_restore`):
-
-- ``uninterrupted``: trains to step N (then stops, as early stopping does);
-- ``checkpointed``: at the end of step K-1 saves a checkpoint the framework's own way (Lightning:
-  ``trainer.save_checkpoint``, in ``on_train_batch_end``, where ``ModelCheckpoint(every_n_train_steps=K)`` saves the
-  same file) into its run directory as ``checkpoint-step=K.ckpt``, and stops;
-- ``resumed``: a new process whose ``Trainer.fit`` gets ``ckpt_path=`` from ``DEVIATE_RESUME_FROM``
-  (:data:`RESUME_FROM_ENV`, :mod:`deviate_cb.launch.inject`), continuing to step N.
-
-Steps are the audit's: training batches from 0 (Lightning's ``total_batch_idx``, restored by its checkpoint). At the end
-of step K-1 (``end``) and at the start of step K, once its batch is fetched (``start``), the point records a digest of
-each state a checkpoint may or may not restore (:func:`state_digests`): torch's global RNG (CPU, and CUDA once
-initialised), NumPy's and Python's global generators, the train DataLoader's sampler generator, the LR schedulers and
-the optimizers; the manifest's ``resume`` object holds them, and in the resumed run ``data_restarted``: whether it
-started mid-epoch with a DataLoader Lightning cannot resume (one without ``state_dict``), which it then iterates from
-its first batch again. A state whose digest the checkpointed run shares with the
-uninterrupted one at ``end`` but the resumed run does not at ``start`` was not restored by the checkpoint.
-
 Example:
     >>> resume_plan({RESUME_ENV: '{"at": 3, "steps": 6, "role": "checkpointed"}'})
     ResumePlan(at=3, steps=6, role='checkpointed')

@@ -1,12 +1,5 @@
 """One run's step times and profiling window, as the callbacks record them into ``timings.parquet``.
 
-Framework-free glue between the adapters and :mod:`deviate_cb.capture.step_timer` /
-:mod:`deviate_cb.profiling.drivers`: the adapter says when a training step starts (:meth:`RunTimings.step_started`)
-and, where the framework tells it, when it ends (:meth:`RunTimings.step_ended`; otherwise the next start or the epoch
-end closes the step). Steps that the profiler recorded (or warmed up for) are flagged ``profiled`` so that statistics
-leave them out. The session appends what is new at each flush as one part of ``timings.parquet`` and compacts the
-parts when the run ends; a profiling window still open at the end of the run is closed and kept.
-
 Example:
     >>> import tempfile
     >>> timings = RunTimings()

@@ -1,23 +1,4 @@
-"""The seeding takeover: a project that seeds itself with a fixed seed still gets the replica's seed.
-
-Real projects seed themselves (``L.seed_everything(42)``, ``keras.utils.set_random_seed(42)``), which would make
-every replica of the ``algo`` variants identical. Inside a replica, the project's *global* seeding calls are
-intercepted and the seed actually applied is derived from the replica seed ``s`` and the value asked for
-(:func:`derive_seed`): ``s + mix(asked - s)``, modulo ``2**32``. The same ``s`` always gives the same seeds
-(``control``/``impl`` replicas stay bit-identical), another ``s`` other seeds; distinct asked values stay
-distinct (per-rank seeds), and asking for ``s`` itself gives ``s`` (a project passed ``--seed {seed}`` is
-untouched). ``None`` (fresh entropy) given to ``random.seed``/``numpy.random.seed`` becomes ``s``.
-
-Taken over: ``random.seed``, ``numpy.random.seed``, ``torch.manual_seed``, ``torch.cuda.manual_seed(_all)``,
-Lightning's ``seed_everything``, ``keras.utils.set_random_seed``, ``tf.random.set_seed`` and
-``tf.compat.v1.set_random_seed``, each patched the moment its module is imported
-(:func:`~deviate_cb.capture.import_hooks.when_imported`), so re-exports pick the wrapper up. Never touched:
-explicit generators (``random.Random(42)``, ``np.random.default_rng(42)``, ``torch.Generator().manual_seed(42)``),
-calls made inside a taken-over call (Lightning's ``seed_everything`` calls ``torch.manual_seed`` with the seed it
-was given), calls inside a torch DataLoader worker (their seeds already derive from the main process), and the
-library's own seeding (:func:`deviate_seeding`). The calls are recorded for the run manifest
-(:func:`seeding_record`); with ``take_over=False`` (``--keep-project-seeds``) they are only recorded.
-"""
+"""The seeding takeover: a project that seeds itself with a fixed seed still gets the replica's seed."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """The step timer: wall time of every training step, cheaply, and its per-stage statistics.
 
-The adapters time every training step (a clock read, or on CUDA an event recorded on the stream, and a few list
-appends: a microsecond or two, no device synchronisation); the rows the
-timer holds are the step rows of ``timings.parquet`` (:mod:`deviate_cb.store.timings`), and the steps a
-profiler window recorded (:mod:`deviate_cb.profiling.drivers`) are flagged so that statistics leave them out.
-
 Example:
     >>> timer = StepTimer()                       # StepTimer(events=cuda_events(device)) on a GPU
     >>> for step in range(3):

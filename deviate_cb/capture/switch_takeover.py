@@ -1,35 +1,5 @@
 """The determinism takeover: a project that switches determinism itself still runs as its variant says.
 
-Real projects switch determinism themselves (a keras-io recipe calls ``tf.config.experimental.enable_op_determinism()``,
-a research script ``torch.use_deterministic_algorithms(True)`` and ``torch.backends.cudnn.benchmark = True``,
-a Lightning app ``Trainer(deterministic=True)``). Left alone, an ``impl`` replica would run deterministic and
-measure no implementation noise at all, and a ``control`` replica with ``cudnn.benchmark = True`` would not be
-deterministic. Inside a replica those switches are taken over: the variant's request wins and the project's call
-is recorded (``run.json`` ``determinism_calls``). With ``take_over=False`` (``--keep-project-determinism``) the
-project's switches take effect, are recorded, and whatever they leave in effect against the variant is a problem
-of the run (:func:`~deviate_cb.capture.determinism.verify_determinism`).
-
-What the variant's request means for each switch:
-
-- requested on (``algo``, ``control``; ``True`` or ``"warn"``): a call that would switch determinism off
-  (``torch.use_deterministic_algorithms(False)``, ``cudnn.deterministic = False``, ``cudnn.benchmark = True``,
-  TensorFlow's ``disable_op_determinism()``) applies the requested setting instead;
-- requested off (``algo+impl``, ``impl``; ``False``): a call that would switch determinism on
-  (``torch.use_deterministic_algorithms(True)``, ``cudnn.deterministic = True``,
-  ``tf.config.experimental.enable_op_determinism()``) is not applied; ``cudnn.benchmark`` is the project's own
-  choice (autotuning is implementation noise), so it passes;
-- ``TF_DETERMINISTIC_OPS``/``TF_CUDNN_DETERMINISTIC`` set by the project before TensorFlow is imported, and
-  ``--xla_gpu_deterministic_ops`` in ``XLA_FLAGS`` (JAX reads it when its backend starts) are removed when
-  requested off, and the XLA flag added back when requested on and the project's ``XLA_FLAGS`` dropped it.
-
-Taken over where each is defined, the moment its module is imported
-(:func:`~deviate_cb.capture.import_hooks.when_imported`): ``torch.use_deterministic_algorithms``, the
-``deterministic`` and ``benchmark`` properties of ``torch.backends.cudnn``, TensorFlow's
-``enable_op_determinism``/``disable_op_determinism`` (and their ``tf.config.experimental`` re-exports). A call
-Lightning's ``Trainer`` makes for its ``deterministic=``/``benchmark=`` arguments is recorded as
-``Trainer(deterministic=...)``. The library's own switching (:func:`deviate_switching`) passes untouched and
-unrecorded. Keras 3 has no switch of its own (its backend's apply).
-
 Example:
     >>> applied_setting("torch.use_deterministic_algorithms", True, requested=False)
     False

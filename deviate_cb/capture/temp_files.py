@@ -1,15 +1,5 @@
 """What this process creates through the ``tempfile`` module: temporary files, never the project's outputs.
 
-:mod:`deviate_cb.capture.outside_writes` watches a replica's writes outside its run directory, the temporary
-directory included when the project itself lives there (a project cloned into ``/tmp``, a Slurm job's node-local
-``$TMPDIR``). A file or folder made by ``tempfile`` is the process's own scratch space, whose name is
-unique, so replicas never share it: :func:`watch_tempfile` wraps ``mkstemp``, ``mkdtemp``, ``NamedTemporaryFile``
-and ``TemporaryFile`` (``TemporaryDirectory`` makes its folder with ``mkdtemp``, ``SpooledTemporaryFile`` rolls
-over into a ``TemporaryFile``; classes stay classes) so that the paths they create are remembered
-(:class:`TemporaryPaths`) and the files opened while they create them are not seen at all (:func:`creating`).
-Only calls through the module's attributes after the watch starts are seen (a name imported before with
-``from tempfile import mkstemp`` is not); the bootstrap starts it before the project's code runs.
-
 Example:
     >>> made = TemporaryPaths()
     >>> made.add("/tmp/tmpab12.txt", folder=False); made.add("/tmp/tmpcd34", folder=True)

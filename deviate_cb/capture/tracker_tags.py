@@ -1,23 +1,5 @@
 """Live tagging: the user's own tracker runs say which replica they are, so the tracker groups them by variant.
 
-At the start of a fit the adapters call :func:`tag_lightning_loggers` (Lightning: the Trainer's
-``MLFlowLogger``, ``WandbLogger`` and ``TensorBoardLogger``) or :func:`tag_active_runs` (Keras: the MLflow run
-active in the process, as ``mlflow.start_run()``, ``mlflow.keras.MlflowCallback`` or autologging leave it, and
-``wandb.run``, as ``wandb.init`` and W&B's Keras callbacks use it) with :func:`live_tags`:
-
-- in a replica of ``deviate-replicate``: ``deviate.experiment``, ``deviate.variant``, ``deviate.replica``,
-  ``deviate.seed`` and ``deviate.determinism`` (the variant's request: ``true``, ``false`` or ``warn``);
-- in a plain run (no ``deviate-replicate``): only ``deviate.seed`` and ``deviate.determinism``, and only those the
-  callback was given (``seed=``, ``deterministic=``); nothing when it was given neither. A plain run is no
-  replica of a variant, and a seed read back from the process would be a guess.
-
-How each tracker takes them: MLflow as run tags (``set_tag``), W&B as config values
-(``config.update(..., allow_val_change=True)``), TensorBoard as hyperparameters (``log_hyperparams``: the HParams
-tab and Lightning's ``hparams.yaml``). Nothing imports ``mlflow``, ``wandb`` or ``tensorboard``: the loggers are
-recognised by their class names and the active runs looked up only in modules the project already imported.
-A tracker that refuses is the adapter's problem to record (:func:`deviate_cb.capture.guard.guarded`): training
-goes on. Keras' own ``TensorBoard`` callback is out of reach (a Keras callback does not see the others).
-
 Example:
     >>> class TensorBoardLogger:  # what Lightning's logger offers, by name
     ...     def log_hyperparams(self, params):

@@ -1,18 +1,5 @@
 """What the callbacks capture for model-stability measures: per-sample predictions and final weights.
 
-Framework-free (no torch, Lightning, Keras or TensorFlow import): the Lightning and Keras adapters pass
-framework values in, and this module turns them into NumPy arrays for the stability store
-(:mod:`deviate_cb.store.predictions`, :mod:`deviate_cb.store.weights`).
-
-- :class:`PredictionCollector` takes one batch at a time (outputs and the batch they came from) and, at the
-  end, returns aligned arrays (:class:`CollectedPredictions`): outputs, labels, sample index and groups.
-- :func:`write_prediction_snapshot` and :func:`write_weight_record` write what was captured, under the
-  snapshot names ``final`` (:data:`FINAL_SNAPSHOT`) and ``epoch=<e>`` (:func:`epoch_snapshot`).
-
-What to capture is said by :class:`~deviate_cb.capture.stability.settings.Predictions` and
-:class:`~deviate_cb.capture.stability.settings.Weights` (:mod:`deviate_cb.capture.stability.settings`); values are
-taken out of batches by :mod:`deviate_cb.capture.stability.extract`.
-
 Example:
     >>> import numpy as np
     >>> from deviate_cb.capture.stability.settings import parse_predictions

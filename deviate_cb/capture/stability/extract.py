@@ -1,11 +1,6 @@
 """Values taken out of what the frameworks hand the callbacks: a batch's labels, sample ids and groups,
 framework arrays as NumPy, and named weights as float64 arrays.
 
-Framework-free (no torch, Lightning, Keras or TensorFlow import): values are converted through the methods
-they carry (``detach``/``cpu``/``numpy``), so nothing here needs the framework installed.
-:class:`deviate_cb.capture.stability.collector.PredictionCollector` reads each batch with :func:`batch_field` and
-:func:`batch_groups`; the adapters pass their weights through :func:`weight_arrays`.
-
 Example:
     >>> batch = {"x": [[0.0], [1.0]], "target": [1, 0], "sex": ["F", "M"]}
     >>> batch_field(batch, None, "labels", default=True), batch_field((batch["x"], [3, 4]), 1, "labels")

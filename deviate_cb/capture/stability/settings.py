@@ -1,18 +1,6 @@
 """What the callbacks' ``predictions=`` and ``weights=`` arguments say: the :class:`Predictions` and
 :class:`Weights` settings, checked when they are made.
 
-Framework-free (no torch, Lightning, Keras or TensorFlow import).
-
-- :class:`Predictions` says which evaluation set to predict on and when (at the end of training, and every
-  ``every_n_epochs`` epochs), or that the outputs of the user's own ``trainer.test``/``trainer.predict`` are
-  recorded; how to find the model output, the true label, a sample id and group labels in each batch.
-- :class:`Weights` says how the final weights are stored (a Johnson-Lindenstrauss sketch, and optionally the
-  full vectors).
-- :func:`parse_predictions` and :func:`parse_weights` read the callbacks' arguments: ``predictions=True`` and
-  ``weights=True`` mean ``Predictions()`` and ``Weights()``.
-
-:mod:`deviate_cb.capture.stability.collector` collects and writes what these settings ask for.
-
 Example:
     >>> config = parse_predictions(Predictions(groups="sex"), "predictions")
     >>> config.groups_per_batch, config.records_stage("test")
