@@ -1,20 +1,5 @@
 """``deviate audit --against DIR``: the replicas run here compared with a kept recording made elsewhere.
 
-``DIR`` is the ``--out`` of an earlier ``deviate audit`` (another GPU, another CUDA, torch or TensorFlow build,
-another CPU), read by :mod:`deviate_cb.report.reference_audit`. :func:`open_against` reads it before anything
-runs, refuses what cannot be compared (one-line usage errors) and fills the audit's defaults from it: ``-n 1``
-(one replica here is enough to compare with a reference; more also compare with each other), ``--steps``,
-``--keras-backend`` and ``--experiment`` the reference's (the replicas here go to ``--out`` under the same group).
-``deviate audit`` then runs its replicas as usual and hands both sides' :class:`AuditedReplica` lists to
-:meth:`Against.relabel`, which puts one replica of the reference first, as replica 0 (the first that ended its
-training normally, else the first with a record), and this machine's replica ``i`` after it as ``i + 1``, so the
-ordinary comparison (:func:`deviate_cb.report.audit.compare_audits`, the first replica is the reference), the
-``incomplete`` rule (a replica of either side that did not end normally: exit 3 unless a divergence came first)
-and the rendering apply unchanged. Beside them :class:`Against` says what it compared (:meth:`Against.legend`),
-what differs in the two fingerprints (:mod:`deviate_cb.report.machine_diff`), whether the reference's own
-replicas agree with each other (when they do not, the reference is not one: said on stderr and in the output),
-and what differs in the configuration (:func:`deviate_cb.report.reference_audit.configuration_notes`).
-
 Example:
     >>> import argparse, json, tempfile
     >>> from pathlib import Path

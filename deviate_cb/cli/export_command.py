@@ -1,23 +1,5 @@
 """``deviate export mlflow|wandb DIR``: a study's replicas and answers as runs of the tracker the team looks at.
 
-``deviate export mlflow DIR --tracking-uri URI`` writes one parent run per experiment (the report's answers as
-metrics, the HTML page as an artifact) and one child run per replica (metric histories, configuration, tags);
-``deviate export wandb DIR`` writes the same to Weights & Biases (group = experiment, job type = variant),
-offline by default (``wandb sync`` uploads it later). See :mod:`deviate_cb.trackers.export.mlflow_runs` and
-:mod:`deviate_cb.trackers.export.wandb_runs`.
-
-Everything that can be checked is checked before any tracker run is created, in this order: the tracker's
-package (a missing extra is one line naming ``pip install 'deviate-cb[mlflow]'`` or ``[wandb]``), matplotlib
-for the page (``--no-page`` goes without), the study (a directory with runs), the tracker (the server answers;
-the offline folder can be written). Each is one line and exit status 2. Exporting again is idempotent: replicas
-already exported unchanged are left alone, changed ones are replaced, and the study run is updated. A tracker that
-fails in the middle is one line and exit status 2 too: the runs written stay, the run being written is ended
-``FAILED`` (``KILLED`` on Ctrl-C or SIGTERM), and the line says whether the same command can finish the rest (a
-server that went away or stalled) or would stop the same way (a refused request). Every MLflow request is bounded
-by ``--timeout`` (default 30 s) and one that takes more than a few seconds says what it waits for. Names MLflow
-refuses are renamed (one note on stderr), over-long values cut (one note), and a damaged metrics file costs its
-replica's metrics only (one warning naming it).
-
 Example:
     >>> import argparse, io
     >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()

@@ -1,11 +1,5 @@
 """``deviate fingerprint``: this machine's fingerprint, as a table or JSON.
 
-The same fingerprint a run records in ``fingerprint.json`` (:func:`deviate_cb.fingerprint.collect.collect_fingerprint`),
-with torch imported first when it is installed (or the frameworks named by ``--import``) so that their run-time
-facts (thread counts, cuDNN, NCCL, GPU properties, Keras backend) are filled in; with ``--no-import``, frameworks
-contribute their installed versions only.
-A section that does not apply (no NVIDIA driver) is shown as absent, with the reason.
-
 Example:
     >>> import argparse, io, json
     >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()

@@ -1,19 +1,5 @@
 """``deviate import mlflow|tensorboard|csv-logs``: runs you already have, as replicas of the run store.
 
-::
-
-    deviate import mlflow --tracking-uri http://127.0.0.1:5000 --experiment resnet --group-by params.lr --out runs
-    deviate import tensorboard lightning_logs/ --group-by hparams.lr --out runs
-    deviate import csv-logs lightning_logs/ --group-by hparams.lr --out runs
-
-Each run becomes ``<out>/experiment=<name>[.<key>-<value>...]/variant=<variant>/replica=<k>/`` (see
-:mod:`deviate_cb.trackers.importing.imported`), which ``deviate report``, ``compare``, ``power`` and ``status``
-read like any other. One line per group says how many replicas are new, updated or unchanged; the runs that did
-not complete are listed apart with what the tracker says. A usage error (an unreachable server, an unknown
-experiment, a ``--group-by`` key no run has, runs without a ``--metric``) is one line, exit status 2, and
-nothing is written. Log folders are untrusted input: a file refused (a FIFO, an absurd size, a YAML alias bomb)
-or a folder not walked (a directory link, a bind-mount loop) is one warning line, and the other runs are imported.
-
 Example:
     >>> import argparse, io
     >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()

@@ -1,16 +1,6 @@
 """The ``deviate`` command: ``replicate``, ``report``, ``compare``, ``power``, ``status``, ``audit``, ``fingerprint``,
 ``bench``, ``import`` and ``export``.
 
-Each subcommand lives in its own module (``report_command``, ``compare_command``, ``status_command``,
-``audit_command``, ``fingerprint_command``, ``bench_command``, ``import_command``, ``export_command``) as a pair
-of functions:
-``add_<name>(subparsers)`` declares its arguments and sets its handler, and
-``_run_<name>(args, out, err)`` does the work and returns the exit status. Exit status 0 is success and 2 a
-usage error, reported as one line on stderr (``deviate: error: ...``), never a traceback; warnings go to
-stderr as ``deviate: warning: ...`` lines. A reader that closes the pipe early (``deviate report DIR | head -1``)
-ends the command quietly with status 0: what was read came through, and no traceback or "Exception ignored" line
-follows (the closed stream is pointed at ``/dev/null``, so nothing fails again at exit).
-
 Example:
     >>> main(["report", "/nonexistent/runs"])
     2

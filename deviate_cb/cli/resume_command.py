@@ -1,31 +1,5 @@
 """``deviate audit --resume-at K --steps N``: does a run resumed from a checkpoint continue bit for bit?
 
-Three ordinary replicas of the same configuration (the ``control`` variant, or ``impl``, one seed), each made by
-:func:`deviate_cb.launch.runner.replicate` into its own folder of ``--out`` (``checkpointed/``, ``resumed/``,
-``uninterrupted/``, each holding ``experiment=E/variant=V/replica=0``), each told its part through
-``DEVIATE_RESUME`` (:mod:`deviate_cb.capture.resume_state`):
-
-1. ``checkpointed``: audits steps 0..K-1; at the end of step K-1 its callback saves the checkpoint Lightning writes
-   (``trainer.save_checkpoint``) into its run directory and stops the fit;
-2. ``resumed``: a new process whose first ``Trainer.fit`` gets ``ckpt_path=`` that checkpoint (``DEVIATE_RESUME_FROM``,
-   :mod:`deviate_cb.launch.inject`), audits steps K..N-1 (global step numbers) and stops after step N-1;
-3. ``uninterrupted``: audits steps 0..N-1 and stops after step N-1.
-
-On Keras the checkpoint is the fit's ``keras.callbacks.BackupAndRestore`` backup, redirected to ``<out>/backups/<role>``
-(the plan's ``backup``; the resumed run's fit restores from a copy of the checkpointed run's backup, which is its
-``DEVIATE_RESUME_FROM``): :mod:`deviate_cb.capture.backup_restore`.
-
-Then :func:`deviate_cb.report.resume.compare_resume` compares 3 with 1 before the checkpoint (the training must be
-reproducible at all) and 3 with 2 from step K on, and names what the checkpoint did not restore.
-
-Exit status: 0 the resumed run continues bit for bit (every run ended its training normally), 1 it diverges (or the
-training differs before the checkpoint already), 2 usage error (on Keras also a K at whose end no backup is
-written, told by the checkpointed run), 3 not checked: a project whose source imports neither Lightning nor Keras
-(plain PyTorch has no standard checkpoint: refused before anything runs, :mod:`deviate_cb.launch.audit_scan`), or
-the checkpointed run wrote no checkpoint (a plain loop the scan could not tell; a Keras fit without
-``BackupAndRestore``; a training shorter than K steps; a crash before step K: nothing more is run then), or a run
-crashed, timed out or was killed later: crashes are not agreement.
-
 Example:
     >>> check_resume_args(at="4", steps="8", runs="2")
     (4, 8)

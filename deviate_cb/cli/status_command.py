@@ -1,21 +1,5 @@
 """``deviate status DIR``: per replica, the manifest status and (on Slurm) the job id and its live state.
 
-Useful after ``deviate-replicate --backend slurm --no-wait``: ``queued``/``running`` replicas are still in the
-cluster's queue, ``lost`` ones left it without recording an end (rerun the same command to run them again).
-After the table, the problems of the completed replicas (:mod:`deviate_cb.report.problems`: seeds or switches
-not in effect, seeded replicas that came out identical, control replicas that differ, ...) are warnings on
-stderr, and so is each manifest that cannot be read (its replica is shown as ``unreadable``, or ``unknown`` when this
-user may not read it or its folder), each folder that cannot be read and each symbolic link where a study folder
-should be (not followed: nothing is read or written through it), and each ``run.json`` whose process ids are not
-process ids (``launcher_pid: 2**70``; never looked up). So is each replica whose ``run.json`` records processes it
-left running that could not be stopped (``survivors``: they may still write into its folder), and each completed
-replica whose ``configuration`` cannot be read: it is shown ``unknown configuration``, left out of the statistics as
-``deviate report`` leaves it. A replica whose launcher is gone is recorded ``killed``;
-where this user cannot write the study (a read-only mount, another user's) it is shown ``killed (not written:
-read-only)`` instead, after one warning. Names and manifest
-strings are printed with control characters escaped (:func:`deviate_cb.report.text.printable`). Exit status 0, or
-2 when ``DIR`` holds no run directories.
-
 Example:
     >>> import argparse, io
     >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()
