@@ -1,30 +1,5 @@
 """The hardware/software fingerprint of a run: what determines implementation-level results.
 
-Every field of the fingerprint in ``docs/architecture.md`` is present on every machine (:data:`REQUIRED_FIELDS`); a
-section that does not apply here (no NVIDIA driver, a framework the run never imported) keeps its fields, set to
-``None``, and says so: ``{"present": False, "reason": "no NVIDIA driver (...)", ...}``. Sections:
-
-- ``packages``: installed versions; ``torch``/``lightning``/``keras``/``tensorflow``/``jax``: version, git
-  revision and run-time facts (thread counts, Keras backend, TF build info) of the frameworks the process imported.
-- ``cuda``: runtime, cuDNN, NCCL, driver; ``present`` when CUDA is usable here (an imported framework is a CUDA
-  build and an NVIDIA GPU is there), the versions found kept either way (see
-  :func:`~deviate_cb.fingerprint.gpu.cuda_facts`); ``gpus``: per GPU name, compute capability, SM count, hashed
-  UUID, MIG mode (plus clocks, power limit, ECC, memory: informational).
-- ``cpu`` (model, ISA flags), ``blas`` (NumPy's and torch's), ``threads`` (intra/inter-op, ``OMP_NUM_THREADS``,
-  ``MKL_NUM_THREADS`` and the other thread variables, the launcher's ``launcher_budget``), ``determinism`` (every
-  switch and related environment variable), ``seed``, ``dataloader_workers``; informational: ``python``, ``os``,
-  ``hostname``, ``collected_at``.
-
-Collected in-process and cheaply (well under a millisecond once the first run of a process has read what cannot
-change while it runs: package versions, Python, OS, CPU, NVML's GPU facts, the frameworks' builds; the determinism
-switches, thread counts and environment are read at every call; no subprocesses, no framework imports): versions of
-frameworks not imported come from installed metadata (the ``Version:`` line only), run-time facts only from
-frameworks the training process already imported, GPU facts from NVML (nvidia-ml-py) and, once CUDA is
-initialised, ``torch.cuda`` (SM count). CUDA is never initialised here. GPU UUIDs are hashed (SHA-256, 16 hex).
-
-:func:`collect_fingerprint` assembles the sections: the host's (Python, OS, CPU) here, the packages' and
-frameworks' from :mod:`deviate_cb.fingerprint.frameworks`, the GPUs' and CUDA's from :mod:`deviate_cb.fingerprint.gpu`.
-
 Example:
     >>> fp = collect_fingerprint(seed=3)
     >>> fp["seed"], fp["flat"]["seed"], missing_fields(fp)

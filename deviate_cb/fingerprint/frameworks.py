@@ -1,13 +1,5 @@
 """Software facts of the fingerprint: installed package versions and the imported frameworks' run-time facts.
 
-:func:`package_versions` reads the ``Version:`` line of each installed package's metadata (once per process);
-:func:`framework_sections` gives each of :data:`FRAMEWORKS` a section: version, git revision and run-time facts
-(thread counts, Keras backend, TF build info) of a framework the process imported (what cannot change while the
-process runs, the builds, NumPy's BLAS, TensorFlow's physical devices, is read once per process; thread counts
-and the like at every call), or an absent section with the
-installed version of one it did not import (frameworks are never imported here). :func:`thread_facts` and
-:func:`blas_facts` gather thread counts and BLAS/LAPACK libraries from those sections.
-
 Example:
     >>> "numpy" in package_versions()
     True

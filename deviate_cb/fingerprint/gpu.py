@@ -1,12 +1,5 @@
 """GPU facts of the fingerprint: NVML (driver, per-GPU name, compute capability, MIG mode...), CUDA, torch's GPUs.
 
-:func:`nvml_facts` asks NVML (nvidia-ml-py) about the driver and every GPU without initialising CUDA;
-:func:`cuda_facts` and :func:`gpu_facts` combine it with what the imported frameworks report into the
-fingerprint's ``cuda`` and ``gpus`` sections. A section that does not apply here (no NVIDIA driver, a CPU build)
-keeps its fields and says why (:func:`absent`); ``cuda.present`` means CUDA is usable here (a CUDA build of an
-imported framework and an NVIDIA GPU), and the CUDA versions found are kept even when it is not (a CUDA wheel on a
-CPU node). GPU UUIDs are hashed (:func:`hash_uuid`).
-
 Example:
     >>> hash_uuid("GPU-1A2B") == hash_uuid("1a2b"), len(hash_uuid("1a2b"))
     (True, 16)

@@ -1,11 +1,4 @@
-"""The determinism switches and related environment variables in effect in this process, read, never set.
-
-This is the ``determinism`` section of the fingerprint (:mod:`deviate_cb.fingerprint.collect`) and what
-:mod:`deviate_cb.capture.determinism` verifies a request against: torch's deterministic-algorithm, cuDNN and
-TF32 flags and its initial seed (when torch is imported), TensorFlow's op determinism and thread counts, JAX's
-``XLA_FLAGS``, Keras' backend and global seed, hash seeding, and every related environment variable.
-Frameworks that the process has not imported are left out; nothing is imported here.
-"""
+"""The determinism switches and related environment variables in effect in this process, read, never set."""
 
 from __future__ import annotations
 
