@@ -1,8 +1,5 @@
 """Launch replicas: the planner, the backends (``local``, ``slurm``, ``ray``, plug-ins) and the replica bootstrap.
 
-``deviate-replicate`` is :func:`replicate` behind argparse. Submodules are imported on first use, so a
-replica's bootstrap (:mod:`deviate_cb.launch.child`) loads only what it needs.
-
 Example:
     >>> from deviate_cb.launch import replicate
     >>> result = replicate("examples/train.py:main", runs=3, variant="control")  # doctest: +SKIP

@@ -1,21 +1,4 @@
-"""What every backend (local processes, Slurm, Ray, third-party ones) does: run replica jobs, report their fate.
-
-A backend receives :class:`Job` objects (a command line, the environment additions that carry the run
-context, where stdout/stderr go, a timeout), decides where each runs (a :class:`Placement`: slot and GPU), and
-tells a :class:`Listener` when a job is about to start, has started and has finished (an :class:`Outcome`).
-Everything a run directory records is the listener's business, so backends stay small and interchangeable;
-backends are picked by name with :func:`get_backend`, like submitit's executors.
-
-Built-in backends: ``local`` (:mod:`~deviate_cb.launch.local`), ``slurm`` (:mod:`~deviate_cb.launch.slurm.backend`) and
-``ray`` (:mod:`~deviate_cb.launch.ray_backend`). Third-party backends register a :class:`Backend` subclass (or
-any factory with the same keyword arguments) in the ``deviate_cb.backends`` entry-point group::
-
-    [project.entry-points."deviate_cb.backends"]
-    mycluster = "mypkg.backend:MyClusterBackend"
-
-after which ``deviate-replicate --backend mycluster`` builds it with ``parallel``, ``kill_grace_s`` and the
-backend options it lists in :attr:`Backend.options`.
-"""
+"""What every backend (local processes, Slurm, Ray, third-party ones) does: run replica jobs, report their fate."""
 
 from __future__ import annotations
 

@@ -1,36 +1,5 @@
 """The replica bootstrap: what every Python process of a replica gets before the project's code runs.
 
-Run once per process, from :mod:`deviate_cb.launch.sitedir.sitecustomize` (which the launcher puts on the
-replica's ``PYTHONPATH``, so a command's interpreter, its console scripts and the workers Lightning's DDP
-re-executes are all covered) and again, as a no-op, by the ``--trainer`` bootstrap
-(:mod:`deviate_cb.launch.child`). In order:
-
-0. the modules a warm-start template imports (``DEVIATE_PREIMPORT``, :func:`preimport`) are imported, so that
-   a replica started cold and one forked warm are seeded after the same imports;
-1. SIGTERM (timeout, interrupt) becomes ``SystemExit(143)`` (:class:`SignalExit`) in the main process, so
-   callbacks flush on the way out, and :func:`terminating_signal` tells later code that the replica is stopping;
-2. ``random``/NumPy/torch/TensorFlow/Keras are seeded with the replica's seed, and the requested determinism
-   switches are applied (:mod:`deviate_cb.capture.determinism`);
-3. the project's own global seeding calls are taken over (:mod:`deviate_cb.capture.seed_takeover`), unless
-   ``--keep-project-seeds``; each call taken over is recorded in ``run.json`` under ``seeding``; so are its own
-   determinism switches (:mod:`deviate_cb.capture.switch_takeover`), unless ``--keep-project-determinism``,
-   recorded under ``determinism_calls``;
-4. every Lightning ``Trainer`` and Keras ``fit``/``evaluate`` gets a ``DeviateCallback``
-   (:mod:`deviate_cb.launch.inject`), and ``import keras`` fails with one line when its backend is missing;
-5. the project's outputs are isolated per replica (:mod:`deviate_cb.launch.project_outputs`): Lightning's
-   ``default_root_dir`` when the project sets none, Hydra's run and sweep directories, and a version folder of
-   the replica's own for each Lightning logger that numbers its versions (:mod:`deviate_cb.launch.logger_versions`);
-6. with ``--isolate``, a write through a link of the replica's working directory makes the path the replica's
-   own first (:mod:`deviate_cb.launch.copy_on_write`, installed before the watch below);
-7. writes outside the run directory, and reads of files another replica wrote there, are watched
-   (:mod:`deviate_cb.capture.outside_writes`): ``outside_writes``/``outside_reads`` in ``run.json`` and the
-   study's ledger.
-
-The first process to record (global rank zero, not a multiprocessing or DataLoader worker) appends itself to the
-manifest's ``bootstrap`` list; the launcher reads that list to tell whether a command ran any Python it could
-bootstrap. At exit, such a process also records the determinism in effect and the fingerprint when no
-``DeviateCallback`` did (a plain PyTorch loop).
-
 Example:
     >>> is_recording_process({"LOCAL_RANK": "1"}, ["python", "train.py"])
     False

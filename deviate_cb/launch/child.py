@@ -1,24 +1,5 @@
 """The ``--trainer`` replica: ``python -m deviate_cb.launch.child``, started by a backend for every replica.
 
-The process is bootstrapped before any user code runs (:mod:`deviate_cb.launch.bootstrap`: seeds, determinism,
-seeding takeover, callback injection, the Keras backend guard, isolated outputs). Then the ``--trainer``
-function is imported, called according to its signature with ``sys.argv[1:]`` set to the arguments given
-after ``--``, and a returned mapping of numbers is recorded as final metrics. A plain trainer (no callback)
-also gets the determinism record and the fingerprint the callback would have written.
-
-Exit status: the function's (0 when it returns or calls ``sys.exit(0)``, as click commands do; 1 with a
-traceback when it raises; 143 when stopped by SIGTERM), or :data:`EXIT_TRAINER_SPEC` when the ``--trainer`` spec
-cannot be used (parsed, imported, its arguments bound) and the replica was not being stopped; then one line goes
-to stderr and the manifest's ``trainer_error`` holds it, so the launcher can stop and report a usage error.
-A run directory that cannot be written (the disk is full, an I/O error) when the replica starts, or when the
-function's return value is recorded, exits 1 with one line on stderr naming the file; the launcher records the
-rest. Other records (an exception's text, ``trainer_error``) are best effort: a warning line when they fail.
-
-How the function ended is recorded as ``trainer_end`` (``"returned"``, ``"sys.exit(0)"``): a replica that exits 0
-without it ended inside the function (``os._exit(0)``), before its training ended, and the launcher records it
-``incomplete`` (:mod:`deviate_cb.store.completion`), as it does one whose last fit started and never ended (a
-``sys.exit(0)`` in the middle of training: the callbacks record ``fit``).
-
 Example:
     >>> import os, subprocess, sys
     >>> env = {**os.environ, "DEVIATE_RUN_DIR": ""}

@@ -1,19 +1,5 @@
 """Command mode: ``deviate-replicate [options] -- COMMAND [ARGS...]`` runs a command as each replica.
 
-The command is the one a user types to train: ``python train.py --lr 0.1``, ``python -m pkg.train``, a console
-script of a Python program (a LightningCLI entry point), or any other program. Placeholders in any word are
-filled per replica: ``{seed}``, ``{replica}``, ``{run_dir}``, ``{variant}`` and ``{experiment}`` (other braces,
-such as Hydra's ``${...}`` interpolations, are left alone). Each word is one argument of the program, so a
-value needs no quoting there; but in the script of a shell's ``-c`` (``sh -c 'echo {run_dir}'``, ``bash -ec ...``)
-a value is quoted for the shell where it stands (unquoted, inside ``'...'`` or inside ``"..."``), so a ``--out``
-holding spaces, quotes or ``$(...)`` is a path there, never shell code. A bare ``python``/``python3`` is the interpreter
-that runs ``deviate-replicate``, so a command behaves the same whether or not a virtual environment is active.
-
-The launcher checks a command without running it (:meth:`Command.precheck`): the program exists, a script
-exists and compiles, a ``-m`` module can be found (without importing its packages). Python programs are
-bootstrapped in the replica by :mod:`deviate_cb.launch.sitedir` (seeds, determinism, callback injection);
-anything else still runs, and its exit status and logs are recorded.
-
 Example:
     >>> cmd = Command.parse(["python", "train.py", "--seed", "{seed}", "--out", "{run_dir}/ckpt"])
     >>> cmd.fill(seed=3, replica=1, run_dir="/runs/r1", variant="algo", experiment="train")[2:]

@@ -1,29 +1,5 @@
 """``--isolate``'s copy-on-write: a replica's write never goes through a link into the launch directory.
 
-An ``--isolate`` working directory (:mod:`deviate_cb.launch.isolation`) links the project's files and folders.
-Installed by the bootstrap in every Python process of an isolated replica (:func:`install_copy_on_write`), an
-audit hook makes the path of each write the replica's own before the write happens, when the path lies in
-``<run_dir>/.workdir/`` and reaches one of those links:
-
-- a linked folder on the way becomes a real folder of links to its entries (down to the file's folder), so a
-  file created there is the replica's own (``open``, ``os.rename``/``os.replace`` targets, ``os.mkdir``);
-- a linked file opened to be rewritten (``"w"``, ``O_TRUNC``, ``torch.save`` given a path, which torch writes
-  through C++: :func:`patch_torch_save`) is replaced by an empty file of the replica's own;
-- a linked file opened to be changed in place (``"a"``, ``"r+"``, ``O_WRONLY``/``O_RDWR`` without ``O_TRUNC``,
-  ``os.truncate``) or renamed (``last.pt`` to ``prev.pt``: the moved link would no longer be one this module
-  recognises) is first copied into the replica's own file.
-
-Reads keep going through the links (no data is copied). Only links this module or
-:func:`~deviate_cb.launch.isolation.make_workdir` made are replaced: a symbolic link inside the workdir that
-points where :func:`~deviate_cb.launch.isolation.link_target` says; a link the project made is left as it is.
-A path that cannot be made the replica's own never fails the project's write: the process warns once on its
-stderr, and the write then reaches the project's file, where :mod:`deviate_cb.capture.outside_writes` names it.
-The hook is installed before that watch's, so the watch sees the replica's own file.
-
-Limits: writes by compiled code without Python's ``open`` (h5py, TensorFlow's ``tf.io``, a program that is not
-Python), ``chmod``/``utime`` of a linked file, and writes into a linked folder after the project renamed it
-(its entries are then links this module no longer recognises) still reach the project's files.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.launch.isolation import make_workdir

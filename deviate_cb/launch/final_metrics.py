@@ -1,13 +1,4 @@
-"""Record what the trainer function returns as final metrics, so a plain PyTorch loop is usable.
-
-A returned mapping of numbers (or a list of mappings, which is what Lightning's ``trainer.test`` returns) is
-appended to the run's ``metrics.parquet`` with ``stage="final"``, ``scope="final"``, ``epoch`` null and
-``step`` the largest step already recorded (0 when nothing was). A returned value that a DeviateCallback
-already recorded (same name, same latest value, as in ``return trainer.test()[0]``) is not recorded twice.
-Numbers are ``int``, ``float``, ``bool``, NumPy scalars and 0-d arrays or tensors; NaN and Inf are kept
-(the store flags them). Anything else is skipped with one warning line naming the metric and its type,
-never an error.
-"""
+"""Record what the trainer function returns as final metrics, so a plain PyTorch loop is usable."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""Add a ``DeviateCallback`` to every Lightning ``Trainer`` and every Keras ``fit``/``evaluate`` of a replica.
-
-The replica bootstrap calls :func:`install_trainer_injection` and :func:`install_keras_injection` before the
-user's module is imported; each patch is applied the moment its framework's module is imported
-(``lightning.pytorch.trainer.trainer``, ``keras.src.models.model``) and costs nothing when it never is.
-
-Lightning: ``Trainer.__init__`` is wrapped so that its keyword ``callbacks`` (``None``, one callback or a list)
-gets a :class:`deviate_cb.lightning.DeviateCallback` appended unless it already holds one: never two. With
-``DEVIATE_RESUME_FROM`` set (the resumed replica of ``deviate audit --resume-at``,
-:mod:`deviate_cb.capture.resume_state`), the process's first ``Trainer.fit`` gets ``ckpt_path=`` that checkpoint.
-
-Keras: ``keras.Model.fit`` and ``keras.Model.evaluate`` (defined by each backend's trainer; wrapped on
-``Model`` itself, so every model on every backend sees the wrapper) get a
-:class:`deviate_cb.keras.DeviateCallback` in ``callbacks`` (keyword or positional) unless one is there. One
-callback serves a model for its whole life in the replica: a second ``fit`` (fine-tuning) and a later
-``evaluate`` (recorded as stage ``test``) reuse the model's callback, the injected one or the user's own.
-The validation pass inside ``fit`` (``evaluate`` with ``_use_cached_eval_dataset``) is left alone. Before ``fit``
-starts, the callback's ``prepare_fit`` (if it has one) gets the fit's callbacks (``--resume-at`` redirects the fit's
-``BackupAndRestore``: :mod:`deviate_cb.capture.backup_restore`).
-
-The callback classes are imported only when first needed, when the framework is fully imported.
-"""
+"""Add a ``DeviateCallback`` to every Lightning ``Trainer`` and every Keras ``fit``/``evaluate`` of a replica."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
 """``--isolate``: each replica runs in its own working directory that still sees the project's files, and ``..``.
 
-A project that writes to fixed relative paths (``history.json``, ``./out-shakespeare/ckpt.pt``) makes parallel
-replicas overwrite each other's files (:mod:`deviate_cb.capture.outside_writes` finds it). With ``--isolate``
-a replica's working directory is ``<run_dir>/.workdir/<name>/``, ``<name>`` being the name of the directory
-``deviate-replicate`` was started in (the launch directory). It holds a symbolic link to every top-level entry
-of the launch directory, and ``<run_dir>/.workdir/`` holds a link to every entry of the launch directory's
-parent but the launch directory itself: ``..`` (one level up, :data:`LEVELS`) sees what ``..`` of the launch
-directory holds (pytorch/examples' scripts load ``../data``). Nothing is copied: the project's scripts,
-packages, configuration and data are where they were. A file or folder the project creates lands in the
-replica's own ``.workdir``, and a write into a linked file or folder makes it the replica's own first
-(:mod:`deviate_cb.launch.copy_on_write`). ``.workdir`` is a dot-folder: ``pyarrow.dataset`` over the study and
-the run finder skip it, so the linked project files never join a study's tables. The launcher creates it just
-before the replica starts (after an earlier attempt was moved away), on every backend (the run directory is on
-storage the nodes see; the links point to absolute paths, so Slurm and Ray nodes must see the launch directory
-at the same path, as for the working directory without ``--isolate``).
-
-Limits: ``../..`` is the run directory; absolute paths are not redirected; the entry holding ``--out`` (in the
-launch directory or in its parent) is not linked; entries created in the launch directory (or its parent)
-after the replica started are not seen.
-
 Example:
     >>> import tempfile
     >>> parent = Path(tempfile.mkdtemp()); project = parent / "mnist"; (parent / "data").mkdir()

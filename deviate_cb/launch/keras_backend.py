@@ -1,11 +1,5 @@
 """The Keras backend of the replicas: ``--keras-backend`` checked in the launcher, the backend guarded in a replica.
 
-The launcher checks ``--keras-backend`` without importing anything (:func:`importlib.util.find_spec` and the
-installed distribution's metadata only) and sets ``KERAS_BACKEND`` in every replica's environment. In a
-replica, :func:`install_backend_guard` checks, the moment Keras itself is imported, that the package of the
-backend Keras is about to load is installed; if not, the import fails with one clear line
-(:class:`KerasBackendNotInstalled`) instead of Keras' traceback. Replicas that never import Keras pay nothing.
-
 Example:
     >>> check_keras_backend(None) is None
     True

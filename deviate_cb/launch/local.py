@@ -1,26 +1,4 @@
-"""The ``local`` backend: a pool of ``parallel`` slots, one process per replica, forked warm or started fresh.
-
-A job with :attr:`~deviate_cb.launch.base.Job.warm_modules` is forked from a warm-start template that has
-imported those modules (:mod:`deviate_cb.launch.warm`); when that cannot be exact, the backend says why once
-(the listener's note) and starts the job cold, as a fresh Python process, like a job without them. Each
-replica's outcome records ``start_mode`` (``warm`` or ``cold``) and, when a warm start was asked for but not
-possible, ``cold_reason``.
-
-Each replica starts in its own session (``start_new_session=True``), so Ctrl-C in the terminal reaches only
-the launcher, and a timeout or an interrupt can signal the replica's whole process group (DataLoader workers
-included): ``SIGTERM``, then ``SIGKILL`` after ``kill_grace_s``. Processes a replica leaves behind in its
-group when it exits are killed too, and so are those it started outside its group (a child in its own session, a
-daemon): on Linux the launcher is their subreaper, finds them proven the replica's at its end (normal exit,
-failure, timeout, Ctrl-C or SIGTERM), stops them and says so in one line; each one that could not be stopped is
-named on stderr and in the manifest's ``survivors`` (:mod:`deviate_cb.launch.survivors`).
-A launcher killed outright takes its replicas along: each gets ``SIGTERM``
-at once (``PR_SET_PDEATHSIG``) and its group ``SIGKILL`` after ``kill_grace_s`` from the launcher's watchdog
-(:class:`~deviate_cb.launch.watchdog.GroupWatchdog`), so none runs on past its ``--timeout``, even one that
-handles ``SIGTERM`` itself; the watchdog then stops the replicas' proven leftovers outside their groups too.
-With GPUs known, slot ``i`` sees only ``gpus[i % len(gpus)]``. Replicas run at once
-share the CPUs this process may use: each gets ``cores // parallel`` threads where the launching environment has not
-chosen (:mod:`deviate_cb.launch.threads`).
-"""
+"""The ``local`` backend: a pool of ``parallel`` slots, one process per replica, forked warm or started fresh."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
 """Lightning's loggers in a replica: each replica its own version folder, recorded; a folder shared anyway, named.
 
-A project's ``TensorBoardLogger("tb_logs")`` or ``CSVLogger("logs")`` numbers its versions itself: the next free
-``version_N`` under ``<save_dir>/<name>/`` when it is first asked. Replicas running side by side ask at the same
-moment and get the same number: two replicas' event files in one folder, one ``hparams.yaml`` lost, and
-``deviate import`` counts half the runs. :func:`install_logger_versions` (called by the replica bootstrap next to
-the Trainer injection of :mod:`deviate_cb.launch.inject`) wraps ``__init__`` of Lightning's numbering loggers as
-each is imported: ``TensorBoardLogger`` and ``CSVLogger`` of ``lightning.fabric.loggers`` (those of
-``lightning.pytorch.loggers`` build on them) and of the standalone ``lightning_fabric`` (``pytorch_lightning``):
-
-- a logger created **without** ``version`` whose folder is outside the replica's run directory gets the replica's
-  own version, :func:`replica_version` (``<experiment>.<variant>.replica_<k>``: a string, which Lightning uses as
-  the folder's name, without ``version_``), or the next free ``<that>.2``, ``<that>.3``, ... when that folder is
-  there already (an earlier attempt of the replica, an earlier study), so a rerun never mixes its logs with an
-  earlier one's (:func:`free_version`); two loggers of one process under the same ``<save_dir>/<name>`` before
-  either wrote share the folder, as Lightning's own numbering gives them ``version_0`` both;
-- a logger whose folder is inside the run directory (Lightning's default logger under the injected
-  ``default_root_dir``, a relative ``save_dir`` under ``--isolate``) is left alone: its ``version_0`` is the
-  replica's own;
-- a logger created **with** ``version`` keeps it.
-
-Each logger is recorded in ``run.json`` under ``logger_versions`` (``loggers``: ``class``, ``root``
-(``<save_dir>/<name>``), ``log_dir`` (when the version is known), ``asked``, ``applied``, ``count``; at most 50,
-``more``), and its folder, when outside the run directory, is reported to the
-outside-writes watch (:func:`deviate_cb.capture.outside_writes.note_outside_write`): a folder two replicas write
-anyway (an explicit ``version=0``) is then named as a ``shared_outputs`` problem by the launcher, ``deviate
-status``, the report and its page. Remote folders (``s3://...``) are recorded and left alone.
-
 Example:
     >>> replica_version("train", "algo+impl", 3)
     'train.algo+impl.replica_3'

@@ -1,9 +1,5 @@
 """Backend options in general: the checkers they are built from and the parsing of the options a backend is given.
 
-Each backend declares its own options (:class:`~deviate_cb.launch.base.BackendOption`) beside its code; here an
-option given for a backend that does not take it is a usage error (``--partition`` with ``--backend ray``), and
-each value goes through its declared parser. Nothing here imports submitit or Ray.
-
 Example:
     >>> opts = parse_backend_options("slurm", {"partition": "gpu", "time": "1:30:00", "slurm_opt": ["constraint=a100"]})
     >>> opts["partition"], opts["time"], opts["slurm_opt"]

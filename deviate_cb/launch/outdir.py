@@ -1,13 +1,4 @@
-"""The output directory of a replication: check it, create what is missing, lock it, undo on failure.
-
-:class:`OutputDirectory` creates ``<out>/experiment=<e>/variant=<v>/`` (remembering which directories it
-created), takes an exclusive lock there (``.deviate-replicate.lock``; a second launcher on the same
-experiment and variant is a usage error rather than two launchers rerunning each other's replicas), and can
-remove everything it created again, so that a usage error leaves the file system as it found it. A symbolic
-link or a file where the store expects its own directory is refused before anything is created
-(:func:`check_store_path`): nothing is ever written through a link out of the store. Files whose
-names start with ``.`` are ignored by ``pyarrow.dataset``, so the lock never disturbs a reader.
-"""
+"""The output directory of a replication: check it, create what is missing, lock it, undo on failure."""
 
 from __future__ import annotations
 

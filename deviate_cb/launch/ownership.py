@@ -1,15 +1,5 @@
 """Whether a process a run store names is one of the replica's own: the only processes deviate ever signals.
 
-A run store is untrusted input (a lab's shared folder, a copied results folder): a ``run.json`` may name any
-process id. Each Python process of a replica records, with its ``pid``, its start time (:func:`process_mark`:
-Linux ``/proc/<pid>/stat`` field 22, clock ticks since boot). :func:`why_not_ours` proves a live process is the
-replica's before anything signals it: a pid above 1 that is neither the launcher nor in its process group,
-the same start time as recorded, the same user, and ``DEVIATE_RUN_DIR`` naming this very run directory in its
-environment, or its stdout or stderr a log file of that directory (a replica forked from a warm-start template,
-whose environment as ``/proc`` shows it is the template's). Anything unproven (a manifest of an older
-deviate-cb without start times, no ``/proc``, an environment that cannot be read) is not ours, and is left
-alone: :func:`signal_if_ours` signals nothing then.
-
 Example:
     >>> import os, tempfile
     >>> mark = process_mark()

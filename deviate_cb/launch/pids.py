@@ -1,13 +1,5 @@
 """Process ids read from a run store: validated before anything looks a process up by one.
 
-A ``run.json`` is untrusted input (a lab's shared folder, a copied results folder, an edit by hand): its
-``launcher_pid``, ``pid`` and ``bootstrap[].pid`` may hold anything JSON can (``2**70``, ``-5``, ``"12"``,
-``3.5``, ``true``). Only a whole number from 1 to the system's largest process id (Linux
-``/proc/sys/kernel/pid_max``) is a process id (:func:`pid_problem`); anything else is never passed to
-``os.kill`` (where ``2**70`` raises ``OverflowError`` and ``-5`` or ``0`` would name process groups) and is named
-in one warning line (:func:`bad_pid_line`). Being a process id is not being signalled: only processes proven to be
-a replica's are (:func:`deviate_cb.launch.ownership.why_not_ours` also refuses pid 1, the launcher and its group).
-
 Example:
     >>> [pid_problem(value) is None for value in (4242, 2**70, -5, 0, "12", 3.5, True)]
     [True, False, False, False, False, False, False]

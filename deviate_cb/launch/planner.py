@@ -1,12 +1,4 @@
-"""The replication plan: from variant, base seed and ``n`` to one :class:`ReplicaPlan` per replica.
-
-Replica ``k`` runs in ``<out>/experiment=<e>/variant=<v>/replica=<k>`` with the seed the variant table gives
-it (``docs/architecture.md``, "Noise variants"). Re-running the same command resumes: a replica whose manifest says
-``completed`` is skipped (unless ``force``), everything else (failed, timeout, killed, or ``running`` left by a
-launcher that died) runs again, in an empty run directory: :func:`clear_previous_attempt` moves what the earlier
-attempt left into ``.attempts/<n>/``. Planning reads manifests only; it creates, moves and deletes nothing, and
-refuses a symbolic link (or a file) where the store expects its own directory.
-"""
+"""The replication plan: from variant, base seed and ``n`` to one :class:`ReplicaPlan` per replica."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """What a warm-start template imports before it forks replicas, found without running the project's code.
 
-The trainer's file (``--trainer``) or the command's script or ``-m`` module is read with :mod:`ast`, and so are
-the project's own modules it imports (files found from the script's folder or the working directory, two levels
-deep at most). Of what they import at top level, only the packages of :data:`FRAMEWORKS` are imported by the
-template: libraries whose import runs no computation, starts no Python thread and initialises no GPU (the
-template checks that too, :mod:`deviate_cb.launch.template`). The project's own modules are never imported in
-the template: each replica imports them itself, after its seeds and switches are set, as a cold replica does.
-deviate-cb's own capture path (the replica bootstrap, and the Lightning or Keras callback when the project
-imports that framework) is added.
-
 Example:
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())

@@ -1,11 +1,5 @@
 """Progress of a replication: a live table on a terminal, one plain line per state change otherwise (CI logs).
 
-Every line is printed as one printable line (:func:`deviate_cb.report.text.printable_message`): a note or a
-warning may quote what a replica or the project wrote (an import error in the warm-start template, a trainer's
-exception), whose colours are dropped and whose control characters are escaped. A reader that goes away
-(``deviate-replicate ... | head -1``) costs no training: the closed stream is pointed at ``/dev/null``
-(:func:`quiet_if_closed`) and the replicas run on, recorded as ever.
-
 Example:
     >>> import io
     >>> progress = make_progress(io.StringIO(), live=False)

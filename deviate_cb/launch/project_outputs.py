@@ -1,22 +1,5 @@
 """Isolated outputs: two replicas never write into the same output location of the project.
 
-Replicas run at once (``--parallel``) and one after the other in the same working directory, so wherever a
-project writes by default, replicas would overwrite each other's checkpoints and logs. Inside a replica:
-
-- a Hydra app (``@hydra.main``) runs with ``hydra.run.dir`` set to ``<run_dir>/outputs`` and
-  ``hydra.sweep.dir`` to ``<run_dir>/multirun``, unless the command line sets them (then they are the
-  project's choice, e.g. ``hydra.run.dir=out/{replica}``): everything the project writes under Hydra's output
-  directory (``HydraConfig.get().runtime.output_dir``, ``${hydra:runtime.output_dir}``) lands in the replica's
-  run directory;
-- Lightning's ``default_root_dir`` is the run directory when the project sets none
-  (:func:`deviate_cb.launch.inject.patch_trainer_class`), so ``lightning_logs/`` and default checkpoints go
-  there too.
-
-Projects that choose paths themselves read ``DEVIATE_RUN_DIR`` (README, "Your project as it is"); a project that
-writes to its own fixed paths anyway is caught (:mod:`deviate_cb.capture.outside_writes`: the paths several
-replicas wrote are named as a problem) and ``--isolate`` gives each replica its own working directory
-(:mod:`deviate_cb.launch.isolation`).
-
 Example:
     >>> for item in hydra_overrides(["model=small"], Path("/runs/experiment=a/variant=algo/replica=0")):
     ...     print(item)

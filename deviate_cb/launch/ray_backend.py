@@ -1,21 +1,5 @@
 """The ``ray`` backend: each replica a Ray task with ``num_cpus``/``num_gpus``, on a cluster or a local one.
 
-``--address`` connects to a running cluster (``host:port``, ``ray://host:port``, ``auto``); without it a
-private local cluster is started for the study (bound to loopback) and shut down at the end. Every task runs
-:func:`~deviate_cb.launch.remote.run_tasks`: the same replica bootstrap as the local backend, in a fresh process,
-writing the manifest on its node, so the run directory must be on storage every node sees. That is checked
-before anything runs: the driver writes a marker file into the variant directory and one zero-CPU task per
-alive node must read it back; otherwise a usage error names the nodes that cannot.
-
-``--replicas-per-task K`` (``replicas_per_task``) puts ``K`` consecutive replicas in each Ray task, for many
-small replicas per node or per GPU: the task runs them one after another, warm (a template imports the
-frameworks once per task and forks each replica; :func:`~deviate_cb.launch.remote.run_tasks`). ``num_cpus`` and
-``num_gpus`` are then a task's, and ``parallel`` replicas at once means ``max(1, parallel // K)`` tasks.
-
-Ray sets ``CUDA_VISIBLE_DEVICES`` of a task from its ``num_gpus``. A worker that dies (``WorkerCrashedError``),
-a lost node, or an exception in the task records the replica as failed with ``ray_error`` in the manifest;
-tasks are never retried (``max_retries=0``): a rerun of the command resumes instead.
-
 Example:
     >>> backend = RayBackend(num_gpus=0.5, num_cpus=2)
     >>> backend.task_options()

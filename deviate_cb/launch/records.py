@@ -1,20 +1,4 @@
-"""What the launcher writes into a replica's manifest (``run.json``) before it starts and after it ends.
-
-Before: ``status="running"`` and who/what/where (experiment, variant, replica, seed, base seed, requested
-determinism, ``mode`` (``trainer`` or ``command``) with the trainer and its arguments or the command as given
-and as run, whether the project's seeds are kept, argv, start time, host, launcher pid, deviate-cb version,
-``CUDA_VISIBLE_DEVICES``, the requested Keras backend), and the machine it starts on: its CPU count and load
-average (:func:`machine_fields`; a Slurm or Ray task records its node's again).
-After: the status the :class:`~deviate_cb.launch.base.Outcome` implies (and, for exit code 0, the manifest: a
-replica that exited 0 before its training ended is ``incomplete``, :mod:`deviate_cb.store.completion`), exit
-code, signal, end time, duration, the machine's load average when the replica ran here, and, for runs that did
-not complete, ``reason`` (what ended it) and ``error``: the tail of the replica's stderr, after the ``reason`` when
-a signal, the launcher or the cluster ended it, or when it exited 0 too early (the tail is then not the cause).
-
-When the run directory cannot be written (the disk is full, a quota is exceeded, an I/O error), the write raises
-:class:`StoreWriteError` (:func:`writing`): one line naming the file and the cause, on which the launcher stops
-the study. The end of a replica is then recorded by :func:`rewrite_manifest_in_place`, which needs no free space.
-"""
+"""What the launcher writes into a replica's manifest (``run.json``) before it starts and after it ends."""
 
 from __future__ import annotations
 

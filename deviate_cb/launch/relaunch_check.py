@@ -1,20 +1,5 @@
 """Whether ``--until-decided`` may relaunch the group B its manifests describe: a manifest is not a command.
 
-Group B is relaunched from the ``configuration`` its ``run.json`` files record, and a run store is often shared,
-so those files are untrusted input. :func:`agreed_configuration` returns the configuration only when every
-completed replica of B records one, they all record the same, and each agrees with what the same ``run.json``
-records beside it: the top-level ``mode``, ``trainer``, ``trainer_args`` and ``command``, and the launcher's own
-command line ``argv`` (when it is a ``deviate-replicate`` command line: ``--trainer`` and the words after ``--``).
-Otherwise it refuses in one line naming the files and what differs.
-
-:func:`confirm_relaunch` then compares B's program with this launcher's: the same program is the same launch mode,
-the same Python file or module whether launched as a trainer or a command (``fns.py`` of ``fns.py:base`` is
-``python fns.py``'s; another function of it is the same program; any ``python*`` interpreter), else the same
-command program (its executable and, past the interpreter's options, its script, ``-m`` module or ``-c``
-code; the arguments after them may differ, as groups' arguments do), run from the same directory. When they
-differ, the command B would run is shown and must be confirmed: ``--yes``, or ``y`` at the prompt on a terminal;
-without either it is refused.
-
 Example:
     >>> program({"mode": "command", "command": ["python3", "-u", "train.py", "--lr", "0.1"]})
     ('python', 'train.py')

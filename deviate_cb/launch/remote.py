@@ -1,25 +1,5 @@
 """What a Slurm array task or a Ray task runs on its node: its replicas, one after another.
 
-:func:`run_tasks` receives the :class:`TaskSpec` of each replica of the task (plain data, so submitit and Ray
-pickle it by value and the function by reference; one replica per task unless ``--replicas-per-task K``) and
-runs them in order. For each it checks that the run directory the launcher prepared is visible here, records
-where the replica runs (host, ``CUDA_VISIBLE_DEVICES`` as the scheduler set it, the Slurm job id, the node's CPU
-count and load average at the start and the end), starts
-``python -m deviate_cb.launch.child`` (or the command) with the replica's environment exactly as the local
-backend does (its CPU threads: the task's CPUs, :func:`~deviate_cb.launch.threads.task_thread_env`), applies the
-``--timeout``, and writes the end of the manifest itself. The manifest and the Parquet
-files are the truth: the small dicts it returns are only a convenience for the launcher, which reads the
-manifests anyway.
-
-A task of several replicas starts them warm, as the local backend does (:mod:`deviate_cb.launch.warm`): a
-template imports the frameworks once on the node and forks each replica, so the task pays the imports once;
-where that cannot be exact the replica starts cold, and ``start_mode``/``cold_reason`` in its manifest say so.
-A task of one replica starts it cold (a template would only add a process).
-
-The replica dies with its task: it gets ``SIGTERM`` when the task process dies (Linux ``PR_SET_PDEATHSIG``; a
-template and its forked replicas likewise), so a crashed Ray worker or a cancelled Slurm task leaves no orphan
-training behind.
-
 Example:
     >>> spec = TaskSpec(run_dir="/nonexistent/replica=0", env={}, timeout_s=None)
     >>> run_tasks([spec])[0]["error"]

@@ -1,14 +1,5 @@
 """The listener of a replication: it records each replica's start and end in its manifest, and what became of it.
 
-:func:`deviate_cb.launch.runner.replicate` hands a :class:`Replication` to the backend, which calls
-``prepare`` (clear an earlier attempt, write the start fields), ``started`` and ``finished`` (compact what a
-replica that died left, append metrics from its logs, write the end fields: a replica that exited 0 before its
-training ended, by what its manifest records, is ``incomplete``, :mod:`deviate_cb.store.completion`) for each
-replica; every backend (local, warm-started, Slurm, Ray) reports its replicas' ends there. A run directory
-that cannot be written (disk full, quota, I/O error) stops the study: the replica's end is recorded in place
-(:func:`~deviate_cb.launch.records.rewrite_manifest_in_place`) and :meth:`Replication.stop_line` says in one
-line what happened and what to do. :class:`ReplicationResult` is what ``replicate`` returns.
-
 Example:
     >>> r = ReplicationResult("runs", "mlp", "algo", [ReplicaResult(0, 0, Path("r0"), "completed")], 1.0)
     >>> r.exit_status, r.count("completed")

@@ -1,14 +1,5 @@
 """Replicate a trainer ``n`` times under a noise variant: plan, launch, record, summarise.
 
-This is ``deviate-replicate`` as a function. Usage errors (bad arguments, a ``--trainer`` that cannot be
-imported or called, an unusable ``--out``, a manifest from a newer deviate-cb) raise
-:class:`~deviate_cb.errors.UsageError` and leave no new directories behind; failed replicas never stop the
-others; ``KeyboardInterrupt`` terminates the running replicas, records them ``killed`` and is re-raised.
-A run directory the launcher cannot write (the disk is full, a quota, an I/O error) stops the study: no further
-replica starts, running ones are terminated, each one's end is recorded (in place if need be), and the result's
-``stopped`` says why in one line; a rerun of the same command resumes. The listener that records each
-replica's start and end is :class:`deviate_cb.launch.replication.Replication`.
-
 Example:
     >>> replicate("train.py:main", runs=0)  # arguments are checked before anything is created
     Traceback (most recent call last):

@@ -1,9 +1,5 @@
 """Check a project's Python source without running it: the launcher refuses a wrong target in about a second.
 
-Nothing here imports the project or its packages (a package's ``__init__`` may import torch, or fail on its own):
-files are found with :class:`importlib.machinery.PathFinder`, compiled for a syntax check and read with
-:mod:`ast` for the names they define at top level.
-
 Example:
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "train.py"

@@ -1,24 +1,5 @@
 """The warm-start template: an interpreter that imports the frameworks once and forks one child per replica.
 
-Started by :class:`deviate_cb.launch.warm.Template` as ``python -m deviate_cb.launch.template FD MODULES`` with the
-environment every replica of the study shares (``PYTHONHASHSEED``, ``KERAS_BACKEND``, ``PYTHONPATH``...). It
-imports ``MODULES`` (:mod:`deviate_cb.launch.preimport`), checks that forking is still safe
-(:func:`fork_problem`: one Python thread, no CUDA driver initialised, no TensorFlow context, no JAX backend),
-says so on the socket ``FD`` and then serves requests, one JSON line each way:
-
-* launcher -> template: ``{"argv": [...], "env": {...}, "cwd": ..., "stdout": path, "stderr": path}``;
-* template -> launcher: ``{"ready": {...}}`` once, then ``{"pid": N}`` per request (or ``{"error": text}``) and
-  ``{"exit": N, "returncode": RC}`` when a replica ends (negative ``RC``: killed by that signal).
-
-Each child becomes what a cold replica is (:func:`become_replica`): its own session (so the launcher can signal
-its whole group), ``SIGTERM`` when the template dies, stdin from ``/dev/null``, stdout/stderr appended to the
-replica's logs, the replica's environment, working directory, ``sys.argv`` and ``sys.path[0]``; then the
-bootstrap runs as ``sitecustomize`` would, and the program runs through :mod:`runpy`, exactly as
-``python -m deviate_cb.launch.child``, ``python script.py`` or ``python -m module`` would run it. Its exit status
-follows the interpreter's rules (``sys.exit`` codes, 1 with a traceback, 143 on ``SIGTERM``). When a child ends,
-the template kills what it left in its process group, reaps it and reports its status. The template itself
-ends, after stopping its children (``SIGTERM``, then ``SIGKILL``), when the launcher closes the socket or dies.
-
 Example:
     >>> fork_problem() is None or isinstance(fork_problem(), str)
     True

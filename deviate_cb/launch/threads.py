@@ -1,19 +1,5 @@
 """CPU threads per replica: each replica's share of the cores, so replicas run at once never oversubscribe the CPU.
 
-Left alone, every replica's torch, MKL, OpenBLAS and TensorFlow start as many threads as the machine has cores:
-``--parallel 2`` on 2 cores then runs 4 busy threads, and steps take tens of times longer than alone. As
-``torchrun`` does, the launcher gives each replica ``cores // K`` threads (at least 1), ``K`` the replicas run at
-once, through the variables of :data:`THREAD_VARIABLES`, which the libraries read when they start (torch's
-intra-op pool follows ``OMP_NUM_THREADS``; TensorFlow reads ``TF_NUM_INTRAOP_THREADS`` and
-``TF_NUM_INTEROP_THREADS`` when it creates its pools). "Cores" are the CPUs this process may use
-(:func:`usable_cpus`: its affinity, never the machine's count alone); a Slurm or Ray task's are its allocation
-(:func:`allocated_cpus`: ``SLURM_CPUS_PER_TASK``, the Ray task's ``num_cpus``).
-
-The user decides first: when the launching environment sets ``OMP_NUM_THREADS``, nothing is set (MKL and OpenBLAS
-follow it); any other variable it sets is kept. A project that calls ``torch.set_num_threads`` keeps its choice,
-since only the environment is set. A sequential local study (``K`` = 1) keeps every core, as before.
-:data:`BUDGET_ENV` carries the budget given, which the fingerprint records next to the counts in effect.
-
 Example:
     >>> replica_thread_env(cores=2, at_once=2, environ={})["OMP_NUM_THREADS"]
     '1'

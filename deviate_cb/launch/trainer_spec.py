@@ -1,14 +1,4 @@
-"""The ``--trainer`` spec: parse it, check it cheaply, resolve it to a function, and call that function.
-
-Two forms, as in ``python -m module`` and ``python path/to/file.py``::
-
-    mypkg.train:main          a module importable from the current directory or sys.path
-    path/to/train.py:main     a Python file; its directory goes first on sys.path, as ``python file.py`` does
-
-The launcher only runs :meth:`TrainerSpec.parse` and :meth:`TrainerSpec.precheck` (no user code is imported
-in the launcher); the replica runs :meth:`TrainerSpec.resolve`, :func:`bind_trainer` and the call. Every problem is a
-:class:`TrainerSpecError`, a one-line :class:`~deviate_cb.errors.UsageError` that names ``--trainer``.
-"""
+"""The ``--trainer`` spec: parse it, check it cheaply, resolve it to a function, and call that function."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
 """Warm start, the launcher's side: templates that fork replicas, and when a replica must start cold instead.
 
-A :class:`Template` is a ``python -m deviate_cb.launch.template`` process (:mod:`deviate_cb.launch.template`)
-started with the environment the replicas share; it imports the frameworks once and forks a child per replica.
-A :class:`WarmStarter` keeps one template per distinct shared environment (a study has one: every replica gets
-the study's ``PYTHONHASHSEED`` and ``KERAS_BACKEND``), restarts a template that died, and says in one line why
-a replica starts cold when warm start cannot be exact (the template's imports failed or left a thread, a CUDA
-driver or a framework context behind; a command runs another interpreter or interpreter options; no ``fork``).
-A :class:`WarmProcess` is what the backends need of a :class:`subprocess.Popen`: ``pid``, ``poll``, ``wait`` and
-``returncode`` (the template reaps the child and reports its exit status).
-
-The environment variables that may differ between a template and its replicas are those read only when a
-replica runs, never at import: :data:`PER_REPLICA` (``DEVIATE_*``, Lightning's worker seeding, the GPU a slot
-sees, cuBLAS' workspace, read when CUDA starts, which the template never does).
-
 Example:
     >>> cold_reason([sys.executable, "-m", "deviate_cb.launch.child"]) is None
     True

@@ -1,9 +1,5 @@
 """Run the environment's own sitecustomize; then bootstrap a replica's Python process before its program runs.
 
-Only on ``PYTHONPATH`` inside replicas started by ``deviate-replicate`` (:mod:`deviate_cb.launch.sitedir`), and a
-no-op without ``DEVIATE_RUN_DIR``. An interpreter that cannot import ``deviate_cb`` (another virtual environment)
-says so on stderr and runs on unchanged: the launcher then records that no callback could be injected.
-
 Example:
     >>> import os
     >>> "DEVIATE_RUN_DIR" in os.environ or _bootstrap() is None  # outside a replica: nothing happens

@@ -1,30 +1,5 @@
 """The ``slurm`` backend: one submitit job array per study, each array task one replica (or ``K``).
 
-Chosen explicitly (``--backend slurm``; ``submitit.SlurmExecutor``, never ``AutoExecutor``'s guess). Every task
-runs :func:`~deviate_cb.launch.remote.run_task`, which starts the same replica bootstrap as the local backend
-with the same seed/variant environment and writes the manifest on the node; the run directory must therefore
-be on a file system the compute nodes share. GPUs are requested per task (``--gpus-per-node``), so Slurm sets
-each task's ``CUDA_VISIBLE_DEVICES``.
-
-``--replicas-per-task K`` (``replicas_per_task``) puts ``K`` consecutive replicas in each array task, for many
-small replicas per node or per GPU: the task runs them one after another, warm (a template imports the
-frameworks once per task and forks each replica; :func:`~deviate_cb.launch.remote.run_tasks`). The resources
-asked (``--gpus-per-replica``, ``--cpus-per-replica``, ``--mem``) are then those of a task, its time limit is
-``K`` times ``--time``, and ``--parallel P`` runs ``max(1, P // K)`` tasks at once. Every replica of a task
-shares its job id.
-
-Fate of a job: ``squeue`` every ``poll_interval_s`` while it is queued or running; once it leaves the queue,
-``sacct`` says how it ended (``COMPLETED``, ``CANCELLED``, ``OUT_OF_MEMORY``, ``TIMEOUT``, ``NODE_FAIL``...).
-Anything but ``COMPLETED`` is recorded as a failed replica (``timeout`` for ``TIMEOUT``) with ``slurm_state`` in
-the manifest. Without ``sacct`` the manifest decides after ``sacct_wait_s``; a replica whose job vanished
-without recording its end is failed with state ``UNKNOWN``. ``no_wait`` returns right after submission.
-
-This module holds the submission of one study and the following of its jobs: its options are declared in
-:mod:`~deviate_cb.launch.slurm.options`, the cluster check and the submitit set-up are in
-:mod:`~deviate_cb.launch.slurm.submit`, the outcome of an ended job in :mod:`~deviate_cb.launch.slurm.outcome`
-(:func:`~deviate_cb.launch.slurm.outcome.outcome_from_manifest`), and the ``squeue``/``sacct`` queries and the job
-record in :mod:`~deviate_cb.launch.slurm.jobs`.
-
 Example:
     >>> backend = SlurmBackend(partition="debug", gpus_per_replica=1, time=90, slurm_opt={"constraint": "a100"})
     >>> params = backend.sbatch_parameters(4, "mlp")

@@ -1,14 +1,5 @@
 """Slurm job states without submitit's watcher: ``squeue`` for live jobs, ``sacct`` for how they ended.
 
-submitit learns a job's fate from ``sacct`` only, at growing intervals (up to a minute), and a job killed
-before it wrote its result is invisible without accounting. The Slurm backend therefore asks ``squeue`` (the
-controller: always there, exact for queued and running jobs) every poll, and ``sacct`` (slurmdbd) only for
-jobs that left the queue. Without ``sacct`` (not installed, or ``AccountingStorageType=accounting_storage/none``)
-a job that left the queue is judged by its manifest after a bounded wait.
-
-Also here: the record of which job runs which replica (``.deviate-jobs.json`` in the variant directory; a dot
-file, so ``pyarrow.dataset`` ignores it), which ``deviate status`` and reruns read.
-
 Example:
     >>> parse_squeue("12_0|RUNNING\\n12_1|PENDING\\n")
     {'12_0': 'RUNNING', '12_1': 'PENDING'}

@@ -1,11 +1,5 @@
 """How a Slurm job's end becomes a replica's :class:`~deviate_cb.launch.base.Outcome`.
 
-The task on the node writes the end of the manifest itself (:func:`~deviate_cb.launch.remote.run_task`);
-Slurm's state (from ``sacct``, or ``None`` when accounting does not know the job) says how the job ended.
-:func:`outcome_from_manifest` combines the two: the manifest gives the exit code, signal and times of a replica
-that recorded its end, the Slurm state is recorded beside them (``slurm_state``), and a replica that never
-recorded its end is failed with a launch error saying why.
-
 Example:
     >>> o = outcome_from_manifest({"status": "completed", "exit_code": 0}, "COMPLETED", "7_0")
     >>> o.returncode, o.launch_error, o.fields["slurm_state"]

@@ -1,12 +1,5 @@
 """Submitting a study's replicas to Slurm: the cluster check, the submitit executor and the array tasks.
 
-Before anything is created, :func:`check_sinfo` makes sure Slurm's client commands run, the controller answers
-and it knows the ``--partition`` asked for. A submission then takes a fresh submitit folder in the variant
-directory (:func:`submitit_folder`: pickles and logs), one ``submitit.SlurmExecutor`` set up for the whole job
-array (:func:`array_executor`; ``SlurmExecutor`` explicitly, never ``AutoExecutor``'s guess), and one
-:class:`~deviate_cb.launch.remote.TaskSpec` per replica (:func:`task_specs`). submitit is imported only when an
-executor is made. Following the submitted jobs to their end is :mod:`deviate_cb.launch.slurm.backend`'s business.
-
 Example:
     >>> experiment_name(Path("runs/experiment=mlp/variant=algo"))
     'mlp'
