@@ -1,13 +1,5 @@
 """Op rows of profiled windows, summed: the ops that took the most time, under names that compare across machines.
 
-The op rows come from the profiler drivers (:mod:`deviate_cb.profiling.torch_profiler`,
-:mod:`deviate_cb.profiling.tensorflow_profiler`) and are stored in ``timings.parquet``
-(:mod:`deviate_cb.store.timings`) with the op name as the profiler recorded it. The name TensorFlow records depends on
-the machine: where TensorFlow uses oneDNN (``TF_ENABLE_ONEDNN_OPTS=1``, its default on x86 CPUs with AVX-512 VNNI/BF16
-or AMX) a ``MatMul`` runs as ``_MklMatMul``, and its graph rewrites fuse ops differently on different devices. Before
-ops are compared or ranked, :func:`canonical_op` groups such names under the op they implement; ``deviate report``
-ranks them with :func:`top_ops`, which keeps the recorded names of each group in ``raw_ops``.
-
 Example:
     >>> rows = [
     ...     {"op": "_MklMatMul", "device_type": "cpu", "calls": 4, "self_time_us": 8.0, "total_time_us": 8.0,

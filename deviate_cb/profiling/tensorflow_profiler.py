@@ -1,10 +1,5 @@
 """The TensorFlow profiler driver of a profiling window: one op row per op type and device of each window.
 
-``tf.profiler.experimental.start/stop`` over the active steps; the XSpace it writes is converted with
-TensorFlow's own profiler-plugin converter (``framework_op_stats``, the tool behind TensorBoard's "TF Stats")
-into one row per op type and device (``cpu`` for host ops, ``gpu`` for device ops). Outside its windows the
-driver holds no profiler at all.
-
 Example:
     >>> driver = TensorFlowProfileWindow(ProfileWindow(wait=1, active=2))
     >>> driver.start()

@@ -1,10 +1,5 @@
 """The ``torch.profiler`` driver of a profiling window: one op row per op and CUDA kernel of each window.
 
-``torch.profiler.profile(activities=[CPU] + [CUDA if available], schedule=schedule(wait=0, warmup, active))``
-per window; ``key_averages()`` gives one row per op (``aten::...``, device ``cpu``: ``self_cpu_time_total``,
-``cpu_time_total``) and per CUDA kernel (device ``cuda``: ``self_device_time_total``, ``device_time_total``).
-Outside its windows the driver holds no profiler at all.
-
 Example:
     >>> driver = TorchProfileWindow(ProfileWindow(wait=1, warmup=1, active=1))
     >>> driver.start()

@@ -1,11 +1,5 @@
 """Which training steps a profiling window covers, and the step counting its framework drivers share.
 
-:class:`ProfileWindow` says which steps are profiled: after ``wait`` plain steps, ``warmup`` steps let the profiler
-start up (their records are thrown away), then ``active`` steps are recorded; the cycle runs ``repeat`` times.
-:class:`ProfileDriver` counts the steps against a window and keeps the op rows of the finished windows; a framework
-driver (:mod:`deviate_cb.profiling.torch_profiler`, :mod:`deviate_cb.profiling.tensorflow_profiler`) subclasses it to
-start and stop its profiler. Steps in :data:`PROFILING_PHASES` are slower than the others.
-
 Example:
     >>> window = ProfileWindow(wait=1, warmup=0, active=2, repeat=2)
     >>> window.cycle, [window.window_of(step) for step in range(6)], window.phase(6)
