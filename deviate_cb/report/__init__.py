@@ -1,10 +1,6 @@
 """The variance report of a study directory: what ``deviate report DIR`` prints; :func:`load` gives the same
 answers, tables and figures in Python and notebooks (:class:`Study`).
 
-:func:`build_report` finds the runs, reads their manifests and metrics (one ``pyarrow.dataset`` scan),
-aggregates each metric per run and describes it across the runs of each (experiment, variant) group;
-:func:`render` and :func:`print_table` write the result.
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

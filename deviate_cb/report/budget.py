@@ -1,20 +1,5 @@
 """``deviate power --budget``: what the runs a power analysis asks for cost, and what a budget of run-hours buys.
 
-The cost of a run is measured, never guessed: the wall time each completed replica's manifest records
-(``run.json`` field ``duration_s``: from the replica's start to its end, as the launcher saw it), averaged over
-the group's completed replicas that record one (the mean, since the run-hours of ``n`` further runs are ``n``
-times the mean in expectation). How many replicas run at once is not known here, so costs are run-hours: the
-sum of the runs' wall times (20 run-hours are 20 h of wall time one run at a time, 5 h four at a time).
-
-The runs needed are those of :func:`~deviate_cb.stats.pilot.plan_runs` (Welch's t-test, equal groups, planned
-on the 80% upper confidence limit of the group's measured std, as ``deviate power`` prints them: for normal runs
-they reach the power with 80% probability; the runs at the measured std, which fall short more often than not
-from a few runs, are given beside them with their expected power); a budget is split evenly between the two
-groups of the comparison (each assumed to cost what this group's runs measured), buys
-``floor(budget / 2 / time per run)`` runs per group, the runs made included, and detects
-:func:`~deviate_cb.stats.pilot.assured_detectable_effect` of that many runs per group (at the same upper limit,
-alpha and power; ``budget_effect_at_estimate`` at the measured std).
-
 Example:
     >>> parse_budget("90m"), parse_budget("1.5h"), parse_budget("3600s"), parse_budget("20")
     (1.5, 1.5, 1.0, 20.0)

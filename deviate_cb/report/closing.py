@@ -1,12 +1,5 @@
 """The closing summary of ``deviate report``'s terminal output: the answers once more, last, where the eye lands.
 
-The table report opens with the sequences' decisions (:mod:`deviate_cb.report.sequential`) and the answers
-(:mod:`deviate_cb.report.headline`), then prints a table per group, step times and stability, so the answers
-have scrolled away by the end. :func:`closing_lines` repeats them in a few lines, each one of the opening's
-lines or the verbatim start of one (nothing is computed or worded again, so the two never disagree), leaves out
-the questions the study cannot answer (no control runs, a share not measurable here), and ends with the command
-that makes the HTML page.
-
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
     >>> from deviate_cb.report.headline import build_headlines

@@ -1,16 +1,5 @@
 """``deviate compare`` and ``deviate power``: per-metric rows built from two (or more) groups of runs.
 
-:func:`compare_groups` runs :func:`deviate_cb.stats.compare` and Almost Stochastic Order (in the metric's
-direction) per metric present in both groups, corrects the Welch and Brown-Forsythe p-values over the metrics of
-interest (and, apart, over the others; :func:`~deviate_cb.report.compare_notes.metrics_of_interest`) and writes a
-verdict
-on each question: :func:`location_verdict` (do the means differ?) and :func:`spread_verdict` (do the spreads?),
-with ``verdict`` the two in short.
-Metrics in one group only, or with fewer than two finite runs in a group, get a row with ``status
-"skipped"`` and the ``reason``. :func:`power_rows` measures each group's spread and the runs needed. A group is
-one configuration: both refuse a group whose runs ran several
-(:func:`~deviate_cb.report.group_identity.one_configuration`) unless ``pool=True``, and then say so in ``pooled``.
-
 Example:
     >>> from deviate_cb.report.selection import RunValues
     >>> a = [RunValues({}, {"acc": x}) for x in (0.84, 0.85, 0.86, 0.85)]

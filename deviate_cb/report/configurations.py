@@ -1,19 +1,5 @@
 """Never pool what differs: a group whose completed replicas ran different configurations is not reported.
 
-A group (experiment, variant) is one configuration run many times; its spread is the noise of that configuration.
-When its completed replicas record different configurations (:mod:`deviate_cb.store.configuration`: another
-``--trainer`` or command, other arguments, Keras backend, ``--metric-regex``...), pooling them would report the
-difference between configurations as noise. :func:`refuse_mixed_groups` takes such a group out of the statistics:
-each of its completed replicas gets the status ``not pooled`` with what it differs in, and one warning line per
-group names the replicas of each configuration, what differs and the two ways on (rerun the group with
-``--force``, or give each configuration its own ``--experiment``). Replicas whose manifest records no
-configuration (written by a callback outside ``deviate-replicate``) are not compared.
-
-A replica whose ``run.json`` records a configuration that cannot be read (not an object, values of the wrong type
-or absurd size: :func:`~deviate_cb.store.configuration.unreadable_reason`) is of an unknown configuration: it gets
-the status ``unknown configuration``, one warning line names its ``run.json`` and what was found, and the other
-replicas of its group are reported as if it were absent (also when the caller pools on purpose).
-
 Example:
     >>> from pathlib import Path
     >>> from deviate_cb.report.runs import RunRecord

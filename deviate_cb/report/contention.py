@@ -1,22 +1,5 @@
 """Why a group's step-time spread may not be the model's: replicas that shared too few cores, a busy machine.
 
-Replicas that run at once on one machine compete for its CPU cores. With more of them than cores (``--parallel 4``
-on a 2-core machine), or on a machine that other work keeps busy, steps wait for a core, and step times spread
-for reasons that have nothing to do with the model (a spread of +1004% has been measured that way). The launcher
-records, per replica, where and when it ran (``host``, ``started_at``, ``ended_at``), the machine's CPUs
-(``cpu_count``; ``cpus_usable``, those the replica could run on) and its load average when the replica started and
-ended (``load_avg_start``, ``load_avg_end``: over 1, 5 and 15 minutes; :func:`deviate_cb.launch.records.machine_fields`).
-:func:`contention_caveats` reads them from the manifests and says, one line each, when
-
-- more replicas of the study ran at once on one host, counted from their start and end times, than the host had
-  usable cores while a replica of the group ran;
-- the group's replicas ran beside different numbers of others on one host (some alone, some two at once on a
-  2-core machine: ``--parallel 2`` with an odd number of replicas), while the most at once took half its usable
-  cores or more: the replicas did not run under the same conditions;
-- the 1-minute load average when a replica of the group started or ended was above the machine's core count.
-
-Manifests without these fields (older studies, standalone runs) give no caveat.
-
 Example:
     >>> span = {"host": "n1", "cpu_count": 2, "started_at": "2026-01-01T10:00:00+00:00",
     ...         "ended_at": "2026-01-01T10:05:00+00:00"}

@@ -1,19 +1,5 @@
 """The variance decomposition of a study that holds several variants of one experiment.
 
-For every experiment and metric, and for each pair of variants present, the share of the spread that the
-narrower setting keeps: the std ratio ``std(impl) / std(algo+impl)`` (implementation noise alone against seeds
-plus implementation noise) and ``std(control) / std(algo)`` (everything fixed against only the seed varying),
-with the kurtosis-adjusted interval of :func:`deviate_cb.stats.decompose` (Bonett 2006; the F interval below 4
-runs a group), the variance share (the ratio squared, with its interval squared) and the two-sided p-value of
-equal spreads. The interval is not capped at 1: a share significantly above 1 means the set-up is broken (the
-narrower setting's noise is part of the wider one's), and the note says so (:data:`ABOVE_ONE`).
-A pair whose groups hold fewer than two finite runs is listed with the reason instead of a number. Bit-identical
-runs have a std of exactly 0, as in the report's table: identical narrow runs give a share of 0 with the
-interval ``[0, 0]``, identical wide runs an undefined share with a note. Where the ``impl`` or ``algo+impl``
-replicas ran with a determinism switch on (the project's own, kept by ``--keep-project-determinism``), the
-implementation noise was not there to measure: that pair gives no number, and its note says
-``not measurable: determinism was in effect``.
-
 Example:
     >>> series = {("mlp", "impl", "acc"): [0.80, 0.82, 0.81, 0.83], ("mlp", "algo+impl", "acc"): [0.78, 0.84, 0.80, 0.86]}
     >>> row = decompose_series(series)[0]

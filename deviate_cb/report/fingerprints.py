@@ -1,11 +1,5 @@
 """Warn when the replicas of one group ran on different fingerprints, and say which fields differ.
 
-Replicas of one (experiment, variant) group are meant to differ only by their seeds; if some ran on another GPU
-model or SM count, driver, CUDA/cuDNN, library version, thread count or determinism switch, that alone can
-explain differences between runs. Each run's ``fingerprint.json`` is read (never unpickled) and the fields that
-determine implementation-level results are compared (:func:`compared_field`); hostnames, times, process facts,
-seeds, GPU UUIDs and informational fields (clocks, power limit, OS, Python) are not.
-
 Example:
     >>> import json, tempfile
     >>> from pathlib import Path

@@ -1,13 +1,5 @@
 """A group is one configuration: the runs a selector gives are checked before any statistic pools them.
 
-A run's configuration is its keys (Hive partitions, or a table's text columns) other than those naming the run
-itself (:attr:`~deviate_cb.report.selection.RunValues.run_keys`: its replica, seed or name), and, within equal
-keys, the configuration its manifest records (compared by
-:func:`deviate_cb.store.configuration.configuration_differences`). :func:`configurations` splits runs by it;
-:func:`one_configuration` refuses runs of several configurations (``compare --a/--b/--by``, ``power``'s groups,
-the Python API) with one line naming what was matched, each configuration with its run count, and what to do,
-unless the caller pools them on purpose (``--pool``); then it returns the words that say so.
-
 Example:
     >>> from deviate_cb.report.selection import RunValues
     >>> runs = [RunValues({"experiment": "mlp", "variant": v, "replica": str(k)}, {"acc": 0.9})

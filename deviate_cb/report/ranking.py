@@ -1,18 +1,5 @@
 """``deviate compare DIR --by KEY``: Almost Stochastic Order between the k groups one key splits the runs into.
 
-:func:`split_by` groups the runs by the value of one key (a partition key of the run store, such as
-``experiment`` or ``variant``, or a text column of a ``--table``), or of several (``experiment,variant``: a group
-per configuration, named by the values joined with ``/``). Each group must be one configuration
-(:func:`~deviate_cb.report.group_identity.one_configuration`): :func:`rank_metrics` refuses a group of several
-unless ``pool=True``, and then says what each pools (``MetricRanking.pooled``, the ``pooled`` column).
-:func:`rank_metrics` runs :func:`deviate_cb.stats.multi_aso` per metric on the groups holding at least two finite
-runs of it (each ordered pair at ``alpha / (k (k - 1))``, a claim needing ASO's bound and a permutation test, so
-that all claims hold together at ``1 - alpha``; pairs too small to reach that level are said to be); a loss-like
-metric (``min``, from ``--direction`` or the name) is negated first, since ASO takes larger as better, and a
-metric of unknown direction is taken as larger-is-better (the heading of each metric says which).
-:func:`pair_rows` gives one flat record per metric and ordered pair (csv and json); :func:`write_rankings` one
-matrix per metric, its rows in ranking order (table and md).
-
 Example:
     >>> from deviate_cb.report.selection import RunValues
     >>> runs = [RunValues({"variant": v}, {"acc": x}) for v, base in (("a", 0.80), ("b", 0.90), ("c", 0.85))

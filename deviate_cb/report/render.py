@@ -1,17 +1,5 @@
 """Write a :class:`~deviate_cb.report.summary.Report` as a terminal table, Markdown, CSV or JSON.
 
-JSON is a list of objects with the keys of :data:`~deviate_cb.report.summary.COLUMNS`, then
-:data:`~deviate_cb.report.summary.IQM_COLUMNS` when the rows hold the IQM (NaN becomes ``null``); CSV has the
-same columns (NaN is an empty cell). The terminal table and Markdown also list the
-runs that were left out of the statistics, and the study's problems
-(:class:`~deviate_cb.report.problems.Problem`): the table under the group each concerns, Markdown in a
-"Problems" section after the statistics. The table and Markdown escape the control characters of stored text
-(names, manifest strings: :func:`~deviate_cb.report.text.printable`) and never read it as rich markup; Markdown
-also escapes HTML (``<b>`` as ``&lt;b&gt;``, ``&`` as ``&amp;``: :func:`~deviate_cb.report.text.markdown`) and
-``|`` in table cells; JSON keeps it as it is, and so does CSV, except a text cell a spreadsheet would run as a
-formula (beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return: a name ``=1+1``), which is written
-with a leading ``'`` (:func:`~deviate_cb.report.spreadsheet.safe_cell`; numbers never change).
-
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
     >>> row = ReportRow("mlp", "algo", "val_acc", "last", 3, 0.82, 0.02, 0.0244, 0.8, 0.84, 0.04, 0.01, 0.13)

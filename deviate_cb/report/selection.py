@@ -1,12 +1,5 @@
 """Runs as flat records: their keys (Hive partitions, or a table's text columns) and one value per metric.
 
-``deviate compare`` and ``deviate power`` work on these records, whether the runs come from a study
-directory (:func:`store_runs`: completed runs only, each metric aggregated to one number) or from a table of
-results made elsewhere (:mod:`deviate_cb.report.table_input`). :func:`select` keeps the runs matching
-``KEY=VALUE`` terms (ANDed). Whether the runs selected are one configuration is
-:mod:`deviate_cb.report.group_identity`'s question: each run carries what it needs (``run_keys``, the keys naming
-the run itself; ``configuration``, what its manifest records).
-
 Example:
     >>> runs = [RunValues({"variant": "a"}, {"acc": 0.8}), RunValues({"variant": "b"}, {"acc": 0.7})]
     >>> [r.values["acc"] for r in select(runs, [("variant", "b")], "--b")]

@@ -1,14 +1,5 @@
 """The decisions of studies replicated in rounds, as the report, ``compare`` and the HTML page show them.
 
-``deviate-replicate --until-decided`` and ``--until-precision`` record each sequence under ``<out>/.sequential/``
-(:mod:`deviate_cb.store.sequential_record`). :func:`sequence_lines` turns them into one answer per sequence, in
-the user's words (which group is better, by how much, with the repeated interval, at which look, under which
-rule), plus the looks; :func:`sequential_answers` gives the same answers with their numbers (``deviate report
---headline`` csv/json, ``Study.tables``); :func:`write_sequences` writes the "Replicated until decided" section
-that opens the terminal and Markdown reports (``deviate report`` and ``Study.text``), wrapped at the width;
-:func:`compare_note` tells ``deviate compare`` that its two groups were replicated until decided, since a fixed-n
-test on runs gathered until a decision does not hold its error rate.
-
 Example:
     >>> look = {"k": 2, "n_a": 4, "n_b": 4, "statistic": 0.01, "low": 0.002, "high": 0.018, "level": 0.95}
     >>> record = {"kind": "until-decided", "metric": "val_acc", "group": {"experiment": "b", "variant": "algo"},

@@ -1,12 +1,5 @@
 """CSV cells a spreadsheet would run as formulas are written as text: ``'=HYPERLINK(...)``, never ``=HYPERLINK(...)``.
 
-A run store's names (experiments, variants, metrics, notes) are input: opened in Excel or LibreOffice, a CSV cell
-that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is read as a formula (OWASP, "CSV
-Injection"). Every ``--format csv`` table of ``deviate report``, ``compare`` and ``power`` writes such a text cell
-with a leading ``'`` (:func:`safe_cell`), which a spreadsheet shows as text; numbers are never touched (``-0.5``
-stays data, as text or as a float), and JSON keeps every value as it is. The CLI counts the cells so escaped
-(:func:`counted_escapes`) and says so in one line on stderr (:func:`escape_note`).
-
 Example:
     >>> [safe_cell(v) for v in ("=1+1", "-0.5", -0.5, "@SUM(A1)", "val_acc", "-inf")]
     ["'=1+1", '-0.5', -0.5, "'@SUM(A1)", 'val_acc', "'-inf"]

@@ -1,14 +1,5 @@
 """The report from Python and notebooks: :func:`load` a study and get the same answers as ``deviate report``.
 
-:func:`load` reads a study directory once and returns a :class:`Study`: the answers (:attr:`Study.headlines`,
-the same objects every format of ``deviate report`` prints, and :attr:`Study.sequences`, the decisions of groups
-replicated until decided, which open the report), the report itself (:attr:`Study.report`), the problems the
-numbers alone hide, and on demand the stability and step-time sections, the tables as Arrow tables
-(:meth:`Study.tables`), the figures (:meth:`Study.figures`, SVG or PNG markup), the terminal text
-(:meth:`Study.text`) and the whole HTML page (:meth:`Study.html`). In Jupyter a study displays itself
-(``_repr_html_``): the page of ``deviate report --format html``, in an isolated frame (its styles leave the
-notebook's alone) that takes the page's height once drawn, so no figure is cut.
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

@@ -1,15 +1,5 @@
 """Results from elsewhere: a CSV or Parquet table with one row per run.
 
-Every numeric column (integers or floats, booleans excluded) other than the group column is a metric; the
-other columns are kept as text keys, so that ``--a column=value`` can select rows, and are ignored as
-metrics with one warning. A ``.parquet``/``.pq`` file is read as Parquet, anything else as CSV (with a
-header row).
-
-A group is one configuration (:mod:`deviate_cb.report.group_identity`): rows whose text columns differ are
-different configurations, except the columns that name the run itself (``run_keys``): one named like a replica
-or seed (:data:`RUN_COLUMNS`: ``replica``, ``seed``, ``run``, ``run_id``, ``trial``...), or one whose every row
-holds its own value (a run's name, path or timestamp). A numeric column is a metric, never a configuration.
-
 Example:
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "runs.csv"

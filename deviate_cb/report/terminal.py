@@ -1,13 +1,5 @@
 """Terminal tables that fit: the width to write for, and rich tables split by columns where they are too wide.
 
-The width is ``COLUMNS`` when it is set to a sane width, else the terminal's when the output is one, else
-:data:`DEFAULT_WIDTH` (a file or a pipe: wide tables stay whole). A terminal that reports no size or an absurd one
-(0x0 under ``script``, in some CI and Docker terminals: narrower than :data:`MIN_WIDTH`) is written for at
-:data:`FALLBACK_WIDTH`, never at a width that would split every name. A table is printed as it is when it fits
-(columns that may wrap counted at :data:`FOLD_WIDTH` at most, since rich folds them); otherwise its columns are
-split into several tables of consecutive columns, each repeating the first (the metric, the op), so every line
-fits and no number is cut. A column too wide even alone is folded.
-
 Example:
     >>> import io
     >>> from rich.table import Table

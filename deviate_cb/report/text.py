@@ -1,18 +1,5 @@
 """Stored text made safe to print: control characters escaped, and one-line reasons for warnings.
 
-What a report, ``deviate status`` or ``deviate compare`` prints comes partly from the study itself: directory
-names (``experiment=``, ``variant=``), metric names, manifest strings (``exception``, ``error``, ``reason``,
-``trainer_error``, ``injection_note``, ``host``), fingerprint values, sub-group names. Any of them may hold a
-newline, a terminal escape sequence (``\\x1b[2J`` clears the screen) or bytes that are not UTF-8.
-:func:`printable` escapes every character that is not printable the way :func:`repr` does (``\\n``, ``\\x1b``,
-``\\u2028``), so one cell stays one cell and one warning one line; the terminal table, Markdown and warnings
-use it. Markdown also renders HTML, so :func:`markdown` escapes ``&``, ``<`` and ``>`` as well: a name such as
-``<script>`` or ``a & b`` reads as typed. A stored *message* (an exception, a stderr line, a reason) is often
-coloured by the program that wrote it (a coloured log line, a rich or Python 3.13 traceback):
-:func:`printable_message` drops those colour and hyperlink sequences, which only style the text, before escaping
-the rest, so the message reads as written. CSV and JSON keep the data as it is (both formats escape what they
-need themselves). :func:`unseen` keeps a file that was warned about from being warned about again.
-
 Example:
     >>> printable("loss\\n\\x1b[2J")
     'loss\\\\n\\\\x1b[2J'

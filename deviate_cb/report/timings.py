@@ -1,16 +1,5 @@
 """The step-time spread across the replicas of each group, and the ops that took the time.
 
-Identical runs do not take identical time (the ASE 2020 study of Pham et al. measured training-time
-differences of up to 145% between identical runs). Every run records its training step times in
-``timings.parquet`` (:mod:`deviate_cb.store.timings`); per (experiment, variant) group this module reports the
-median step time of each run (steps inside a profiling window left out), their mean, std, CV, range and the
-slowest run's excess over the fastest, and, where runs were profiled (``DeviateCallback(profile=...)``), the
-ops with the most self time per run, under their portable names (:func:`deviate_cb.profiling.ops.canonical_op`:
-TensorFlow's ``_MklMatMul`` is ranked as ``MatMul``), with the names as recorded beside them where they differ.
-Under the table, a caveat per group whose spread may come from the machine rather than the model: more replicas
-at once than cores, or a busy machine (:mod:`deviate_cb.report.contention`, from the manifests' start and end
-times, CPU counts and load averages).
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

@@ -1,16 +1,5 @@
 """Figures that show the answer, in the style of rliable: estimates with their intervals, not bare numbers.
 
-- :func:`power_figure`: the power of Welch's t-test against the runs per group at the measured spread, one curve
-  per metric of interest, with the wanted power, the runs needed and the runs made marked (from each
-  :class:`~deviate_cb.report.headline.RunsNeeded`); the mean and IQM with their intervals are drawn under each
-  group's runs by :func:`~deviate_cb.report.html.figures.distribution_figure`;
-- :func:`decomposition_figure`: the std ratios of the variance decomposition on ``[0, max(1.05, ...)]`` with
-  their intervals (never drawn above 1), and a word where a ratio is 0 or undefined;
-- :func:`probability_figure` (P(A>B) per metric, 0.5 marked) and :func:`forest_figure` (Cohen's d per metric,
-  0 marked) of ``deviate compare``; :func:`matrix_figure`: the k x k epsilon matrix of ``compare --by``.
-
-Every mark carries its value on hover (:class:`~deviate_cb.report.html.figures.Tips`).
-
 Example:
     >>> svg = dot_whisker_figure("d", ["acc", "loss"], [0.5, -1.2], [0.1, -2.0], [0.9, -0.4], xlabel="d", ref=0.0)
     >>> svg.startswith("<svg") and svg.count('class="mark"') == 4

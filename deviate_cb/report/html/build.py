@@ -1,11 +1,5 @@
 """The report page from its parts, for ``deviate report --format html`` and :class:`~deviate_cb.report.Study`.
 
-:func:`html_report` reads the training curves the page draws and lays out :func:`~deviate_cb.report.html.page.
-report_page`; the command and :meth:`Study.html <deviate_cb.report.study.Study.html>` both call it, so a notebook
-shows the page the command writes. :func:`page_figures` takes that page apart into its figures, keyed by where
-they show (``"distribution of val_acc per run (experiment mlp)"``), for :meth:`Study.figures
-<deviate_cb.report.study.Study.figures>`.
-
 Example:
     >>> svg = '<svg aria-label="runs of val_acc"></svg>'
     >>> page_figures(f'<h3>val_acc</h3><h4>experiment mlp</h4><figure class="figure" data-kind="strip">{svg}</figure>')

@@ -1,21 +1,5 @@
 """The HTML page of ``deviate compare``: is A really better than B, per metric, in words and in figures.
 
-:func:`compare_page` takes the rows of :func:`deviate_cb.report.comparison.compare_groups` and the runs of each
-group, and lays out:
-
-- the answers: the note of ``compare`` when both groups were replicated until a sequential test decided (its
-  decision, and why the fixed-n tests below do not hold their error rate: :func:`sequential_note`); per metric the
-  location verdict (the means) and the spread verdict (``location_verdict`` and
-  ``spread_verdict``; the one-line ``verdict`` where a row has neither);
-- across the compared metrics, the probability of improvement P(A>B) with its interval (0.5 marked) and a forest
-  plot of Cohen's d with its interval (0 marked);
-- the results table, narrow enough for a 1400-pixel page: intervals in the cell of their estimate, numbers kept
-  on one line (a horizontal scroll container as the last resort);
-- per metric, both groups' training curves when their runs' directories are known (:func:`compare_curves`) and
-  both distributions with the mean's interval.
-
-Strings are escaped as in :mod:`deviate_cb.report.html.page`.
-
 Example:
     >>> from deviate_cb.report.selection import RunValues
     >>> a = [RunValues({"variant": "a"}, {"acc": 0.80 + k / 100}) for k in range(3)]

@@ -1,13 +1,5 @@
 """Training curves for the HTML report: each group's series per step, their mean and spread, a few replicas.
 
-:func:`read_curves` reads the ``step``, ``stage``, ``name`` and ``value`` columns of the completed runs'
-``metrics.parquet`` files one at a time (a corrupt one is skipped with a warning naming it) and folds each run into
-per-step accumulators of every ``(experiment, variant, metric)`` (Welford's update: count, mean and sum of squared
-deviations, so replicas that agree bit for bit give a std of exactly 0), keeping the series of the first
-``max_replicas`` replicas to draw. Memory and the marks drawn stay bounded whatever the number of runs: a study of
-1,000 runs is folded run by run and thinned to at most ``max_points`` steps. Within a run, a step logged twice
-keeps its last value. Metric names are the report's (:func:`deviate_cb.report.metrics.names.display_names`).
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path

@@ -1,23 +1,5 @@
 """The plots of the HTML report, as inline markup: matplotlib figures saved as SVG (PNG for dense plots).
 
-- Colours: the Okabe-Ito palette (distinguishable with every common colour-vision deficiency; its black and
-  yellow left out, which vanish on a dark or a light page). Figures are transparent and their text, axes and
-  reference lines are drawn in a placeholder colour that :func:`render` turns into the page's text colour
-  (``var(--fg)``), so one SVG reads in the light and the dark scheme. A PNG (too many marks for SVG) is drawn on
-  white and shown on a white card, its caption dark on it, in both schemes.
-- Values on hover: every data mark (a point, a line, a bar, a band, a cell) carries an SVG ``<title>``:
-  :class:`Tips` hands out a placeholder link per mark (``artist.set_url``/``set_urls``), and :func:`render`
-  turns each link matplotlib writes into a ``<g class="mark">`` with the ``<title>``.
-- Text is drawn as typed: :func:`render` turns math rendering off for every text of a figure (``parse_math``,
-  ``usetex``; and in an rc context while the figure is drawn, for the tick labels made then), so a ``$`` in a
-  name is a dollar sign, never a formula nor a mathtext error;
-  :func:`label` escapes a stored name's control characters, and :func:`render` escapes any control character
-  still in a figure's text, or in the SVG it writes (``\\x07``), so none is ever drawn or written into the page.
-- Axes are labelled with what they measure and its unit where there is one.
-
-matplotlib is imported when a figure is first made, with the ``Agg`` backend; without it
-:func:`matplotlib_or_error` says in one line which extra to install.
-
 Example:
     >>> markup = distribution_figure("val_acc", [("algo", [0.80, 0.82, 0.81]), ("control", [0.81, 0.81, 0.81])])
     >>> markup.startswith("<svg") and markup.count('<g class="mark"><title>') >= 6

@@ -1,13 +1,5 @@
 """The answers at the top of the HTML report: each :class:`~deviate_cb.report.headline.Headline`'s sentences.
 
-Per experiment and metric of interest, :func:`headline_section` prints the headline's sentences (escaped) as a
-list; the control sentence is marked: ``ok`` with "✓ identical" when the control runs are bit-identical (no
-nondeterminism seen in the runs made, which cannot prove there is none), ``ok`` with "✓ identical as printed"
-when their values were parsed from printed output and agree to the printed decimals, ``warn`` when they differ,
-plain when there are no control runs to tell. The headline's notes follow, marked as
-warnings. The figures that go with each answer (the interval plot, the runs-needed curve) are in the metric's
-section below.
-
 Example:
     >>> from deviate_cb.report.headline import build_headlines
     >>> from deviate_cb.report.summary import Report, ReportRow

@@ -1,13 +1,5 @@
 """The page's building blocks: styles, escaped text, numbers formatted as the terminal prints them, tables.
 
-Every user-provided string goes through :func:`text` (control characters escaped, then HTML-escaped). Numbers
-follow the terminal report (:mod:`deviate_cb.report.render`, :mod:`deviate_cb.report.timings`): four significant
-digits (:func:`number`), a CV as a percentage (:func:`percent`: ``0.0124`` is ``1.24%``, a large one never in
-exponent notation), the step-time spread with its sign (:func:`signed_percent`: ``+2129.7%``),
-an interval in one cell (:func:`interval`). :data:`STYLE` follows the viewer's light or dark scheme; the SVG plots
-take the page's text colour (``var(--fg)``) so they read in both; a PNG plot (drawn dark on white) keeps a white
-card in both, its caption dark on it (:func:`figure` marks it ``raster``).
-
 Example:
     >>> text("<b>acc</b>\\x1b[31m")
     '&lt;b&gt;acc&lt;/b&gt;\\\\x1b[31m'

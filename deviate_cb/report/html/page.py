@@ -1,24 +1,5 @@
 """The HTML page of ``deviate report``: one self-contained file (plots and styles inline, nothing fetched).
 
-:func:`report_page` lays out, for a study of any size:
-
-- the answers first (:mod:`deviate_cb.report.html.headline_block`): per experiment and metric of interest, is
-  the control identical, how large is the noise, the implementation share, the runs needed;
-- why: the variance decomposition as std ratios with their intervals;
-- a summary: groups with their completed and other runs, then the problems the numbers alone hide
-  (:mod:`deviate_cb.report.problems`, one per cause) and every warning, each list folded (``<details>``) when
-  long;
-- per metric (the metrics the answers are about first, as everywhere on the page: :func:`metric_order`) and
-  experiment: the training curves of each variant (:mod:`deviate_cb.report.html.curves`) when the
-  metric is a series, else a strip of the runs' values; the distribution of the per-run values; the mean (and
-  IQM) with its interval per variant; the runs-needed curve of the metric's headline; the table of n, mean, std
-  with its interval, CV (a percentage, as the terminal prints it), min, max (and the IQM with its interval);
-- stability and step times (:mod:`deviate_cb.report.html.sections`);
-- the runs left out of the statistics, with their status and error.
-
-Every user-provided string goes through :func:`~deviate_cb.report.html.markup.text`. The page follows the
-viewer's light or dark scheme, plots included.
-
 Example:
     >>> from deviate_cb.report.summary import Report, ReportRow
     >>> rows = (ReportRow("mlp", "algo", "test_$acc$", "last", 3, 0.9, 0.01, 0.0111, 0.89, 0.91, 0.02, 0.005,

@@ -1,12 +1,5 @@
 """The HTML page of ``deviate compare DIR --by KEY``: the k groups ranked per metric by Almost Stochastic Order.
 
-:func:`ranking_page` takes the :class:`~deviate_cb.report.ranking.MetricRanking` list of
-:func:`~deviate_cb.report.ranking.rank_metrics` and shows, per metric: the order in words that claim no more
-than the tests (:func:`~deviate_cb.report.ranking.order_text`: ``>`` only where a group almost dominates the
-next, ``~`` elsewhere, and a note when no group almost dominates another), the k x k matrix of ``eps_min`` as a
-heatmap (rows and columns in ranking order, the cells where the row almost dominates the column framed, every
-value on hover) and the table of rank, group, runs, mean and the number of groups each dominates.
-
 Example:
     >>> from deviate_cb.report.ranking import rank_metrics, split_by
     >>> from deviate_cb.report.selection import RunValues

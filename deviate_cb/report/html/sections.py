@@ -1,9 +1,5 @@
 """The stability and step-time sections of the HTML report (:func:`stability_section`, :func:`timings_section`).
 
-Step times: every group's replicas on one shared time axis (the same limits in every group's chart), so the
-groups compare at a glance; the spread "slowest vs fastest" is printed as the terminal prints it (``+2129.7%``),
-with the caveats of the step-time section under each group.
-
 Example:
     >>> from deviate_cb.report.timings import TimingGroup
     >>> groups = [TimingGroup("mlp", "algo", {"0": 0.010, "1": 0.012}, 100.0),

@@ -1,11 +1,5 @@
 """Checks shared by the metrics readers: is a ``metrics.parquet`` file readable, and is it a metrics file?
 
-:func:`check_metrics_file` reads a file's footer only and returns the schema of the columns the report needs
-(:data:`METRIC_COLUMNS`), or ``None`` after appending one warning that names the file and says why it is
-skipped: not a readable Parquet file, a missing column, or a column of the wrong type. A ``value`` column of
-text passes (the readers parse it). A FIFO, a file of more than :data:`~deviate_cb.store.bounded_read.MAX_RUN_ROWS`
-rows or footer metadata nested too deep is skipped with one warning (:mod:`deviate_cb.store.bounded_read`).
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

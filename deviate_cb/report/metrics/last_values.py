@@ -1,12 +1,5 @@
 """The value recorded last of every metric of every run, read without holding the whole long table.
 
-:func:`read_last_values` gives what ``aggregate_table(read_metrics(...), "last")`` gives, with the same
-warnings: from the summaries in the footers of the files the store wrote, from one DuckDB query
-(:mod:`deviate_cb.report.metrics.scan`), or by streaming the other files in pyarrow batches, each reduced at once to
-its last value per (stage, name). Files are checked as :func:`~deviate_cb.report.metrics.file_checks.check_metrics_file`
-does; files whose ``value`` column holds text go through
-:func:`~deviate_cb.report.metrics.long_table.read_metrics`.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path

@@ -1,9 +1,5 @@
 """Read the ``metrics.parquet`` files of many runs as one long table, in one ``pyarrow.dataset`` scan.
 
-Each file is checked first (its footer and schema): a corrupt file, or one that is not a metrics file, is
-skipped with one warning naming it. Files whose ``value`` column holds text are read too, and each metric
-whose values do not all parse as numbers is skipped with one warning; every other value becomes float64.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path

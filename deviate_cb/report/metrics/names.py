@@ -1,12 +1,5 @@
 """How the report names, selects and orients metrics: ``name``, or ``stage/name`` when a name is in several stages.
 
-``--metric`` and ``--direction`` also take a metric in several stages as its framework spells it: ``stage_name``
-(Keras reports the validation loss as ``val_loss``, recorded as stage ``val``, name ``loss``, beside the training
-``loss``), so one model in Lightning and in Keras is selected with the same words.
-
-Shared by the two ways the report gets its per-run values (the long-table path and the summary path), so
-both name, filter and warn alike.
-
 Example:
     >>> display = display_names([("train", "loss"), ("val", "loss"), ("val", "acc")])
     >>> sorted(display.values())

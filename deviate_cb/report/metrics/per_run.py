@@ -1,22 +1,5 @@
 """Per-run values of a study straight from the series summaries, without the long table.
 
-When every completed run's metrics file was summarised (from its footer, or by the DuckDB scan), ``last``,
-``best`` and ``mean`` need no further pass over the data: this module turns the summaries into the report's
-per-run rows (``experiment``, ``variant``, ``run``, ``metric``, ``value``) in plain Python, with the same
-metric names, filters, directions and warnings as :func:`deviate_cb.stats.aggregate_table` on the long table
-(``tests/report/test_footer_summaries.py`` checks both give the same report). :class:`PerRun` holds them as
-plain tuples, so that a report built from summaries never loads pyarrow.
-
-:func:`nonfinite_notes` says what the per-run aggregate left out, one warning line per metric: ``--aggregate
-mean`` and ``best`` reduce a run's series over its finite values only (:func:`deviate_cb.stats.aggregate`), so
-the NaN and Inf values inside a series are counted (how many, in how many runs) instead of vanishing without a
-word; ``--aggregate last`` keeps what was recorded last, so a run whose last value is NaN or Inf aggregates to NaN
-and is left out of the metric's statistics (its ``n_nonfinite``), which the note says too. The counts come from
-the series summaries where they can: a summary (the manifest's copy while the file is unchanged, else the file's
-footer) whose finite values add up to the file's rows says the file holds no NaN or Inf without reading it; only
-the other files have their ``stage``, ``name`` and ``value`` columns read (one that cannot be read is left out
-here: the report has warned about it).
-
 Example:
     >>> skipped_warning("lr")[:40]
     'metric `lr`: cannot tell whether higher '

@@ -1,14 +1,5 @@
 """Reduce every metric series of many ``metrics.parquet`` files, from their footers or one DuckDB query.
 
-The report needs one number per (run, stage, metric): the last value, the best (largest or smallest finite
-value) or the mean of the finite values. Files the store wrote carry these in their footer
-(:mod:`deviate_cb.store.footer_summary`): one footer read per run. Other files go through DuckDB, which computes
-them while it streams (about 100 MiB for a 20M-row study, against several GiB to hold the long table). Both
-run in a background thread (DuckDB releases the GIL), so a :class:`SeriesScan` started before the manifests
-are read overlaps with them. DuckDB covers only files with the store's column types; a corrupt file or one
-typed otherwise is left :attr:`~SeriesScan.uncovered` for the reader to check file by file. DuckDB is
-optional (the ``report`` extra).
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

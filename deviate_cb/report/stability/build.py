@@ -1,16 +1,6 @@
 """The stability section of ``deviate report``: churn, weight distance, per-class and sub-group spread, and the
 test set's own sampling spread of the accuracy beside the run-to-run spread.
 
-For every (experiment, variant) group whose completed runs stored ``predictions.parquet`` or weight files
-(:mod:`deviate_cb.store.predictions`, :mod:`deviate_cb.store.weights`), :func:`build_stability` computes the measures
-of :mod:`deviate_cb.stats.stability.predictions`, :mod:`deviate_cb.stats.stability.groups`,
-:mod:`deviate_cb.stats.stability.sampling` (classification with true labels: the accuracy's bootstrap over the
-test set's samples, seed 0) and :mod:`deviate_cb.stats.stability.sketch` into one :class:`StabilityGroup` each.
-Two views of them:
-:func:`~deviate_cb.report.stability.rows.stability_rows` flattens them into records
-(:data:`~deviate_cb.report.stability.rows.STABILITY_COLUMNS`, for ``--stability`` with csv or json) and
-:func:`~deviate_cb.report.stability.render.write_stability` writes the section as Markdown or terminal tables.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.predictions import write_predictions

@@ -1,11 +1,5 @@
 """The stability section as Markdown (``md``) or terminal (``table``) text: one block per group.
 
-:func:`write_stability` writes, for each :class:`~deviate_cb.report.stability.build.StabilityGroup`, a headline (runs,
-snapshot, samples, notes), a summary of each measure in words (the test set's sampling spread of the accuracy
-beside the run-to-run spread as one sentence: :meth:`~deviate_cb.stats.stability.sampling.SamplingSpread.sentence`),
-the sub-group table of every grouping column and the most unstable samples. A std that is only the rounding
-residue of a mean of equal values is shown as 0 (:func:`~deviate_cb.report.stability.rows.shown_std`).
-
 Example:
     >>> import sys
     >>> from deviate_cb.report.stability.build import StabilityGroup

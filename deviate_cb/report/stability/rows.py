@@ -1,14 +1,5 @@
 """The stability section as flat records: one per measure (and class, sub-group, sample) of each group.
 
-:func:`stability_rows` turns the :class:`~deviate_cb.report.stability.build.StabilityGroup` objects that
-:func:`~deviate_cb.report.stability.build.build_stability` returns into records with the keys of
-:data:`STABILITY_COLUMNS`, for ``deviate report --stability`` with csv or json (NaN and infinities become
-``None``, NumPy scalars Python numbers). A std the floating-point mean of equal values leaves as residue
-(``1.36e-16`` for runs that agree exactly) is written as the 0 it is: :func:`shown_std` decides that at this
-formatting layer, within :data:`RESIDUE_ULPS` units in the last place of the values' own scale, and the ratios to
-such a std follow (:func:`shown_subgroup_rows`, :func:`shown_per_class`); the terminal and Markdown text use the
-same functions, so every format shows the same numbers.
-
 Example:
     >>> from deviate_cb.report.stability.build import StabilityGroup
     >>> group = StabilityGroup(
