@@ -1,18 +1,5 @@
 """Arrow columns from Python lists and NumPy arrays, and NumPy views of Arrow columns, without importing pandas.
 
-``pa.array``, ``Array.to_numpy`` and ``pa.scalar`` import pandas the first time any of them runs in a process
-(pyarrow looks for pandas objects and sentinels), when pandas is installed: about 0.2-0.3 s of CPU in a process
-that already holds torch and Lightning. A Lightning or Keras fit never imports pandas, so every replica would pay
-it at its run's end, in the first Parquet write, more than the rest of a short run's capture together. The
-run-end writes of :mod:`deviate_cb.store.metrics`, :mod:`deviate_cb.store.timings` and the footer summary build
-and read their columns here instead, through Arrow's buffer API (``Array.from_buffers``, ``Array.buffers``),
-which needs no pandas. Only the inputs those writes are given take this path (integers, floats and booleans as
-lists or NumPy arrays, lists of strings, columns without nulls), and for them the column is the one ``pa.array``
-builds; anything else (a ``None``, a value of another type, an integer past int64 or past what float64 holds
-exactly) goes to ``pa.array`` or ``to_numpy`` as before, and is built, or refused, as it says. One difference: a
-list that mixes booleans into integers or floats is read as NumPy reads it (``True`` as 1), where ``pa.array``
-refuses it.
-
 Example:
     >>> import pyarrow as pa
     >>> column = string_array(["train", "val", "train"])

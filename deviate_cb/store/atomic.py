@@ -1,15 +1,5 @@
 """Atomic file writes: a reader sees the old file or the new one, never a partial one.
 
-Every file of a run directory (manifest, fingerprint, ``metrics.parquet``, the job record) is written through
-here: into a temporary file in the same directory, flushed and fsynced, then renamed over the target, so a
-reader, or a replica killed mid-write, never sees a half-written file. The file gets the mode any other new
-file of the process would get, ``0o666`` less the umask (``0644`` under the usual ``022``): the temporary file
-is created with that mode (not the ``0600`` of ``tempfile.mkstemp``), so colleagues on a shared file system can
-read a study. Nothing is written through a link the tool did not make: the folder is opened with ``O_NOFOLLOW``
-and the temporary file created in it with ``O_EXCL | O_NOFOLLOW`` (a run folder replaced by a link is a
-:class:`~deviate_cb.store.safe_paths.PlantedLinkError`; a link at the final name is replaced, not followed).
-:func:`current_umask` reads the umask without changing it, for checks.
-
 Example:
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "run.json"

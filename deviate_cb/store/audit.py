@@ -1,36 +1,5 @@
 """``audit.parquet``: digests of every tensor of the first training steps of a run (``deviate audit``).
 
-Written once, atomically, by the adapters when the audited steps are over (or when training ends or fails
-earlier, with the steps recorded so far); :func:`read_audit` reads it back sorted by ``(step, seq)``. Under
-distributed training every process records its own: global rank 0 ``audit.parquet``, rank ``k`` > 0
-``audit.rank<k>.parquet`` (:func:`audit_file`; the same schema, its metadata adds ``rank`` and ``world_size``;
-:func:`audit_ranks` lists the ranks a run directory holds a record of). Two runs
-that trained bit for bit alike have equal rows; the first
-row whose ``digest`` differs is where they stopped being identical (:mod:`deviate_cb.report.audit`).
-
-Schema of ``audit.parquet`` (one row per digested tensor):
-
-==========  ============  ==================================================================================
-column      type          meaning
-==========  ============  ==================================================================================
-step        int64         training step (batch) from 0, counted from the start of ``fit``
-seq         int64         execution order within the step
-kind        string        ``input``, ``forward_input``, ``forward``, ``loss``, ``grad_output``, ``gradient`` or
-                          ``parameter`` (:data:`deviate_cb.capture.audit.log.KINDS`)
-name        string        the batch path (``batch[0]``), module (forward, ``net.2[0]`` for its first input)
-                          or parameter name, or ``loss``
-module      string        the module that received, produced or owns it; null for input/loss
-occurrence  int64         earlier rows of the same ``(kind, name)`` in the step (a module called twice)
-dtype       string        element type (``float32``, ``int64``...)
-shape       list<int64>   the tensor's shape
-numel       int64         number of elements
-digest      string        32 hex characters: two 64-bit sums over the raw bytes
-                          (:mod:`deviate_cb.capture.audit.digest`)
-sum         float64       sum of the elements as float64 (to show the size of a difference)
-abs_max     float64       largest absolute element
-values      list<double>  every element as float64, for tensors of at most ``values_max`` elements; else null
-==========  ============  ==================================================================================
-
 Example:
     >>> import tempfile
     >>> row = {"step": 0, "seq": 0, "kind": "loss", "name": "loss", "module": None, "occurrence": 0,

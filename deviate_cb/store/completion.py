@@ -1,21 +1,5 @@
 """Whether a run that exited with code 0 ended its training: the one rule behind status ``incomplete``.
 
-Exit status 0 is no proof that training ended: a preemption handler, a stray ``sys.exit()`` or ``os._exit(0)``
-at step 7 of 47 exit 0 too. A run is completed when its training ended as the framework ends it; the manifest
-holds the evidence:
-
-- ``fit``: ``"started"`` when a fit begins (Lightning ``on_fit_start``, Keras ``on_train_begin``), ``"ended"``
-  when it reaches its end (``on_fit_end``, ``on_train_end``; early stopping ends a fit that way too). Every fit
-  writes it again, so it is the last fit's state. ``fit_steps`` (``done``, ``planned``; ``null`` when unknown)
-  says how far the fit got, when the callback could tell.
-- ``trainer_end`` (``--trainer`` replicas): ``"returned"``, or ``"sys.exit(0)"`` (``"sys.exit(None)"``), once the
-  function ended so (click and Hydra apps call ``sys.exit(0)`` at their end).
-
-A run that exited with code 0 is ``incomplete`` when its last fit started and did not end, or, in trainer mode,
-when the function never returned (the process ended inside it: ``os._exit(0)``). A command whose processes
-recorded no fit (no ``DeviateCallback``, or none could be injected) leaves no evidence: exit 0 is completed.
-The launcher (:func:`deviate_cb.launch.records.status_of`) and a standalone run's session apply this rule.
-
 Example:
     >>> manifest = {"framework": "lightning", "fit": "started", "fit_steps": {"done": 7, "planned": 47},
     ...             "exception": "SystemExit: 0"}

@@ -1,25 +1,5 @@
 """A replica's configuration: everything that decides what it trains, as its manifest records it.
 
-Replicas are pooled (one group, one spread) only when they ran the same configuration: the same trainer spec or
-command, the same arguments, variant, base seed, Keras backend, the same ``--metric-regex`` patterns, the same
-``--keep-project-seeds`` choice, the same audit and the same ``--isolate`` choice (a replica run in its own
-working directory writes where one without it does not). The launcher records them in ``run.json`` as
-``configuration`` (:func:`configuration_fields`); a rerun into a group whose completed replicas ran another
-configuration is refused (:mod:`deviate_cb.launch.planner`), and the report refuses to pool replicas whose
-recorded configurations differ (:mod:`deviate_cb.report.configurations`). A manifest written before the field
-existed is read from the fields it has (``mode``, ``trainer``, ``trainer_args``, ``command``, ``keras_backend``,
-``keep_project_seeds``, ``base_seed``); a key one of two manifests does not record is not compared.
-
-A run store is input: a recorded configuration that is not a JSON object, or whose values are not what the
-launcher writes (a number for ``--trainer``, nested lists for the arguments, a string of megabytes), cannot be
-compared, so it is never pooled with another: :func:`configuration_of` gives ``{"unreadable": WHY}``
-(:func:`unreadable_reason`), and :func:`configuration_differences` finds it different from every configuration,
-even another unreadable one.
-
-What is not the configuration: where and when it ran (host, slot, GPU, ``--parallel``, ``--cold``, the backend,
-``--timeout``) and the replica's own seed (checked on its own: replica ``k`` of a variant always gets the seed
-the variant gives it).
-
 Example:
     >>> a = configuration_fields(mode="trainer", trainer="t.py:main", trainer_args=["0.1"], variant="algo")
     >>> b = {**a, "trainer_args": ["0.01"]}

@@ -1,18 +1,5 @@
 """Per-series summaries that ``metrics.parquet`` carries in its footer, so reports need not scan the values.
 
-Each time the store writes a run's metrics it also computes, for every (stage, name) series, the value
-recorded last (by ``seq``, ties to the later row) and its ``seq``, and the largest, smallest and summed
-finite values and their count, and stores them as JSON under the key ``deviate.series`` of the Parquet
-file's key-value metadata, together with the row count and the ``seq`` and ``value`` ranges of the file. A
-reader takes a summary only when the footer agrees with it (same row count, same ``seq`` and ``value``
-minimum and maximum in the column statistics); a file written by another tool, or rewritten with other rows
-or values, is scanned as before. (A rewrite that keeps the row count and both ranges goes unnoticed here;
-the store's writer also copies the summary into ``run.json`` with the file's size and modification time,
-which notices any rewrite.) ``last``, ``best`` and ``mean`` then cost one manifest or footer read per run
-instead of a scan of every value.
-
-The capture side computes this with pyarrow only (no DuckDB).
-
 Example:
     >>> import pyarrow as pa
     >>> t = pa.table({"seq": [0, 1, 2], "stage": ["val"] * 3, "name": ["acc"] * 3,

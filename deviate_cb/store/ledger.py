@@ -1,16 +1,5 @@
 """The study's ledger of writes outside the run directories: which replica wrote which path of the project.
 
-Replicas that write to the project's own fixed paths (``./out/ckpt.pt``, ``history.json`` in the working
-directory) overwrite each other's files, and one may load what another wrote. Each replica's processes
-(:mod:`deviate_cb.capture.outside_writes`) append one JSON line per write to
-``<out>/.deviate/writes/<sha1 of the path>.jsonl``; appends of one short line (``O_APPEND``) from processes
-on one machine do not interleave. The files are read by the replicas themselves (was the file this one
-reads written by another?) and by the report (:mod:`deviate_cb.report.problems`: which paths several
-replicas wrote). Standard library only; dot-folders under ``--out`` are skipped by the run finder.
-
-An entry: ``{"path": "/abs/out/ckpt.pt", "experiment": "gpt", "variant": "algo", "replica": 1, "attempt": 1,
-"pid": 4242, "time": 1764130000.5}`` (``time``: seconds since the epoch).
-
 Example:
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())

@@ -1,10 +1,5 @@
 """``metrics.parquet``: the Arrow schema of a run's recorded values and the file that holds them.
 
-Long format, one row per recorded value (see :func:`metrics_schema`). While a run is live, each flush adds
-one part (:mod:`deviate_cb.store.parts`) and the end of the run compacts them into ``metrics.parquet``, with the
-per-series summary of :mod:`deviate_cb.store.footer_summary` in the footer (:class:`MetricsFile`). pyarrow and
-NumPy are imported only when a file is read or written, so importing this module stays light.
-
 Example:
     >>> metrics_schema().names
     ['seq', 'step', 'epoch', 'stage', 'scope', 'name', 'value', 'finite', 'wall_time']

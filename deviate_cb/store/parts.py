@@ -1,18 +1,5 @@
 """Append-only parts: what a run adds at each flush, one small Parquet file each, until the run compacts them.
 
-Parquet cannot be appended to in place, so rewriting ``metrics.parquet`` or ``timings.parquet`` whole at each
-flush costs time in proportion to everything recorded so far. Instead, while a run is live, each flush writes
-only its new rows as one *part* next to the table's file, and the end of the run *compacts* the parts into the
-one file that reports read; a flush then costs what it adds, from the first epoch to the last.
-
-Layout: the parts of ``<run_dir>/metrics.parquet`` are ``<run_dir>/metrics.parts/a<attempt>-<first>.parquet``,
-where ``attempt`` is the run's attempt (``run.json`` ``attempt``; 1 for a run outside the launcher) and
-``first`` is the part's first sequence number (12 digits; metrics: the first ``seq``; timings: a flush
-counter), so the names sort in the order they were written. Each part is written atomically
-(:func:`~deviate_cb.store.atomic.atomic_write_parquet`): a process killed at any moment leaves whole parts only, and
-loses at most the rows it had not flushed yet. A part of another attempt (an earlier launcher's orphan) is
-never read as this run's.
-
 Example:
     >>> import tempfile, pyarrow as pa
     >>> table_path = Path(tempfile.mkdtemp()) / "metrics.parquet"

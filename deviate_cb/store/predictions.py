@@ -1,13 +1,5 @@
 """``predictions.parquet``: the per-sample predictions of a run, written snapshot by snapshot and read back.
 
-Framework-free (NumPy and pyarrow only): the Lightning and Keras callbacks turn tensors into NumPy arrays and
-call :func:`write_predictions`; the analysis side reads the file back with :func:`read_predictions` and
-:func:`predictions_metadata`. Nothing is pickled.
-
-The file is long format, one row per sample per snapshot (``"final"`` or ``"epoch=<k>"``); see
-:func:`predictions_schema`. How ``outputs`` is read (probabilities, logits, classes or regression values) is
-described in :mod:`deviate_cb.store.validation`.
-
 Example:
     >>> import tempfile
     >>> import numpy as np

@@ -1,19 +1,5 @@
 """The run directory: manifest JSON and Parquet files, written atomically, with a schema version.
 
-Layout (Hive-style, so ``pyarrow.dataset``, pandas, polars and DuckDB read a whole study in one call)::
-
-    <out>/experiment=<name>/variant=<variant>/replica=<k>/
-        run.json          manifest (status, seed, variant, determinism requested/in effect, ...)
-        metrics.parquet   long format, one row per recorded value (:func:`~deviate_cb.store.metrics.metrics_schema`)
-        fingerprint.json  hardware/software fingerprint
-
-Every write goes to a temporary file in the same directory, is flushed and fsynced, then renamed over
-the target, so a reader (or a replica killed mid-write) never sees a half-written file.
-
-This module holds the run directory and its manifest; the metrics file lives in :mod:`deviate_cb.store.metrics`
-(:class:`~deviate_cb.store.metrics.MetricsFile`) and the atomic writes in :mod:`deviate_cb.store.atomic`. pyarrow
-is imported only when a metrics file is read or written.
-
 Example:
     >>> import tempfile
     >>> out = Path(tempfile.mkdtemp())

@@ -1,13 +1,5 @@
 """Writes into a run store that never go through a symbolic link the tool did not make.
 
-A run store is often shared (a lab's file system, a copied results folder): a link planted at a file or folder
-the tool writes (``.deviate/writes/<sha1>.jsonl``, ``.deviate``, ``.sequential``, a run folder) would make it
-append to or replace a file outside the store. Every folder here is checked from the store's root down with
-``lstat`` (the root itself may be a link: the user chose it) and opened with ``O_NOFOLLOW``; files are opened
-with ``O_NOFOLLOW`` and checked to be in the folder so opened, so a link swapped in between the check and the
-write is refused too. A refusal is a :class:`PlantedLinkError` (an ``OSError``) naming the path: callers that record
-during training turn it into one warning and go on. Standard library only.
-
 Example:
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp()); outside = Path(tempfile.mkdtemp())

@@ -1,12 +1,5 @@
 """Where a study replicated in rounds keeps its sequence: the plan, every look, the decision.
 
-``deviate-replicate --until-decided`` (two groups, a group-sequential test after each round) and
-``--until-precision`` (one group, until its std is known to a relative precision) write one JSON record per
-sequence under ``<out>/.sequential/``, next to the groups. A rerun of the same command reads it back and continues
-from the looks recorded (the test's error rate is spent over the plan once, never restarted); ``deviate report``,
-``compare`` and the HTML page show the decisions. The folder starts with a dot, so readers of the run store's
-``experiment=``/``variant=``/``replica=`` partitions never take it for a group.
-
 Example:
     >>> import tempfile
     >>> out = Path(tempfile.mkdtemp())

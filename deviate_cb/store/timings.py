@@ -1,36 +1,5 @@
 """``timings.parquet``: the per-step wall times and per-op timings of a run, written and read atomically.
 
-The adapters time every training step (:class:`deviate_cb.capture.step_timer.StepTimer`) and, optionally,
-profile a short window of steps (:mod:`deviate_cb.profiling.drivers`); both end up in this one file of the run
-directory, written atomically (temporary file, fsync, rename) like ``metrics.parquet``, and like it appended to in
-parts while the run is live.
-
-Schema of ``timings.parquet`` (one table, long format; a column that does not apply to a row's ``kind`` is null):
-
-=============  =======  ======================================================================================
-column         type     meaning
-=============  =======  ======================================================================================
-kind           string   ``step`` (one training/validation step) or ``op`` (one op or kernel in one window)
-stage          string   step rows: ``train`` | ``val`` | ``test`` | ``predict``
-epoch          int64    step rows: the epoch of the step
-step           int64    step rows: the step number (the global step for ``train``, the batch index otherwise)
-wall_s         float64  step rows: wall-clock seconds of the step (device synchronised when a sync is given)
-profiled       bool     step rows: True when the profiler was recording; such steps are left out of statistics
-op             string   op rows: op or kernel name (``aten::convolution``, a CUDA kernel, a TensorFlow op type)
-device_type    string   op rows: where the time was spent: ``cpu``, ``cuda``, ``gpu`` (TensorFlow devices)
-calls          int64    op rows: number of calls within the window
-self_time_us   float64  op rows: time in the op itself, children excluded, microseconds
-total_time_us  float64  op rows: time including the ops it called, microseconds
-window         int64    op rows: which profiling window (0, 1, ...) the row aggregates
-source         string   op rows: the profiler: ``torch`` or ``tensorflow``
-=============  =======  ======================================================================================
-
-Writing merges with what the file already holds: a step row replaces the row with the same
-``(stage, epoch, step)`` and an op row replaces the rows of its ``window``, so a resumed run that records its
-steps again never duplicates rows. A live run appends each flush's new rows as one part
-(:func:`append_timings_part`, :mod:`deviate_cb.store.parts`), merged with the same rule into the file when the
-run ends (:func:`compact_timings`) or when it is read (:func:`read_timings`).
-
 Example:
     >>> import tempfile
     >>> run_dir = tempfile.mkdtemp()

@@ -1,21 +1,6 @@
 """Validation shared by the stability files: one snapshot's arrays checked and read into the columns of
 ``predictions.parquet``, and the one-line detail of a damaged file's error.
 
-Framework-free (NumPy, and pyarrow inside :func:`prediction_columns`). Inconsistent inputs raise
-``ValueError`` with a one-line message; :func:`one_line` shortens a caught exception for the readers'
-:class:`~deviate_cb.errors.UsageError` messages.
-
-How ``outputs`` is read (``task="auto"``):
-
-- shape ``(n, C)`` with ``C >= 2``: class probabilities when every row lies in [0, 1] and sums to 1 (score: the
-  top probability), logits otherwise (score: the margin between the two largest logits);
-- shape ``(n,)`` of integers: predicted classes (score: null);
-- shape ``(n,)`` or ``(n, 1)`` of floats: a single sigmoid/logit column of a *binary* classifier when ``labels``
-  are given and every label is 0 or 1 (values in [0, 1] are probabilities of class 1, predicted 1 when
-  ``>= 0.5``, score ``max(p, 1 - p)``; other values are logits, predicted 1 when ``> 0``, score ``|z|``);
-  otherwise regression values (``value``; ``target`` from ``labels``). ``task="regression"`` or
-  ``task="classification"`` forces the reading.
-
 Example:
     >>> import numpy as np
     >>> columns, info = prediction_columns(np.array([0.2, 0.7]), [0, 1], None, None, "auto", None)

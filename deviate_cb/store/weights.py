@@ -1,12 +1,5 @@
 """The final weights of a run: ``weights_sketch.npz`` (a sketch) and ``weights.npz`` (optional, the full arrays).
 
-Framework-free (NumPy only): the Lightning and Keras callbacks turn their weights into NumPy arrays and call
-:func:`write_weights`; the analysis side reads them back with :func:`read_weight_sketch`,
-:func:`read_weight_sketches`, :func:`read_full_weights` and :func:`iter_full_weights`. Nothing is pickled.
-
-``weights_sketch.npz`` holds a Johnson-Lindenstrauss sketch of the flattened weights scaled to unit norm (see
-:mod:`deviate_cb.stats.stability.sketch`), ``weights.npz`` the full arrays, flattened, in the written order.
-
 Example:
     >>> import tempfile
     >>> run = Path(tempfile.mkdtemp())
