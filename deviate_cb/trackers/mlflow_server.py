@@ -1,10 +1,5 @@
 """Whether an MLflow tracking server answers, asked in seconds: the one check ``deviate import`` and ``export`` share.
 
-MLflow's own client retries an unreachable server for minutes before it fails, so both commands ask the server's
-``/health`` first, with a short timeout, and stop with one line when nothing answers. A server that answers 404
-there (a proxy in front of one without ``/health``) did answer: the command's first request through the client
-then says whether it is MLflow.
-
 Example:
     >>> check_server("http://127.0.0.1:1", timeout_s=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):

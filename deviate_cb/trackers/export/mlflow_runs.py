@@ -1,25 +1,5 @@
 """``deviate export mlflow``: a study as MLflow runs, one parent run per experiment and one child run per replica.
 
-The parent run (tag ``deviate.role`` = ``study``) holds the report's answers as metrics
-(:func:`~deviate_cb.trackers.export.replicas.headline_numbers`: each variant's mean, std and the std's interval
-on the metric of interest, the implementation share, the runs needed) and the HTML page of ``deviate report
---format html`` as the artifact ``deviate-report.html``. Each child run (tag ``mlflow.parentRunId``) holds one
-replica: every recorded series with its steps and wall times (``log_batch``), its configuration as params, and
-``deviate.*`` tags (experiment, variant, replica, seed, determinism asked and in effect, status, the fingerprint's
-summary). A replica that did not complete ends ``FAILED`` or ``KILLED``, never ``FINISHED``.
-
-Names MLflow refuses (``val//acc``, ``acc (%)``, 300 characters) are mapped one to one to accepted ones and recorded
-on the run (:mod:`~deviate_cb.trackers.export.renaming`); a damaged metrics file costs its replica's metrics only
-(``warn``, tag ``deviate.metrics_unreadable``). An export that stops ends the run it was writing ``FAILED``
-(``KILLED`` on Ctrl-C) and raises :class:`ExportStopped`, which says whether a rerun can finish. Every request is
-bounded in time (:mod:`~deviate_cb.trackers.export.waiting`).
-
-Nothing is created before the server answered (:func:`connect`). Exporting again is idempotent: a child run
-whose ``deviate.key`` and ``deviate.version`` tags match the replica is left alone (``unchanged``); one whose
-version differs (the replica ran again, or was exported while running) is deleted and exported anew
-(``replaced``); the parent run of the study is found by its key and updated in place. The version tag is
-written last, so a child run an interrupted export left half-written is replaced by the next export.
-
 Example:
     >>> connect("http://127.0.0.1:1")  # nothing listens there  # doctest: +ELLIPSIS
     Traceback (most recent call last):

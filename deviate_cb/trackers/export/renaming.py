@@ -1,16 +1,5 @@
 """Names and values a tracker accepts: every metric or param name mapped, one to one, to one MLflow takes.
 
-A run store is untrusted input, and a project may log any name: ``val//acc``, ``/loss``, ``acc (%)``, ``..``, a
-300-character name. MLflow refuses each of those (its names hold letters, digits, ``_ - . /`` and spaces, are
-at most 250 characters, and must not change when read as a path), and one refused name stopped a whole export.
-:func:`tracker_names` maps every name: a name MLflow accepts is kept; any other is cleaned (other characters
-become ``_``, empty or dot-only path parts get a ``_``, leading and doubled ``/`` go), and given a short hash of the
-original where another name cleans to the same, so that two names never become one (collisions are checked, not
-assumed away). The mapping is
-deterministic, and :func:`name_tags` records it on the run (tags ``deviate.metric_names`` /
-``deviate.param_names``: JSON ``{tracker name: original}``). :func:`fit_value` cuts an over-long value with a
-marker saying how long it was.
-
 Example:
     >>> mapped = tracker_names(["val_acc", "val//acc", "val/acc", "a+b", "a=b", ".."])
     >>> mapped["val_acc"], mapped["val/acc"]

@@ -1,16 +1,5 @@
 """A study as tracker runs: each replica's identity, tags, params and metric histories, and the study's answers.
 
-What ``deviate export`` sends to a tracker is read here once, the same way ``deviate report`` reads it
-(:func:`deviate_cb.report.study.load`): :func:`read_study` returns a :class:`StudyExport` holding one
-:class:`ReplicaRun` per replica found (completed or not; a run that did not complete keeps its status and is
-never presented as finished: :func:`tracker_status`) and, per experiment, the headline numbers of the report
-(:func:`headline_numbers`: each variant's mean, std and the std's interval on the metric of interest, the
-implementation share and the runs needed).
-
-Each replica has a stable :attr:`ReplicaRun.key` (the study directory, experiment, variant and replica) and a
-:attr:`ReplicaRun.version` (attempt, start, end, status and the metrics file's size and time): an exporter
-that finds a tracker run with the same key and version leaves it alone, one with another version replaces it.
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

@@ -1,13 +1,5 @@
 """Every call to a tracker's server is bounded in time and says what it waits for.
 
-A server that answers ``/health`` but stalls on its API kept ``deviate export`` silent for minutes (MLflow's
-client waits 120 s a request and retries 7 times). :func:`bound_mlflow` sets MLflow's own limits for this
-process (``MLFLOW_HTTP_REQUEST_TIMEOUT`` = the timeout, ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` = 0 unless the user
-set them), and :class:`Watched` wraps the client: a call that takes more than :data:`NOTICE_AFTER_S` seconds
-says ``waiting for MLflow at URL (create run)...`` once on stderr, and a call that fails on the network (a
-timeout, a refused or reset connection) is a :class:`TrackerUnreachable`: one line naming the server, what it
-waited for and how long. Any other failure (the server refused a request) passes through unchanged.
-
 Example:
     >>> import io, time
     >>> err = io.StringIO()

@@ -1,18 +1,5 @@
 """``deviate export wandb``: a study as Weights & Biases runs, grouped as W&B groups them.
 
-Each replica becomes one run with ``group`` = its experiment, ``job_type`` = its variant and ``name`` =
-``<variant>/replica=<k>``; its config holds the configuration and the ``deviate.*`` tags (seed, determinism asked
-and in effect, status, fingerprint summary), its history every recorded series at its global step (``_step``),
-and a replica that did not complete finishes with exit code 1 (W&B shows it failed), never as a success. One run
-per experiment with ``job_type`` = ``study`` holds the report's answers in its summary
-(:func:`~deviate_cb.trackers.export.replicas.headline_numbers`), the answers in words as its notes, and the HTML
-page of ``deviate report --format html`` as ``deviate_report`` (a ``wandb.Html``).
-
-Offline by default: the runs are written under ``FOLDER/wandb/offline-run-*`` for ``wandb sync``. Each run's id
-is derived from the replica's key and version (:class:`~deviate_cb.trackers.export.replicas.ReplicaRun`), so
-exporting again finds the run folders already written for unchanged replicas and leaves them alone
-(``unchanged``); a replica that changed gets a new run (``exported``: W&B cannot replace an offline run in place).
-
 Example:
     >>> run_id("0123456789abcdef0123", "fedcba9876543210fedc")
     'w-06f66324baf14e22'

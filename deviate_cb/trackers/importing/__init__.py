@@ -1,11 +1,5 @@
 """``deviate import``: runs of MLflow, TensorBoard event files and Lightning's CSVLogger as replicas of the store.
 
-:func:`import_runs` checks everything first (the variant and experiment names, every ``--group-by`` and
-``--seed-key`` key, every ``--metric``, ``--min-step``, that no run was imported before into another group), then writes
-(:mod:`~deviate_cb.trackers.importing.writing`); a usage error leaves ``--out`` as it was. The sources:
-:mod:`~deviate_cb.trackers.importing.mlflow_source`, :mod:`~deviate_cb.trackers.importing.tensorboard_source`,
-:mod:`~deviate_cb.trackers.importing.csv_source`; what becomes what: :mod:`~deviate_cb.trackers.importing.imported`.
-
 Example:
     >>> import tempfile
     >>> from pathlib import Path

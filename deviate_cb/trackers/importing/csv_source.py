@@ -1,16 +1,5 @@
 """Read Lightning's CSVLogger: every folder under LOGDIR holding a ``metrics.csv`` is one run.
 
-``metrics.csv`` has one column per logged name plus ``step`` and ``epoch``, one row per logging call, and an
-empty cell where a name was not logged; each filled cell becomes one recorded value at the row's ``step``. The
-``epoch`` column fills the run's ``epoch`` column. CSVLogger records no time, so ``wall_time`` is null, and no run
-status: every run is ``completed`` unless ``--min-step`` says how far a finished run gets
-(:func:`deviate_cb.trackers.importing.imported.apply_min_step`). ``hparams.yaml`` beside the file gives the
-``hparams.<key>`` keys (:mod:`~deviate_cb.trackers.importing.hparams`). The run's id is its folder's absolute
-path; its name, the path below LOGDIR (``version_0``). LOGDIR is walked and its files read as untrusted input
-(:mod:`~deviate_cb.trackers.importing.log_files`): a ``metrics.csv`` that is not a regular UTF-8 file of bounded
-size skips its run, a refused ``hparams.yaml`` imports its run without hyperparameters, each with one line in
-``notes``.
-
 Example:
     >>> import tempfile
     >>> logs = Path(tempfile.mkdtemp())

@@ -1,14 +1,5 @@
 """The ``hparams.yaml`` Lightning's loggers write next to a run's logs, as ``hparams.<key>`` -> text.
 
-Nested mappings are flattened with dots (``model.lr``); every value is kept as text, as MLflow keeps params
-(``0.1``, ``True``, ``None``). Objects YAML cannot rebuild safely (``!!python/object`` tags, which Lightning writes
-for an ``argparse.Namespace``) are read as the mapping or text they hold, never executed.
-
-The file is untrusted input (:mod:`~deviate_cb.trackers.importing.log_files`): a regular file of at most
-:data:`MAX_HPARAMS_BYTES`, at most :data:`MAX_ALIASES` aliases, nested at most :data:`MAX_DEPTH` deep, and at most
-:data:`MAX_EXPANDED` characters once every alias is expanded (a 1-KB "billion laughs" file expands to gigabytes).
-Anything else is a :class:`~deviate_cb.trackers.importing.log_files.LogFileError` naming the file.
-
 Example:
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "hparams.yaml"

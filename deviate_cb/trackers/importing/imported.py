@@ -1,18 +1,5 @@
 """A tracker's run as the importers read it, and what it becomes in the run store: group, stage, scope, rows.
 
-Each importer (:mod:`~deviate_cb.trackers.from_mlflow`, :mod:`~deviate_cb.trackers.from_tensorboard`,
-:mod:`~deviate_cb.trackers.from_csvlogger`) turns every run of its source into a :class:`TrackerRun`: identity
-(tracker, URI, run id), status, times, keys (``params.lr``, ``tags.team``, ``hparams.lr``: every value as text)
-and the metric history as columns (name, step, value, wall time). This module decides what becomes what:
-
-- the **group**: ``--group-by`` keys name the experiment, ``<base>.<key>-<value>`` per key (``resnet.lr-0.1``;
-  the key's last dotted part; ``/``, ``\\`` and ``=`` in a value become ``_``); a run without a key gets ``none``;
-- the **stage** of a metric from its name (:func:`stage_of`): ``val``/``valid``/``validation``/``eval`` first
-  words are ``val``, ``test`` is ``test``, everything else ``train``; the **scope** (:func:`scope_of`): ``epoch``
-  for names ending in ``_epoch`` or starting ``epoch_`` and for val/test metrics, else ``step``;
-- the **rows** of ``metrics.parquet`` (:func:`metric_columns`): ordered by step, then wall time, then name; a
-  series named ``epoch`` (Lightning logs one) fills the ``epoch`` column instead of becoming a metric.
-
 Example:
     >>> run = TrackerRun("mlflow", "sqlite:///m.db", "ab12", "resnet", status="completed",
     ...                  keys={"params.lr": "0.1", "params.seed": "3"},

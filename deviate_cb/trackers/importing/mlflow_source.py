@@ -1,18 +1,5 @@
 """Read the runs of one MLflow experiment: a tracking server, a ``sqlite:///`` store or a ``mlruns/`` folder.
 
-Runs, params and tags come through MLflow's own client (``MlflowClient.search_runs``, paged). The metric
-histories come, on a ``sqlite:///`` store, from one read-only SQL query over MLflow's ``metrics`` table (every
-value of every run of the experiment, in one pass: far faster than one ``get_metric_history`` call per run and
-metric, see ``benchmarks/import_scale.py``); elsewhere (a server, a folder, a database whose schema is not the one
-expected) through ``get_metric_history``, several calls at a time. A folder is read with
-``MLFLOW_ALLOW_FILE_STORE=true`` (MLflow 3 refuses its file store otherwise; reading old runs is what it is for).
-
-What is checked before anything is read: the extra is installed, a server answers (``/health``, a few seconds;
-the client's own retries would take minutes), a ``sqlite:///`` file or a folder exists (the client would create an
-empty store), a folder holds only regular files of bounded size outside ``artifacts/`` (a FIFO would block the
-client forever: :mod:`~deviate_cb.trackers.importing.log_files`), and the experiment exists (the error lists the
-ones that do).
-
 Example:
     >>> tracking_kind("http://127.0.0.1:5000"), tracking_kind("sqlite:///m.db"), tracking_kind("mlruns")
     ('server', 'sqlite', 'folder')

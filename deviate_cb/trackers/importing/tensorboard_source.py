@@ -1,21 +1,5 @@
 """Read TensorBoard event files with the ``tensorboard`` package's reader: one run per logging folder.
 
-A **run** is a folder holding ``events.out.tfevents.*`` files (Lightning's ``TensorBoardLogger``:
-``<name>/version_N/``, with ``hparams.yaml`` beside them), or a folder whose ``train/`` and ``validation/``
-subfolders hold them (Keras' ``TensorBoard`` callback): then ``validation/``'s values are stage ``val``, named
-as Keras names them in its logs (``epoch_loss`` -> ``val_loss``), and ``train/``'s ``epoch_loss`` is ``loss``.
-Every scalar (the ``scalars`` plugin's values, both the ``simple_value`` summaries of ``torch.utils.tensorboard``
-and the tensor summaries of ``tf.summary``) becomes one recorded value with its step and wall time.
-
-Read through ``plugin_event_accumulator.EventAccumulator`` (every value kept: ``size_guidance`` 0). TensorBoard
-would import TensorFlow when it is installed, for seconds, only to read files; this reader asks for its
-TensorFlow-free stub instead (``tensorboard.compat.notf``, what TensorBoard's own ``no_tensorflow`` build uses),
-unless TensorFlow is already imported. Event files record no run status: every run is ``completed`` unless
-``--min-step`` says how far a finished run gets. LOGDIR is walked and its files checked as untrusted input
-(:mod:`~deviate_cb.trackers.importing.log_files`): a run with an event file that is not a regular file of bounded
-size is skipped, a refused ``hparams.yaml`` imports its run without hyperparameters, each with one line in
-``notes``.
-
 Example:
     >>> scalar_value(_proto_for_doc(0.25))
     0.25

@@ -1,19 +1,5 @@
 """Write imported runs as replicas of the run store: planned whole first, then each replica moved in at once.
 
-:func:`plan_replicas` decides, without writing anything, where each :class:`~deviate_cb.trackers.importing.imported.
-TrackerRun` goes: its group (``experiment=<group>/variant=<variant>``), its replica number and what happens to
-it: ``new`` (the next free replica of its group), ``updated`` (imported before and changed in the tracker since:
-rewritten in place, same replica number) or ``unchanged`` (imported before, identical: left alone). A run's
-identity is ``(tracker, run id)``, found in the ``source`` field of the manifests already under ``--out``, so the
-same tracker run never becomes two replicas; one imported before into another group is a usage error (another
-``--group-by``, ``--name`` or ``--variant`` than last time), before anything is written.
-
-:func:`write_replicas` then writes each replica into a hidden folder of its variant (``.import-<hex>``, skipped by
-every reader) and renames it to ``replica=<k>``: a reader sees no replica or a whole one. An updated replica's
-previous folder is renamed aside first and deleted after. ``metrics.parquet`` gets the schema, the footer summary
-and the atomic write of :mod:`deviate_cb.store` (``metrics_schema``, ``with_summary``, ``atomic_write``), and the
-manifest the summary's copy, exactly as a replica of ``deviate-replicate`` has them.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.trackers.importing.imported import TrackerRun
