@@ -1,6 +1,5 @@
-"""The flags of a replication, declared once: what ``deviate-replicate`` (and ``deviate replicate``) parse into a
-:class:`~deviate_cb.launch.spec.ReplicationSpec`, the rounds of ``--until-decided``, and every backend's options,
-built from the backends' own declarations (:attr:`~deviate_cb.launch.base.Backend.declared`).
+"""The flags of a replication, declared once: what ``deviate-replicate`` parses into a ``ReplicationSpec``, for
+a plain study, the rounds of ``--until-decided`` and every backend's own options.
 """
 
 from __future__ import annotations

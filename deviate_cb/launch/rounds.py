@@ -1,6 +1,6 @@
-"""Replicate in rounds until the answer is known: ``--until-decided`` (a group-sequential test against the group
-``--against`` names, relaunched as recorded) and ``--until-precision`` (until a group's std is known to ``REL``);
-every look is recorded before the next round, so a rerun of the same command continues the sequence.
+"""Replicate in rounds until the answer is known: ``--until-decided`` tests the new group against the group
+``--against`` names, and ``--until-precision`` runs one group until its std is known to ``REL``. Every look is
+recorded before the next round, so a rerun of the same command continues the sequence.
 
 Example:
     >>> _looks(3, 5, 20)

@@ -1,6 +1,5 @@
-"""What pilot runs say about the runs a comparison needs: :func:`power_report` (``deviate power``, the report's
-"runs needed"), planned on the std's upper confidence limit (:mod:`~deviate_cb.stats.pilot`) with Welch's exact
-power (:mod:`~deviate_cb.stats.power`).
+"""What pilot runs say about the runs a comparison needs: the answer of ``deviate power`` and of the report's
+"runs needed", planned on the std's upper confidence limit with Welch's exact power.
 
 Example:
     >>> power_report([0.851, 0.847, 0.853, 0.849, 0.856, 0.846], effect=0.005).n_needed

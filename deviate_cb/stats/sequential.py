@@ -1,6 +1,5 @@
-"""Sequential stopping: test A against B after every round of runs, on a group-sequential plan whose looks spend
-the error rate once (:func:`plan_sequential`), each look giving a repeated confidence interval and the decision read
-off it (:func:`sequential_look`); the design, its calibration and its measured error rates are in the docs.
+"""Sequential stopping: test A against B after every round of runs, on a group-sequential plan that spends the
+error rate once; each look gives a repeated confidence interval and the decision read off it.
 
 Example:
     >>> plan = plan_sequential(plan_looks(3, 3, 2, 9))
