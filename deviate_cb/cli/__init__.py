@@ -1,0 +1,1 @@
+"""The command line: ``deviate`` with its subcommands, and ``deviate-replicate``."""

@@ -1,4 +1,4 @@
-"""The hardware/software fingerprint of a run: what determines implementation-level results.
+"""Assemble a run's ``fingerprint.json``: the hardware and software facts that decide implementation-level results.
 
 Example:
     >>> fp = collect_fingerprint(seed=3)

@@ -1,5 +1,5 @@
-"""The variance report of a study directory: what ``deviate report DIR`` prints; :func:`load` gives the same
-answers, tables and figures in Python and notebooks (:class:`Study`).
+"""The variance report of a study directory: what ``deviate report DIR`` prints, and :func:`load`, which gives the
+same answers, tables and figures in Python and notebooks.
 
 Example:
     >>> import tempfile

@@ -1,5 +1,5 @@
-"""How precisely a std is known from ``n`` runs, and how many runs a precision needs: planning numbers for
-``deviate-replicate --until-precision`` (normal theory, or Bonett's interval at a given kurtosis).
+"""How precisely a std is known from ``n`` runs, and how many runs a precision needs: the planning numbers of
+``deviate-replicate --until-precision``, by normal theory or by Bonett's interval at a given kurtosis.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The test statistics of one sequential look: the skewness-widened Welch interval of the mean difference and the
-Brown-Forsythe interval of the spread ratio (:func:`~deviate_cb.stats.sequential.sequential_look`).
+Brown-Forsythe interval of the spread ratio.
 """
 
 from __future__ import annotations
