@@ -31,6 +31,7 @@ LAYERS = {
     "deviate_cb.profiling": 1,
     "deviate_cb.capture": 2,
     "deviate_cb.launch": 3,
+    "deviate_cb.audit": 3,
     "deviate_cb.report": 3,
     "deviate_cb.bench": 3,
     "deviate_cb.trackers": 3,
@@ -134,6 +135,29 @@ def test_every_module_has_a_layer() -> None:
 def test_imports_run_one_way() -> None:
     found = upward_imports(import_edges(ROOT, PACKAGE))
     assert found == [], "imports against the layering of docs/architecture.md:\n" + "\n".join(found)
+
+
+# Packages of one layer that must not import each other: a report reads the store, never the launcher.
+FORBIDDEN = [("deviate_cb.report", "deviate_cb.launch")]
+
+
+def forbidden_imports(edges: list[Edge], pairs: list[tuple[str, str]] = FORBIDDEN) -> list[str]:
+    """One line per import by a module of a pair's first package of a module of its second."""
+    return [
+        f"{edge.importer} imports {edge.imported} (line {edge.line})"
+        for edge in edges
+        for importer, imported in pairs
+        if _inside(edge.importer, importer) and _inside(edge.imported, imported)
+    ]
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_forbidden_pairs_do_not_import_each_other() -> None:
+    found = forbidden_imports(import_edges(ROOT, PACKAGE))
+    assert found == [], "imports between packages kept apart:\n" + "\n".join(found)
 
 
 def test_no_import_circle() -> None:

@@ -18,33 +18,18 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+from deviate_cb.store.processes import start_ticks
+
 __all__ = [
     "RUN_DIR_VARIABLE",
     "is_our_replica_process",
     "names_run_dir",
     "process_mark",
     "signal_if_ours",
-    "start_ticks",
     "why_not_ours",
 ]
 
 RUN_DIR_VARIABLE = "DEVIATE_RUN_DIR"
-
-
-def start_ticks(pid: int) -> Optional[int]:
-    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22); ``None`` where
-    that cannot be read (the process is gone, or no ``/proc``).
-
-    Example:
-        >>> import os
-        >>> start_ticks(os.getpid()) is None or start_ticks(os.getpid()) >= 0
-        True
-    """
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])  # field 22, counted after the command name (may hold ')')
-    except (OSError, ValueError, IndexError, OverflowError):
-        return None
 
 
 def process_mark() -> dict[str, Any]:

@@ -158,10 +158,10 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     """Run one replica here (forked by ``starter``, a :class:`~deviate_cb.launch.warm.WarmStarter`, when given and
     the spec has ``warm_modules``); record its start and end in the manifest; return the outcome as a dict."""
     from deviate_cb.launch.base import Outcome
-    from deviate_cb.launch.liveness import compact_what_it_left
     from deviate_cb.launch.records import end_fields, machine_fields, signal_name
     from deviate_cb.launch.threads import task_thread_env
     from deviate_cb.store.run_directory import RunDirectory, iso_time
+    from deviate_cb.store.settling import compact_what_it_left
 
     run_dir = Path(spec.run_dir)
     run = RunDirectory(run_dir)

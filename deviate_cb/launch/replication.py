@@ -24,8 +24,7 @@ from deviate_cb.launch.child import EXIT_TRAINER_SPEC
 from deviate_cb.launch.command import Command
 from deviate_cb.launch.final_metrics import record_final_metrics
 from deviate_cb.launch.isolation import isolation_note, make_workdir, workdir_of
-from deviate_cb.launch.liveness import compact_what_it_left, earlier_processes, stop_processes
-from deviate_cb.launch.output_metrics import parsed_metrics_from_logs
+from deviate_cb.launch.liveness import earlier_processes, stop_processes
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt
 from deviate_cb.launch.progress import Progress
 from deviate_cb.launch.records import (
@@ -39,7 +38,9 @@ from deviate_cb.launch.records import (
     writing,
 )
 from deviate_cb.store.completion import INCOMPLETE, INCOMPLETE_PREFIX
+from deviate_cb.store.output_metrics import parsed_metrics_from_logs
 from deviate_cb.store.run_directory import RunDirectory
+from deviate_cb.store.settling import compact_what_it_left
 
 __all__ = ["WARNING", "ReplicaResult", "Replication", "ReplicationResult"]
 

@@ -27,10 +27,8 @@ from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after
 from deviate_cb.launch.isolation import workdir_of
 from deviate_cb.launch.keras_backend import check_keras_backend
 from deviate_cb.launch.local import detect_gpus, parse_gpus
-from deviate_cb.launch.metric_hint import nothing_recorded_line
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
-from deviate_cb.launch.output_metrics import compile_metric_patterns
 from deviate_cb.launch.planner import ReplicaPlan, ReplicationPlan
 from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.progress import make_progress
@@ -40,6 +38,8 @@ from deviate_cb.launch.records import (
 from deviate_cb.launch.replication import WARNING, Replication, ReplicationResult
 from deviate_cb.launch.spec import MAX_REPLICAS, ReplicationSpec
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
+from deviate_cb.store.metric_hint import nothing_recorded_line
+from deviate_cb.store.output_metrics import compile_metric_patterns
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 
 __all__ = [
@@ -113,7 +113,7 @@ def replicate(
             template that has imported the project's frameworks once (:mod:`deviate_cb.launch.warm`), with the
             same numbers; where that cannot be exact, the replica starts cold and a note says why.
         metric_regex: Regular expressions with named groups; their last matches in a replica's output are
-            recorded as final metrics (:mod:`deviate_cb.launch.output_metrics`).
+            recorded as final metrics (:mod:`deviate_cb.store.output_metrics`).
         parallel: Replicas at once (default: 1 locally; all of them on a cluster backend, which queues them).
         backend: ``local`` (default), ``slurm``, ``ray`` or a backend from the ``deviate_cb.backends`` entry points.
         backend_options: The backend's options by name (``partition``, ``gpus_per_replica``, ``address``...; see

@@ -5,7 +5,7 @@ directory (``.deviate-jobs.json``) names the job of every replica it submitted, 
 says ``running`` can be told apart: ``queued`` (Slurm ``PENDING``), ``running``, or ``lost`` (its job left the
 queue without recording an end: cancelled, out of memory, node failure; a rerun runs it again). Nothing is
 written, except that a local replica whose launcher was killed outright and whose processes are gone is
-recorded ``killed`` (:func:`deviate_cb.launch.liveness.settle_replica`), as ``deviate report`` does. Where this
+recorded ``killed`` (:func:`deviate_cb.store.settling.settle_replica`), as ``deviate report`` does. Where this
 user cannot write the study (a read-only mount, another user's folder) such a replica is settled in memory only:
 shown ``killed (not written: read-only)``, after one warning for the whole study (:func:`unwritten_note`). A
 ``run.json`` whose process ids are not process ids (``launcher_pid: 2**70``) gets one warning naming it, and so
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.liveness import UNWRITTEN_STATUS, link_warning
 from deviate_cb.store.bounded_read import HostileFileError, load_json
 from deviate_cb.store.run_directory import MANIFEST_FILE
+from deviate_cb.store.settling import UNWRITTEN_STATUS, link_warning, settle_as_read
 
 __all__ = ["ReplicaStatus", "collect_status", "format_status", "unwritten_note"]
 
@@ -204,7 +204,7 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
 
 def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, warnings: list[str]) -> str:
     """The status to show for a replica, after one warning each for what its ``run.json`` says that its row cannot:
-    processes left running that could not be stopped (:func:`deviate_cb.launch.survivors.survivors_note`), and a
+    processes left running that could not be stopped (:func:`deviate_cb.store.left_running.survivors_note`), and a
     completed replica's configuration that cannot be read, shown ``unknown configuration`` as ``deviate report``
     shows it (:mod:`deviate_cb.report.configurations`: never pooled).
 
@@ -216,9 +216,9 @@ def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, war
         r/run.json: `configuration` is null, not an object; replica r of experiment=e variant=v is shown as 'unknown
         configuration': deviate report leaves it out of the statistics (never pooled)
     """
-    from deviate_cb.launch.survivors import survivors_note
     from deviate_cb.report.configurations import UNKNOWN_CONFIGURATION
     from deviate_cb.store.configuration import configuration_of, unreadable_reason
+    from deviate_cb.store.left_running import survivors_note
 
     where = run_dir / MANIFEST_FILE
     replica = f"replica {run_dir.name.partition('=')[2] or run_dir.name} of {group}"
@@ -238,28 +238,14 @@ def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, war
 
 
 def _settled(run_dir: Path, manifest: dict[str, Any], warnings: list[str], unwritten: list[str]) -> dict[str, Any]:
-    """The manifest of a ``running`` replica once settled (:func:`deviate_cb.launch.liveness.settle_replica`):
-    re-read when recorded ``killed``, marked :data:`UNWRITTEN_STATUS` in memory when the study could not be
-    written (why appended to ``unwritten``), as it is otherwise; never raises (a warning says why instead)."""
-    from deviate_cb.launch.liveness import settle_replica
-
+    """The manifest of a ``running`` replica once settled (:func:`deviate_cb.store.settling.settle_as_read`), why
+    the study could not be written appended to ``unwritten``; never raises (a warning says why instead)."""
     try:
-        settled = settle_replica(run_dir)
-    except Exception as exc:  # the replica is shown as its manifest says
-        why = " ".join(str(exc).split())[:200]
-        warnings.append(
-            f"{run_dir / MANIFEST_FILE}: says 'running' and could not be checked for a launcher that is gone "
-            f"({type(exc).__name__}: {why}); it is shown as running."
-        )
-        return manifest
-    if settled is None:
-        return manifest
-    warnings.extend(settled.warnings)
-    if settled.status == "killed":
+        manifest, why = settle_as_read(run_dir, manifest, warnings, shown="shown")
+    except Exception:  # recorded killed, then unreadable: shown as its manifest reads now, after a warning
         return _read(run_dir / MANIFEST_FILE, warnings)
-    if settled.status == UNWRITTEN_STATUS:
-        unwritten.append(settled.unwritten)
-        return {**manifest, "status": UNWRITTEN_STATUS, "reason": settled.reason}
+    if why:
+        unwritten.append(why)
     return manifest
 
 
@@ -283,8 +269,8 @@ def unwritten_note(out: Path, causes: list[str]) -> str:
 
 
 def _nothing_recorded(replicas: list[tuple[Path, dict[str, Any]]]) -> str:
-    """:func:`deviate_cb.launch.metric_hint.nothing_recorded_text` of a group's completed replicas."""
-    from deviate_cb.launch.metric_hint import nothing_recorded_text
+    """:func:`deviate_cb.store.metric_hint.nothing_recorded_text` of a group's completed replicas."""
+    from deviate_cb.store.metric_hint import nothing_recorded_text
 
     completed = [(run_dir, m) for run_dir, m in replicas if m.get("status") == "completed"]
     given = any("output_metrics" in m for _, m in completed)

@@ -35,11 +35,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from deviate_cb.launch.ownership import names_run_dir
+from deviate_cb.store.left_running import SHOWN_COMMAND, SHOWN_PROCESSES
 
 __all__ = [
     "Leftover",
@@ -48,14 +49,11 @@ __all__ = [
     "leftovers_line",
     "now_ticks",
     "stop_leftovers",
-    "survivors_note",
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
-_SHOWN_COMMAND = 80  # characters of a command shown in a line
 _TEMPLATE_MODULE = b"deviate_cb.launch.template"  # what a warm-start template runs (launch/warm.py)
-_SHOWN_PROCESSES = 5  # processes named in one line; the rest are counted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,58 +192,11 @@ def leftovers_line(replica: str, leftovers: Sequence[Leftover], *, stopped: bool
         replica=3: 1 leftover process it left running could not be stopped (pid 9: sleep 9)
     """
     count = f"{len(leftovers)} leftover process{'es' * (len(leftovers) != 1)}"
-    shown = "; ".join(leftover.describe() for leftover in leftovers[:_SHOWN_PROCESSES])
-    more = f"; and {len(leftovers) - _SHOWN_PROCESSES} more" if len(leftovers) > _SHOWN_PROCESSES else ""
+    shown = "; ".join(leftover.describe() for leftover in leftovers[:SHOWN_PROCESSES])
+    more = f"; and {len(leftovers) - SHOWN_PROCESSES} more" if len(leftovers) > SHOWN_PROCESSES else ""
     if stopped:
         return f"{replica}: stopped {count} it left running ({shown}{more})"
     return f"{replica}: {count} it left running could not be stopped ({shown}{more})"
-
-
-def survivors_note(manifest_path: Path, replica: str, manifest: Mapping[str, Any]) -> Optional[str]:
-    """One line about the processes a replica's ``run.json`` (``manifest``) records as ``survivors`` (they could not
-    be stopped at its end and may still write into its folder), or about a ``survivors`` field that is not a list
-    of strings; ``None`` when it records none. A run store is untrusted: the line is bounded, whatever it holds.
-
-    Example:
-        >>> print(survivors_note(Path("r/run.json"), "replica 0 of experiment=e variant=v",
-        ...                      {"survivors": ["pid 9: sleep 99"]}))  # doctest: +NORMALIZE_WHITESPACE
-        r/run.json: replica 0 of experiment=e variant=v left 1 process running that could not be stopped at its
-        end (pid 9: sleep 99); it may still run and write into the replica's folder
-        >>> print(survivors_note(Path("r/run.json"), "replica 0", {"survivors": 7}))
-        r/run.json: `survivors` is not a list of strings (a JSON number); replica 0 may have left processes running
-        >>> survivors_note(Path("r/run.json"), "replica 0", {"leftovers_stopped": 1, "survivors": []}) is None
-        True
-    """
-    recorded = manifest.get("survivors")
-    if recorded is None or recorded == []:
-        return None
-    if not isinstance(recorded, list) or not all(isinstance(entry, str) for entry in recorded):
-        kind = _json_kind(recorded)
-        return (
-            f"{manifest_path}: `survivors` is not a list of strings ({kind}); {replica} may have left processes running"
-        )
-    shown = "; ".join(_shorten(entry) for entry in recorded[:_SHOWN_PROCESSES])
-    more = f"; and {len(recorded) - _SHOWN_PROCESSES} more" if len(recorded) > _SHOWN_PROCESSES else ""
-    count = f"{len(recorded)} process{'es' * (len(recorded) != 1)}"
-    return (
-        f"{manifest_path}: {replica} left {count} running that could not be stopped at its end ({shown}{more}); "
-        f"{'they' if len(recorded) != 1 else 'it'} may still run and write into the replica's folder"
-    )
-
-
-def _shorten(text: str) -> str:
-    """``text`` cut to a line's share (a recorded survivor is ``pid N: command``, but the store is untrusted)."""
-    limit = _SHOWN_COMMAND + 20
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _json_kind(value: Any) -> str:
-    """What a JSON value is (``a JSON number``), never the value itself (it may be huge)."""
-    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object"}
-    if isinstance(value, list):
-        wrong = next((entry for entry in value if not isinstance(entry, str)), None)
-        return f"a JSON list holding {_json_kind(wrong)}"
-    return "null" if value is None else f"a JSON {names.get(type(value), 'value')}"
 
 
 def _running(leftover: Leftover) -> bool:
@@ -309,4 +260,4 @@ def _command(pid: int) -> str:
     except OSError:
         return "?"
     text = "".join(char if char.isprintable() else "?" for char in text)
-    return text if len(text) <= _SHOWN_COMMAND else text[: _SHOWN_COMMAND - 3] + "..."
+    return text if len(text) <= SHOWN_COMMAND else text[: SHOWN_COMMAND - 3] + "..."

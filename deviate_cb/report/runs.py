@@ -5,7 +5,7 @@ has logged something, ``metrics.parquet``). The directory given may be the study
 it, or an ``experiment=`` or ``variant=`` folder inside it: partition keys are always read from the path.
 
 A manifest that still says ``running`` although its launcher was killed outright (``SIGKILL``) and the
-replica's processes are gone is settled as it is read (:func:`deviate_cb.launch.liveness.settle_replica`):
+replica's processes are gone is settled as it is read (:func:`deviate_cb.store.settling.settle_replica`):
 it is recorded ``killed`` with the reason, on disk too, so ``deviate report``, ``compare`` and ``power`` list
 it with the runs that did not complete instead of as running. Where the study cannot be written (a read-only
 mount, another user's study) it is listed ``killed (not written: read-only)``, in memory only, after one warning.
@@ -37,13 +37,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.launch.liveness import UNWRITTEN_STATUS
-from deviate_cb.launch.survivors import survivors_note
 from deviate_cb.report.metrics.footers import series_problem
 from deviate_cb.report.text import reason, strip_styles
 from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.footer_summary import valid_summary
+from deviate_cb.store.left_running import survivors_note
 from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+from deviate_cb.store.settling import (
+    UNWRITTEN_STATUS,
+    compact_what_it_left,
+    link_warning,
+    linked_partition,
+    settle_as_read,
+)
 
 __all__ = [
     "RUN_LAYOUT",
@@ -223,8 +229,6 @@ def _partition_key(name: str) -> bool:
 
 
 def _link_problem(path: str) -> str:
-    from deviate_cb.launch.liveness import link_warning  # the warning `deviate status` gives too
-
     return f"{link_warning(path)}; the runs behind it are left out."
 
 
@@ -364,8 +368,6 @@ def _compact_left_parts(path: Path, warnings: list[str]) -> None:
     at its end) into its files, as its settler would; say so when some cannot be merged."""
     import warnings as python_warnings
 
-    from deviate_cb.launch.liveness import compact_what_it_left, linked_partition
-
     if (link := linked_partition(path)) is not None:
         warnings.append(
             f"{path}: its parts are not merged into its files, since it is reached through the symbolic link {link} "
@@ -392,43 +394,17 @@ def _compact_left_parts(path: Path, warnings: list[str]) -> None:
 
 
 def _settle(path: Path, manifest: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """The manifest of a ``running`` replica, recorded ``killed`` (and read again) when its launcher and processes
-    are gone; where the study cannot be written (read-only), ``killed (not written: read-only)`` in memory only,
-    after one warning for the whole study.
-
-    A replica of another host or a cluster backend, or one still alive, is left as it is. An error while settling
-    leaves it too, with a warning.
-    """
-    from deviate_cb.launch.liveness import linked_partition, settle_replica
-
-    if (link := linked_partition(path)) is not None:
-        warnings.append(
-            f"{os.path.join(path, MANIFEST_FILE)}: says 'running' and is reached through the symbolic link {link}; "
-            "it is not checked for a launcher that is gone (nothing is written through links) and is listed as running."
-        )
-        return manifest
-    try:
-        settled = settle_replica(path)
-    except Exception as exc:  # reading goes on: the run is listed as its manifest says
-        warnings.append(
-            f"{os.path.join(path, MANIFEST_FILE)}: says 'running' and could not be checked for a launcher that is "
-            f"gone ({type(exc).__name__}: {reason(exc, os.fspath(path)).rstrip('.')}); it is listed as running."
-        )
-        return manifest
-    if settled is None:
-        return manifest
-    warnings.extend(settled.warnings)
-    if settled.status == "killed":
-        return read_manifest_file(os.path.join(path, MANIFEST_FILE))  # as recorded now: killed, with the reason
-    if settled.status == UNWRITTEN_STATUS:
+    """The manifest of a ``running`` replica as settled (:func:`deviate_cb.store.settling.settle_as_read`); where
+    the study cannot be written (read-only), after one warning for the whole study."""
+    manifest, unwritten = settle_as_read(path, manifest, warnings)
+    if unwritten:
         study = path.parent.parent.parent
-        note = f"{study}: the study cannot be updated here ({settled.unwritten}): runs whose launcher is gone are "
+        note = f"{study}: the study cannot be updated here ({unwritten}): runs whose launcher is gone are "
         if not any(line.startswith(note) for line in warnings):  # once for the study
             warnings.append(
                 f"{note}listed '{UNWRITTEN_STATUS}' (not completed), and their run.json still says 'running' "
                 "(`deviate status` by a user who can write the study records them killed)"
             )
-        return {**manifest, "status": UNWRITTEN_STATUS, "reason": settled.reason, "error": settled.reason}
     return manifest
 
 

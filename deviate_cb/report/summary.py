@@ -288,8 +288,8 @@ def _with_nonfinite_notes(loaded: PerRun, aggregate: str, stage: Optional[str]) 
 
 def _nothing_recorded(completed: Sequence[RunRecord], present: set[str]) -> list[str]:
     """One line per group whose completed runs have no metrics file at all: what to rerun with to record the
-    script's printed results (:func:`deviate_cb.launch.metric_hint.nothing_recorded_text`)."""
-    from deviate_cb.launch.metric_hint import nothing_recorded_text
+    script's printed results (:func:`deviate_cb.store.metric_hint.nothing_recorded_text`)."""
+    from deviate_cb.store.metric_hint import nothing_recorded_text
 
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for run in completed:

@@ -146,7 +146,7 @@ def test_the_launchers_log_readers_skip_a_fifo(tmp_path: Path) -> None:
         from pathlib import Path
         import re
         from deviate_cb.launch.records import tail_lines
-        from deviate_cb.launch.output_metrics import parsed_metrics_from_logs
+        from deviate_cb.store.output_metrics import parsed_metrics_from_logs
         folder = Path({str(tmp_path)!r})
         print(repr(tail_lines(folder / "stderr.log")))
         found, _ = parsed_metrics_from_logs([folder / "stderr.log", folder / "stdout.log"],

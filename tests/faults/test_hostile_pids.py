@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
 
 from replicate_helpers import child_env, manifest_or_empty, wait_for
 
-from deviate_cb.launch.ownership import start_ticks, why_not_ours
+from deviate_cb.launch.ownership import why_not_ours
+from deviate_cb.store.processes import start_ticks
 
 HERE = Path(__file__).resolve().parent
 SLEEPER = HERE / "sleeper.py"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.launch.metric_hint import TAIL_BYTES, nothing_recorded_text, suggest_metric_regexes, tail
-from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_in_lines
+from deviate_cb.store.metric_hint import TAIL_BYTES, nothing_recorded_text, suggest_metric_regexes, tail
+from deviate_cb.store.output_metrics import compile_metric_patterns, metrics_in_lines
 from deviate_cb.store.run_directory import RunDirectory
 
 PRINTED = {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.launch.output_metrics import (
+from deviate_cb.store.output_metrics import (
     compile_metric_patterns,
     metrics_from_logs,
     parsed_metrics_from_logs,

@@ -62,7 +62,7 @@ def test_a_failure_while_settling_is_a_warning_and_the_run_stays_running(
     def broken(run_dir: Path, host: object = None) -> None:
         raise RuntimeError("cannot tell")
 
-    monkeypatch.setattr("deviate_cb.launch.liveness.settle_replica", broken)
+    monkeypatch.setattr("deviate_cb.store.settling.settle_replica", broken)
     warnings: list[str] = []
     (run,) = find_runs(tmp_path, warnings)
     assert run.status == "running"

@@ -6,7 +6,7 @@ returned a mapping. :func:`nothing_recorded_line` tells, once per launch, that t
 capture the metrics, with a ready-to-paste ``--metric-regex`` built from a line the replicas printed: the last few
 hundred lines (at most :data:`TAIL_BYTES`) of each ``stdout.log`` (a run store is untrusted input: regular files
 only, reads bounded) are searched from the end for ``name: number``, ``name=number`` or ``name number``. Every
-suggestion is checked with :mod:`deviate_cb.launch.output_metrics` (the ``--metric-regex`` semantics: named groups,
+suggestion is checked with :mod:`deviate_cb.store.output_metrics` (the ``--metric-regex`` semantics: named groups,
 the last match wins) to match that line and capture its number before it is printed. The suggestion is the whole
 command line to rerun (:func:`rerun_command`: the launch's own ``argv`` from ``run.json`` with ``--force``, since
 a launch with another ``--metric-regex`` is another configuration, and the suggested options in place of any
@@ -30,8 +30,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from deviate_cb.launch.output_metrics import compile_metric_patterns, metrics_in_lines
 from deviate_cb.store.bounded_read import check_parquet, loads_json, read_regular
+from deviate_cb.store.output_metrics import compile_metric_patterns, metrics_in_lines
 
 __all__ = [
     "TAIL_BYTES",
