@@ -74,7 +74,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from deviate_cb.lightning import _UNUSED_BATCH_HOOKS, DeviateCallback
+from deviate_cb.capture.lightning_tap import UNUSED_BATCH_HOOKS
+from deviate_cb.lightning import DeviateCallback
 from deviate_cb.store.timings import read_timings
 
 
@@ -336,7 +337,7 @@ class OneHookCallback(L.Callback):
     what Lightning's dispatch alone costs a callback that reads every step."""
 
     def __init__(self) -> None:
-        for name in ("on_train_batch_start", "on_before_backward", *_UNUSED_BATCH_HOOKS):  # DeviateCallback's own set
+        for name in ("on_train_batch_start", "on_before_backward", *UNUSED_BATCH_HOOKS):  # DeviateCallback's own set
             setattr(self, name, None)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

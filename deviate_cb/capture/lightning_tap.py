@@ -1,22 +1,31 @@
-"""Read what a LightningModule logged with ``self.log`` straight from Lightning's result collections.
-
-Lightning keeps each logged value in a ``_ResultCollection`` (one per loop): the last step's value in
-``_forward_cache`` (a fresh clone per ``self.log`` call) and the epoch reduction in ``_computed``. Reading
-those objects costs no ``.item()`` and no device sync; comparing object identity with the last value taken
-tells whether a metric was logged again since. ``trainer.callback_metrics`` is not enough: it never holds
-step-level validation/test values, and the values a module logs in its own ``on_*_epoch_end`` hooks arrive
-after the callbacks' hooks ran. This module is the only place that touches those internals (Lightning 2.x).
+"""Lightning's internals behind one shim: the values a LightningModule logged, read from its result collections
+(``_forward_cache``, ``_computed``: no ``.item()``, no device sync), and the loop objects the adapter's hot path reads
+and hooks. The only module that touches Lightning's private attributes (Lightning 2.x; tests/lightning_cb/
+test_internals_shim.py fails, naming the attribute, when the installed Lightning no longer has one).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 import torch
 
-__all__ = ["LightningMetricTap", "tensors_to_floats"]
+__all__ = [
+    "UNUSED_BATCH_HOOKS",
+    "LightningMetricTap",
+    "batch_progress",
+    "hook_completion",
+    "is_processed_not_completed",
+    "loop_results",
+    "restore_hook",
+    "set_aside",
+    "step_counters",
+    "tensors_to_floats",
+    "training_results",
+    "unhook_completion",
+]
 
 _DTYPE = operator.attrgetter("dtype")
 
@@ -176,3 +185,101 @@ def tensors_to_floats(values: list[Any]) -> list[float]:
         for index, number in zip(indices, stacked.cpu().double().tolist(), strict=True):
             floats[index] = number
     return floats
+
+
+# -- the shim: the other private attributes of Lightning the adapter relies on (tests/lightning_cb/test_internals_shim)
+UNUSED_BATCH_HOOKS = (
+    "on_after_backward",
+    "on_before_optimizer_step",
+    "on_before_zero_grad",
+    "on_validation_batch_start",
+    "on_test_batch_start",
+    "on_predict_batch_start",
+)
+"""Per-batch hooks of ``lightning.pytorch.Callback`` that the adapter does not use (set aside on the instance)."""
+
+
+def set_aside(callback: Any, base: type, names: Sequence[str]) -> None:
+    """Set each hook of ``names`` to None on the instance, which Lightning's ``_call_callback_hooks`` skips (it calls
+    only what is callable); a hook that a subclass of ``base`` overrides is kept."""
+    for name in names:
+        if getattr(type(callback), name) is getattr(base, name):
+            setattr(callback, name, None)
+
+
+def restore_hook(callback: Any, name: str) -> None:
+    """Undo ``<name> = None`` on the instance (and nothing else set there)."""
+    if name in callback.__dict__ and callback.__dict__[name] is None:
+        del callback.__dict__[name]
+
+
+def training_results(trainer: Any) -> Any:
+    """The training epoch loop's result collection (``None`` outside a training epoch)."""
+    return trainer.fit_loop.epoch_loop._results
+
+
+def loop_results(trainer: Any) -> Any:
+    """The result collection of the loop that runs now (validation, test)."""
+    return trainer._results
+
+
+def batch_progress(trainer: Any) -> Any:
+    """The training epoch loop's batch progress (its ``increment_completed`` ends a step: :func:`hook_completion`)."""
+    return trainer.fit_loop.epoch_loop.batch_progress
+
+
+def hook_completion(progress: Any, completed: Callable[[], None]) -> Optional[tuple[Any, Any, Any]]:
+    """Call ``completed`` where Lightning counts a training batch complete: ``progress.increment_completed`` (called
+    once a batch, after every callback's and the module's ``on_train_batch_end`` and Lightning's logger connector,
+    before the loggers read the step's values) shadowed on the instance by a function that calls ``completed`` and
+    then counts. ``(progress, that function, completed)`` to undo it with (:func:`unhook_completion`), or ``None``
+    where this Lightning keeps no such method, or something else shadowed it first."""
+    count = getattr(progress, "increment_completed", None)
+    if not callable(count) or getattr(type(progress), "increment_completed", None) is None:
+        return None
+    if "increment_completed" in getattr(progress, "__dict__", {"increment_completed": None}):
+        return None
+
+    def increment_completed() -> None:
+        try:
+            completed()
+        finally:
+            count()
+
+    try:
+        progress.increment_completed = increment_completed
+    except (AttributeError, TypeError):  # slots, a frozen object
+        return None
+    return progress, increment_completed, completed
+
+
+def unhook_completion(completion: tuple[Any, Any, Any]) -> None:
+    """Undo :func:`hook_completion` (only the function it set)."""
+    progress, hooked = completion[0], completion[1]
+    if getattr(progress, "__dict__", {}).get("increment_completed") is hooked:
+        del progress.__dict__["increment_completed"]
+
+
+def is_processed_not_completed(progress: Any) -> bool:
+    """Whether the batch progress counts a batch processed (its training step ran) but not completed yet."""
+    batches = progress.total
+    processed, completed = getattr(batches, "processed", None), getattr(batches, "completed", None)
+    return processed == batches.ready and completed is not None and completed < processed
+
+
+def step_counters(trainer: Any) -> Optional[tuple[Any, Any]]:
+    """Lightning's progress trackers behind ``total_batch_idx`` (``ready - 1``) and ``global_step``
+    (``completed``), read an attribute each on the hot path instead of a property chain a step; ``None`` when
+    this Lightning keeps them elsewhere or they disagree with the properties."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    try:
+        batches = epoch_loop.batch_progress.total
+        module = trainer.lightning_module
+        if module is None or module.automatic_optimization:
+            optimizer_steps = epoch_loop.automatic_optimization.optim_progress.optimizer.step.total
+        else:
+            optimizer_steps = epoch_loop.manual_optimization.optim_step_progress.total
+        agree = batches.ready - 1 == epoch_loop.total_batch_idx and optimizer_steps.completed == epoch_loop.global_step
+    except AttributeError:
+        return None
+    return (batches, optimizer_steps) if agree else None

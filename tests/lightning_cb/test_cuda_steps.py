@@ -30,7 +30,7 @@ class _Spy(L.Callback):
         self.logged: list[float] = []
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
-        self.hot.append(self.deviate._hot is not None)
+        self.hot.append(self.deviate._steps.hot is not None)
         self.armed.append(callable(self.deviate.on_train_batch_start))
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:

@@ -112,7 +112,7 @@ class _Spy(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
         loop = trainer.fit_loop.epoch_loop
         self.ends.append((trainer.current_epoch, loop.total_batch_idx, trainer.global_step))
-        self.armed.append(self.deviate._hot is not None)
+        self.armed.append(self.deviate._steps.hot is not None)
 
 
 class _ManualModule(TinyModule):
@@ -388,7 +388,7 @@ def test_an_on_train_batch_end_of_a_subclass_or_set_on_the_instance_is_called_ev
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer([cb, hooked], max_epochs=2).fit(TinyModule(), loader())
-        assert [seen[1] for seen in hooked.seen] == [False] * 12 and cb._hot is None
+        assert [seen[1] for seen in hooked.seen] == [False] * 12 and cb._steps.hot is None
         steps, values = _rows(cb.run_dir)
         assert steps == [(0, i) for i in range(6)] + [(1, i) for i in range(6, 12)]
         assert values == [(0, i) for i in range(1, 7)] + [(1, i) for i in range(7, 13)]
@@ -456,7 +456,7 @@ def test_a_value_the_module_logs_in_its_own_batch_end_is_recorded_with_its_step(
     Lightning's loggers record it. Where the completion cannot be hooked (another Lightning), on_train_batch_end
     reads them, and every value logged in training_step is still recorded with its step."""
     if path == "not hooked":
-        monkeypatch.setattr("deviate_cb.lightning._hook_completion", lambda progress, completed: None)
+        monkeypatch.setattr("deviate_cb.capture.hot_path.hook_completion", lambda progress, completed: None)
     options: dict[str, Any] = {"profile": True} if path == "profile" else {"audit": 2} if path == "audit" else {}
     cb = DeviateCallback(tmp_path / "runs", **options)
     with warnings.catch_warnings():
