@@ -3,7 +3,7 @@
 Under distributed training (Lightning DDP) every process of a replica records its own audit: global rank 0 in
 ``audit.parquet``, rank ``k`` in ``audit.rank<k>.parquet`` (:mod:`deviate_cb.store.audit`), and rank 0's manifest
 says how many ranks there were (``audit.ranks``). :func:`compare_ranks` compares, for each rank ``k``, replica 0's
-rank-``k`` record with every other replica's rank-``k`` record (:func:`~deviate_cb.report.audit.compare_audits`),
+rank-``k`` record with every other replica's rank-``k`` record (:func:`~deviate_cb.audit.divergence.compare_audits`),
 and names the rank that diverged first: the earliest ``(step, seq)`` of the ranks' first divergences, ``seq`` being
 the execution position within the step (every rank runs the same program, so positions line up); ranks tied there
 are all named. A rank that has no record in a replica where others do, or whose fit stopped on an exception
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from deviate_cb.report.audit import AuditResult, Divergence, compare_audits, where_text
+from deviate_cb.audit.divergence import AuditResult, Divergence, compare_audits, where_text
 
 __all__ = ["RankAudit", "RankedAudit", "compare_ranks", "rank_comparison", "read_rank_records", "with_rank_line"]
 
@@ -163,7 +163,7 @@ def compare_ranks(
 
     ``ranks``: how many ranks the training had (rank 0's manifest ``audit.ranks``); every rank below it, and every
     rank some replica recorded, is compared. ``complete``: the replicas whose training ended normally
-    (:func:`~deviate_cb.report.audit.compare_audits`). ``failed``: ``(replica, rank) -> exception`` for the
+    (:func:`~deviate_cb.audit.divergence.compare_audits`). ``failed``: ``(replica, rank) -> exception`` for the
     ranks whose fit stopped on one.
     """
     failed = failed or {}

@@ -4,7 +4,7 @@
 ``uninterrupted`` run (steps 0..N-1), the ``checkpointed`` one (0..K-1, then its checkpoint) and the ``resumed`` one
 (K..N-1, global step numbers). :func:`compare_resume` compares the uninterrupted and the checkpointed runs before the
 checkpoint (they must agree, or the training is not reproducible at all and nothing can be said of the resume), then
-the uninterrupted and the resumed runs from step K on (:func:`deviate_cb.report.audit.compare_audits`).
+the uninterrupted and the resumed runs from step K on (:func:`deviate_cb.audit.divergence.compare_audits`).
 
 :func:`not_restored` reads the state digests each run recorded around the checkpoint (the manifests' ``resume.states``,
 :mod:`deviate_cb.capture.resume_state`): a state whose digest is the same in the uninterrupted and the checkpointed run
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from deviate_cb.report.audit import AuditResult, compare_audits, size_text, where_text
+from deviate_cb.audit.divergence import AuditResult, compare_audits, size_text, where_text
 
 __all__ = ["STATE_LABELS", "ResumeResult", "compare_resume", "labels", "not_restored", "render_resume"]
 
@@ -131,7 +131,7 @@ def compare_resume(
     """Compare the three runs' audit rows (see the module docstring); ``states``: their ``resume.states``;
     ``data_restarted``: the resumed run's ``resume.data_restarted``; ``ended``: whether each run ended its training
     normally (a record cut short by a crash is compared up to where it stops,
-    :func:`~deviate_cb.report.audit.compare_audits`).
+    :func:`~deviate_cb.audit.divergence.compare_audits`).
 
     Raises:
         ValueError: A run without any row.

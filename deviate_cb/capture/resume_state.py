@@ -42,7 +42,7 @@ __all__ = [
 RESUME_ENV = "DEVIATE_RESUME"
 RESUME_FROM_ENV = "DEVIATE_RESUME_FROM"
 ROLES = ("uninterrupted", "checkpointed", "resumed")
-#: The states digested (:func:`state_digests`); :mod:`deviate_cb.report.resume` names them in words.
+#: The states digested (:func:`state_digests`); :mod:`deviate_cb.audit.resume` names them in words.
 STATES = ("torch_rng", "cuda_rng", "numpy_rng", "python_rng", "sampler_generator", "lr_schedulers", "optimizers")
 
 

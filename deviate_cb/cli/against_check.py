@@ -24,18 +24,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from deviate_cb.cli._common import say
-from deviate_cb.errors import UsageError
-from deviate_cb.launch.options import integer_option
-from deviate_cb.report.audit import AuditResult, compare_audits
-from deviate_cb.report.machine_diff import MachineDifference, machine_differences, read_fingerprint
-from deviate_cb.report.reference_audit import (
+from deviate_cb.audit.divergence import AuditResult, compare_audits
+from deviate_cb.audit.machine_diff import MachineDifference, machine_differences, read_fingerprint
+from deviate_cb.audit.reference import (
     ReferenceRecording,
     ReferenceReplica,
     check_comparable,
     configuration_notes,
     open_reference,
 )
+from deviate_cb.cli._common import say
+from deviate_cb.errors import UsageError
+from deviate_cb.launch.options import integer_option
 from deviate_cb.report.text import printable
 from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
 
@@ -49,8 +49,8 @@ def open_against(args: argparse.Namespace) -> Against:
     ``args.steps``, ``args.keras_backend`` and ``args.experiment`` from it (see the module docstring).
 
     Raises:
-        UsageError: As :func:`~deviate_cb.report.reference_audit.open_reference` and
-            :func:`~deviate_cb.report.reference_audit.check_comparable`.
+        UsageError: As :func:`~deviate_cb.audit.reference.open_reference` and
+            :func:`~deviate_cb.audit.reference.check_comparable`.
     """
     reference = open_reference(args.against, out=args.out, experiment=args.experiment, variant=args.variant)
     if not _given(args.runs):
@@ -84,7 +84,7 @@ class Against:
         return self.reference.unusable()
 
     def relabel(self, theirs: Sequence[Any], ours: Sequence[Any], results: Sequence[Any], err: IO[str]) -> list[Any]:
-        """Both sides as one list of :class:`~deviate_cb.cli.audit_command.AuditedReplica`: the reference's replica
+        """Both sides as one list of :class:`~deviate_cb.audit.replicas.AuditedReplica`: the reference's replica
         first as replica 0, this machine's replica ``i`` as ``i + 1``, each one's ``how`` and ``problem`` saying
         which it is. ``theirs``: the reference's replicas read; ``ours``: this machine's; ``results``: the
         launcher's replicas here (their run directories). Warns on ``err`` when the reference's replicas disagree

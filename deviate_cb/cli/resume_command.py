@@ -86,7 +86,7 @@ def run_resume_audit(
     read_replicas: Callable[[Any], tuple[list[Any], str]],
 ) -> int:
     """Run the three replicas and print the verdict (see the module docstring); returns the exit status.
-    ``read_replicas``: :func:`deviate_cb.cli.audit_command.read_replicas` (what became of a replica, its rows)."""
+    ``read_replicas``: :func:`deviate_cb.audit.replicas.read_replicas` (what became of a replica, its rows)."""
     at, steps = check_resume_args(
         at=args.resume_at, steps=args.steps, runs=args.runs, against=getattr(args, "against", None)
     )
@@ -193,7 +193,7 @@ def _verdict(
     shown: int,
     checkpoint: str,
 ) -> int:
-    from deviate_cb.report.resume import compare_resume, render_resume
+    from deviate_cb.audit.resume import compare_resume, render_resume
 
     runs = {role: str(Path(args.out) / role) for role in _ROLES}
     ended_badly = [f"the {role} run {audited[role].how}" for role in _ROLES if not audited[role].ended]

@@ -626,7 +626,7 @@ def audit_hint(manifests: Sequence[tuple[int, RunRecord, Mapping[str, Any]]]) ->
         >>> audit_hint([(0, run, {"trainer": "train.py:main"})])
         '; find where with `deviate audit --trainer train.py:main`'
     """
-    from deviate_cb.report.audit import compare_audits
+    from deviate_cb.audit.divergence import compare_audits
     from deviate_cb.store.audit import AUDIT_FILE, read_audit
 
     records = {}

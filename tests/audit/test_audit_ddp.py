@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from deviate_cb.report.rank_audit import compare_ranks, read_rank_records, with_rank_line
+from deviate_cb.audit.ranks import compare_ranks, read_rank_records, with_rank_line
 from deviate_cb.store.audit import audit_metadata, audit_ranks, read_audit
 from deviate_cb.store.run_directory import RunDirectory
 

@@ -1,7 +1,7 @@
 """The sources of a divergence (issue 28, item 4): every place where a difference arose at the first step where
 replicas differ, not only the first, so one nondeterministic op does not hide another behind its cascade.
 
-Hand-made records check each rule of :func:`deviate_cb.report.audit.compare_audits`; then ``deviate audit`` for real
+Hand-made records check each rule of :func:`deviate_cb.audit.divergence.compare_audits`; then ``deviate audit`` for real
 on Lightning trainings (``trainers/two_sources.py``) with two independent nondeterministic modules (both named), one
 feeding the other (only the first), a nondeterministic backward (its module's parameters), and Keras on torch.
 """
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import torch
 
+from deviate_cb.audit.divergence import compare_audits
 from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
 from deviate_cb.cli.audit_command import render_audit
-from deviate_cb.report.audit import compare_audits
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers" / "two_sources.py"

@@ -14,9 +14,10 @@ from typing import Any, Optional
 
 import pytest
 
-from deviate_cb.cli.audit_command import add_audit, how_it_ended
+from deviate_cb.audit.divergence import compare_audits
+from deviate_cb.audit.replicas import how_it_ended
+from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.launch.replication import ReplicaResult, ReplicationResult
-from deviate_cb.report.audit import compare_audits
 from deviate_cb.store.audit import AUDIT_FILE, write_audit
 from deviate_cb.store.run_directory import RunDirectory
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from deviate_cb.audit.resume import not_restored
 from deviate_cb.capture.resume_state import RESUME_ENV, ResumePlan, resume_plan, state_digest
 from deviate_cb.errors import UsageError
-from deviate_cb.report.resume import not_restored
 
 
 def test_the_plan_is_read_from_the_environment_and_a_bad_one_is_one_readable_error() -> None:

@@ -6,5 +6,5 @@
 - :mod:`~deviate_cb.capture.audit.hooks`: forward and gradient hooks on a torch model.
 - :mod:`~deviate_cb.capture.audit.settings`: the callbacks' ``audit=`` argument and the record's writing.
 
-``audit.parquet`` is :mod:`deviate_cb.store.audit`; the comparison of replicas is :mod:`deviate_cb.report.audit`.
+``audit.parquet`` is :mod:`deviate_cb.store.audit`; the comparison of replicas is :mod:`deviate_cb.audit.divergence`.
 """

@@ -12,7 +12,7 @@ received) and ``forward`` (its output), both when its forward returns, so inner 
 that call them, ``loss``, ``grad_output`` (the gradient flowing into a module's output, when backward reaches it)
 and ``gradient`` (a parameter's gradient, when backward has accumulated it), and ``parameter`` (a parameter after
 the optimizer step). ``forward_input`` and ``grad_output`` let the comparison tell where a difference arose
-(:mod:`deviate_cb.report.audit`: its sources) from where it was only passed on.
+(:mod:`deviate_cb.audit.divergence`: its sources) from where it was only passed on.
 
 Example:
     >>> log = AuditLog(steps=1)
