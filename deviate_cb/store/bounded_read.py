@@ -42,7 +42,8 @@ import json
 import os
 import re
 import stat
-from typing import TYPE_CHECKING, Any, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
 
 from deviate_cb.errors import UsageError
 
@@ -61,6 +62,7 @@ __all__ = [
     "json_depth",
     "load_json",
     "loads_json",
+    "open_regular",
     "read_regular",
 ]
 
@@ -122,15 +124,14 @@ def read_regular(path: PathLike, limit: int = MAX_JSON_BYTES, *, tail: bool = Fa
         >>> read_regular(path, limit=1, tail=True)
         b'}'
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        status = os.fstat(fd)
-        _check_regular(path, status.st_mode)
+    with open_regular(path) as handle:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
         if tail:
-            os.lseek(fd, max(0, status.st_size - limit), os.SEEK_SET)
+            os.lseek(fd, max(0, size - limit), os.SEEK_SET)
             return os.read(fd, limit)
-        if status.st_size > limit:
-            raise HostileFileError(path, f"{status.st_size} bytes, more than the {limit} a reader loads")
+        if size > limit:
+            raise HostileFileError(path, f"{size} bytes, more than the {limit} a reader loads")
         chunks = []
         left = limit + 1  # a file that grows past the limit while read is refused too
         while left > 0:
@@ -140,11 +141,41 @@ def read_regular(path: PathLike, limit: int = MAX_JSON_BYTES, *, tail: bool = Fa
             chunks.append(chunk)
             left -= len(chunk)
         data = b"".join(chunks)
-    finally:
-        os.close(fd)
     if len(data) > limit:
         raise HostileFileError(path, f"more than the {limit} bytes a reader loads")
     return data
+
+
+def open_regular(path: PathLike, refuse: Callable[[Any, str], Exception] = HostileFileError) -> BinaryIO:
+    """``path`` opened for reading in binary once ``fstat`` on the open file shows a regular file; the caller
+    closes it (``with``). It is opened without blocking, so a FIFO or a device left in a store never hangs a reader.
+
+    Raises:
+        FileNotFoundError: There is no file at ``path``.
+        Exception: ``refuse(path, reason)`` (a :class:`HostileFileError` unless given) when it is not a regular
+            file (a FIFO, a device, a folder): ``reason`` says what it is.
+        OSError: It cannot be opened.
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> os.mkfifo(os.path.join(folder, "fifo"))
+        >>> try:
+        ...     open_regular(os.path.join(folder, "fifo"))
+        ... except HostileFileError as exc:
+        ...     print(exc.reason)
+        a FIFO, not a regular file
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not _is_regular(mode):
+            raise refuse(path, f"{file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def json_depth(data: Union[bytes, str]) -> int:
@@ -226,9 +257,7 @@ def check_parquet(path: PathLike, max_rows: int = MAX_RUN_ROWS) -> pq.FileMetaDa
     """
     import pyarrow.parquet as pq
 
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        _check_regular(path, os.fstat(fd).st_mode)
+    with open_regular(path) as handle:
         metadata = pq.read_metadata(handle)
     if metadata.num_rows > max_rows:
         raise HostileFileError(
@@ -266,9 +295,7 @@ def check_npz(path: PathLike, max_ratio: int = MAX_NPZ_RATIO) -> None:
     """
     import zipfile
 
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        _check_regular(path, os.fstat(fd).st_mode)
+    with open_regular(path) as handle:
         try:
             archive = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, OSError, ValueError):
@@ -318,6 +345,5 @@ def file_kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
-def _check_regular(path: PathLike, mode: int) -> None:
-    if not stat.S_ISREG(mode):
-        raise HostileFileError(path, f"{file_kind(mode)}, not a regular file")
+def _is_regular(mode: int) -> bool:
+    return stat.S_ISREG(mode)

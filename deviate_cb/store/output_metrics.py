@@ -23,14 +23,14 @@ Example:
 
 from __future__ import annotations
 
-import os
+import io
 import re
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from deviate_cb.errors import UsageError
+from deviate_cb.store.bounded_read import open_regular
 
 __all__ = [
     "compile_metric_patterns",
@@ -143,11 +143,12 @@ def parsed_metrics_from_logs(
 def _open_log(path: Path) -> TextIO:
     """The log at ``path`` as text, opened without blocking: anything but a regular file (a FIFO left in the run
     directory would block the launcher forever) is an :class:`OSError`, and the log is left unread."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path}: not a regular file")
-    return open(fd, encoding="utf-8", errors="replace", newline="")
+    handle = open_regular(path, refuse=_not_a_log)
+    return io.TextIOWrapper(handle, encoding="utf-8", errors="replace", newline="")
+
+
+def _not_a_log(path: Path, reason: str) -> OSError:
+    return OSError(f"{path}: not a regular file")
 
 
 def _number(text: object) -> float | None:

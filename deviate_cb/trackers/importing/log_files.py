@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from deviate_cb.errors import UsageError
-from deviate_cb.store.bounded_read import file_kind
+from deviate_cb.store.bounded_read import file_kind, open_regular
 
 __all__ = ["MAX_LOG_BYTES", "LogFileError", "check_log_file", "open_log_file", "read_log_file", "walk_logs"]
 
@@ -122,14 +122,13 @@ def open_log_file(path: Path, limit: int = MAX_LOG_BYTES) -> BinaryIO:
         LogFileError: Not a regular file, or larger than ``limit``.
         OSError: The file cannot be opened.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    handle = open_regular(path, refuse=LogFileError)
     try:
-        _check(Path(path), os.fstat(fd), limit)
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        _check(Path(path), os.fstat(handle.fileno()), limit)
     except BaseException:
-        os.close(fd)
+        handle.close()
         raise
+    return handle
 
 
 def _check(path: Path, info: os.stat_result, limit: int) -> None:
