@@ -13,44 +13,29 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Optional, Union
 
 import keras
-import numpy as np
 
 from deviate_cb.capture.audit.keras_audit import KerasAudit
 from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
 from deviate_cb.capture.audit.stopping import record_stop, stops_after_audit
 from deviate_cb.capture.backup_restore import KerasResumePoint
 from deviate_cb.capture.guard import guarded, record_or_raise
+from deviate_cb.capture.hot_path import StepClock, step_events
+from deviate_cb.capture.keras_predictions import KerasPredictions, check_data
+from deviate_cb.capture.log_numbers import LogNumbers, split_val
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV, resume_plan
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
-from deviate_cb.capture.stability.collector import (
-    FINAL_SNAPSHOT,
-    CollectedPredictions,
-    PredictionCollector,
-    check_whole_set,
-    epoch_snapshot,
-    write_prediction_snapshot,
-    write_weight_record,
-)
+from deviate_cb.capture.stability.collector import FINAL_SNAPSHOT, epoch_snapshot, write_weight_record
 from deviate_cb.capture.stability.extract import weight_arrays
-from deviate_cb.capture.stability.settings import (
-    Predictions,
-    Weights,
-    count_entries,
-    parse_predictions,
-    parse_weights,
-)
-from deviate_cb.capture.step_timer import StepTimer, cuda_events
+from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
 from deviate_cb.capture.tracker_tags import live_tags, tag_active_runs
 from deviate_cb.context import Deterministic, is_rank_zero
-from deviate_cb.errors import UsageError
 from deviate_cb.profiling.window import ProfileWindow
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
@@ -146,18 +131,12 @@ class DeviateCallback(keras.callbacks.Callback):
         self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
-        if self._predictions is not None and self._predictions.data is None:
-            raise UsageError(
-                "deviate_cb.keras.DeviateCallback needs the evaluation set to predict on: "
-                "predictions=Predictions(data=(x, y)) (or a tf.data.Dataset of (x, y) batches). "
-                "Received: predictions with data=None."
-            )
         if self._predictions is not None:
-            _check_data(self._predictions)
-        self._last_snapshot: Optional[tuple[int, CollectedPredictions]] = None  # (global step, arrays)
+            check_data(self._predictions)
         self._session = RunSession(
             out_dir, experiment=experiment, seed=seed, deterministic=deterministic, metrics=metrics, framework="keras"
         )
+        self._records = KerasPredictions(self._predictions, self._session) if self._predictions is not None else None
         self._session.apply_requested()
         # Keras may call on_train_batch_end from its dispatch threads; not while auditing, which reads the
         # variables after each step and must not race the next one
@@ -172,9 +151,9 @@ class DeviateCallback(keras.callbacks.Callback):
         self._epoch: Optional[int] = None
         self._in_fit = False
         self._fit_plan: Optional[tuple[int, int, int]] = None  # (first step, steps per epoch, epochs) of this fit
-        self._skipped: set[str] = set()
+        self._numbers = LogNumbers()  # a log that is not a number: one warning a name
         # the per-step hooks' switches, set for each fit by _arm_step_hooks (the hot path, see on_train_batch_begin)
-        self._step_clock: Optional[_StepClock] = None  # step times from one clock reading a step (host or CUDA)
+        self._step_clock: Optional[StepClock] = None  # step times from one clock reading a step (host or CUDA)
         self._device_steps = False  # steps are timed with CUDA events (torch with CUDA)
         self._keep_logs = False  # on_train_batch_end keeps the logs: this process records
         self._slow_begin = False  # on_train_batch_begin has more to do: the step timer itself, audit, resume point
@@ -236,7 +215,7 @@ class DeviateCallback(keras.callbacks.Callback):
         if session.timings is None:
             with guarded(session, f"{hook}: step timing"):
                 backend = keras.backend.backend()
-                events = _step_events(backend)
+                events = step_events(backend)
                 self._device_steps = events is not None
                 session.timings = RunTimings(self._profile, framework=backend, events=events)
         if model is not None:
@@ -266,7 +245,7 @@ class DeviateCallback(keras.callbacks.Callback):
         timings = session.timings if session.enabled else None
         self._step_clock = None
         if timings is not None and timings.window is None:  # the host's clock, or a chain of CUDA events
-            self._step_clock = _StepClock(timings.timer.record_event if self._device_steps else None)
+            self._step_clock = StepClock(timings.timer.record_event if self._device_steps else None)
         self._keep_logs = session.enabled
         self._slow_end = self._audit is not None or self._resume is not None
         self._slow_begin = self._slow_end or (timings is not None and self._step_clock is None)
@@ -292,12 +271,8 @@ class DeviateCallback(keras.callbacks.Callback):
             first, steps, epochs = plan
             self._session.fit_planned = first + steps * max(epochs - epoch, 0)
 
-    # The two per-step hooks are the hot path (docs/architecture.md, step 9): on_train_batch_begin reads the host
-    # clock (on torch with CUDA: records an event on the stream) and appends it and the step (_StepClock),
-    # on_train_batch_end appends the logs Keras hands it (floats already: Keras' CallbackList converts them for
-    # every callback list, with or without this callback); `try` instead of `guarded` (no object per step).
-    # Converting, sorting and recording wait for the epoch end. A profiling window, an audit or a resume point
-    # take the slow path (_batch_begin, _batch_end).
+    # The two per-step hooks are the hot path (docs/architecture.md, step 9): one clock reading and one append
+    # each (StepClock); a profiling window, an audit or a resume point take the slow path (_batch_begin, _batch_end).
     def on_train_batch_begin(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         clock = self._step_clock
         if clock is not None:
@@ -378,9 +353,9 @@ class DeviateCallback(keras.callbacks.Callback):
         session.flush(hook=hook, when_due=True)  # short epochs share a write: see RunSession.flush
         if self._model is not None and session.run is not None:
             _RUNS_OF_MODELS[self._model] = (str(session.run.path), self._steps_done)
-        if self._predictions is not None and logs is not None and self._predictions.due(epoch):
+        if self._records is not None and logs is not None and self._records.config.due(epoch):
             with guarded(session, f"{hook}: predictions snapshot"):
-                self._snapshot(epoch_snapshot(epoch), epoch)
+                self._records.snapshot(self._model, epoch_snapshot(epoch), epoch, self._steps_done)
 
     def _record_epoch(self, epoch: int, logs: Optional[Mapping[str, Any]]) -> None:
         """Buffer the epoch's batch-end logs and its epoch logs (``val_*`` as stage ``val``)."""
@@ -401,12 +376,7 @@ class DeviateCallback(keras.callbacks.Callback):
             )
         if logs and self._session.enabled:
             now = time.time()
-            train: list[tuple[str, float]] = []
-            val: list[tuple[str, float]] = []
-            for name, value in self._numbers(logs):
-                (val if name.startswith("val_") else train).append(
-                    (name[4:] if name.startswith("val_") else name, value)
-                )
+            train, val = split_val(self._numbers(logs))
             recorder.update_many(
                 step=self._steps_done, epoch=epoch, stage="train", scope="epoch", items=train, wall_time=now
             )
@@ -427,9 +397,9 @@ class DeviateCallback(keras.callbacks.Callback):
                 self._resume.train_end()
             self._resume_record(hook)
         if session.enabled and session.run is not None and self._model is not None:
-            if self._predictions is not None:
+            if self._records is not None:
                 with guarded(session, f"{hook}: predictions snapshot"):
-                    self._snapshot(FINAL_SNAPSHOT, self._epoch)
+                    self._records.snapshot(self._model, FINAL_SNAPSHOT, self._epoch, self._steps_done)
             if self._weights is not None:
                 with guarded(session, f"{hook}: weights record"):
                     named = [(variable.path, variable) for variable in self._model.weights]
@@ -473,165 +443,6 @@ class DeviateCallback(keras.callbacks.Callback):
         if clock is not None and timings is not None:
             clock.hand_over(timings.timer, self._epoch or 0)
 
-    # -- predictions ---------------------------------------------------------------------------------------
-    def _snapshot(self, snapshot: str, epoch: Optional[int]) -> None:
-        """Predict on ``Predictions.data`` and write one snapshot (reusing the last one if nothing trained)."""
-        config, run, model = self._predictions, self._session.run, self._model
-        if config is None or run is None or model is None or not self._session.enabled:
-            return
-        last = self._last_snapshot
-        if last is not None and last[0] == self._steps_done:
-            collected = last[1]
-        else:
-            collected = _predict(model, config)
-            self._last_snapshot = (self._steps_done, collected)
-        write_prediction_snapshot(run.path, collected, config, snapshot=snapshot, epoch=epoch, step=self._steps_done)
-
-    # -- helpers -------------------------------------------------------------------------------------------
-    def _numbers(self, logs: Mapping[str, Any]) -> list[tuple[str, float]]:
-        """The numeric entries of ``logs``; anything else is skipped with one warning per name."""
-        try:  # Keras hands over floats: one pass, no call per value
-            return [(name, float(value)) for name, value in logs.items()]
-        except (TypeError, ValueError):
-            return self._numbers_of_mixed(logs)
-
-    def _numbers_of_mixed(self, logs: Mapping[str, Any]) -> list[tuple[str, float]]:
-        items = []
-        for name, value in logs.items():
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                if name not in self._skipped:
-                    self._skipped.add(name)
-                    shape = getattr(value, "shape", None)
-                    warnings.warn(
-                        f"DeviateCallback: metric {name!r} is not a number (received "
-                        f"{type(value).__name__}{f' of shape {tuple(shape)}' if shape is not None else ''}); "
-                        "it is not recorded.",
-                        stacklevel=4,
-                    )
-                continue
-            items.append((name, number))
-        return items
-
-
-class _StepClock:
-    """Training steps timed with one clock reading a step, for :class:`DeviateCallback`'s hot path.
-
-    ``on_train_batch_begin`` appends the step and a reading of :attr:`now` to :attr:`steps` and :attr:`starts`
-    (one call, no object); a step lasts from its start to the next step's start, or to :meth:`stop` for the
-    epoch's last one (its training ends: validation or the epoch end). :meth:`hand_over` gives the steps to the
-    run's :class:`~deviate_cb.capture.step_timer.StepTimer` at the epoch end, the rows it would have recorded
-    itself (``step_started``/``step_ended`` a step, two clock reads) with a flush still to come.
-
-    Args:
-        events: ``None``: the host clock (``time.perf_counter``). Else what records a CUDA event on the current
-            stream and returns it (the step timer's
-            :meth:`~deviate_cb.capture.step_timer.StepTimer.record_event`, Keras on torch with CUDA): each reading
-            is an event, nothing waits, and the steps go to the timer as ``[start, end]`` events, read at its flush.
-
-    Example:
-        >>> clock, timer = _StepClock(), StepTimer()
-        >>> clock.steps += [0, 1]; clock.starts += [10.0, 10.5]
-        >>> clock.stopped = 11.25
-        >>> clock.hand_over(timer, epoch=0)
-        >>> timer.columns(0).step, timer.columns(0).wall_s, clock.steps
-        ([0, 1], [0.5, 0.75], [])
-    """
-
-    __slots__ = ("events", "now", "starts", "steps", "stopped")
-
-    def __init__(self, events: Optional[Callable[[], Any]] = None) -> None:
-        self.events = events is not None
-        self.now: Callable[[], Any] = time.perf_counter if events is None else events
-        self.steps: list[int] = []
-        self.starts: list[Any] = []  # perf_counter readings, or events
-        self.stopped: Any = None  # when the last step ended, once it has
-
-    def stop(self) -> None:
-        """The last step started ends now (nothing if no step is open)."""
-        if self.steps and self.stopped is None:
-            self.stopped = self.now()
-
-    def hand_over(self, timer: StepTimer, epoch: int) -> None:
-        """End the last step (if :meth:`stop` did not) and record every step in ``timer``; start afresh."""
-        if not self.steps:
-            return
-        self.stop()
-        steps, starts, stopped = self.steps, self.starts, self.stopped
-        self.steps, self.starts, self.stopped = [], [], None
-        ends = [*starts[1:], stopped]
-        if self.events:
-            timer.extend("train", epoch, steps, [[start, end] for start, end in zip(starts, ends, strict=True)])
-        else:
-            timer.extend("train", epoch, steps, [end - start for start, end in zip(starts, ends, strict=True)])
-
-
-def _predict(model: Any, config: Predictions) -> CollectedPredictions:
-    """The model's predictions on ``config.data``: arrays via ``model.predict``, datasets batch by batch."""
-    data = config.data
-    collector = PredictionCollector(config, source="model.predict")
-    if (isinstance(data, tuple) and 1 <= len(data) <= 3) or _is_arrays(data):
-        batch = data if isinstance(data, tuple) else (data,)
-        x = batch[0]
-        collector.add(model.predict(x, verbose=0), batch)
-    else:
-        if hasattr(data, "as_numpy_iterator"):  # tf.data: NumPy batches for every backend
-            data = data.as_numpy_iterator()
-        for batch in data:
-            x, y, _ = keras.utils.unpack_x_y_sample_weight(batch)
-            labels = y if config.labels is None else None
-            collector.add(model.predict_on_batch(x), batch, labels=labels)
-    collected = collector.collect()
-    if collected is None:
-        raise UsageError("DeviateCallback(predictions=...): Predictions.data holds no samples.")
-    return collected
-
-
-def _check_data(config: Predictions) -> None:
-    """What can be checked of ``Predictions.data`` before any training: its kind, and for arrays that ``x``,
-    ``y`` (and sample weights), labels, sample ids and groups all hold one entry per sample."""
-    data = config.data
-    if (isinstance(data, tuple) and 1 <= len(data) <= 3) or _is_arrays(data):
-        batch = data if isinstance(data, tuple) else (data,)
-        n = _first_dimension(batch[0])
-        if n is None:
-            return
-        for name, part in zip(("y", "sample_weight"), batch[1:], strict=False):
-            size = _first_dimension(part) if part is not None else None
-            if size is not None and size != n:
-                raise UsageError(
-                    f"DeviateCallback(predictions=Predictions(data=(x, y))): x holds {n} samples but {name} holds "
-                    f"{size}; they must line up."
-                )
-        check_whole_set(config, batch, n)
-    elif not (hasattr(data, "__iter__") or hasattr(data, "as_numpy_iterator")):
-        raise TypeError(
-            "`Predictions.data` must be (x, y) arrays, x alone, a tf.data.Dataset, a PyDataset or an iterable of "
-            f"(x, y) batches. Received: data of type {type(data).__name__}."
-        )
-
-
-def _first_dimension(x: Any) -> Optional[int]:
-    """The number of samples of ``x`` (an array, or a dict or list of arrays), ``None`` if unknown."""
-    if isinstance(x, Mapping):
-        x = next(iter(x.values()), None)
-    elif isinstance(x, list) and x and all(hasattr(item, "shape") for item in x):
-        x = x[0]
-    try:
-        return count_entries(x)
-    except (TypeError, ValueError):  # a dimension of unknown size
-        return None
-
-
-def _is_arrays(data: Any) -> bool:
-    """``x`` given as an array or a dict/list of arrays (rather than a dataset of batches)."""
-    if isinstance(data, Mapping):
-        return True
-    if isinstance(data, list):
-        return bool(data) and all(hasattr(item, "shape") for item in data)
-    return isinstance(data, np.ndarray) or (hasattr(data, "shape") and hasattr(data, "dtype"))
-
 
 def _is_chief() -> bool:
     """Only one process of a multi-process run records: rank/task zero (torch, TF, JAX conventions)."""
@@ -662,14 +473,3 @@ def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
         error = raised if known else RuntimeError("the process exited while fit() was running")
         with guarded(callback._session, "at exit: end of run"):
             callback._session.close(error=error, hook="at exit", steps_done=done, exiting=not known)
-
-
-def _step_events(backend: str) -> Optional[Callable[[], Any]]:
-    """Device timing events for the step timer: CUDA events on torch with CUDA (read at the flush, no per-step
-    synchronisation); ``None`` elsewhere (TensorFlow, JAX: the host clock, which never blocks)."""
-    if backend == "torch":
-        import torch
-
-        if torch.cuda.is_available():
-            return cuda_events("cuda")
-    return None

@@ -1,7 +1,7 @@
-"""The Lightning adapter's per-step path: a training step's time and logged values read in a few attribute reads.
+"""The adapters' per-step paths: a training step's time and logged values in a few attribute reads a step.
 
-Armed at each training epoch's start; a step's end is hooked where Lightning counts the batch complete (the shim in
-:mod:`deviate_cb.capture.lightning_tap`). Why it is built this way: docs/design/capture.md.
+Lightning's is armed at each training epoch's start, its step's end hooked where Lightning counts the batch complete
+(the shim in :mod:`deviate_cb.capture.lightning_tap`); Keras' reads one clock a step. Why: docs/design/capture.md.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from deviate_cb.capture.lightning_tap import (
 )
 from deviate_cb.capture.run_timings import HostSteps
 from deviate_cb.capture.session import RunSession
+from deviate_cb.capture.step_timer import StepTimer, cuda_events
 
-__all__ = ["PENDING_STEPS", "HotPath", "StepHooks"]
+__all__ = ["PENDING_STEPS", "HotPath", "StepClock", "StepHooks", "step_events"]
 
 _perf_counter = time.perf_counter
 
@@ -228,3 +229,66 @@ class StepHooks:
                 hot.steps.started = None
         restore_hook(self.callback, "on_train_batch_start")
         self.hot = None
+
+
+class StepClock:
+    """Training steps timed with one clock reading a step, for the Keras adapter's hot path.
+
+    ``on_train_batch_begin`` appends the step and a reading of :attr:`now` to :attr:`steps` and :attr:`starts`
+    (one call, no object); a step lasts from its start to the next step's start, or to :meth:`stop` for the
+    epoch's last one (its training ends: validation or the epoch end). :meth:`hand_over` gives the steps to the
+    run's :class:`~deviate_cb.capture.step_timer.StepTimer` at the epoch end, the rows it would have recorded
+    itself (``step_started``/``step_ended`` a step, two clock reads) with a flush still to come.
+
+    Args:
+        events: ``None``: the host clock (``time.perf_counter``). Else what records a CUDA event on the current
+            stream and returns it (the step timer's
+            :meth:`~deviate_cb.capture.step_timer.StepTimer.record_event`, Keras on torch with CUDA): each reading
+            is an event, nothing waits, and the steps go to the timer as ``[start, end]`` events, read at its flush.
+
+    Example:
+        >>> clock, timer = StepClock(), StepTimer()
+        >>> clock.steps += [0, 1]; clock.starts += [10.0, 10.5]
+        >>> clock.stopped = 11.25
+        >>> clock.hand_over(timer, epoch=0)
+        >>> timer.columns(0).step, timer.columns(0).wall_s, clock.steps
+        ([0, 1], [0.5, 0.75], [])
+    """
+
+    __slots__ = ("events", "now", "starts", "steps", "stopped")
+
+    def __init__(self, events: Optional[Callable[[], Any]] = None) -> None:
+        self.events = events is not None
+        self.now: Callable[[], Any] = time.perf_counter if events is None else events
+        self.steps: list[int] = []
+        self.starts: list[Any] = []  # perf_counter readings, or events
+        self.stopped: Any = None  # when the last step ended, once it has
+
+    def stop(self) -> None:
+        """The last step started ends now (nothing if no step is open)."""
+        if self.steps and self.stopped is None:
+            self.stopped = self.now()
+
+    def hand_over(self, timer: StepTimer, epoch: int) -> None:
+        """End the last step (if :meth:`stop` did not) and record every step in ``timer``; start afresh."""
+        if not self.steps:
+            return
+        self.stop()
+        steps, starts, stopped = self.steps, self.starts, self.stopped
+        self.steps, self.starts, self.stopped = [], [], None
+        ends = [*starts[1:], stopped]
+        if self.events:
+            timer.extend("train", epoch, steps, [[start, end] for start, end in zip(starts, ends, strict=True)])
+        else:
+            timer.extend("train", epoch, steps, [end - start for start, end in zip(starts, ends, strict=True)])
+
+
+def step_events(backend: str) -> Optional[Callable[[], Any]]:
+    """Device timing events for the step timer: CUDA events on torch with CUDA (read at the flush, no per-step
+    synchronisation); ``None`` elsewhere (TensorFlow, JAX: the host clock, which never blocks)."""
+    if backend == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            return cuda_events("cuda")
+    return None

@@ -1,18 +1,7 @@
-"""A run as the callbacks see it: where it is written, what was requested, and when it is flushed.
+"""A run as the callbacks see it: where it is written, what was requested, when it is flushed, how its fits end.
 
-Framework-free; the Lightning and Keras adapters are thin layers that call it from their hooks. Under
-``deviate-replicate`` the run directory, seed and determinism come from the :class:`RunContext` (and win over
-arguments, with a warning); standalone, the session claims the next free replica under
-``<out_dir>/experiment=<name>/variant=standalone/``, ``<name>`` the script's name unless given
-(:func:`script_experiment`), and records the seed the user set before it when it was given none
-(:func:`~deviate_cb.capture.determinism.seed_set_before`; ``seed_source`` in ``run.json``). The launcher owns a
-replica's ``status``; standalone the session sets it (running, then completed, failed, killed, or incomplete: see
-:meth:`RunSession.close`). The adapters mark each fit's start and end (:meth:`RunSession.begin_fit`,
-:meth:`RunSession.end_fit`: ``fit`` and ``fit_steps`` in ``run.json``), from which
-:mod:`deviate_cb.store.completion` tells a run that exited with code 0 before its training ended. Once the run is
-under way (:attr:`RunSession.under_way`), :meth:`RunSession.flush` and :meth:`RunSession.close` never raise: a step
-that fails becomes a ``problems`` entry of ``run.json`` and a warning (:mod:`deviate_cb.capture.guard`), and the
-steps after it still run.
+Framework-free: the Lightning and Keras adapters call it from their hooks. Once the run is under way its flush and
+close never raise (a failed step becomes a ``problems`` entry of ``run.json``). Narrative: docs/design/capture.md.
 """
 
 from __future__ import annotations

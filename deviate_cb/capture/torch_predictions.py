@@ -161,7 +161,14 @@ def check_setup(
 
 
 def check_data(config: Predictions) -> None:
-    """``Predictions.data`` as Lightning reads it: an iterable of batches, not empty, in line with whole-set groups."""
+    """``Predictions.data`` as Lightning reads it: an iterable of batches, not empty, in line with whole-set groups.
+
+    Example:
+        >>> check_data(Predictions(data=torch.zeros(4, 2)))
+        Traceback (most recent call last):
+        ...
+        TypeError: `Predictions.data` must be a DataLoader (or an iterable of batches) for Lightning. Received: ...
+    """
     data = config.data
     if not hasattr(data, "__iter__") or isinstance(data, torch.Tensor):
         raise TypeError(

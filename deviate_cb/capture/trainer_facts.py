@@ -23,6 +23,13 @@ def planned_steps(trainer: Any) -> Optional[int]:
 
 
 def num_workers(dataloaders: Any) -> Optional[int]:
+    """The most DataLoader workers among ``dataloaders`` (one or a list), ``None`` when none says.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> num_workers([SimpleNamespace(num_workers=0), SimpleNamespace(num_workers=2)]), num_workers(object())
+        (2, None)
+    """
     loaders = dataloaders if isinstance(dataloaders, (list, tuple)) else [dataloaders]
     workers = [getattr(loader, "num_workers", None) for loader in loaders]
     known = [w for w in workers if isinstance(w, int)]
@@ -30,6 +37,7 @@ def num_workers(dataloaders: Any) -> Optional[int]:
 
 
 def trainer_facts(trainer: Any) -> dict[str, Any]:
+    """What the fingerprint records of the Trainer (``lightning`` in ``fingerprint.json``)."""
     return {
         "accelerator": type(trainer.accelerator).__name__,
         "strategy": type(trainer.strategy).__name__,

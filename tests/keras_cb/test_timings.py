@@ -59,7 +59,7 @@ def test_each_step_lasts_from_its_start_to_the_next_and_the_last_ends_where_vali
     # with CUDA; here events stamped with the host clock) each reading is an event: one a step and one where an
     # epoch's steps end, read when the steps are written, never a step at a time.
     if clock == "events":
-        monkeypatch.setattr("deviate_cb.keras._step_events", lambda backend: StampEvent)
+        monkeypatch.setattr("deviate_cb.keras.step_events", lambda backend: StampEvent)
         StampEvent.reset()
     x, y = data()
     before, after = ClockSpy(), ClockSpy()

@@ -26,6 +26,12 @@ class FitAudit:
     Args:
         steps: The training steps to audit (``None``: no audit).
         session: The run's session (problems, the run directory on rank zero).
+
+    Example:
+        >>> import tempfile
+        >>> audit = FitAudit(None, RunSession(tempfile.mkdtemp()))
+        >>> audit.attach(trainer=None, pl_module=None, stage="fit"); audit.recording  # audit=None: nothing attached
+        False
     """
 
     def __init__(self, steps: Optional[int], session: RunSession) -> None:
