@@ -343,7 +343,8 @@ def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The problems of DIR's completed runs (none for --table), each also a warning on ``err``."""
     if args.dir is None:
         return []
-    from deviate_cb.report.problems import find_problems, format_problem
+    from deviate_cb.report.findings import format_problem
+    from deviate_cb.report.problems import find_problems
 
     # The runs and rows the report read: no second walk, and no Parquet where the manifests hold the summaries
     problems = find_problems(report.completed, rows=report.rows)

@@ -69,7 +69,8 @@ def _run_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     out.flush()
     for line in warnings:
         say(err, "warning", printable(line))
-    from deviate_cb.report.problems import format_problem, study_problems
+    from deviate_cb.report.findings import format_problem
+    from deviate_cb.report.problems import study_problems
 
     for problem in study_problems(root):  # the completed replicas' manifests (and footers where needed)
         say(err, "warning", printable(format_problem(problem)))

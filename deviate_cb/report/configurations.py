@@ -121,7 +121,7 @@ def _values(config: dict[str, Any], keys: Sequence[str]) -> str:
 
 def _replicas(runs: Sequence[RunRecord]) -> str:
     """``replica 2``, ``replicas 0, 1`` or ``replicas 0-9`` (what the problems list writes)."""
-    from deviate_cb.report.problems import replica_list
+    from deviate_cb.report.findings import replica_list
 
     numbers = [int(r.replica) for r in runs if r.replica.isdigit()]
     named = [r.replica for r in runs if not r.replica.isdigit()]

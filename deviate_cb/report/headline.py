@@ -295,7 +295,7 @@ def build_headlines(
 
     Args:
         report: A :class:`~deviate_cb.report.summary.Report`; its decomposition rows give the share when present.
-        problems: The study's :class:`~deviate_cb.report.problems.Problem` list (``control_differs`` and
+        problems: The study's :class:`~deviate_cb.report.findings.Problem` list (``control_differs`` and
             ``determinism_not_in_effect`` change what the control sentence may claim).
         metrics: fnmatch patterns of the metrics to answer for (default: :func:`headline_metrics`).
         effect: The smallest difference worth reporting (default: 1% of the mean).

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import IO, Any, Optional
 
 from deviate_cb.report.configurations import NOT_POOLED
-from deviate_cb.report.problems import Problem, format_problem
+from deviate_cb.report.findings import Problem, format_problem
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.spreadsheet import safe_cell
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow

@@ -90,7 +90,7 @@ class Study:
     Attributes:
         source: The directory read.
         report: The per-group statistics, decomposition and runs (:class:`~deviate_cb.report.summary.Report`).
-        problems: What the numbers alone hide (:class:`~deviate_cb.report.problems.Problem`).
+        problems: What the numbers alone hide (:class:`~deviate_cb.report.findings.Problem`).
         effect: The smallest difference worth reporting.
         metrics: The metric patterns asked for (empty: the report's choice).
         warnings: Everything met on the way that a command would print as a warning.

@@ -16,7 +16,8 @@ from pathlib import Path
 from report_study import run_cli, write_run
 
 from deviate_cb.capture.outside_writes import OutsideWrites
-from deviate_cb.report.problems import GroupReplicas, Problem, study_problems
+from deviate_cb.report.findings import GroupReplicas, Problem
+from deviate_cb.report.problems import study_problems
 from deviate_cb.store.run_directory import run_path
 
 SHARED = "wrote the same paths outside their run directories"

@@ -15,7 +15,8 @@ import pytest
 from report_study import Row, run_cli, write_run
 
 from deviate_cb.report import find_runs
-from deviate_cb.report.problems import KINDS, Problem, find_problems, format_problem, replica_list, study_problems
+from deviate_cb.report.findings import KINDS, Problem, format_problem, replica_list
+from deviate_cb.report.problems import find_problems, study_problems
 from deviate_cb.report.summary import ReportRow
 from deviate_cb.store.footer_summary import footer_summary
 from deviate_cb.store.metrics import metrics_schema

@@ -37,9 +37,9 @@ def html_report(
     """The whole page: ``curves`` reads the completed runs' training curves (a ``--table`` report has none);
     files that cannot be read are named in ``warnings``, unless the report (``report.warnings``) or ``warnings``
     named them already: one warning per damaged file."""
+    from deviate_cb.report.findings import format_problem
     from deviate_cb.report.html.curves import read_curves
     from deviate_cb.report.html.page import report_page
-    from deviate_cb.report.problems import format_problem
     from deviate_cb.report.text import unseen
 
     drawn = {}
