@@ -1,4 +1,4 @@
-"""``deviate compare`` (is A really better than B?) and ``deviate power`` (how many runs are needed?)."""
+"""``deviate compare``: is A really better than B?"""
 
 from __future__ import annotations
 
@@ -6,105 +6,22 @@ import argparse
 from collections.abc import Sequence
 from typing import IO, Any, Optional
 
-from deviate_cb.cli._common import (
-    add_output_arguments,
-    add_per_run_arguments,
-    check_html,
-    output_to,
-    per_run_options,
-    say,
+from deviate_cb.cli._common import add_output_arguments, check_html, output_to, per_run_options, say
+from deviate_cb.cli.sources import (
+    add_sources,
+    check_alpha,
+    load_runs,
+    one_group,
+    parse_terms,
+    pooled_words,
+    say_pooled,
+    warn_problems,
 )
 from deviate_cb.errors import UsageError
 from deviate_cb.report.spreadsheet import counted_escapes, escape_note
 from deviate_cb.report.text import printable, printable_errors, unseen
 
-__all__ = ["add_compare", "add_power"]
-
-
-def _add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
-    """Arguments shared by compare and power: where the runs come from and how each becomes one number."""
-    p.add_argument("dirs", metavar="DIR", nargs="*", help=dirs)
-    p.add_argument(
-        "--table",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a CSV or Parquet file with one row per run (every numeric column a metric), instead of DIR",
-    )
-    p.add_argument("--group-by", metavar="COLUMN", help="the --table column naming each run's group")
-    add_per_run_arguments(p)
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    p.add_argument(
-        "--pool",
-        action="store_true",
-        help="pool runs of several configurations into one group on purpose (the output says so); without it, a "
-        "group whose runs differ in a key other than the replica (e.g. two variants), or in their recorded "
-        "configuration, is refused",
-    )
-
-
-def _load(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
-    """The completed runs of one DIR or one --table file, as RunValues; warnings are appended to ``warnings``."""
-    from deviate_cb.report.selection import store_runs
-    from deviate_cb.report.table_input import read_run_table
-
-    if source in args.table:
-        runs = read_run_table(source, args.group_by, warnings, args.metric or None)
-    else:
-        runs = store_runs(
-            source,
-            aggregate=args.aggregate,
-            directions=dict(args.direction),
-            metrics=args.metric or None,
-            warnings=warnings,
-            mixed=True,  # a group of replicas of several configurations: refused or pooled by _one_group
-        )
-    return runs
-
-
-def _one_group(args: argparse.Namespace, runs: Sequence[Any], option: str, received: str, **how: str) -> str:
-    """Refuse a group of several configurations (one line: what the option matched and what to do), unless
-    ``--pool``; then the words that say what it pools."""
-    from deviate_cb.report.group_identity import one_configuration
-
-    return one_configuration(runs, option=option, received=received, pool=args.pool, **how)
-
-
-def _say_pooled(err: IO[str], what: str, pooled: str) -> None:
-    if pooled:
-        say(err, "warning", printable(f"{what} {pooled} (--pool): its spread counts their difference as noise."))
-
-
-def _warn_problems(args: argparse.Namespace, chosen: Sequence[tuple[str, Sequence[Any]]], err: IO[str]) -> None:
-    """Warn on ``err`` about the problems of the groups compared: per DIR source, the (experiment, variant)
-    groups of its runs in ``chosen`` (``(source, runs)`` pairs). ``--table`` sources have none."""
-    from deviate_cb.report.problems import format_problem, study_problems
-
-    lines: dict[str, None] = {}  # in order, each once (the same DIR may be given twice)
-    for source, runs in chosen:
-        if source in args.table:
-            continue
-        groups = {(r.keys.get("experiment"), r.keys.get("variant")) for r in runs}
-        # The values compare and power read: compared where a run's manifest and footer hold no summary
-        values = {(r.keys.get("experiment"), r.keys.get("variant"), r.keys.get("replica")): r.values for r in runs}
-        for problem in study_problems(source, values=values):
-            if any((g.experiment, g.variant) in groups for g in problem.groups):
-                lines[format_problem(problem)] = None
-    for line in lines:
-        say(err, "warning", printable(line))
-
-
-def _terms(args: argparse.Namespace, texts: Sequence[str], option: str) -> list[tuple[str, str]]:
-    from deviate_cb.report.selection import parse_term
-
-    if args.group_by is not None:
-        return [(args.group_by, t) if "=" not in t else parse_term(t, option) for t in texts]
-    return [parse_term(t, option) for t in texts]
-
-
-def _check_alpha(alpha: float) -> None:
-    if not 0.0 < alpha < 1.0:
-        raise UsageError(f"`--alpha` must be in (0, 1). Received: --alpha={alpha!r}.")
+__all__ = ["add_compare"]
 
 
 def add_compare(commands: argparse._SubParsersAction) -> None:
@@ -129,7 +46,7 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
         "configurations) is refused, naming them, unless --pool pools them on purpose (then said in the title, on "
         "stderr and in the `pooled` column).",
     )
-    _add_sources(p, "one study directory (with --a/--b) or two (A then B)")
+    add_sources(p, "one study directory (with --a/--b) or two (A then B)")
     p.add_argument("--a", action="append", default=[], metavar="KEY=VALUE", help="runs of group A (repeatable, ANDed)")
     p.add_argument("--b", action="append", default=[], metavar="KEY=VALUE", help="runs of group B (repeatable, ANDed)")
     p.add_argument(
@@ -186,7 +103,7 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.render import render_records
     from deviate_cb.report.selection import select
 
-    _check_alpha(args.alpha)
+    check_alpha(args.alpha)
     per_run_options(args)
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
@@ -204,24 +121,24 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if len(sources) not in (1, 2):
         what = "DIR" if args.dirs else "--table"
         raise UsageError(f"`compare` takes one or two sources ({what}). Received: {len(sources)}.")
-    a_terms, b_terms = _terms(args, args.a, "--a"), _terms(args, args.b, "--b")
+    a_terms, b_terms = parse_terms(args, args.a, "--a"), parse_terms(args, args.b, "--b")
     warnings: list[str] = []
     if len(sources) == 1:
         if not a_terms or not b_terms:
             raise UsageError("with one source, both `--a` and `--b` are required. Received: " + _received(args))
-        runs = _load(args, sources[0], warnings)
+        runs = load_runs(args, sources[0], warnings)
         group_a, group_b = select(runs, a_terms, "--a"), select(runs, b_terms, "--b")
         label_a = " ".join(f"{k}={v}" for k, v in a_terms)
         label_b = " ".join(f"{k}={v}" for k, v in b_terms)
-        pooled_a = _one_group(args, group_a, "--a", " ".join(f"--a {k}={v}" for k, v in a_terms))
-        pooled_b = _one_group(args, group_b, "--b", " ".join(f"--b {k}={v}" for k, v in b_terms))
+        pooled_a = one_group(args, group_a, "--a", " ".join(f"--a {k}={v}" for k, v in a_terms))
+        pooled_b = one_group(args, group_b, "--b", " ".join(f"--b {k}={v}" for k, v in b_terms))
     else:
-        runs_a, runs_b = _load(args, sources[0], warnings), _load(args, sources[1], warnings)
+        runs_a, runs_b = load_runs(args, sources[0], warnings), load_runs(args, sources[1], warnings)
         group_a = select(runs_a, a_terms, "--a") if a_terms else runs_a
         group_b = select(runs_b, b_terms, "--b") if b_terms else runs_b
         label_a, label_b = sources
         pooled_a, pooled_b = (
-            _one_group(
+            one_group(
                 args, group, option, " ".join([source, *(f"{option} {k}={v}" for k, v in terms)]),
                 subject=f"group {name} ({source}) holds",
             )
@@ -231,14 +148,14 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         )  # fmt: skip
     if not group_a or not group_b:
         raise UsageError(f"group {'A' if not group_a else 'B'} holds no completed run. Received: " + _received(args))
-    _say_pooled(err, "group A", pooled_a)
-    _say_pooled(err, "group B", pooled_b)
+    say_pooled(err, "group A", pooled_a)
+    say_pooled(err, "group B", pooled_b)
     for line in warnings:
         say(err, "warning", printable(line))
     if len(sources) == 1:
-        _warn_problems(args, [(sources[0], [*group_a, *group_b])], err)
+        warn_problems(args, [(sources[0], [*group_a, *group_b])], err)
     else:
-        _warn_problems(args, [(sources[0], group_a), (sources[1], group_b)], err)
+        warn_problems(args, [(sources[0], group_a), (sources[1], group_b)], err)
     sequential = _sequential_note(sources, group_a, group_b) if args.dirs and len(sources) == 1 else None
     if sequential:
         say(err, "note", printable(sequential))
@@ -257,8 +174,8 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             say(err, "warning", printable(f"metric `{row['metric']}` not compared: {row['reason']}."))
     how = "" if args.table else f"  aggregate={args.aggregate}"
     title = (
-        f"A: {label_a} ({len(group_a)} runs{_pooled_words(pooled_a, '; ')})  vs  "
-        f"B: {label_b} ({len(group_b)} runs{_pooled_words(pooled_b, '; ')}){how}"
+        f"A: {label_a} ({len(group_a)} runs{pooled_words(pooled_a, '; ')})  vs  "
+        f"B: {label_b} ({len(group_b)} runs{pooled_words(pooled_b, '; ')}){how}"
     )
     interest = sorted(r["metric"] for r in rows if r.get("family") == "interest")
     family = (
@@ -314,11 +231,6 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return 0
 
 
-def _pooled_words(pooled: str, lead: str = ": ") -> str:
-    """``: POOLED with --pool: 2 configurations: ...`` for a title, ``""`` for a group of one configuration."""
-    return f"{lead}POOLED with --pool: {pooled.removeprefix('pools ')}" if pooled else ""
-
-
 def _sequential_note(sources: Sequence[str], group_a: Sequence[Any], group_b: Sequence[Any]) -> Optional[str]:
     """The note for two groups replicated until decided (``deviate-replicate --until-decided``), if they were."""
     from pathlib import Path
@@ -343,11 +255,11 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
     if len(sources) != 1:
         raise UsageError(f"`--by` takes one source (DIR or --table). Received: {len(sources)}.")
     warnings: list[str] = []
-    runs = _load(args, sources[0], warnings)
+    runs = load_runs(args, sources[0], warnings)
     groups = split_by(runs, args.by)
     pooled = {}
     for name, group in groups:  # each group one configuration: a key other than experiment/variant pools them
-        words = _one_group(
+        words = one_group(
             args, group, "--by", f"--by {args.by}", subject=f"`--by {args.by}` group {name} holds",
             fix=f"Rank one configuration per group (--by {args.by},{{key}}; {{key}}: {{values}})",
         )  # fmt: skip
@@ -356,8 +268,8 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
     for line in warnings:
         say(err, "warning", printable(line))
     for name, words in pooled.items():
-        _say_pooled(err, f"group {name}", words)
-    _warn_problems(args, [(sources[0], runs)], err)
+        say_pooled(err, f"group {name}", words)
+    warn_problems(args, [(sources[0], runs)], err)
     rankings = rank_metrics(
         groups, alpha=args.alpha, seed=args.seed, directions=dict(args.direction), pool=args.pool
     )  # fmt: skip
@@ -371,7 +283,7 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
         return 0
     how = "" if args.table else f"  aggregate={args.aggregate}"
     names = ", ".join(
-        f"{name} ({len(group)} run{'s' if len(group) != 1 else ''}{_pooled_words(pooled.get(name, ''), '; ')})"
+        f"{name} ({len(group)} run{'s' if len(group) != 1 else ''}{pooled_words(pooled.get(name, ''), '; ')})"
         for name, group in groups
     )
     if args.format == "html":  # the ranking per metric and each metric's eps_min matrix as a heatmap
@@ -386,176 +298,3 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
 
 def _received(args: argparse.Namespace) -> str:
     return f"--a={args.a!r}, --b={args.b!r}."
-
-
-def add_power(commands: argparse._SubParsersAction) -> None:
-    from deviate_cb.report.render import FORMATS
-
-    p = commands.add_parser(
-        "power",
-        help="how many runs per group you need to detect a difference, from the spread measured",
-        description="Per group (experiment, variant; or the --group-by column of --table) and metric: the measured "
-        "std (ddof=1), the runs per group Welch's t-test needs to detect a difference of --effect (in the metric's "
-        "units) at --power, planned on the std's 80% upper confidence limit (reached with 80% probability for normal "
-        "runs; the sentence gives the expected power, the runs at the measured std and across the std's interval), "
-        "and the power of the runs already made. With --budget, first a sentence per group and "
-        "metric: what those runs cost in run-hours (the mean wall time, run.json duration_s, of the group's completed "
-        "runs) and the smallest difference the runs the budget buys detect (half the budget to each of the two "
-        "groups of a comparison). Each group must be one configuration (else refused, unless --pool).",
-    )
-    _add_sources(p, "study directory")
-    p.add_argument("--effect", type=float, help="difference of means to detect, in the metric's units")
-    p.add_argument("--power", type=float, default=0.8, help="wanted power (default 0.8)")
-    p.add_argument(
-        "--budget",
-        metavar="DURATION",
-        help="run-hours to spend (20h, 90m, 3600s; a plain number is hours), split evenly between the two groups of "
-        "a comparison: with it, what the runs needed cost (the mean measured wall time, run.json duration_s, of "
-        "each group's completed runs) and the smallest difference the runs the budget buys detect; --effect may "
-        "then be left out",
-    )
-    p.add_argument(
-        "--group", action="append", default=[], metavar="KEY=VALUE", help="only runs with these keys (repeatable)"
-    )
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    p.set_defaults(handler=_run_power)
-
-
-def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    with counted_escapes() as escaped, printable_errors():  # errors may quote stored names (partition values...)
-        code = _power(args, out, err)
-    if note := escape_note(escaped.count):  # csv: text a spreadsheet would run was escaped
-        say(err, "note", note)
-    return code
-
-
-def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
-    from deviate_cb.report.render import render_records
-    from deviate_cb.report.selection import select
-
-    _check_alpha(args.alpha)
-    per_run_options(args)
-    budget_h = None
-    if args.budget is not None:
-        from deviate_cb.report.budget import parse_budget
-
-        budget_h = parse_budget(args.budget)
-    elif args.effect is None:
-        raise UsageError(
-            "the following arguments are required: --effect. (With `--budget`, it may be left out: the smallest "
-            "difference the budget detects is given.)"
-        )
-    if args.effect is not None and not args.effect > 0:
-        raise UsageError(f"`--effect` must be a positive number. Received: --effect={args.effect!r}.")
-    if not 0.0 < args.power < 1.0:
-        raise UsageError(f"`--power` must be in (0, 1). Received: --power={args.power!r}.")
-    sources = [*args.dirs, *args.table]
-    if len(sources) != 1:
-        raise UsageError(f"`power` takes one DIR or one `--table`. Received: {len(sources)} sources.")
-    warnings: list[str] = []
-    runs = _load(args, sources[0], warnings)
-    if args.group:
-        runs = select(runs, _terms(args, args.group, "--group"), "--group")
-    groups: dict[str, list] = {}
-    for run in runs:
-        if args.table:
-            label = f"{args.group_by}={run.keys[args.group_by]}" if args.group_by else "all"
-        else:
-            label = f"experiment={run.keys['experiment']} variant={run.keys['variant']}"
-        groups.setdefault(label, []).append(run)
-    received = " ".join(f"--group {t}" for t in args.group) or (
-        sources[0] if args.group_by is None else f"--group-by {args.group_by}"
-    )
-    pooled = {}
-    for label, group in groups.items():  # each group one configuration
-        fix = (
-            "Add {key}=... to --group (one of: {values})"
-            if args.group
-            else "Pick one with --group {key}=... (one of: {values})"
-        )
-        words = _one_group(args, group, "--group", received, subject=f"group {label} holds", fix=fix)
-        if words:
-            pooled[label] = words
-    for line in warnings:
-        say(err, "warning", printable(line))
-    _warn_problems(args, [(sources[0], runs)], err)
-    for label, words in pooled.items():
-        _say_pooled(err, f"group {label}", words)
-    if budget_h is not None:
-        return _power_budget(args, sources[0], dict(sorted(groups.items())), budget_h, out, pooled)
-    rows = power_rows(sorted(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power, pool=args.pool)
-    notes = tuple(r["summary"] for r in rows) if args.format in ("table", "md") else ()
-    title = (
-        f"power to detect a difference of {args.effect:g} (alpha {args.alpha:g}, Welch t, aggregate={args.aggregate})"
-        + _pooled_groups(pooled)
-    )
-    out.write(render_records(rows, POWER_COLUMNS, args.format, title=title, human=POWER_HUMAN, notes=notes, file=out))
-    out.write("\n" if args.format == "json" else "")
-    out.flush()
-    return 0
-
-
-def _pooled_groups(pooled: dict[str, str]) -> str:
-    """``; group G: POOLED with --pool: ...`` per group that pools configurations, for a title."""
-    return "".join(f"; group {label}{_pooled_words(words)}" for label, words in sorted(pooled.items()))
-
-
-def _power_budget(
-    args: argparse.Namespace,
-    source: str,
-    groups: dict[str, list],
-    budget_h: float,
-    out: IO[str],
-    pooled: Optional[dict[str, str]] = None,
-) -> int:
-    """``power --budget``: a sentence per group and metric first (the runs needed for --effect, what they cost,
-    what the budget buys and detects), then the table with the cost and budget columns (``pooled``: the groups
-    that pool configurations, with --pool)."""
-    from deviate_cb.report.budget import BUDGET_COLUMNS, BUDGET_NOTE, budget_rows, format_hours, spread_rows, wall_times
-    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
-    from deviate_cb.report.render import render_records
-    from deviate_cb.report.terminal import make_console, print_wrapped
-
-    if args.effect is not None:
-        base = power_rows(list(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power, pool=args.pool)
-    else:
-        base = spread_rows(groups, alpha=args.alpha, power=args.power)
-    times = {} if args.table else wall_times(source)
-    rows = budget_rows(
-        base, groups, times, budget_h=budget_h, budget_text=f"{budget_h:.4g} h", table=bool(args.table)
-    )  # fmt: skip
-    for row in rows:
-        row["pooled"] = (pooled or {}).get(row["group"])
-    columns = (*POWER_COLUMNS, *BUDGET_COLUMNS)
-    if args.format in ("csv", "json"):
-        out.write(render_records(rows, columns, args.format) + ("\n" if args.format == "json" else ""))
-        out.flush()
-        return 0
-    lead = [r["budget_summary"] for r in rows]
-    human = {
-        **POWER_HUMAN,
-        "per run": lambda r: "-" if r["run_s"] is None else format_hours(r["run_s"]),
-        "cost (run-h)": lambda r: "-" if r["cost_h"] is None else f"{r['cost_h']:.3g}",
-        "budget runs": lambda r: "-" if r["budget_runs"] is None else str(r["budget_runs"]),
-        "budget detects": lambda r: "-" if r["budget_effect"] is None else f"{r['budget_effect']:.2g}",  # as worded
-    }
-    what = "a difference" if args.effect is None else f"a difference of {args.effect:g}"
-    title = (
-        f"power to detect {what} and what {budget_h:.4g} run-hours buy (alpha {args.alpha:g}, Welch t, "
-        f"aggregate={args.aggregate}){_pooled_groups(pooled or {})}"
-    )
-    notes = (BUDGET_NOTE,)  # each group's sentences are the lead above (budget_summary holds the power summary)
-    if args.format == "md":
-        from deviate_cb.report.text import markdown
-
-        out.write("\n\n".join(markdown(line) for line in lead) + "\n\n")
-    else:
-        console = make_console(out)
-        for line in lead:
-            print_wrapped(console, line)
-        console.print()
-    text = render_records(rows, columns, args.format, title=title, human=human, notes=notes, file=out)
-    out.write(text)
-    out.flush()
-    return 0

@@ -16,10 +16,11 @@ from typing import NoReturn, Optional
 from deviate_cb.cli._common import PROG, reader_gone, refuse_missing_separator, say
 from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.cli.bench_command import add_bench
-from deviate_cb.cli.compare_command import add_compare, add_power
+from deviate_cb.cli.compare_command import add_compare
 from deviate_cb.cli.export_command import add_export
 from deviate_cb.cli.fingerprint_command import add_fingerprint
 from deviate_cb.cli.import_command import add_import
+from deviate_cb.cli.power_command import add_power
 from deviate_cb.cli.report_command import add_report
 from deviate_cb.cli.status_command import add_status
 from deviate_cb.errors import MissingDependencyError, UsageError
