@@ -135,7 +135,8 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.headline import build_headlines, parse_effect
+    from deviate_cb.report.answers import parse_effect
+    from deviate_cb.report.headline import build_headlines
     from deviate_cb.report.render import excluded_line, print_table, render
     from deviate_cb.report.summary import build_report
 
@@ -238,7 +239,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         source = [args.dir] if args.dir is not None else table
         write_closing(headlines, sequences, ["deviate", "report", *source], out)
     elif args.headline:
-        from deviate_cb.report.headline import HEADLINE_COLUMNS
+        from deviate_cb.report.answers import HEADLINE_COLUMNS
         from deviate_cb.report.render import render_records
         from deviate_cb.report.sequential import answer_record, study_answers
 

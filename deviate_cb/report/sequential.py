@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
-from deviate_cb.report.headline import HEADLINE_COLUMNS
+from deviate_cb.report.answers import HEADLINE_COLUMNS
 from deviate_cb.report.terminal import terminal_width, wrap_lines
 from deviate_cb.report.text import markdown as markdown_text
 from deviate_cb.report.text import printable

@@ -30,7 +30,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from deviate_cb.report.headline import Effect, Headline, build_headlines, parse_effect
+from deviate_cb.report.answers import Effect, Headline, parse_effect
+from deviate_cb.report.headline import build_headlines
 from deviate_cb.report.summary import Report, build_report
 
 __all__ = ["Study", "load", "page_height"]
@@ -144,8 +145,8 @@ class Study:
         with the sequential decisions (kind ``sequential``), as the report does."""
         import pyarrow as pa
 
+        from deviate_cb.report.answers import HEADLINE_COLUMNS
         from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
-        from deviate_cb.report.headline import HEADLINE_COLUMNS
         from deviate_cb.report.render import excluded_line
         from deviate_cb.report.sequential import answer_record
         from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS

@@ -97,7 +97,7 @@ def _powers(runs: Any, ns: np.ndarray) -> np.ndarray:
 
 
 def plannable(runs: Any) -> bool:
-    """Whether a :class:`~deviate_cb.report.headline.RunsNeeded` has a curve to draw (a spread, an effect)."""
+    """Whether a :class:`~deviate_cb.report.answers.RunsNeeded` has a curve to draw (a spread, an effect)."""
     return runs is not None and _ok(runs.std) and runs.std > 0 and _ok(runs.effect) and runs.effect > 0
 
 

@@ -1,4 +1,4 @@
-"""The answers at the top of the HTML report: each :class:`~deviate_cb.report.headline.Headline`'s sentences.
+"""The answers at the top of the HTML report: each :class:`~deviate_cb.report.answers.Headline`'s sentences.
 
 Example:
     >>> from deviate_cb.report.headline import build_headlines

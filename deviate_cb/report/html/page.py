@@ -40,7 +40,7 @@ def report_page(
     sequences: Sequence[str] = (),
 ) -> str:
     """The page of a :class:`~deviate_cb.report.summary.Report` (see the module docstring); ``headlines``: the
-    :class:`~deviate_cb.report.headline.Headline` list of the report, shown first, after the decisions of the
+    :class:`~deviate_cb.report.answers.Headline` list of the report, shown first, after the decisions of the
     studies replicated until decided (``sequences``: :func:`deviate_cb.report.sequential.sequence_lines`)."""
     from deviate_cb.report.render import excluded_line
 
