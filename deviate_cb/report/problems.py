@@ -69,8 +69,8 @@ from deviate_cb.report.findings import (
     one_line,
     seeds_differ,
 )
-from deviate_cb.report.outside_writes import outside_problems
 from deviate_cb.report.runs import RunRecord, read_runs, run_directories
+from deviate_cb.report.shared_paths import outside_problems
 from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
 
 __all__ = ["find_problems", "study_problems"]

@@ -1,4 +1,4 @@
-"""Problems of what replicas wrote outside their run directories: paths they shared, files one read of another's.
+"""Problems of the paths replicas shared outside their run directories: outputs they overwrote, files one read of another's.
 
 Example:
     >>> outside_problems({})
