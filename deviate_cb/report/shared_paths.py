@@ -1,4 +1,4 @@
-"""Problems of the paths replicas shared outside their run directories: outputs they overwrote, files one read of another's.
+"""Problems of paths replicas shared outside their run directories: outputs overwritten, files read of another's.
 
 Example:
     >>> outside_problems({})
