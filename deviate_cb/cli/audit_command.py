@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Optional
 
 from deviate_cb.cli._common import say
@@ -51,7 +50,7 @@ from deviate_cb.errors import UsageError
 if TYPE_CHECKING:
     from deviate_cb.audit.session import AuditOutcome, AuditRequest
 
-__all__ = ["add_audit", "render_audit"]
+__all__ = ["add_audit"]
 
 _VARIANTS = ("control", "impl")
 
@@ -60,8 +59,28 @@ class _Default(str):
     """A default argparse kept (a value given on the command line is a plain ``str``): ``--against`` replaces it."""
 
 
+# The flags deviate audit shares with deviate-replicate (declared once, launch/arguments.py), with its defaults.
+_REPLICATION_FLAGS = ("trainer", "runs", "variant", "seed", "out", "experiment", "parallel", "timeout", "cold",
+                      "keras_backend")  # fmt: skip
+_DEFAULTS = {"runs": _Default("2"), "variant": "control", "out": "deviate_audit", "parallel": "1"}
+_HELPS = {
+    "trainer": "module:function or path/to/file.py:function",
+    "runs": "replicas (default 2; --against: 1)",
+    "variant": "control (default) or impl (framework defaults)",
+    "seed": "the replicas' seed (default 0)",
+    "out": "run store (default deviate_audit)",
+    "experiment": "experiment name (default: as deviate-replicate)",
+    "parallel": "replicas at once (default 1)",
+    "timeout": "stop a replica after this long",
+    "cold": "start every replica as a fresh interpreter",
+    "keras_backend": "tensorflow, torch or jax (KERAS_BACKEND)",
+}
+
+
 def add_audit(commands: Any) -> None:
     """Declare ``deviate audit`` on the ``deviate`` subparsers."""
+    from deviate_cb.launch.arguments import add_replication_arguments
+
     parser = commands.add_parser(
         "audit",
         help="find the first training step and tensor where replicas that must be identical differ",
@@ -73,22 +92,13 @@ def add_audit(commands: Any) -> None:
         "anything runs; a replica failed, timed out, was killed, stopped inside fit or took no optimizer step).",
         usage="deviate audit [options] (--trainer SPEC [-- ARGS...] | -- COMMAND [ARGS...])",
     )
-    parser.add_argument("--trainer", metavar="SPEC", help="module:function or path/to/file.py:function")
-    parser.add_argument("-n", "--runs", default=_Default("2"), metavar="N", help="replicas (default 2; --against: 1)")
+    add_replication_arguments(parser, only=_REPLICATION_FLAGS, defaults=_DEFAULTS, helps=_HELPS, backends=False)
     parser.add_argument("--steps", default=_Default("20"), metavar="K", help="steps audited (20; --against: its)")
-    parser.add_argument("--variant", default="control", help="control (default) or impl (framework defaults)")
-    parser.add_argument("--seed", default="0", metavar="SEED", help="the replicas' seed (default 0)")
-    parser.add_argument("--out", default="deviate_audit", metavar="DIR", help="run store (default deviate_audit)")
-    parser.add_argument("--experiment", metavar="NAME", help="experiment name (default: as deviate-replicate)")
-    parser.add_argument("--parallel", default="1", metavar="K", help="replicas at once (default 1)")
-    parser.add_argument("--timeout", metavar="SECONDS", help="stop a replica after this long")
     parser.add_argument(
         "--finish",
         action="store_true",
         help="run every replica's training to its end (default: a replica stops once its audited steps are recorded)",
     )
-    parser.add_argument("--keras-backend", metavar="NAME", help="tensorflow, torch or jax (KERAS_BACKEND)")
-    parser.add_argument("--cold", action="store_true", help="start every replica as a fresh interpreter")
     parser.add_argument("--next", default="5", metavar="M", help="divergences shown after the first (default 5)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format")
     parser.add_argument("--against", metavar="DIR", help="compare with a kept recording (an earlier --out)")
@@ -139,6 +149,7 @@ def _run_audit(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def _text(outcome: AuditOutcome, request: AuditRequest, against: Any) -> str:
     """The text report of a compared audit (:class:`~deviate_cb.audit.session.AuditOutcome`)."""
     from deviate_cb.audit.ranks import with_rank_line
+    from deviate_cb.audit.rendering import render_audit
 
     text = render_audit(
         outcome.compared,
@@ -205,97 +216,3 @@ def _timeout(given: Optional[str]) -> Optional[float]:
     if not timeout > 0:
         raise UsageError(f"`--timeout` must be a number of seconds > 0. Received: --timeout={given}.")
     return timeout
-
-
-def render_audit(
-    result: Any, *, steps: int, where: str, not_covered: str = "", stopped: str = "", after: str = ""
-) -> str:
-    """The text report of an :class:`~deviate_cb.audit.divergence.AuditResult`.
-
-    Args:
-        result: The comparison.
-        steps: The training steps asked.
-        where: The directory of the records.
-        not_covered: What the audit could not cover on this framework.
-        stopped: Why the comparison does not cover every replica over the steps asked
-            (:func:`~deviate_cb.audit.replicas.stopped_line`), which the verdict then says.
-        after: The replicas that ended abnormally after every audited step
-            (:func:`~deviate_cb.audit.replicas.after_steps_line`), a note.
-
-    Example:
-        >>> from deviate_cb.audit.divergence import AuditResult
-        >>> print(render_audit(AuditResult(False, (0, 1), 20), steps=20, where="runs"), end="")
-        deviate audit: replicas 0, 1 agree bit for bit over 20 audited training step(s).
-        records: runs
-        >>> crashed = "nothing to compare after step 1: replica 1 failed with RuntimeError: boom"
-        >>> text = render_audit(AuditResult(False, (0, 1), 2), steps=20, where="runs", stopped=crashed)
-        >>> print(text.replace(", then", ",\\nthen"), end="")
-        deviate audit: incomplete: replicas 0, 1 agree bit for bit over the 2 training step(s) compared,
-        then nothing to compare after step 1: replica 1 failed with RuntimeError: boom.
-        records: runs
-    """
-    from deviate_cb.audit.divergence import size_text, where_text
-    from deviate_cb.report.text import printable, printable_message
-
-    replicas = ", ".join(str(r) for r in result.replicas)
-    lines = []
-    if not result.diverged and stopped:
-        lines.append(
-            f"deviate audit: incomplete: replicas {replicas} agree bit for bit over the {result.steps_compared} "
-            f"training step(s) compared, then {printable_message(stopped)}."
-        )
-    elif not result.diverged:
-        lines.append(
-            f"deviate audit: replicas {replicas} agree bit for bit over {result.steps_compared} audited "
-            "training step(s)."
-        )
-    else:
-        first = result.first
-        lines.append(
-            f"deviate audit: replicas {replicas} diverge at training step {first.step} (0-based), first in "
-            f"{where_text(first)}."
-        )
-        lines.append(f"  {size_text(first)}")
-        if first.note:
-            lines.append(f"  {printable(first.note)}")
-        lines.append(_sources_line(result.sources, first.step, printable))
-        if result.next:
-            lines.append("then:")
-            width = max(len(printable(d.name)) for d in result.next)
-            for d in result.next:
-                lines.append(f"  step {d.step:<4d} {d.kind:<9s} {printable(d.name):<{width}s}  {size_text(d)}")
-    for note in result.notes:
-        lines.append(f"note: {printable(note)}")
-    if not_covered:
-        lines.append(f"note: not covered on this framework: {printable(not_covered)}")
-    if result.diverged and stopped:
-        lines.append(f"note: {printable_message(stopped)}")
-    if after and not stopped:
-        lines.append(f"note: {printable_message(after)} (the audit has every step it asked for)")
-    elif result.steps_compared < steps and not stopped:
-        lines.append(f"note: {result.steps_compared} of the {steps} step(s) asked were recorded (training was shorter)")
-    lines.append(f"records: {printable(where)}")
-    return "\n".join(lines) + "\n"
-
-
-_SOURCE = {
-    "input": "the input batch `{name}`",
-    "forward": "module `{module}` (forward)",
-    "loss": "the loss",
-    "gradient": "the gradient of parameter `{name}` (backward)",
-    "parameter": "parameter `{name}` (optimizer step)",
-}
-_SOURCES_SHOWN = 8
-
-
-def _sources_line(sources: Sequence[Any], step: int, printable: Any) -> str:
-    """Where the differences arose at the first step that differs (:attr:`AuditResult.sources`), in one line."""
-    if not sources:
-        return (f"sources at step {step}: none identified (nothing recorded there differs while what it is computed "
-                "from agrees)")  # fmt: skip
-    named = []
-    for d in sources[:_SOURCES_SHOWN]:
-        text = _SOURCE.get(d.kind, "{name}").format(name=printable(d.name), module=printable(d.module or d.name))
-        named.append(text + (f", call {d.occurrence + 1}" if d.kind == "forward" and d.occurrence else ""))
-    more = f", and {len(sources) - _SOURCES_SHOWN} more" if len(sources) > _SOURCES_SHOWN else ""
-    return f"sources at step {sources[0].step} (inputs agree, output differs): {', '.join(named)}{more}"
