@@ -5,13 +5,13 @@ classes), batch 32, SGD, trained in a plain torch loop on the GPU when one is th
 each timed step), else on the CPU. Each round times ``--steps`` steps in three phases, all in one process:
 
 * plain: no audit;
-* audited: a :class:`deviate_cb.capture.audit.hooks.TorchAudit` attached to every module and parameter, exactly
+* audited: a :class:`deviate_cb.audit.recording.hooks.TorchAudit` attached to every module and parameter, exactly
   what ``DeviateCallback(audit=K)`` does per step: the batch digested, forward hooks on every module, the loss,
   post-accumulate-grad hooks on every parameter, every parameter after the optimizer step, and one transfer of
   the step's digests to the host; after ``--steps`` steps it removes its hooks;
 * after: the same loop once the audit has detached itself (no hook left);
 * plain-loop audited: the loop as a plain PyTorch script is audited by ``deviate audit`` (issue 28):
-  :class:`deviate_cb.capture.audit.plain_loop.PlainLoopAudit` installed, torch's global module and optimizer hooks
+  :class:`deviate_cb.audit.recording.plain_loop.PlainLoopAudit` installed, torch's global module and optimizer hooks
   and ``Tensor.backward`` wrapped, nothing called by the loop itself; after ``--steps`` optimizer steps it removes
   every global hook;
 * plain-loop after: the same loop once the plain-loop audit has removed itself (the optimizer hook being called
@@ -61,9 +61,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from deviate_cb.audit.recording.hooks import TorchAudit, named_modules, named_parameters
+from deviate_cb.audit.recording.plain_loop import PlainLoopAudit
 from deviate_cb.bench.models import build_torch_model
-from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
-from deviate_cb.capture.audit.plain_loop import PlainLoopAudit
 
 GOAL_AFTER = 1.03
 _PHASES = ("plain", "audited", "after", "plain-loop audited", "plain-loop after")

@@ -20,9 +20,9 @@ from typing import Any, Optional, Union
 
 import keras
 
-from deviate_cb.capture.audit.keras_audit import KerasAudit
-from deviate_cb.capture.audit.settings import audit_steps, write_audit_record
-from deviate_cb.capture.audit.stopping import record_stop, stops_after_audit
+from deviate_cb.audit.recording.keras_audit import KerasAudit
+from deviate_cb.audit.recording.settings import audit_steps, write_audit_record
+from deviate_cb.audit.recording.stopping import record_stop, stops_after_audit
 from deviate_cb.capture.backup_restore import KerasResumePoint
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.hot_path import StepClock, step_events

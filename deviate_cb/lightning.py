@@ -18,8 +18,8 @@ import lightning.pytorch as pl
 import torch
 from typing_extensions import override
 
-from deviate_cb.capture.audit.fit_audit import FitAudit
-from deviate_cb.capture.audit.settings import audit_steps
+from deviate_cb.audit.recording.fit_audit import FitAudit
+from deviate_cb.audit.recording.settings import audit_steps
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.hot_path import StepHooks
 from deviate_cb.capture.lightning_tap import (

@@ -32,6 +32,7 @@ LAYERS = {
     "deviate_cb.capture": 2,
     "deviate_cb.launch": 3,
     "deviate_cb.audit": 3,
+    "deviate_cb.audit.recording": 2,  # runs inside the replica, beside capture
     "deviate_cb.report": 3,
     "deviate_cb.bench": 3,
     "deviate_cb.trackers": 3,

@@ -1,6 +1,6 @@
-"""The audit wing: ``deviate audit``'s logic, from running the recorded replicas to the exit status, and the
-comparisons of their records (replicas, ranks, a kept reference, a resumed run, two machines).
+"""The audit wing: the recording inside each replica (:mod:`deviate_cb.audit.recording`, beside capture in the
+layering), the comparisons of the records (replicas, ranks, a kept reference, a resumed run, two machines) and
+``deviate audit``'s logic, from running the recorded replicas to the exit status.
 
-The recording inside each replica is :mod:`deviate_cb.capture.audit`; ``audit.parquet`` is
-:mod:`deviate_cb.store.audit`.
+``audit.parquet`` is :mod:`deviate_cb.store.audit`.
 """

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deviate_cb.capture.audit.stopping import AUDITED, stopped_after
+from deviate_cb.audit.recording.stopping import AUDITED, stopped_after
 from deviate_cb.errors import UsageError
 
 __all__ = [

@@ -199,6 +199,6 @@ def _record(request: AuditRequest, err: IO[str]) -> Any:
         stream=err,  # type: ignore[arg-type]  # a text stream: the progress goes where warnings go
         live=False,
         audit=request.steps,
-        audit_stop=not request.finish,  # deviate_cb.capture.audit.stopping: status `audited`
+        audit_stop=not request.finish,  # deviate_cb.audit.recording.stopping: status `audited`
         argv=list(request.argv),
     )

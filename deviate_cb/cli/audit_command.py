@@ -3,12 +3,12 @@
 It names the training as ``deviate-replicate`` does (``--trainer SPEC [-- ARGS]`` or ``-- COMMAND``), runs ``-n``
 replicas (default 2) under the ``control`` variant (same seed, determinism on; ``--variant impl`` audits with the
 framework's default switches) through the normal launcher, with every replica's callback recording a digest of
-each tensor of the first ``--steps`` training steps (``DEVIATE_AUDIT``, :mod:`deviate_cb.capture.audit`), then
+each tensor of the first ``--steps`` training steps (``DEVIATE_AUDIT``, :mod:`deviate_cb.audit.recording`), then
 compares the records (:mod:`deviate_cb.audit.divergence`) and prints the first divergence: the training step and,
 within it in execution order, the input batch, a module's forward output, the loss, a parameter's gradient or a
 parameter after the optimizer step, with the size of the difference and the divergences right after it.
 
-Unless ``--finish``, each replica stops once its audited steps are recorded (:mod:`deviate_cb.capture.audit.stopping`;
+Unless ``--finish``, each replica stops once its audited steps are recorded (:mod:`deviate_cb.audit.recording.stopping`;
 status ``audited``, which counts here as a training that ended normally and never as a completed one elsewhere).
 
 Exit status: 0 every replica ended its training normally (or stopped after its audited steps, or timed out after

@@ -1,7 +1,7 @@
 """Whether ``deviate audit`` can hook a project's training, told from its source before anything runs.
 
 The audit is recorded by the Lightning callback (a ``Trainer``'s ``fit``), the Keras callback (``Model.fit``) or,
-for a plain PyTorch loop, torch's global module and optimizer hooks (:mod:`deviate_cb.capture.audit.plain_loop`):
+for a plain PyTorch loop, torch's global module and optimizer hooks (:mod:`deviate_cb.audit.recording.plain_loop`):
 a program that reaches none of Lightning, Keras and torch (NumPy, JAX, a pure-Python loop) has nothing to hook and
 would train to its end for nothing. :func:`audit_refusal` reads with :mod:`ast` the file a replica starts from
 (:func:`~deviate_cb.launch.preimport.project_files`) and every module of the project's own that it imports, at any

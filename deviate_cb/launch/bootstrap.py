@@ -19,7 +19,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from types import FrameType
 from typing import Any, Optional
 
-from deviate_cb.capture.audit.plain_loop import install_plain_audit
+from deviate_cb.audit.recording.plain_loop import install_plain_audit
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
 from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover

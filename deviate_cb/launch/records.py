@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from deviate_cb.capture.audit.stopping import AUDITED, AUDITED_TEXT, stopped_after
+from deviate_cb.audit.recording.stopping import AUDITED, AUDITED_TEXT, stopped_after
 from deviate_cb.launch.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.bounded_read import read_regular

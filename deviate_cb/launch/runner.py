@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO, Union, cast
 
-from deviate_cb.capture.audit.settings import AUDIT_ENV
-from deviate_cb.capture.audit.stopping import STOP_ENV
+from deviate_cb.audit.recording.settings import AUDIT_ENV
+from deviate_cb.audit.recording.stopping import STOP_ENV
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import Job, backend_class
 from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after_equals
@@ -126,9 +126,9 @@ def replicate(
         argv: The command line recorded in every manifest (default ``sys.argv``).
         stream: Where progress goes (default stdout); ``live`` forces (or disables) the live table.
         kill_grace_s: Seconds between SIGTERM and SIGKILL when a replica is terminated.
-        audit: Training steps every replica's callback audits (``DEVIATE_AUDIT``, :mod:`deviate_cb.capture.audit`;
+        audit: Training steps every replica's callback audits (``DEVIATE_AUDIT``, :mod:`deviate_cb.audit.recording`;
             what ``deviate audit`` runs); ``None``: no audit. ``audit_stop``: each replica stops once its audited
-            steps are recorded (status ``audited``, :mod:`deviate_cb.capture.audit.stopping`).
+            steps are recorded (status ``audited``, :mod:`deviate_cb.audit.recording.stopping`).
         max_replicas: The most replicas one launch may plan (default :data:`MAX_REPLICAS`); a larger ``runs``
             is refused as a likely typo (``--max-replicas`` lifts it).
         isolate: Run each replica in its own working directory, ``<run_dir>/.workdir/<launch dir name>``, which
@@ -284,7 +284,7 @@ def run_replication(
                 env = {**job.env, "DEVIATE_PREIMPORT": json.dumps(modules)}  # cold replicas import them first too
                 if spec.audit:
                     env[AUDIT_ENV] = str(spec.audit)
-                    if spec.audit_stop:  # deviate audit without --finish (deviate_cb.capture.audit.stopping)
+                    if spec.audit_stop:  # deviate audit without --finish (deviate_cb.audit.recording.stopping)
                         env[STOP_ENV] = "1"
                 yield dataclasses.replace(job, env=env, warm_modules=None if spec.cold else modules)
 

@@ -1,4 +1,4 @@
-"""A plain-loop audit that stops on an error of its own (:mod:`deviate_cb.capture.audit.plain_loop`) writes no record
+"""A plain-loop audit that stops on an error of its own (:mod:`deviate_cb.audit.recording.plain_loop`) writes no record
 but its reason, in the manifest's ``audit.error``, and ``deviate audit`` prints that reason rather than "nothing was
 hooked". The error is a real one: a module that returns a nested tensor, which the digest cannot flatten."""
 

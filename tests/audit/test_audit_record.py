@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from deviate_cb.audit.divergence import compare_audits
-from deviate_cb.capture.audit.settings import audit_steps
+from deviate_cb.audit.recording.settings import audit_steps
 from deviate_cb.errors import UsageError
 from deviate_cb.lightning import DeviateCallback
 from deviate_cb.store.audit import AUDIT_FILE, read_audit, write_audit

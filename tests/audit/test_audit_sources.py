@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from deviate_cb.audit.divergence import compare_audits
+from deviate_cb.audit.recording.hooks import TorchAudit, named_modules, named_parameters
 from deviate_cb.audit.rendering import render_audit
-from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers" / "two_sources.py"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from deviate_cb.capture.audit.digest import COLLISION_BOUND, hex_digest, index_weights, numpy_digest, numpy_pack
-from deviate_cb.capture.audit.torch_digest import pack, torch_words
+from deviate_cb.audit.recording.digest import COLLISION_BOUND, hex_digest, index_weights, numpy_digest, numpy_pack
+from deviate_cb.audit.recording.torch_digest import pack, torch_words
 
 
 def _torch_digest(tensor: torch.Tensor) -> tuple[int, int]:

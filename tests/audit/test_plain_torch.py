@@ -1,5 +1,5 @@
 """``deviate audit`` on plain PyTorch programs (issue 28, item 1): no Lightning, no Keras, audited as they are through
-torch's global hooks (:mod:`deviate_cb.capture.audit.plain_loop`), one optimizer step being one training step.
+torch's global hooks (:mod:`deviate_cb.audit.recording.plain_loop`), one optimizer step being one training step.
 
 In process: what a step is (evaluation under ``no_grad`` is none), the names, every global hook gone and
 ``Tensor.backward`` restored after the K steps, a crash's record, and the hooks stepping aside for a Lightning fit.
@@ -21,9 +21,9 @@ import torch
 from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim_module
 
-from deviate_cb.capture.audit.log import AuditLog
-from deviate_cb.capture.audit.plain_loop import PlainLoopAudit
-from deviate_cb.capture.audit.stopping import AuditStepsDone
+from deviate_cb.audit.recording.log import AuditLog
+from deviate_cb.audit.recording.plain_loop import PlainLoopAudit
+from deviate_cb.audit.recording.stopping import AuditStepsDone
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"

@@ -2,7 +2,7 @@
 real subprocesses.
 
 The audit hooks a Lightning ``Trainer``'s fit, a Keras ``Model.fit`` or, for a plain PyTorch loop, torch's global
-module and optimizer hooks (``deviate_cb.capture.audit.plain_loop``). Before, a program with nothing to hook trained
+module and optimizer hooks (``deviate_cb.audit.recording.plain_loop``). Before, a program with nothing to hook trained
 to its end (here 60 s) and the audit then exited 3 pointing at a stderr.log that said nothing. Now:
 
 - a script (``-- python loop.py``) or a ``--trainer loop.py:main`` whose files import none of torch, Lightning and

@@ -1,6 +1,6 @@
 """The audit of a Keras 3 model during ``fit``: what each backend lets a callback see of a training step.
 
-- **torch**: everything, through the torch hooks of :class:`~deviate_cb.capture.audit.hooks.TorchAudit`
+- **torch**: everything, through the torch hooks of :class:`~deviate_cb.audit.recording.hooks.TorchAudit`
   (Keras layers are torch modules there, and each variable's ``value`` a torch parameter): the batch
   (``model.train_step`` is wrapped for the audited steps, on the model instance), every layer's inputs and output
   (named by its Keras path, ``sequential/dense``) and the gradient flowing into that output, the loss
@@ -25,8 +25,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from deviate_cb.capture.audit.digest import numpy_pack
-from deviate_cb.capture.audit.log import DEFAULT_VALUES_MAX, KINDS, AuditLog
+from deviate_cb.audit.recording.digest import numpy_pack
+from deviate_cb.audit.recording.log import DEFAULT_VALUES_MAX, KINDS, AuditLog
 
 __all__ = ["NOT_COVERED_COMPILED", "KerasAudit", "keras_modules", "keras_parameters"]
 
@@ -82,7 +82,7 @@ class KerasAudit:
         self._model = model
         if self.backend != "torch":
             return
-        from deviate_cb.capture.audit.hooks import TorchAudit
+        from deviate_cb.audit.recording.hooks import TorchAudit
 
         self._torch = TorchAudit(self.log.steps, values_max=self.values_max)
         self._torch.attach(keras_modules(model), keras_parameters(model))

@@ -1,17 +1,17 @@
 """The audit of a Lightning fit as its callback drives it: attach at ``setup``, a step at a time, the record at the end.
 
 Every rank records its own steps; rank zero writes ``audit.parquet`` and ``run.json``, a rank ``k`` > 0 its own
-``audit.rank<k>.parquet`` in the run directory rank zero broadcast (:mod:`deviate_cb.capture.audit.settings`).
+``audit.rank<k>.parquet`` in the run directory rank zero broadcast (:mod:`deviate_cb.audit.recording.settings`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from deviate_cb.capture.audit.hooks import TorchAudit, named_modules, named_parameters
-from deviate_cb.capture.audit.log import KINDS
-from deviate_cb.capture.audit.settings import write_audit_record, write_rank_audit
-from deviate_cb.capture.audit.stopping import record_stop, stops_after_audit
+from deviate_cb.audit.recording.hooks import TorchAudit, named_modules, named_parameters
+from deviate_cb.audit.recording.log import KINDS
+from deviate_cb.audit.recording.settings import write_audit_record, write_rank_audit
+from deviate_cb.audit.recording.stopping import record_stop, stops_after_audit
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.session import RunSession
 
@@ -104,7 +104,7 @@ class FitAudit:
         session, (rank, world_size) = self.session, self._ranks
         if session.enabled and session.run is not None:
             with guarded(session, f"{hook}: audit record"):
-                write_audit_record(  # the torch hooks record every kind of row (capture.audit.log.KINDS)
+                write_audit_record(  # the torch hooks record every kind of row (audit.recording.log.KINDS)
                     session.run, audit.log, framework=_FRAMEWORK, covered=KINDS, world_size=world_size
                 )
         elif rank > 0 and self._run_dir is not None:  # its own audit.rank<k>.parquet, never run.json

@@ -1,6 +1,6 @@
 """The audit's record, framework-free: what was digested at each training step, in execution order.
 
-An adapter (:class:`deviate_cb.capture.audit.hooks.TorchAudit` for torch modules, the Keras callback for the
+An adapter (:class:`deviate_cb.audit.recording.hooks.TorchAudit` for torch modules, the Keras callback for the
 other backends) announces each digest with :meth:`AuditLog.add` while a step runs (``kind``, ``name``, the owning
 ``module``, dtype, shape and how many int64 words its packed row has), then hands the rows of the whole step, moved
 to the host at once, to :meth:`AuditLog.end_step`, which decodes them into the rows of ``audit.parquet``
@@ -33,7 +33,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from deviate_cb.capture.audit.digest import hex_digest
+from deviate_cb.audit.recording.digest import hex_digest
 
 __all__ = ["DEFAULT_STEPS", "DEFAULT_VALUES_MAX", "HEADER", "KINDS", "AuditLog", "PendingEntry"]
 

@@ -6,7 +6,7 @@ and then installs, for the whole process, what a training loop of any shape goes
 
 - a global forward pre-hook and forward hook on every module (``register_module_forward_pre_hook``,
   ``register_module_forward_hook``), which feed the module's call to
-  :class:`~deviate_cb.capture.audit.hooks.TorchAudit`'s forward handling (its inputs, its outputs, the gradients
+  :class:`~deviate_cb.audit.recording.hooks.TorchAudit`'s forward handling (its inputs, its outputs, the gradients
   flowing into them);
 - a global optimizer step pre-hook and post-hook (``register_optimizer_step_pre_hook``/``post_hook``): **a
   training step is one optimizer step**, from the first forward that opens it to the end of ``optimizer.step()``;
@@ -35,7 +35,7 @@ framework's callback audits the fit, so every global hook is removed at once and
 two records). After ``K`` steps every hook is removed and ``Tensor.backward`` restored, so the rest of training runs
 as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
 written then (in a replica of ``deviate audit`` without ``--finish`` the training then stops:
-:mod:`~deviate_cb.capture.audit.stopping`), or at the process's exit with the steps that ran when it ends earlier
+:mod:`~deviate_cb.audit.recording.stopping`), or at the process's exit with the steps that ran when it ends earlier
 (a crash: the replica is not ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit,
 not the training, and leaves no record (the audit then exits 3): the manifest's ``audit`` holds the reason as
 ``error`` instead, which ``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest
@@ -49,7 +49,7 @@ loss; a training whose parameters are updated without a ``torch.optim`` optimize
 
 Example:
     >>> import torch
-    >>> from deviate_cb.capture.audit.log import AuditLog
+    >>> from deviate_cb.audit.recording.log import AuditLog
     >>> written: list[AuditLog] = []
     >>> audit = PlainLoopAudit(2, written.append)
     >>> audit.install(torch)
@@ -80,11 +80,11 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
-from deviate_cb.capture.audit.stopping import stops_after_audit
+from deviate_cb.audit.recording.stopping import stops_after_audit
 
 if TYPE_CHECKING:
-    from deviate_cb.capture.audit.hooks import TorchAudit
-    from deviate_cb.capture.audit.log import AuditLog
+    from deviate_cb.audit.recording.hooks import TorchAudit
+    from deviate_cb.audit.recording.log import AuditLog
     from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["FRAMEWORK", "PlainLoopAudit", "install_plain_audit"]
@@ -93,9 +93,9 @@ FRAMEWORK = "torch"  # the manifest's `audit.framework` of a plain loop's record
 # Modules whose frames on the stack mean a fit is running: its callback audits (Lightning, Keras on torch).
 _FITTING = ("lightning.pytorch", "pytorch_lightning", "keras", "tf_keras")
 _STACK_DEPTH = 400  # frames looked at, at most, when a step opens
-_VALUES_MAX = 4096  # deviate_cb.capture.audit.log.DEFAULT_VALUES_MAX, without importing NumPy before torch
+_VALUES_MAX = 4096  # deviate_cb.audit.recording.log.DEFAULT_VALUES_MAX, without importing NumPy before torch
 _MODULE_FILE = os.path.join("torch", "nn", "modules", "module.py")  # where Module._call_impl calls the hooks
-_AUDIT_ENV = "DEVIATE_AUDIT"  # deviate_cb.capture.audit.settings.AUDIT_ENV (importing it imports NumPy)
+_AUDIT_ENV = "DEVIATE_AUDIT"  # deviate_cb.audit.recording.settings.AUDIT_ENV (importing it imports NumPy)
 _state: dict[str, Any] = {"audit": None}
 
 
@@ -104,7 +104,7 @@ class PlainLoopAudit:
 
     Args:
         steps: Optimizer steps to record.
-        on_done: Called once with the :class:`~deviate_cb.capture.audit.log.AuditLog` when the steps are recorded,
+        on_done: Called once with the :class:`~deviate_cb.audit.recording.log.AuditLog` when the steps are recorded,
             or by :meth:`finish` (at exit) when fewer ran; never when the audit stepped aside for a fit.
         values_max: Tensors of at most this many elements keep their values.
     """
@@ -159,7 +159,7 @@ class PlainLoopAudit:
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_module
 
-        from deviate_cb.capture.audit.hooks import TorchAudit
+        from deviate_cb.audit.recording.hooks import TorchAudit
 
         if self._handles or self._ended:
             return
@@ -346,7 +346,7 @@ class PlainLoopAudit:
     def _stop(self) -> None:
         """Record the stop and end the training: :class:`AuditStepsDone` (``SystemExit(0)``) passes through the
         optimizer step and the project's ``except Exception``; its ``finally`` blocks and ``atexit`` still run."""
-        from deviate_cb.capture.audit.stopping import AuditStepsDone, stop_line
+        from deviate_cb.audit.recording.stopping import AuditStepsDone, stop_line
 
         assert self.on_stop is not None
         try:
@@ -407,7 +407,7 @@ class PlainLoopAudit:
 
 def _joined(prefix: str, qualified: str) -> str:
     """``prefix.qualified``; the model itself (``qualified`` empty) is ``prefix``, or ``(root)`` without one."""
-    from deviate_cb.capture.audit.hooks import ROOT_NAME
+    from deviate_cb.audit.recording.hooks import ROOT_NAME
 
     if prefix and qualified:
         return f"{prefix}.{qualified}"
@@ -449,8 +449,8 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
     written: list[int] = []  # the steps of the record written: a replica whose record is lost is not stopped
 
     def write(log: AuditLog) -> None:
-        from deviate_cb.capture.audit.log import KINDS
-        from deviate_cb.capture.audit.settings import write_audit_record
+        from deviate_cb.audit.recording.log import KINDS
+        from deviate_cb.audit.recording.settings import write_audit_record
 
         try:
             write_audit_record(run, log, framework=FRAMEWORK, covered=KINDS)
@@ -462,7 +462,7 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
         run.update_manifest(audit={"steps": int(text), "recorded_steps": 0, "framework": FRAMEWORK, "error": reason})
 
     def stop(steps: int) -> None:  # deviate audit without --finish: the launcher records the replica `audited`
-        from deviate_cb.capture.audit.stopping import record_stop
+        from deviate_cb.audit.recording.stopping import record_stop
 
         if not written:
             raise RuntimeError("its audit record was not written")

@@ -1,6 +1,6 @@
 """The audit of a torch model: hooks that digest a training step's tensors on the device, for K steps.
 
-:class:`TorchAudit` holds an :class:`~deviate_cb.capture.audit.log.AuditLog` and the hooks that feed it:
+:class:`TorchAudit` holds an :class:`~deviate_cb.audit.recording.log.AuditLog` and the hooks that feed it:
 
 - a forward pre-hook and a forward hook on every module given (:meth:`TorchAudit.attach`): the tensors the
   module receives (``forward_input``, digested before its forward runs, so an in-place op does not change them)
@@ -51,8 +51,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from deviate_cb.capture.audit.log import DEFAULT_VALUES_MAX, AuditLog
-from deviate_cb.capture.audit.torch_digest import clear_weights, pack
+from deviate_cb.audit.recording.log import DEFAULT_VALUES_MAX, AuditLog
+from deviate_cb.audit.recording.torch_digest import clear_weights, pack
 
 __all__ = ["ROOT_NAME", "TorchAudit", "named_modules", "named_parameters", "named_tensors"]
 

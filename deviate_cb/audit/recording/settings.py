@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from deviate_cb.capture.audit.log import DEFAULT_STEPS, AuditLog
+from deviate_cb.audit.recording.log import DEFAULT_STEPS, AuditLog
 from deviate_cb.errors import UsageError
 from deviate_cb.store.audit import write_audit
 from deviate_cb.store.run_directory import RunDirectory

@@ -19,7 +19,7 @@ so sequences of different lengths are never compared by digest alone.
 
 Addition modulo ``2**64`` is associative and commutative, so the digest does not depend on the order in which a
 device reduces the products: it is exact on a GPU as on a CPU. :func:`numpy_digest` is the reference; the torch
-implementation (:mod:`deviate_cb.capture.audit.torch_digest`) computes the same numbers on the tensor's device.
+implementation (:mod:`deviate_cb.audit.recording.torch_digest`) computes the same numbers on the tensor's device.
 
 Example:
     >>> a = np.arange(6, dtype=np.float32)
@@ -112,7 +112,7 @@ def hex_digest(digest: tuple[int, int]) -> str:
 
 
 def numpy_pack(array: np.ndarray, values_max: int) -> np.ndarray:
-    """The packed int64 row of :func:`deviate_cb.capture.audit.torch_digest.pack`, computed on the host.
+    """The packed int64 row of :func:`deviate_cb.audit.recording.torch_digest.pack`, computed on the host.
 
     Example:
         >>> row = numpy_pack(np.array([1.5, -2.0]), values_max=8)

@@ -41,7 +41,7 @@ AUDITED = "audited"  # the manifest status of a replica stopped after its audite
 AUDITED_TEXT = "stopped after the audited steps"  # how the launcher, status and report say it
 STOP_ENV = "DEVIATE_AUDIT_STOP"
 STOPPED_FIELD = "audit_stopped"  # the manifest's {"after_steps": K, "by": framework}
-_AUDIT_ENV = "DEVIATE_AUDIT"  # deviate_cb.capture.audit.settings.AUDIT_ENV (importing it imports NumPy)
+_AUDIT_ENV = "DEVIATE_AUDIT"  # deviate_cb.audit.recording.settings.AUDIT_ENV (importing it imports NumPy)
 
 
 class AuditStepsDone(SystemExit):

@@ -1,10 +1,10 @@
-"""The audit digest of :mod:`deviate_cb.capture.audit.digest`, computed by torch on the tensor's own device.
+"""The audit digest of :mod:`deviate_cb.audit.recording.digest`, computed by torch on the tensor's own device.
 
 :func:`pack` turns a tensor into one int64 row on its device, with no host synchronisation: the two digest sums,
 then the float64 bits of its sum and of its largest absolute value, then (for a tensor of at most ``values_max``
 elements) the float64 bits of every element, so that the size of a difference can be told exactly. The caller
 concatenates the rows of a training step and moves them to the host in one transfer
-(:meth:`deviate_cb.capture.audit.log.AuditLog.end_step` decodes them).
+(:meth:`deviate_cb.audit.recording.log.AuditLog.end_step` decodes them).
 
 The weights are computed once per device for the longest tensor seen (16 bytes per word) and dropped with
 :func:`clear_weights` when the audit ends.
@@ -14,7 +14,7 @@ Example:
     >>> row = pack(t, values_max=4)  # 6 elements > 4: no values
     >>> row.shape, row.dtype
     (torch.Size([4]), torch.int64)
-    >>> from deviate_cb.capture.audit.digest import numpy_digest
+    >>> from deviate_cb.audit.recording.digest import numpy_digest
     >>> tuple(int(v) & (2**64 - 1) for v in row[:2]) == numpy_digest(t.numpy())
     True
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from deviate_cb.capture.audit.digest import _GOLDEN, _MIX1, _MIX2, SALTS, to_signed
+from deviate_cb.audit.recording.digest import _GOLDEN, _MIX1, _MIX2, SALTS, to_signed
 
 __all__ = ["HEADER_WORDS", "clear_weights", "pack", "torch_words"]
 
