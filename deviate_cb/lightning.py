@@ -357,10 +357,14 @@ class DeviateCallback(pl.Callback):
             self._record(trainer, "train", "epoch", items)
             self._train_epoch, self._train_epoch_keys = (trainer.current_epoch, trainer.global_step), keys
         self._session.flush(hook=hook, when_due=True)  # short epochs share a write: see RunSession.flush
-        records = self._records
-        if records is not None and records.config.data is not None and records.config.due(trainer.current_epoch):
+        if self._should_predict_after_epoch(trainer.current_epoch) and self._records is not None:
             with guarded(self._session, f"{hook}: predictions snapshot"):
-                records.predict_on_data(trainer, pl_module, epoch_snapshot(trainer.current_epoch))
+                self._records.predict_on_data(trainer, pl_module, epoch_snapshot(trainer.current_epoch))
+
+    def _should_predict_after_epoch(self, epoch: int) -> bool:
+        """``Predictions(data=..., every_n_epochs=k)``: this epoch is one of every k."""
+        config = self._predictions
+        return config is not None and config.data is not None and config.due(epoch)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -370,10 +374,11 @@ class DeviateCallback(pl.Callback):
         if self._records is not None and self._records.config.final_from_data:
             with guarded(self._session, f"{hook}: predictions snapshot"):
                 self._records.predict_on_data(trainer, pl_module, FINAL_SNAPSHOT)
-        if self._weights is not None and self._session.enabled and self._session.run is not None:
+        weights = self._weights
+        if weights is not None and self._session.enabled and self._session.run is not None:
             with guarded(self._session, f"{hook}: weights record"):
                 named = ((name, t) for name, t in pl_module.state_dict().items() if torch.is_floating_point(t))
-                write_weight_record(self._session.run.path, weight_arrays(named), self._weights)
+                write_weight_record(self._session.run.path, weight_arrays(named), weights)
 
     def _take_late_train_epoch_values(self, trainer: pl.Trainer, hook: str) -> None:
         """Epoch values the module logged in its own ``on_train_epoch_end``, after this callback's hook."""
