@@ -15,7 +15,8 @@ import ast
 from pathlib import Path
 
 import pytest
-from import_graph import Edge, import_cycles, import_edges, module_files
+
+from tests.helpers.import_graph import Edge, import_cycles, import_edges, module_files
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "deviate_cb"

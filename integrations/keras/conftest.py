@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from keras_helpers import selected_backends, skip_reason
+
+from tests.helpers.keras_helpers import selected_backends, skip_reason
 
 
 @pytest.fixture(scope="module", params=selected_backends())

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from keras_helpers import TRAINERS
+
+from tests.helpers.keras_helpers import TRAINERS
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _audit(case: str, backend: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:
-    sys.path.insert(0, str(REPO / "tests" / "launch"))
-    from replicate_helpers import child_env
+    from tests.helpers.replicate_helpers import child_env
 
     done = subprocess.run(
         [sys.executable, "-m", "deviate_cb.cli.main", "audit", "--trainer", f"{CASES}:{case}", "--keras-backend",

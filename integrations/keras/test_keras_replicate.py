@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from keras_helpers import EXAMPLES, TRAINERS, Replicated, replicate
+
+from tests.helpers.keras_helpers import EXAMPLES, TRAINERS, Replicated, replicate
 
 pytestmark = pytest.mark.slow
 

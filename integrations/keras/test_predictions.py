@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from keras_helpers import Replicated, replicate
 
 from deviate_cb.stats.stability.predictions import prediction_churn
 from deviate_cb.store.predictions import read_predictions
 from deviate_cb.store.weights import read_full_weights, read_weight_sketches
+from tests.helpers.keras_helpers import Replicated, replicate
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from cluster_helpers import (
+from tests.helpers.cluster_helpers import (
     COMMAND_PROJECT,
     KERAS_TRAINERS,
     TRAINERS,

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "keras"))  # keras_helpers, shared with that suite
-from keras_helpers import Replicated as KerasSuiteRun
+from tests.helpers.keras_helpers import Replicated as KerasSuiteRun
 
 __all__ = [
     "PROJECTS",

@@ -16,7 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-from cluster_helpers import COMMAND_PROJECT, KERAS_TRAINERS, TRAINERS, assert_same_run_dirs, env, replicate, start
+from tests.helpers.cluster_helpers import (
+    COMMAND_PROJECT,
+    KERAS_TRAINERS,
+    TRAINERS,
+    assert_same_run_dirs,
+    env,
+    replicate,
+    start,
+)
 
 SLURM_FIELDS = ("slurm_job_id", "slurm_state")
 
@@ -33,7 +41,7 @@ def test_lightning_control_on_slurm_equals_local(tmp_path: Path) -> None:
         assert manifest["backend"] == "slurm" and manifest["slurm_state"] == "COMPLETED"
         assert manifest["slurm_job_id"].endswith(f"_{k}")
     # control replicas are bit-identical across replicas too (same seed, deterministic tooling)
-    from cluster_helpers import metric_rows
+    from tests.helpers.cluster_helpers import metric_rows
 
     assert metric_rows(slurm.run_dir("l", "control", 0)) == metric_rows(slurm.run_dir("l", "control", 2))
 

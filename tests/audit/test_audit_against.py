@@ -18,14 +18,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.replicate_helpers import child_env
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"
 CHUNKED = f"{TRAINERS / 'thread_chunks.py'}:chunked"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 
 def audit(args: list[str], cwd: Path, threads: int = 2) -> subprocess.CompletedProcess[str]:

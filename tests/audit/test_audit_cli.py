@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.replicate_helpers import child_env
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"
 LIGHTNING = TRAINERS / "lightning_cases.py"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 
 def audit(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

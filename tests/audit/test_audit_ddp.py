@@ -20,6 +20,7 @@ import torch
 from deviate_cb.audit.ranks import compare_ranks, read_rank_records, with_rank_line
 from deviate_cb.store.audit import audit_metadata, audit_ranks, read_audit
 from deviate_cb.store.run_directory import RunDirectory
+from tests.helpers.replicate_helpers import child_env
 
 pytestmark = [
     pytest.mark.slow,
@@ -28,9 +29,6 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = Path(__file__).resolve().parent / "trainers" / "ddp_train.py"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 STEPS = 4  # ddp_train.STEPS: every step is audited
 NOISE_STEP = 2  # ddp_train.NOISE_STEP

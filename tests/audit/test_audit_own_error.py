@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import child_env
+from tests.helpers.replicate_helpers import child_env
 
 pytestmark = pytest.mark.slow
 

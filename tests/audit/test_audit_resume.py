@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.replicate_helpers import child_env
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = Path(__file__).resolve().parent / "trainers" / "resume_cases.py"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 
 def resume_audit(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -199,8 +199,7 @@ def test_a_global_forward_hook_feeds_the_same_rows_through_on_forward() -> None:
 
 
 def _audit(target: str, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
-    sys.path.insert(0, str(REPO / "tests" / "launch"))
-    from replicate_helpers import child_env
+    from tests.helpers.replicate_helpers import child_env
 
     trainer = target if ":" in target else f"{TRAINERS}:{target}"
     done = subprocess.run(

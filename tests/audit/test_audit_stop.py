@@ -17,11 +17,10 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.replicate_helpers import child_env
+
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 AGREE = "replicas 0, 1 agree bit for bit over 3 audited training step(s)"
 

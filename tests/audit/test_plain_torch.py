@@ -24,16 +24,15 @@ from torch.optim import optimizer as optim_module
 from deviate_cb.audit.recording.log import AuditLog
 from deviate_cb.audit.recording.plain_loop import PlainLoopAudit
 from deviate_cb.audit.recording.stopping import AuditStepsDone
+from tests.helpers.replicate_helpers import child_env
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = Path(__file__).resolve().parent / "trainers"
 PLAIN = TRAINERS / "plain_loops.py"
 GPT = TRAINERS / "tiny_gpt.py"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
 sys.path.insert(0, str(TRAINERS))
 
 import plain_loops  # noqa: E402
-from replicate_helpers import child_env  # noqa: E402
 
 _CREATED: list[PlainLoopAudit] = []
 

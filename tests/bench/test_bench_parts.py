@@ -52,11 +52,7 @@ def test_the_ratio_ci_covers_the_true_median_at_least_at_the_level_it_reports(n:
 
 def test_the_goal_verdict_says_meets_or_misses_only_when_the_whole_interval_does() -> None:
     """The benchmark's first line for the worst case: an answer, from the same interval it prints."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from hook_timing import goal_verdict
+    from benchmarks.hook_timing import goal_verdict
 
     below = [1.000 + i / 1000 for i in range(25)]  # 1.000 .. 1.024: median 1.012
     assert goal_verdict([r - 0.010 for r in below], 1.02).startswith("meets the goal of <= 1.02x: median 1.002x")

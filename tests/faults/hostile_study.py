@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import child_env
+from tests.helpers.replicate_helpers import child_env
 
 __all__ = ["DEEP", "TIMEOUT_S", "bin_path", "launch_args", "make_study"]
 

@@ -24,13 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.replicate_helpers import child_env
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "tests" / "audit" / "trainers" / "lightning_cases.py"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 
 def audit(case: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.replicate_helpers import child_env
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 NUMPY_LOOP = """\
 import time

@@ -22,14 +22,11 @@ from typing import Optional
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import REPO, Completed, child_env, manifest, start_cli
-
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.planner import plan_replicas
 from deviate_cb.store.configuration import configuration_fields
 from deviate_cb.store.run_directory import RunDirectory, run_path
+from tests.helpers.replicate_helpers import REPO, Completed, child_env, manifest, start_cli
 
 LR = f"{Path(__file__).parent / 'lr_fn.py'}:main"
 PRINT_ARG = [sys.executable, "-c", "import sys; print('acc=' + sys.argv[1])"]

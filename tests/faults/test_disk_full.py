@@ -23,9 +23,7 @@ from typing import Any, Optional
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import Completed, final_metrics, manifest, start_cli
+from tests.helpers.replicate_helpers import Completed, final_metrics, manifest, start_cli
 
 pytestmark = [
     pytest.mark.slow,

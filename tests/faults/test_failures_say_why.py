@@ -11,9 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import REPO, child_env, manifest, start_cli
+from tests.helpers.replicate_helpers import REPO, child_env, manifest, start_cli
 
 RAISES = "import sys; print('epoch 0'); raise ValueError('learning rate ' + sys.argv[1] + ' diverged')"
 

@@ -33,9 +33,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import child_env
+from tests.helpers.replicate_helpers import child_env
 
 _spec = importlib.util.spec_from_file_location(
     "tracker_fixtures", Path(__file__).resolve().parents[1] / "trackers" / "conftest.py"

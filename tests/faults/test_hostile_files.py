@@ -21,18 +21,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from hostile_study import DEEP, TIMEOUT_S, bin_path, launch_args, make_study
-from replicate_helpers import child_env
 
 from deviate_cb.store.bounded_read import MAX_RUN_ROWS
+from tests.helpers.replicate_helpers import child_env
 
 pytestmark = pytest.mark.slow
 

@@ -22,12 +22,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import child_env, manifest_or_empty, wait_for
-
 from deviate_cb.launch.ownership import why_not_ours
 from deviate_cb.store.processes import start_ticks
+from tests.helpers.replicate_helpers import child_env, manifest_or_empty, wait_for
 
 HERE = Path(__file__).resolve().parent
 SLEEPER = HERE / "sleeper.py"

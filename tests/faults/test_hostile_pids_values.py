@@ -21,9 +21,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import child_env, manifest_or_empty
+from tests.helpers.replicate_helpers import child_env, manifest_or_empty
 
 HERE = Path(__file__).resolve().parent
 VARIANT = ("experiment=e", "variant=algo+impl")

@@ -31,11 +31,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-
-from report_study import run_cli
-
 import deviate_cb
+from tests.helpers.report_study import run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -19,14 +19,11 @@ from typing import Any, Optional
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import Completed, child_env, manifest, start_cli
-
 from deviate_cb.launch.base import Outcome
 from deviate_cb.launch.records import end_fields, status_of
 from deviate_cb.launch.replication import ReplicaResult, ReplicationResult
 from deviate_cb.store.completion import INCOMPLETE_PREFIX, incomplete_reason, why_incomplete
+from tests.helpers.replicate_helpers import Completed, child_env, manifest, start_cli
 
 HAS_KERAS = importlib.util.find_spec("keras") is not None
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -21,10 +20,6 @@ from typing import Optional
 import pyarrow.dataset as ds
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import Completed, manifest, start_cli, trainer, tree
-
 from deviate_cb.launch.base import Outcome
 from deviate_cb.launch.bootstrap import SignalExit
 from deviate_cb.launch.planner import ATTEMPTS_DIR, clear_previous_attempt
@@ -32,6 +27,7 @@ from deviate_cb.launch.records import end_fields
 from deviate_cb.launch.replication import _ended_on_spec_error
 from deviate_cb.launch.trainer_spec import TrainerSpec
 from deviate_cb.report.runs import run_directories
+from tests.helpers.replicate_helpers import Completed, manifest, start_cli, trainer, tree
 
 ECHO = trainer("basic.py:echo")
 

@@ -9,14 +9,11 @@ HTML and Markdown pages in-process.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-
-from report_study import run_cli, write_run
+from tests.helpers.report_study import run_cli, write_run
 
 pytest.importorskip("matplotlib")
 

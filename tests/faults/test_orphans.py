@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import alive, manifest_or_empty, wait_for
+from tests.helpers.replicate_helpers import alive, manifest_or_empty, wait_for
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -20,9 +20,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import child_env, manifest, manifest_or_empty, start_cli, wait_for
+from tests.helpers.replicate_helpers import child_env, manifest, manifest_or_empty, start_cli, wait_for
 
 pytestmark = pytest.mark.slow
 

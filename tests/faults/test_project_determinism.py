@@ -22,11 +22,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import REPO, child_env, manifest, start_cli
-
 from deviate_cb.capture.switch_takeover import applied_setting
+from tests.helpers.replicate_helpers import REPO, child_env, manifest, start_cli
 
 TORCH_SCRIPT = """
 import sys

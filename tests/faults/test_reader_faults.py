@@ -13,15 +13,10 @@ import csv
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-
-from report_study import run_cli, write_run
 
 from deviate_cb.errors import UsageError
 from deviate_cb.fingerprint.collect import collect_fingerprint
@@ -30,6 +25,7 @@ from deviate_cb.store.predictions import write_predictions
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
 from deviate_cb.store.timings import write_timings
 from deviate_cb.store.weights import write_weights
+from tests.helpers.report_study import run_cli, write_run
 
 LABELS = [0, 1, 1, 0, 1, 0]
 # algo replicas disagree on some samples; control replicas agree

@@ -22,9 +22,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import alive, child_env, manifest_or_empty, wait_for
+from tests.helpers.replicate_helpers import alive, child_env, manifest_or_empty, wait_for
 
 HERE = Path(__file__).resolve().parent
 SHOWN = "killed (not written: read-only)"

@@ -18,17 +18,13 @@ import csv
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-
-from report_study import run_cli, write_run
-
 from deviate_cb.store.run_directory import METRICS_FILE
+from tests.helpers.report_study import run_cli, write_run
 
 IDENTICAL = 0.7  # np.std([0.7] * 3, ddof=1) is 1.36e-16, not 0, the naive way
 

@@ -28,14 +28,10 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-
-from replicate_helpers import child_env, manifest, manifest_or_empty, start_cli, wait_for
-from report_study import write_run
-
 from deviate_cb.report.runs import find_runs
 from deviate_cb.store.run_directory import RunDirectory, iso_time
+from tests.helpers.replicate_helpers import child_env, manifest, manifest_or_empty, start_cli, wait_for
+from tests.helpers.report_study import write_run
 
 HERE = Path(__file__).resolve().parent
 _PR_CAPBSET_DROP = 24

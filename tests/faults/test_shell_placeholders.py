@@ -9,14 +9,11 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import manifest, start_cli, trainer
+from tests.helpers.replicate_helpers import manifest, start_cli, trainer
 
 # Unquoted, inside "..." and inside '...': each line writes the run directory, and into it.
 SCRIPT = "echo {run_dir} > {run_dir}/x; echo \"{run_dir}\" > \"{run_dir}/y\"; echo '{run_dir}' > '{run_dir}/z'"

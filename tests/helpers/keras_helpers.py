@@ -24,7 +24,7 @@ __all__ = ["BACKENDS", "EXAMPLES", "TRAINERS", "Replicated", "replicate", "selec
 BACKENDS = ("tensorflow", "torch", "jax")
 PACKAGES = {"tensorflow": ("tensorflow",), "torch": ("torch",), "jax": ("jax", "jaxlib")}
 INSTALL = {"tensorflow": "tensorflow-cpu", "torch": "torch", "jax": "'jax[cpu]'"}
-TRAINERS = Path(__file__).parent / "trainers"
+TRAINERS = Path(__file__).resolve().parents[2] / "integrations" / "keras" / "trainers"
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).resolve().parent / "data" / "morin2020"
+DATA = Path(__file__).resolve().parents[1] / "data" / "morin2020"
 FILES = {"impl": "resnet_same_seed.csv", "algo+impl": "resnet_different_seeds.csv"}
 
 

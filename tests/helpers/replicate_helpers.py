@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import pyarrow.parquet as pq
 
-TRAINERS = Path(__file__).parent / "trainers"
+TRAINERS = Path(__file__).resolve().parents[1] / "launch" / "trainers"
 REPO = Path(__file__).resolve().parents[2]
 
 

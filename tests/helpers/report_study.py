@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from morin_data import FILES, morin
 
 from deviate_cb.store.run_directory import RunDirectory, run_path
+from tests.helpers.morin_data import FILES, morin
 
 MORIN_FILES = FILES
 

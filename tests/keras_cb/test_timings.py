@@ -9,11 +9,11 @@ from typing import Any
 
 import keras
 import pytest
-from stand_in_events import StampEvent
 
 from deviate_cb.keras import DeviateCallback
 from deviate_cb.store.timings import read_timings
 from keras_cb.models import data, model
+from tests.helpers.stand_in_events import StampEvent
 
 
 def test_step_times_and_profiled_ops(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from replicate_helpers import Completed, start_cli
+
+from tests.helpers.replicate_helpers import Completed, start_cli
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from replicate_helpers import child_env, trainer
 
 from deviate_cb.cli.replicate import main
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.options import parse_backend_options
 from deviate_cb.launch.slurm.options import parse_slurm_time
+from tests.helpers.replicate_helpers import child_env, trainer
 
 ECHO = trainer("basic.py:echo")
 

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from replicate_helpers import REPO, trainer
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
@@ -21,6 +20,7 @@ from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.ray_backend import RayBackend
 from deviate_cb.launch.remote import TaskSpec, run_task, run_tasks
 from deviate_cb.launch.trainer_spec import TrainerSpec
+from tests.helpers.replicate_helpers import REPO, trainer
 
 
 class StubRay:

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replicate_helpers import trainer
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.base import BACKENDS, ENTRY_POINT_GROUP, available_backends, backend_class, get_backend
 from deviate_cb.launch.runner import replicate
+from tests.helpers.replicate_helpers import trainer
 
 PLUGIN = '''
 """A plug-in backend: replicas one after another, in the foreground."""

@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from replicate_helpers import final_metrics, manifest, metrics
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.command import Command, PythonInvocation
 from deviate_cb.launch.project_outputs import hydra_overrides
 from deviate_cb.launch.source_checks import defines_name, find_module_file
 from deviate_cb.store.output_metrics import compile_metric_patterns, metrics_from_logs
+from tests.helpers.replicate_helpers import final_metrics, manifest, metrics
 
 PROJECTS = Path(__file__).parent / "projects"
 

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from replicate_helpers import TRAINERS, child_env, final_metrics, manifest, trainer, tree
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch import keras_backend
 from deviate_cb.launch.inject import keras_callbacks_with
 from deviate_cb.launch.keras_backend import check_keras_backend, configured_keras_backend
+from tests.helpers.replicate_helpers import TRAINERS, child_env, final_metrics, manifest, trainer, tree
 
 HAS_KERAS = importlib.util.find_spec("keras") is not None
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from replicate_helpers import start_cli
 
 from deviate_cb.report.runs import find_runs
+from tests.helpers.replicate_helpers import start_cli
 
 CONFIGURATOR = """
 import sys

@@ -12,7 +12,6 @@ from typing import Optional
 import numpy as np
 import pytest
 import torch
-from replicate_helpers import TRAINERS
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
@@ -26,6 +25,7 @@ from deviate_cb.launch.progress import LiveProgress, make_progress
 from deviate_cb.launch.records import end_fields, status_of, tail_lines
 from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
 from deviate_cb.store.run_directory import RunDirectory
+from tests.helpers.replicate_helpers import TRAINERS
 
 CTX = RunContext(Path("runs/x"), "exp", "algo", 2, 12, True, trainer="m:f")
 

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from replicate_helpers import TRAINERS, manifest, trainer, tree
+
+from tests.helpers.replicate_helpers import TRAINERS, manifest, trainer, tree
 
 ECHO = trainer("basic.py:echo")
 

@@ -10,7 +10,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from replicate_helpers import Completed, final_metrics, manifest, metrics, start_cli, trainer
+
+from tests.helpers.replicate_helpers import Completed, final_metrics, manifest, metrics, start_cli, trainer
 
 pytestmark = pytest.mark.slow
 

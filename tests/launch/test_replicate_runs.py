@@ -10,7 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from replicate_helpers import (
+
+from deviate_cb.launch.runner import replicate
+from deviate_cb.store.run_directory import RunDirectory
+from tests.helpers.replicate_helpers import (
     TRAINERS,
     child_env,
     final_metrics,
@@ -19,9 +22,6 @@ from replicate_helpers import (
     start_cli,
     trainer,
 )
-
-from deviate_cb.launch.runner import replicate
-from deviate_cb.store.run_directory import RunDirectory
 
 
 @pytest.mark.slow

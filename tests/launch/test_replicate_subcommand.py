@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from replicate_helpers import trainer
 
 from deviate_cb.cli import main as deviate
 from deviate_cb.cli import replicate
+from tests.helpers.replicate_helpers import trainer
 
 ECHO = trainer("basic.py:echo")
 

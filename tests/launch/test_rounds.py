@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from replicate_helpers import REPO, child_env
+from tests.helpers.replicate_helpers import REPO, child_env
 
 pytestmark = pytest.mark.slow
 

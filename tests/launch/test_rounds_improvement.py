@@ -9,13 +9,9 @@ looks (3, 8, 10 runs) and ends "A better" at the last. Bad ``--threshold`` input
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from test_rounds import _records, _replicas, _run, study  # noqa: F401  (the fixture, the trainer, the runner)
 
 pytestmark = pytest.mark.slow

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from replicate_helpers import Completed, manifest, start_cli, trainer
 
 from deviate_cb.stats.stability.predictions import prediction_churn
 from deviate_cb.stats.stability.sketch import weight_distance, weight_distance_from_sketches
 from deviate_cb.store.predictions import read_predictions
 from deviate_cb.store.weights import read_full_weights, read_weight_sketches
+from tests.helpers.replicate_helpers import Completed, manifest, start_cli, trainer
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from replicate_helpers import REPO, trainer
 
 from deviate_cb.context import RunContext
 from deviate_cb.launch.base import Job
@@ -24,6 +23,7 @@ from deviate_cb.launch.threads import (
     task_thread_env,
     usable_cpus,
 )
+from tests.helpers.replicate_helpers import REPO, trainer
 
 
 def test_unset_variables_get_the_cores_shared_by_the_replicas_at_once() -> None:

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from replicate_helpers import start_cli
 
 from deviate_cb.launch.preimport import FRAMEWORKS
+from tests.helpers.replicate_helpers import start_cli
 
 
 def _missing_frameworks() -> list[str]:

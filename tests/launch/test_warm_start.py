@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replicate_helpers import (
+
+from deviate_cb.launch.preimport import preimports, project_files
+from deviate_cb.launch.trainer_spec import TrainerSpec
+from deviate_cb.launch.warm import Template, WarmStarter, WarmStartUnavailable, cold_reason
+from tests.helpers.replicate_helpers import (
     REPO,
     TRAINERS,
     alive,
@@ -26,10 +30,6 @@ from replicate_helpers import (
     trainer,
     wait_for,
 )
-
-from deviate_cb.launch.preimport import preimports, project_files
-from deviate_cb.launch.trainer_spec import TrainerSpec
-from deviate_cb.launch.warm import Template, WarmStarter, WarmStartUnavailable, cold_reason
 
 pytestmark = pytest.mark.slow
 

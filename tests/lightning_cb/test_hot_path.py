@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-from stand_in_events import StampEvent
 from torch.nn import functional as F
 
 from deviate_cb.capture.lightning_tap import LightningMetricTap
 from deviate_cb.lightning import DeviateCallback
 from lightning_cb.models import TinyModule, loader, trainer
+from tests.helpers.stand_in_events import StampEvent
 
 UNUSED = (
     "on_after_backward",

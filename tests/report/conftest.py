@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from report_study import MORIN_FILES, morin_data, write_run
+
+from tests.helpers.report_study import MORIN_FILES, morin_data, write_run
 
 
 @pytest.fixture

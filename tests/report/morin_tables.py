@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from morin_data import FILES
-from morin_data import morin as load
-from report_study import write_run
+from tests.helpers.morin_data import FILES
+from tests.helpers.morin_data import morin as load
+from tests.helpers.report_study import write_run
 
 
 def write_tables(root: Path) -> dict[str, Path]:

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from morin_tables import load, write_store, write_tables
-from report_study import run_cli
 from scipy import stats as sps
 
 from deviate_cb.cli.main import main
 from deviate_cb.report.comparison import COMPARE_COLUMNS
+from tests.helpers.report_study import run_cli
 
 
 @pytest.fixture(scope="module")

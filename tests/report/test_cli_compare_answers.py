@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_study import run_cli
 
 from deviate_cb.report.comparison import compare_groups
 from deviate_cb.report.selection import RunValues
 from deviate_cb.stats.spread import detectable_spread_ratio, spread_power
+from tests.helpers.report_study import run_cli
 
 
 def _table(path: Path, groups: dict[str, dict[str, list[float]]]) -> str:

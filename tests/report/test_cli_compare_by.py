@@ -10,17 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from morin_tables import load, write_store, write_tables
-from report_study import run_cli
 
 from deviate_cb.report.ranking import RANKING_COLUMNS
 from deviate_cb.stats import multi_aso
+from tests.helpers.report_study import run_cli
 
 MEANS = {"algo": 0.80, "algo+impl": 0.82, "impl": 0.85}
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[tuple[float, float]]]]:
-    from report_study import write_run
+    from tests.helpers.report_study import write_run
 
     root = tmp_path_factory.mktemp("by_variant")
     g = np.random.default_rng(0)
@@ -141,7 +141,7 @@ def test_usage_errors_are_one_line(capsys, tmp_path: Path, extra, message) -> No
 
 def test_the_order_claims_no_more_than_the_tests(capsys, tmp_path: Path) -> None:
     """Three groups drawn from one distribution: no group dominates another, so no '>' in the heading."""
-    from report_study import write_run
+    from tests.helpers.report_study import write_run
 
     g = np.random.default_rng(1)
     for variant in ("a", "b", "c"):

@@ -14,9 +14,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from report_study import run_cli, write_run
 
 from deviate_cb.store.sequential_record import record_path, write_record
+from tests.helpers.report_study import run_cli, write_run
 
 MLP = [0.885, 0.91, 0.89, 0.9, 0.905]
 LOW_LR = [0.78, 0.8, 0.77, 0.79, 0.81]

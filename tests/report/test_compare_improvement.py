@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_study import run_cli
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from deviate_cb.report.compare_notes import improvement_verdict
 from deviate_cb.stats.effect_size import _delta_interval, _delta_scale, _welch_parts, prob_improvement
+from tests.helpers.report_study import run_cli
 
 REPS = 4000  # Monte Carlo error of a rate near 0.025: 0.0025
 

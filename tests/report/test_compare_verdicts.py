@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_study import run_cli, write_run
 
 from deviate_cb.report.comparison import compare_groups
 from deviate_cb.report.selection import RunValues
+from tests.helpers.report_study import run_cli, write_run
 
 
 def _runs(values: dict[str, list[float]]) -> list[RunValues]:

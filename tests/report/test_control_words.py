@@ -13,11 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from report_study import run_cli, write_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "launch"))
-
-from replicate_helpers import REPO, child_env, manifest, start_cli
+from tests.helpers.replicate_helpers import REPO, child_env, manifest, start_cli
+from tests.helpers.report_study import run_cli, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

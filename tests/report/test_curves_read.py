@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from report_study import write_run
 
 from deviate_cb.report.html.curves import read_curves
 from deviate_cb.report.runs import find_runs
 from deviate_cb.store.run_directory import METRICS_FILE
+from tests.helpers.report_study import write_run
 
 
 def test_threads_give_the_sequential_result_and_warnings_in_run_order(tmp_path: Path) -> None:

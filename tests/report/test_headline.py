@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from report_study import run_cli, write_run
 
 from deviate_cb.stats import achieved_power, runs_needed
 from deviate_cb.stats.pilot import std_upper_limit
+from tests.helpers.report_study import run_cli, write_run
 
 
 def _study(root: Path, control: list[float], seeds: list[float], impl: list[float] | None = None) -> Path:

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from report_study import run_cli, write_run
+
+from tests.helpers.report_study import run_cli, write_run
 
 
 def _headline(capsys: pytest.CaptureFixture[str], root: Path) -> dict:

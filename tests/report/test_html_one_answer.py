@@ -29,11 +29,10 @@ from pathlib import Path
 import pytest
 from browser import missing_browser, screenshot
 
+from tests.helpers.replicate_helpers import child_env
+
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = Path(__file__).resolve().parent / "trainers" / "sequential_study.py"
-sys.path.insert(0, str(REPO / "tests" / "launch"))
-
-from replicate_helpers import child_env  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_study import run_cli, write_run
 
 from deviate_cb.report.comparison import compare_groups, power_rows
 from deviate_cb.report.ranking import rank_metrics, split_by
 from deviate_cb.report.selection import RunValues
 from deviate_cb.store.configuration import configuration_fields
+from tests.helpers.report_study import run_cli, write_run
 
 MLP = "experiment=mlp variant=algo+impl (5 runs), experiment=mlp variant=control (3 runs)"
 

@@ -14,14 +14,10 @@ import html
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from browser import browser_page, missing_browser
 from decided_study import decided_study, deviate
 

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from report_study import run_cli, write_run
 
 from deviate_cb.report.budget import BUDGET_COLUMNS, parse_budget
 from deviate_cb.report.comparison import POWER_COLUMNS
 from deviate_cb.stats import detectable_effect, runs_needed
 from deviate_cb.stats.pilot import std_upper_limit
+from tests.helpers.report_study import run_cli, write_run
 
 ALGO = (0.851, 0.847, 0.853)
 IMPL = (0.850, 0.852, 0.8515, 0.849)
@@ -146,9 +146,7 @@ def test_bad_budget_is_one_line(capsys, store: Path, text: str) -> None:
 
 
 def test_a_real_study_costs_its_manifests_durations(capsys, tmp_path: Path) -> None:
-    launch = Path(__file__).resolve().parents[1] / "launch"
-    sys.path.insert(0, str(launch))
-    from replicate_helpers import child_env, trainer
+    from tests.helpers.replicate_helpers import child_env, trainer
 
     done = subprocess.run(
         [sys.executable, "-m", "deviate_cb.cli.replicate", "--trainer", trainer("basic.py:echo"), "-n", "3",

@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from report_study import Row, run_cli, write_run
 
 from deviate_cb.report import find_runs
 from deviate_cb.report.findings import KINDS, Problem, format_problem, replica_list
@@ -21,6 +20,7 @@ from deviate_cb.report.summary import ReportRow
 from deviate_cb.store.footer_summary import footer_summary
 from deviate_cb.store.metrics import metrics_schema
 from deviate_cb.store.run_directory import RunDirectory, run_path
+from tests.helpers.report_study import Row, run_cli, write_run
 
 IDENTICAL = "came out bit-identical on every metric: the seeds did not reach the training"
 

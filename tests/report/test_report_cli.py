@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from report_study import run_cli
+
+from tests.helpers.report_study import run_cli
 
 
 def _deviate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from report_study import run_cli
-
 from deviate_cb.fingerprint.collect import collect_fingerprint
+from tests.helpers.report_study import run_cli
 
 
 def test_report_warns_about_replicas_on_different_fingerprints(capsys, tmp_path: Path, make_run) -> None:

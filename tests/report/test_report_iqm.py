@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from morin_tables import load, write_store, write_tables
-from report_study import run_cli
 from scipy import stats as sps
 
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS
 from deviate_cb.stats import iqm
+from tests.helpers.report_study import run_cli
 
 
 @pytest.fixture(scope="module")

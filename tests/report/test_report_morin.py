@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_study import morin_data
 from scipy import stats as sps
 
 from deviate_cb.report.summary import build_report
+from tests.helpers.report_study import morin_data
 
 # Population std (ddof=0): same seed from the paper's Table 1 (matches the files); different seeds as
 # computed from the published files (the paper's row for them does not match its own data; see README).

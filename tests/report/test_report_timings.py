@@ -8,9 +8,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from report_study import run_cli
 
 from deviate_cb.store.timings import write_timings
+from tests.helpers.report_study import run_cli
 
 
 def _timed_study(root: Path, make_run) -> dict[str, float]:

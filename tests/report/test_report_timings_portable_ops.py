@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from report_study import run_cli
-
 from deviate_cb.report.runs import find_runs
 from deviate_cb.report.timings import build_timings
 from deviate_cb.store.timings import read_timings, write_timings
+from tests.helpers.report_study import run_cli
 
 RECORDED = {  # replica -> ops as the TensorFlow profiler named them on its machine: (op, calls, self time in us)
     0: [("_MklMatMul", 4, 300.0), ("_MklNativeFusedMatMul", 2, 100.0), ("_MklNativeFusedConv2D", 2, 100.0)],

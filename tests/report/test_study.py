@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from browser import browser_page, missing_browser
-from report_study import run_cli, write_run
 
 import deviate_cb.report
 from deviate_cb.errors import UsageError
+from tests.helpers.report_study import run_cli, write_run
 
 SEEDS = [0.885, 0.91, 0.89, 0.9]
 

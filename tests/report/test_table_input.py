@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from morin_tables import load, write_store, write_tables
-from report_study import run_cli
 
 from deviate_cb.report.decomposition import decompose_series
+from tests.helpers.report_study import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_study import run_cli, write_run
 
 from deviate_cb.report.contention import contention_caveats
 from deviate_cb.report.runs import find_runs
@@ -24,6 +23,7 @@ from deviate_cb.report.terminal import make_console, print_fitted
 from deviate_cb.report.text import printable_message, strip_styles
 from deviate_cb.report.timings import build_timings, write_timings_section
 from deviate_cb.store.timings import write_timings
+from tests.helpers.report_study import run_cli, write_run
 
 RED, BOLD, RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 LINK = "\x1b]8;;file:///train.py\x1b\\train.py\x1b]8;;\x1b\\"

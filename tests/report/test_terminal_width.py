@@ -17,15 +17,11 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from decided_study import child_env, decided_study, deviate, script
 
 from deviate_cb.report.terminal import DEFAULT_WIDTH, FALLBACK_WIDTH, terminal_width

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from morin_data import morin
-from report_study import run_cli, write_run
 from scipy import stats
 from stability_models import train_tiny
 
@@ -22,6 +20,8 @@ from deviate_cb.report.stability.render import write_stability
 from deviate_cb.report.stability.rows import stability_rows
 from deviate_cb.stats.stability.sampling import COMPARABLE, sampling_spread
 from deviate_cb.store.predictions import write_predictions
+from tests.helpers.morin_data import morin
+from tests.helpers.report_study import run_cli, write_run
 
 
 def _runs_with_accuracies(accuracies: np.ndarray, n: int, seed: int = 0) -> np.ndarray:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_study import run_cli, write_run
 from stability_models import train_tiny
 
 from deviate_cb.store.predictions import PREDICTIONS_FILE, write_predictions
 from deviate_cb.store.weights import WEIGHTS_SKETCH_FILE, write_weights
+from tests.helpers.report_study import run_cli, write_run
 
 SEEDS = {"algo": [0, 1, 2, 3], "control": [7, 7, 7, 7]}
 

@@ -8,12 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
-from morin_data import morin
 from scipy import stats as sps
 
 from deviate_cb.stats.aso import almost_stochastic_order
 from deviate_cb.stats.compare import Comparison, compare, mann_whitney_u, student_t, variance_test, welch_t
 from deviate_cb.stats.effect_size import cohens_d, hedges_g, mean_difference, prob_improvement
+from tests.helpers.morin_data import morin
 
 A3, B3 = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0]
 

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from morin_data import morin
 
 from deviate_cb.stats.decompose import decompose, variance_share_interval
+from tests.helpers.morin_data import morin
 
 
 def _morin() -> tuple[np.ndarray, np.ndarray]:

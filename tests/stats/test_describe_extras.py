@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 import pytest
-from morin_data import morin
 from scipy import stats as sps
 
 from deviate_cb.stats.describe import Description, describe
 from deviate_cb.stats.intervals import mean_confidence_interval
+from tests.helpers.morin_data import morin
 
 
 @pytest.mark.parametrize("ddof", [0, 1])

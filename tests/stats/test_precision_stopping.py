@@ -23,11 +23,11 @@ import math
 
 import numpy as np
 import pytest
-from std_draws import draw
 
 from deviate_cb.stats._std import guarded_std_along
 from deviate_cb.stats.intervals import bonett_std_interval, std_confidence_interval, std_kurtosis
 from deviate_cb.stats.precision import KURTOSIS_FROM, can_tell_along, precision_look
+from tests.helpers.std_draws import draw
 
 PATHS = 3000
 MAX_RUNS = 60

@@ -20,11 +20,11 @@ import math
 
 import numpy as np
 import pytest
-from std_draws import draw
 
 from deviate_cb.stats import describe
 from deviate_cb.stats.intervals import bonett_std_interval, std_confidence_interval
 from deviate_cb.stats.precision import can_tell_along
+from tests.helpers.std_draws import draw
 
 SIMS = 4000
 LEVEL = 0.95
