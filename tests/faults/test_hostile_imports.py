@@ -31,7 +31,6 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-TRACKERS = Path(__file__).resolve().parents[1] / "trackers"
 DEVIATE = str(Path(sys.executable).with_name("deviate"))
 MEMORY = 4 * 1024**3  # the import of a few runs needs far less; the unbounded bomb needs gigabytes
 
@@ -57,11 +56,8 @@ def deviate(*args: str, cwd: Path | None = None, timeout: float = 90) -> subproc
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.path.insert(0, str(TRACKERS))
-    try:
-        from lightning_logs import train_runs
-    finally:
-        sys.path.remove(str(TRACKERS))
+    from tests.helpers.lightning_logs import train_runs
+
     root = tmp_path_factory.mktemp("lightning")
     train_runs(root, [0.1], [0, 1, 2], epochs=1)
     return root

@@ -28,11 +28,8 @@ def deviate(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def lightning_logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
-    sys.path.insert(0, str(HERE))
-    try:
-        from lightning_logs import train_runs
-    finally:
-        sys.path.remove(str(HERE))
+    from tests.helpers.lightning_logs import train_runs
+
     root = tmp_path_factory.mktemp("lightning")
     return root, train_runs(root, LRS, SEEDS)
 
