@@ -1,7 +1,7 @@
 """The test set's own sampling spread (`sampling_spread`) and where the report prints it.
 
 Against reference computations (the binomial formula, `scipy.stats.bootstrap`), Morin & Willetts' CIFAR-10 runs
-(tests/morin_data.py), coverage simulations, and runs that recorded real predictions (tiny torch models).
+(tests/helpers/morin_data.py), coverage simulations, and runs that recorded real predictions (tiny torch models).
 """
 
 from __future__ import annotations
