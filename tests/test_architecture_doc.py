@@ -17,7 +17,7 @@ import pytest
 from deviate_cb.bench.results import bench_schema
 from deviate_cb.capture.session import RunSession
 from deviate_cb.fingerprint.collect import GPU_FIELDS, REQUIRED_FIELDS
-from deviate_cb.launch.base import Outcome, Placement
+from deviate_cb.launch.backends.base import Outcome, Placement
 from deviate_cb.launch.planner import plan_replicas
 from deviate_cb.launch.records import end_fields, start_fields
 from deviate_cb.store.audit import audit_schema

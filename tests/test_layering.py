@@ -1,11 +1,11 @@
-"""The package layout of docs/architecture.md, checked: imports run one way, no circles, no facades.
+"""The package layout of docs/architecture.md, checked: imports run one way, no circles, no facades, no long modules.
 
 Layers, bottom to top (a module may import its own layer and the ones below, never one above):
 
 0. foundation: ``deviate_cb`` itself, ``errors``, ``context``, ``variants``, and ``stats`` (pure maths)
 1. files and facts: ``store``, ``fingerprint``, ``profiling``
-2. ``capture`` (what the adapters drive)
-3. ``launch``, ``report``, ``bench``
+2. ``capture`` (what the adapters drive) and ``audit.recording`` (the audit's side inside a replica)
+3. ``launch``, ``report``, ``audit``, ``bench``, ``trackers``
 4. ``cli`` and the framework adapters ``lightning`` and ``keras``
 """
 
@@ -200,3 +200,28 @@ def test_only_package_inits_and_the_adapters_present_names_from_elsewhere() -> N
         if names:
             facades[module] = names
     assert facades == {}, f"import these from the modules that define them: {facades}"
+
+
+MAX_MODULE_LINES = 500  # issue 46: a module of one responsibility fits in 100-400 lines; past 500 it is two
+
+
+def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """One line per module under ``root`` longer than ``limit`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > limit:
+            found.append(f"{path.relative_to(root.parent)}: {lines} lines (at most {limit})")
+    return found
+
+
+def test_long_modules_finds_a_long_one(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "short.py").write_text("x = 1\n" * 10)
+    (package / "long.py").write_text("x = 1\n" * 12)
+    assert long_modules(package, limit=11) == ["pkg/long.py: 12 lines (at most 11)"]
+
+
+def test_no_module_over_500_lines() -> None:
+    assert long_modules(ROOT / PACKAGE) == []

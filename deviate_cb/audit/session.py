@@ -119,15 +119,15 @@ class AuditOutcome:
 
 
 def target_refusal(trainer: Optional[str], after: Optional[Sequence[str]]) -> str:
-    """Why the target cannot be audited, read from its source (:mod:`deviate_cb.launch.audit_scan`).
+    """Why the target cannot be audited, read from its source (:mod:`deviate_cb.launch.target.audit_scan`).
 
     Returns:
         The reason, or ``""`` when it may be, when the source does not tell, or when the target is wrong (the
         launcher then says how).
     """
-    from deviate_cb.launch.audit_scan import audit_refusal
-    from deviate_cb.launch.command import Command
-    from deviate_cb.launch.trainer_spec import TrainerSpec
+    from deviate_cb.launch.target.audit_scan import audit_refusal
+    from deviate_cb.launch.target.command import Command
+    from deviate_cb.launch.target.trainer_spec import TrainerSpec
 
     try:
         target: TrainerSpec | Command = (

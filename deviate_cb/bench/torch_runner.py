@@ -42,7 +42,7 @@ def builtin_setup(name: str, *, device: str, batch_size: int, seed: int = 0) -> 
 
 def user_setup(spec: str, *, device: str, batch_size: int) -> tuple[Any, Callable[[], Any]]:
     """Resolve ``--trainer mod:fn`` and call it under the contract of the module docstring."""
-    from deviate_cb.launch.trainer_spec import TrainerSpec
+    from deviate_cb.launch.target.trainer_spec import TrainerSpec
 
     fn = TrainerSpec.parse(spec).resolve()
     parameters: Mapping[str, inspect.Parameter]

@@ -40,7 +40,7 @@ MAX_PATHS = 50  # paths listed in run.json (the rest counted as "more")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _LEDGER_EVERY_S = 1.0  # a path this process writes again and again: appended at most once a second, unless
 # another process appended meanwhile
-_WORKDIR = ".workdir"  # deviate_cb.launch.isolation.WORKDIR (a lower layer cannot import it)
+_WORKDIR = ".workdir"  # deviate_cb.launch.replica.isolation.WORKDIR (a lower layer cannot import it)
 _MARKER = "__deviate_outside_writes__"
 _LINK_WARNED: list[str] = []  # the planted link this process warned about (once)
 _state: dict[str, Optional[OutsideWrites]] = {"watch": None}

@@ -334,7 +334,7 @@ def _patcher(attr: str, call: _Call) -> Callable[[ModuleType], None]:
 def _rebind_loaded() -> None:
     """Point every re-export already bound in a loaded module at its wrapper.
 
-    A framework imported before the takeover (the warm-start template and :func:`~deviate_cb.launch.bootstrap.
+    A framework imported before the takeover (the warm-start template and :func:`~deviate_cb.launch.replica.bootstrap.
     preimport` import Lightning first) bound the originals in its own modules: ``lightning.pytorch.cli`` calls the
     ``seed_everything`` it imported. Rebinding them all gives the calls a project makes through any of them the
     wrapper, as when the framework is imported after the takeover.

@@ -15,8 +15,8 @@ Exit status: 0 every replica ended its training normally (or stopped after its a
 recording every one of them: a note names it) and they agree bit for bit over the audited steps, 1
 they diverge within the steps compared (even if a replica stopped later), 2 usage error, 3 the audit could not be
 made or is incomplete: the project imports neither torch nor Lightning nor Keras (told from its source before
-anything runs, :mod:`deviate_cb.launch.audit_scan`: nothing to hook), fewer than two replicas recorded anything (a
-replica failed before recording, or trained without a Lightning ``Trainer.fit``, a Keras ``Model.fit`` or a
+anything runs, :mod:`deviate_cb.launch.target.audit_scan`: nothing to hook), fewer than two replicas recorded anything
+(a replica failed before recording, or trained without a Lightning ``Trainer.fit``, a Keras ``Model.fit`` or a
 ``torch.optim`` optimizer step: the line says so, with how long it ran), or a replica did not end its training
 normally (failed, timed out, was killed, or exited 0 inside ``fit``: status ``incomplete``, or an ``exception`` or
 ``fit: "started"`` left in its manifest) or has no record while others do. Its record then stops early, so nothing
@@ -166,7 +166,7 @@ def _text(outcome: AuditOutcome, request: AuditRequest, against: Any) -> str:
 def _checked(args: argparse.Namespace, against: bool) -> Optional[float]:
     """Check the flags an audit and a resume audit share (:class:`~deviate_cb.errors.UsageError` when one is
     wrong); the timeout, in seconds."""
-    from deviate_cb.launch.options import integer_option
+    from deviate_cb.launch.backends.options import integer_option
 
     integer_option("-n", 1 if against else 2)(args.runs)
     integer_option("--steps", 1)(args.steps)
@@ -185,7 +185,7 @@ def _checked(args: argparse.Namespace, against: bool) -> Optional[float]:
 def _request(args: argparse.Namespace, against: bool, timeout: Optional[float]) -> AuditRequest:
     """The request the flags make (checked by :func:`_checked`, but for ``--seed``)."""
     from deviate_cb.audit.session import AuditRequest
-    from deviate_cb.launch.options import integer_option
+    from deviate_cb.launch.backends.options import integer_option
 
     return AuditRequest(
         trainer=args.trainer,

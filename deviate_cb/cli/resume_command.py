@@ -36,7 +36,7 @@ def check_resume_args(*, at: str, steps: str, runs: str, against: Optional[str] 
     Raises:
         UsageError: K is not an integer in 1..N-1, N not an integer >= 2, ``-n`` or ``--against`` given.
     """
-    from deviate_cb.launch.options import integer_option
+    from deviate_cb.launch.backends.options import integer_option
 
     n = integer_option("--steps", 2)(steps)
     try:
@@ -90,7 +90,7 @@ def run_resume_audit(
     at, steps = check_resume_args(
         at=args.resume_at, steps=args.steps, runs=args.runs, against=getattr(args, "against", None)
     )
-    from deviate_cb.launch.options import integer_option
+    from deviate_cb.launch.backends.options import integer_option
 
     seed = integer_option("--seed", 0)(args.seed)
     shown = integer_option("--next", 0)(args.next)
@@ -98,7 +98,7 @@ def run_resume_audit(
     from deviate_cb.launch.runner import replicate
     from deviate_cb.store.run_directory import RunDirectory
 
-    if _reaches_no_checkpoint(args):  # told from the source before anything runs (launch.audit_scan)
+    if _reaches_no_checkpoint(args):  # told from the source before anything runs (launch.target.audit_scan)
         say(err, "error", f"{PLAIN_PYTORCH} (the project's source imports neither: nothing was run)")
         return EXIT_NOT_CHECKED
     root = Path(args.out)
@@ -165,11 +165,12 @@ def _checkpoint(manifest: Mapping[str, Any], audited: Any, at: int) -> tuple[str
 
 
 def _reaches_no_checkpoint(args: argparse.Namespace) -> bool:
-    """Whether the target's source certainly imports neither Lightning nor Keras (:mod:`deviate_cb.launch.audit_scan`;
-    a target it cannot read, or a wrong one the launcher will explain, is not refused here)."""
-    from deviate_cb.launch.audit_scan import reaches_resumable
-    from deviate_cb.launch.command import Command
-    from deviate_cb.launch.trainer_spec import TrainerSpec
+    """Whether the target's source certainly imports neither Lightning nor Keras
+    (:mod:`deviate_cb.launch.target.audit_scan`; a target it cannot read, or a wrong one the launcher will explain, is
+    not refused here)."""
+    from deviate_cb.launch.target.audit_scan import reaches_resumable
+    from deviate_cb.launch.target.command import Command
+    from deviate_cb.launch.target.trainer_spec import TrainerSpec
 
     try:
         target: TrainerSpec | Command = (

@@ -23,7 +23,8 @@ from deviate_cb.fingerprint.gpu import absent, hash_uuid
 
 __all__ = ["FRAMEWORKS", "THREAD_BUDGET_ENV", "blas_facts", "framework_sections", "package_versions", "thread_facts"]
 
-#: The threads per replica ``deviate-replicate`` gave (:mod:`deviate_cb.launch.threads`), absent when it gave none.
+#: The threads per replica ``deviate-replicate`` gave (:mod:`deviate_cb.launch.backends.threads`), absent when it gave
+#: none.
 THREAD_BUDGET_ENV = "DEVIATE_THREADS"
 #: Thread variables recorded besides ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` (the values a replica ran with).
 _MORE_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")

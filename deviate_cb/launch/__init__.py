@@ -1,4 +1,5 @@
-"""Launch replicas: the planner, the backends (``local``, ``slurm``, ``ray``, plug-ins) and the replica bootstrap.
+"""The launcher of ``deviate-replicate``; ``backends/`` start replicas, ``replica/`` runs in them, ``target/``
+reads the project.
 
 Example:
     >>> from deviate_cb.launch import replicate
@@ -31,23 +32,23 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Backend": "base",
-    "Job": "base",
-    "Outcome": "base",
-    "Placement": "base",
-    "get_backend": "base",
-    "available_backends": "base",
-    "register_backend": "base",
-    "LocalBackend": "local",
-    "SlurmBackend": "slurm.backend",
-    "RayBackend": "ray_backend",
+    "Backend": "backends.base",
+    "Job": "backends.base",
+    "Outcome": "backends.base",
+    "Placement": "backends.base",
+    "get_backend": "backends.base",
+    "available_backends": "backends.base",
+    "register_backend": "backends.base",
+    "LocalBackend": "backends.local",
+    "SlurmBackend": "backends.slurm.backend",
+    "RayBackend": "backends.ray_backend",
     "ReplicaPlan": "planner",
     "plan_replicas": "planner",
     "ReplicaResult": "replication",
     "ReplicationResult": "replication",
     "replicate": "runner",
-    "TrainerSpec": "trainer_spec",
-    "TrainerSpecError": "trainer_spec",
+    "TrainerSpec": "target.trainer_spec",
+    "TrainerSpecError": "target.trainer_spec",
 }
 
 

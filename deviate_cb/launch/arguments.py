@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from deviate_cb.launch.options import builtin_options
+from deviate_cb.launch.backends.options import builtin_options
 
 __all__ = ["REPLICATION_FLAGS", "add_backend_arguments", "add_replication_arguments", "add_rounds_arguments"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from deviate_cb.audit.recording.stopping import AUDITED, AUDITED_TEXT, stopped_after
-from deviate_cb.launch.base import Outcome, Placement
+from deviate_cb.launch.backends.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.bounded_read import read_regular
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason

@@ -19,11 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Backend, Job, Outcome, Placement
-from deviate_cb.launch.child import EXIT_TRAINER_SPEC
-from deviate_cb.launch.command import Command
-from deviate_cb.launch.final_metrics import record_final_metrics
-from deviate_cb.launch.isolation import isolation_note, make_workdir, workdir_of
+from deviate_cb.launch.backends.base import Backend, Job, Outcome, Placement
 from deviate_cb.launch.liveness import earlier_processes, stop_processes
 from deviate_cb.launch.planner import ReplicaPlan, clear_previous_attempt
 from deviate_cb.launch.progress import Progress
@@ -37,6 +33,10 @@ from deviate_cb.launch.records import (
     tail_lines,
     writing,
 )
+from deviate_cb.launch.replica.child import EXIT_TRAINER_SPEC
+from deviate_cb.launch.replica.final_metrics import record_final_metrics
+from deviate_cb.launch.replica.isolation import isolation_note, make_workdir, workdir_of
+from deviate_cb.launch.target.command import Command
 from deviate_cb.store.completion import INCOMPLETE, INCOMPLETE_PREFIX
 from deviate_cb.store.output_metrics import parsed_metrics_from_logs
 from deviate_cb.store.run_directory import RunDirectory

@@ -22,22 +22,22 @@ from typing import Any, Optional, TextIO, Union, cast
 from deviate_cb.audit.recording.settings import AUDIT_ENV
 from deviate_cb.audit.recording.stopping import STOP_ENV
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Job, backend_class
-from deviate_cb.launch.command import Command, run_dir_alias, uses_run_dir_after_equals
-from deviate_cb.launch.isolation import workdir_of
-from deviate_cb.launch.keras_backend import check_keras_backend
-from deviate_cb.launch.local import detect_gpus, parse_gpus
-from deviate_cb.launch.options import parse_backend_options
+from deviate_cb.launch.backends.base import Job, backend_class
+from deviate_cb.launch.backends.local import detect_gpus, parse_gpus
+from deviate_cb.launch.backends.options import parse_backend_options
 from deviate_cb.launch.outdir import OutputDirectory
 from deviate_cb.launch.planner import ReplicaPlan, ReplicationPlan
-from deviate_cb.launch.preimport import preimports, project_files
 from deviate_cb.launch.progress import make_progress
 from deviate_cb.launch.records import (
     StoreWriteError,
 )
+from deviate_cb.launch.replica.isolation import workdir_of
+from deviate_cb.launch.replica.keras_backend import check_keras_backend
 from deviate_cb.launch.replication import WARNING, Replication, ReplicationResult
 from deviate_cb.launch.spec import MAX_REPLICAS, ReplicationSpec
-from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError
+from deviate_cb.launch.target.command import Command, run_dir_alias, uses_run_dir_after_equals
+from deviate_cb.launch.target.preimport import preimports, project_files
+from deviate_cb.launch.target.trainer_spec import TrainerSpec, TrainerSpecError
 from deviate_cb.store.metric_hint import nothing_recorded_line
 from deviate_cb.store.output_metrics import compile_metric_patterns
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value
@@ -51,9 +51,9 @@ __all__ = [
     "run_replication",
 ]
 
-CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.child")
+CHILD_COMMAND = (sys.executable, "-m", "deviate_cb.launch.replica.child")
 # Put first on every replica's PYTHONPATH: its sitecustomize bootstraps each Python process of the replica.
-SITE_DIR = Path(__file__).resolve().parent / "sitedir"
+SITE_DIR = Path(__file__).resolve().parent / "replica" / "sitedir"
 KEEP_SEEDS_WARNING = (
     "--keep-project-seeds: the project's own seeding calls keep their seeds, so a project that seeds itself "
     "with a fixed seed (seed_everything(42)) trains every replica from that seed and seed variance is suppressed"
@@ -101,7 +101,7 @@ def replicate(
 
     Args:
         trainer: The ``--trainer`` spec; give it or ``command``.
-        command: The command line after ``--`` (:mod:`deviate_cb.launch.command`): each replica runs it with
+        command: The command line after ``--`` (:mod:`deviate_cb.launch.target.command`): each replica runs it with
             the placeholders ``{seed}``, ``{replica}``, ``{run_dir}``, ``{variant}``, ``{experiment}`` filled.
         trainer_args: With ``trainer``: the arguments after ``--``, which the function sees as ``sys.argv[1:]``.
         keep_project_seeds: Leave the project's own seeding calls alone (no seeding takeover); the launcher
@@ -110,14 +110,14 @@ def replicate(
             takeover, :mod:`deviate_cb.capture.switch_takeover`); the launcher warns, and each replica whose
             switches disagree with its variant is a problem of the study.
         cold: Start every replica as a fresh interpreter. By default a Python replica is forked from a warm-start
-            template that has imported the project's frameworks once (:mod:`deviate_cb.launch.warm`), with the
+            template that has imported the project's frameworks once (:mod:`deviate_cb.launch.backends.warm`), with the
             same numbers; where that cannot be exact, the replica starts cold and a note says why.
         metric_regex: Regular expressions with named groups; their last matches in a replica's output are
             recorded as final metrics (:mod:`deviate_cb.store.output_metrics`).
         parallel: Replicas at once (default: 1 locally; all of them on a cluster backend, which queues them).
         backend: ``local`` (default), ``slurm``, ``ray`` or a backend from the ``deviate_cb.backends`` entry points.
         backend_options: The backend's options by name (``partition``, ``gpus_per_replica``, ``address``...; see
-            :mod:`deviate_cb.launch.options`); one that the backend does not take is a usage error.
+            :mod:`deviate_cb.launch.backends.options`); one that the backend does not take is a usage error.
         gpus: GPU ids to spread slots over (``"0,1"`` or a list); ``None`` detects them
             (``CUDA_VISIBLE_DEVICES``, else NVML), ``"none"`` or ``[]`` disables placement.
         keras_backend: ``tensorflow``, ``torch`` or ``jax``: ``KERAS_BACKEND`` of every replica (checked here
@@ -133,7 +133,7 @@ def replicate(
             is refused as a likely typo (``--max-replicas`` lifts it).
         isolate: Run each replica in its own working directory, ``<run_dir>/.workdir/<launch dir name>``, which
             links every top-level entry of the launch directory (and ``..`` those of its parent,
-            :mod:`deviate_cb.launch.isolation`), so that files the project writes to relative paths are the
+            :mod:`deviate_cb.launch.replica.isolation`), so that files the project writes to relative paths are the
             replica's own.
         said_problems: The problem lines already printed by earlier launches of one run of rounds
             (``--until-decided``): not printed again; the lines printed now are added.
@@ -374,7 +374,7 @@ def _start_line(cold: bool, modules: Sequence[str]) -> str:
     """How replicas start, for the header: ``; cold start`` or the frameworks the warm-start template imports.
 
     Example:
-        >>> _start_line(False, ("lightning", "deviate_cb.launch.child")), _start_line(True, ())
+        >>> _start_line(False, ("lightning", "deviate_cb.launch.replica.child")), _start_line(True, ())
         ('; warm start (the template imports lightning)', '; cold start (--cold)')
     """
     if cold:

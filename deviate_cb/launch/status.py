@@ -133,7 +133,7 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
         ask_cluster: Ask Slurm (``squeue``, then ``sacct``) about replicas whose manifests say ``running``.
         warnings: Where to append one line per manifest that cannot be read (that replica is ``unreadable``).
     """
-    from deviate_cb.launch.slurm.jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
+    from deviate_cb.launch.backends.slurm.jobs import SlurmQueryError, live_states, query_sacct, read_jobs_file
 
     sink = warnings if warnings is not None else []
     rows: list[ReplicaStatus] = []

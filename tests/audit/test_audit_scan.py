@@ -1,5 +1,5 @@
-""":func:`deviate_cb.launch.audit_scan.audit_refusal`: a program that imports none of torch, Lightning and Keras has
-nothing to hook and is refused by ``deviate audit`` before it runs, and nothing else is: a plain PyTorch loop is
+""":func:`deviate_cb.launch.target.audit_scan.audit_refusal`: a program that imports none of torch, Lightning and Keras
+has nothing to hook and is refused by ``deviate audit`` before it runs, and nothing else is: a plain PyTorch loop is
 audited (torch's global hooks), and whenever the source does not tell, the audit goes on."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.launch import audit_scan
-from deviate_cb.launch.audit_scan import audit_refusal
-from deviate_cb.launch.command import Command
-from deviate_cb.launch.trainer_spec import TrainerSpec
+from deviate_cb.launch.target import audit_scan
+from deviate_cb.launch.target.audit_scan import audit_refusal
+from deviate_cb.launch.target.command import Command
+from deviate_cb.launch.target.trainer_spec import TrainerSpec
 
 PLAIN = "import time\nimport numpy\n\ndef main():\n    numpy.zeros(2)\n"  # nothing the audit can hook
 

@@ -6,7 +6,7 @@ import sys
 import time
 
 from deviate_cb.context import RunContext
-from deviate_cb.launch.final_metrics import record_final_metrics
+from deviate_cb.launch.replica.final_metrics import record_final_metrics
 
 ctx = RunContext.current()
 assert ctx is not None, "run me under deviate-replicate"

@@ -157,7 +157,7 @@ def test_the_launchers_log_readers_skip_a_fifo(tmp_path: Path) -> None:
 
 
 def test_the_isolate_origin_file_as_a_fifo_is_one_warning(tmp_path: Path) -> None:
-    from deviate_cb.launch.isolation import make_workdir
+    from deviate_cb.launch.replica.isolation import make_workdir
 
     project = tmp_path / "project"
     run_dir = project / "runs" / "replica=0"
@@ -167,7 +167,7 @@ def test_the_isolate_origin_file_as_a_fifo_is_one_warning(tmp_path: Path) -> Non
     _plant(origin, "fifo")
     proc = _python(
         f"""
-        from deviate_cb.launch.isolation import recorded_launch_dir
+        from deviate_cb.launch.replica.isolation import recorded_launch_dir
         print(recorded_launch_dir({str(run_dir)!r}))
         """,
         "recorded_launch_dir",

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from deviate_cb.launch.base import Outcome
+from deviate_cb.launch.backends.base import Outcome
 from deviate_cb.launch.records import end_fields, status_of
 from deviate_cb.launch.replication import ReplicaResult, ReplicationResult
 from deviate_cb.store.completion import INCOMPLETE_PREFIX, incomplete_reason, why_incomplete

@@ -20,12 +20,12 @@ from typing import Optional
 import pyarrow.dataset as ds
 import pytest
 
-from deviate_cb.launch.base import Outcome
-from deviate_cb.launch.bootstrap import SignalExit
+from deviate_cb.launch.backends.base import Outcome
 from deviate_cb.launch.planner import ATTEMPTS_DIR, clear_previous_attempt
 from deviate_cb.launch.records import end_fields
+from deviate_cb.launch.replica.bootstrap import SignalExit
 from deviate_cb.launch.replication import _ended_on_spec_error
-from deviate_cb.launch.trainer_spec import TrainerSpec
+from deviate_cb.launch.target.trainer_spec import TrainerSpec
 from deviate_cb.report.runs import run_directories
 from tests.helpers.replicate_helpers import Completed, manifest, start_cli, trainer, tree
 
@@ -157,7 +157,7 @@ def test_timeout_while_the_module_imports_is_a_timeout_not_a_trainer_error(cli, 
 
 def test_signal_exit_at_import_propagates_as_that_exit(tmp_path: Path) -> None:
     module = tmp_path / "stopped_at_import.py"
-    module.write_text("from deviate_cb.launch.bootstrap import SignalExit\n\nraise SignalExit(15)\n")
+    module.write_text("from deviate_cb.launch.replica.bootstrap import SignalExit\n\nraise SignalExit(15)\n")
     with pytest.raises(SignalExit) as raised:
         TrainerSpec.parse(f"{module}:main").load_module()
     assert raised.value.code == 143
@@ -181,7 +181,7 @@ def test_only_an_unstopped_exit_3_can_be_a_spec_error() -> None:
 def test_a_trainer_error_raised_by_the_function_itself_is_a_failure(cli, tmp_path: Path) -> None:
     module = tmp_path / "raises_spec_error.py"
     module.write_text(
-        "from deviate_cb.launch.trainer_spec import TrainerSpecError\n\n\n"
+        "from deviate_cb.launch.target.trainer_spec import TrainerSpecError\n\n\n"
         "def main():\n    raise TrainerSpecError('raised by the training, not by the spec')\n"
     )
     done = cli("--trainer", f"{module}:main", "-n", "2")

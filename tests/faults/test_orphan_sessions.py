@@ -211,7 +211,7 @@ def test_a_dead_launchers_watchdog_never_takes_a_later_attempts_process(tmp_path
     """After a launcher dies, a rerun may already run a new attempt in the same run directory (same
     ``DEVIATE_RUN_DIR``) while the dead launcher's watchdog sweeps; only processes started before the watchdog saw
     the launcher gone are its replica's (``until``). Seen as a rerun's replica ``failed (exit -15, SIGTERM)``."""
-    from deviate_cb.launch.survivors import find_leftovers, now_ticks
+    from deviate_cb.launch.backends.survivors import find_leftovers, now_ticks
 
     run_dir = tmp_path / "replica=0"
     run_dir.mkdir()

@@ -2,7 +2,7 @@
 
 A real study (the ``deviate-replicate`` console script, from the project's folder, on a tiny command-mode script)
 whose manifests are then edited as a shared store may hold them: a replica that left processes running that could
-not be stopped (``survivors``, written by the launcher: :mod:`deviate_cb.launch.survivors`), one whose
+not be stopped (``survivors``, written by the launcher: :mod:`deviate_cb.launch.backends.survivors`), one whose
 ``configuration`` cannot be read, and hostile ``survivors`` fields (not a list, a huge list of huge strings, control
 characters). ``deviate status`` (the console script) names each in one warning line naming the file, shows the
 replica of an unknown configuration ``unknown configuration`` as ``deviate report`` does, and still lists the rest.

@@ -98,8 +98,9 @@ def metric_rows(run_dir: Path) -> list[tuple[Any, ...]]:
 
 
 def _without_thread_variables(record: Any) -> Any:
-    """A manifest's ``determinism`` without the thread variables of ``in_effect.env`` (deviate_cb.launch.threads)."""
-    from deviate_cb.launch.threads import THREAD_VARIABLES
+    """A manifest's ``determinism`` without the thread variables of ``in_effect.env``
+    (deviate_cb.launch.backends.threads)."""
+    from deviate_cb.launch.backends.threads import THREAD_VARIABLES
 
     env = (record.get("in_effect") or {}).get("env") if isinstance(record, dict) else None
     if not isinstance(env, dict):

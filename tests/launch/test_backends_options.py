@@ -14,8 +14,8 @@ import pytest
 
 from deviate_cb.cli.replicate import main
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.options import parse_backend_options
-from deviate_cb.launch.slurm.options import parse_slurm_time
+from deviate_cb.launch.backends.options import parse_backend_options
+from deviate_cb.launch.backends.slurm.options import parse_slurm_time
 from tests.helpers.replicate_helpers import child_env, trainer
 
 ECHO = trainer("basic.py:echo")
@@ -118,8 +118,8 @@ def test_missing_engine_is_one_line_exit_2(backend: str, extra: str, tmp_path: P
 
 def test_every_backend_option_is_a_flag_of_the_help_declared_once() -> None:
     from deviate_cb.cli.replicate import build_parser
-    from deviate_cb.launch.base import BUILTIN_BACKENDS, backend_class
-    from deviate_cb.launch.options import builtin_options
+    from deviate_cb.launch.backends.base import BUILTIN_BACKENDS, backend_class
+    from deviate_cb.launch.backends.options import builtin_options
 
     help_text = build_parser().format_help()
     declared = {name: backend_class(name).declared for name in BUILTIN_BACKENDS}

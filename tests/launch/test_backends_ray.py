@@ -16,10 +16,10 @@ import pytest
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.preimport import preimports, project_files
-from deviate_cb.launch.ray_backend import RayBackend
-from deviate_cb.launch.remote import TaskSpec, run_task, run_tasks
-from deviate_cb.launch.trainer_spec import TrainerSpec
+from deviate_cb.launch.backends.ray_backend import RayBackend
+from deviate_cb.launch.backends.remote import TaskSpec, run_task, run_tasks
+from deviate_cb.launch.target.preimport import preimports, project_files
+from deviate_cb.launch.target.trainer_spec import TrainerSpec
 from tests.helpers.replicate_helpers import REPO, trainer
 
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import BACKENDS, ENTRY_POINT_GROUP, available_backends, backend_class, get_backend
+from deviate_cb.launch.backends.base import BACKENDS, ENTRY_POINT_GROUP, available_backends, backend_class, get_backend
 from deviate_cb.launch.runner import replicate
 from tests.helpers.replicate_helpers import trainer
 
 PLUGIN = '''
 """A plug-in backend: replicas one after another, in the foreground."""
 import os, subprocess, time
-from deviate_cb.launch.base import Backend, Outcome, Placement
+from deviate_cb.launch.backends.base import Backend, Outcome, Placement
 
 class InlineBackend(Backend):
     name = "inline"
@@ -89,13 +89,13 @@ def test_broken_entry_point_is_a_usage_error(plugin_path: Path) -> None:
 
 
 def test_registry_api() -> None:
-    from deviate_cb.launch.local import LocalBackend
+    from deviate_cb.launch.backends.local import LocalBackend
 
     class Mine(LocalBackend):
         name = "mine"
 
     try:
-        from deviate_cb.launch.base import register_backend
+        from deviate_cb.launch.backends.base import register_backend
 
         register_backend("mine", Mine)
         assert "mine" in available_backends() and isinstance(get_backend("mine", parallel=2), Mine)

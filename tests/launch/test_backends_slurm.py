@@ -12,12 +12,18 @@ from typing import Any, Optional
 import pytest
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import Job, Outcome, Placement
+from deviate_cb.launch.backends.base import Job, Outcome, Placement
+from deviate_cb.launch.backends.slurm import backend as slurm_module
+from deviate_cb.launch.backends.slurm.backend import SlurmBackend
+from deviate_cb.launch.backends.slurm.jobs import (
+    SlurmQueryError,
+    parse_sacct,
+    parse_squeue,
+    read_jobs_file,
+    write_jobs_file,
+)
+from deviate_cb.launch.backends.slurm.outcome import outcome_from_manifest
 from deviate_cb.launch.records import end_fields, status_of
-from deviate_cb.launch.slurm import backend as slurm_module
-from deviate_cb.launch.slurm.backend import SlurmBackend
-from deviate_cb.launch.slurm.jobs import SlurmQueryError, parse_sacct, parse_squeue, read_jobs_file, write_jobs_file
-from deviate_cb.launch.slurm.outcome import outcome_from_manifest
 from deviate_cb.launch.status import collect_status, format_status
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.command import Command, PythonInvocation
-from deviate_cb.launch.project_outputs import hydra_overrides
-from deviate_cb.launch.source_checks import defines_name, find_module_file
+from deviate_cb.launch.replica.project_outputs import hydra_overrides
+from deviate_cb.launch.target.command import Command, PythonInvocation
+from deviate_cb.launch.target.source_checks import defines_name, find_module_file
 from deviate_cb.store.output_metrics import compile_metric_patterns, metrics_from_logs
 from tests.helpers.replicate_helpers import final_metrics, manifest, metrics
 

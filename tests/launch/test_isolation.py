@@ -1,7 +1,7 @@
 """``--isolate``: each replica runs in ``<run_dir>/.workdir/<launch dir name>``, which links the project's entries.
 
 The layout (``..`` sees the launch directory's parent, the store is never linked) and the copy-on-write
-(:mod:`deviate_cb.launch.copy_on_write`, its real audit hook in this process while a test activates it): a write
+(:mod:`deviate_cb.launch.replica.copy_on_write`, its real audit hook in this process while a test activates it): a write
 into a linked file or folder makes it the replica's own (rewritten, appended, renamed onto, nested folders,
 ``torch.save``), the project's file is left as it was, and a link the workdir did not make is never replaced.
 Then real ``deviate-replicate`` runs of tiny scripts (CPU): files the project writes to relative paths, and into
@@ -24,9 +24,9 @@ from typing import Any, Optional
 
 import pytest
 
-from deviate_cb.launch import copy_on_write
-from deviate_cb.launch.copy_on_write import CopyOnWrite
-from deviate_cb.launch.isolation import WORKDIR, isolation_note, launch_dir_of, make_workdir, workdir_of
+from deviate_cb.launch.replica import copy_on_write
+from deviate_cb.launch.replica.copy_on_write import CopyOnWrite
+from deviate_cb.launch.replica.isolation import WORKDIR, isolation_note, launch_dir_of, make_workdir, workdir_of
 from deviate_cb.report.problems import study_problems
 from deviate_cb.store.run_directory import run_path
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch import keras_backend
-from deviate_cb.launch.inject import keras_callbacks_with
-from deviate_cb.launch.keras_backend import check_keras_backend, configured_keras_backend
+from deviate_cb.launch.replica import keras_backend
+from deviate_cb.launch.replica.inject import keras_callbacks_with
+from deviate_cb.launch.replica.keras_backend import check_keras_backend, configured_keras_backend
 from tests.helpers.replicate_helpers import TRAINERS, child_env, final_metrics, manifest, trainer, tree
 
 HAS_KERAS = importlib.util.find_spec("keras") is not None

@@ -15,15 +15,15 @@ import torch
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.launch.base import Outcome, Placement, get_backend
-from deviate_cb.launch.final_metrics import extract_metrics, record_final_metrics, to_number
-from deviate_cb.launch.inject import patch_trainer_class, with_callback
-from deviate_cb.launch.local import LocalBackend, detect_gpus, parse_gpus
+from deviate_cb.launch.backends.base import Outcome, Placement, get_backend
+from deviate_cb.launch.backends.local import LocalBackend, detect_gpus, parse_gpus
 from deviate_cb.launch.outdir import LOCK_FILE, OutputDirectory
 from deviate_cb.launch.planner import clear_previous_attempt, plan_replicas
 from deviate_cb.launch.progress import LiveProgress, make_progress
 from deviate_cb.launch.records import end_fields, status_of, tail_lines
-from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
+from deviate_cb.launch.replica.final_metrics import extract_metrics, record_final_metrics, to_number
+from deviate_cb.launch.replica.inject import patch_trainer_class, with_callback
+from deviate_cb.launch.target.trainer_spec import TrainerSpec, TrainerSpecError, call_trainer
 from deviate_cb.store.run_directory import RunDirectory
 from tests.helpers.replicate_helpers import TRAINERS
 
@@ -361,7 +361,7 @@ def test_live_progress_renders_a_table() -> None:
 
 
 def test_final_metrics_skip_values_the_callback_already_recorded(tmp_path: Path) -> None:
-    from deviate_cb.launch.final_metrics import record_final_metrics
+    from deviate_cb.launch.replica.final_metrics import record_final_metrics
     from deviate_cb.store.run_directory import RunDirectory
 
     RunDirectory(tmp_path).metrics().append(
@@ -388,11 +388,11 @@ def test_final_metrics_skip_values_the_callback_already_recorded(tmp_path: Path)
 
 def test_the_package_import_hooks_are_import_machinery_in_error_traces(tmp_path: Path) -> None:
     import deviate_cb.capture.import_hooks
-    import deviate_cb.launch.keras_backend
-    from deviate_cb.launch import trainer_spec
+    import deviate_cb.launch.replica.keras_backend
+    from deviate_cb.launch.target import trainer_spec
 
     # each listed hook module exists where the list says (a move of the module must update the list)
-    for module in (deviate_cb.capture.import_hooks, deviate_cb.launch.keras_backend):
+    for module in (deviate_cb.capture.import_hooks, deviate_cb.launch.replica.keras_backend):
         assert trainer_spec._is_import_machinery(str(module.__file__))
     assert trainer_spec._is_import_machinery("<frozen importlib._bootstrap>")
     user_file = tmp_path / "import_hooks.py"

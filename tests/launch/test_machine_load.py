@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from deviate_cb.context import RunContext
-from deviate_cb.launch.base import Outcome
+from deviate_cb.launch.backends.base import Outcome
+from deviate_cb.launch.backends.remote import TaskSpec, run_task
 from deviate_cb.launch.records import end_fields, machine_fields
-from deviate_cb.launch.remote import TaskSpec, run_task
 from tests.helpers.replicate_helpers import REPO, child_env, manifest, trainer
 
 START = ("cpu_count", "cpus_usable", "load_avg_start")

@@ -1,5 +1,6 @@
-"""The thread budget of a replica (:mod:`deviate_cb.launch.threads`): the pure rules, then a Slurm task's and a Ray
-task's replica run for real by :func:`~deviate_cb.launch.remote.run_task` with the threads of its allocation."""
+"""The thread budget of a replica (:mod:`deviate_cb.launch.backends.threads`): the pure rules, then a Slurm task's and a
+Ray task's replica run for real by :func:`~deviate_cb.launch.backends.remote.run_task` with the threads of its
+allocation."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from deviate_cb.context import RunContext
-from deviate_cb.launch.base import Job
-from deviate_cb.launch.local import LocalBackend
-from deviate_cb.launch.ray_backend import RayBackend
-from deviate_cb.launch.remote import TaskSpec, run_task
-from deviate_cb.launch.slurm.backend import SlurmBackend
-from deviate_cb.launch.threads import (
+from deviate_cb.launch.backends.base import Job
+from deviate_cb.launch.backends.local import LocalBackend
+from deviate_cb.launch.backends.ray_backend import RayBackend
+from deviate_cb.launch.backends.remote import TaskSpec, run_task
+from deviate_cb.launch.backends.slurm.backend import SlurmBackend
+from deviate_cb.launch.backends.threads import (
     BUDGET_ENV,
     THREAD_VARIABLES,
     allocated_cpus,

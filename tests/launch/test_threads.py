@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import pytest
 
-from deviate_cb.launch.threads import THREAD_VARIABLES, threads_per_replica, usable_cpus
+from deviate_cb.launch.backends.threads import THREAD_VARIABLES, threads_per_replica, usable_cpus
 
 pytest.importorskip("torch")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.launch.preimport import FRAMEWORKS
+from deviate_cb.launch.target.preimport import FRAMEWORKS
 from tests.helpers.replicate_helpers import start_cli
 
 

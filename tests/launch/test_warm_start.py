@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from deviate_cb.launch.preimport import preimports, project_files
-from deviate_cb.launch.trainer_spec import TrainerSpec
-from deviate_cb.launch.warm import Template, WarmStarter, WarmStartUnavailable, cold_reason
+from deviate_cb.launch.backends.warm import Template, WarmStarter, WarmStartUnavailable, cold_reason
+from deviate_cb.launch.target.preimport import preimports, project_files
+from deviate_cb.launch.target.trainer_spec import TrainerSpec
 from tests.helpers.replicate_helpers import (
     REPO,
     TRAINERS,

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-import deviate_cb.launch.inject as inject
+import deviate_cb.launch.replica.inject as inject
 
 inject.install_keras_injection()  # before Keras is imported, as in a replica
 report: dict = {"keras_imported_by_install": "keras" in sys.modules}

@@ -1,4 +1,4 @@
-"""How a Slurm job's end becomes a replica's :class:`~deviate_cb.launch.base.Outcome`.
+"""How a Slurm job's end becomes a replica's :class:`~deviate_cb.launch.backends.base.Outcome`.
 
 Example:
     >>> o = outcome_from_manifest({"status": "completed", "exit_code": 0}, "COMPLETED", "7_0")
@@ -14,7 +14,7 @@ import time as _time
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from deviate_cb.launch.base import Outcome
+from deviate_cb.launch.backends.base import Outcome
 from deviate_cb.store.run_directory import unix_time
 
 __all__ = ["ENDED_STATUSES", "lost_note", "outcome_from_manifest"]

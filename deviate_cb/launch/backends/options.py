@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import BUILTIN_BACKENDS, BackendOption, backend_class
+from deviate_cb.launch.backends.base import BUILTIN_BACKENDS, BackendOption, backend_class
 
 __all__ = [
     "CLUSTER_GROUP",
@@ -161,9 +161,10 @@ def parse_backend_options(
     """Check the options given (``None``/empty/False values count as not given) and return them parsed.
 
     Args:
-        backend: The backend's name (:func:`~deviate_cb.launch.base.backend_class` finds it).
+        backend: The backend's name (:func:`~deviate_cb.launch.backends.base.backend_class` finds it).
         raw: Option name (``partition``, ``num_gpus``, ...) to the value as typed.
-        accepted: The option names the backend takes (default: its :attr:`~deviate_cb.launch.base.Backend.options`).
+        accepted: The option names the backend takes (default: its
+            :attr:`~deviate_cb.launch.backends.base.Backend.options`).
 
     Returns:
         Each option given, through the parser its backend declares for it (as typed when none is declared).

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
-from deviate_cb.launch.base import Job
-from deviate_cb.launch.remote import TaskSpec, node_argv
+from deviate_cb.launch.backends.base import Job
+from deviate_cb.launch.backends.remote import TaskSpec, node_argv
 
 __all__ = ["array_executor", "check_sinfo", "experiment_name", "refusal_reason", "submitit_folder", "task_specs"]
 

@@ -25,12 +25,12 @@ from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover
 from deviate_cb.capture.switch_takeover import install_switch_takeover
 from deviate_cb.context import RunContext, is_rank_zero
-from deviate_cb.launch.copy_on_write import install_copy_on_write, patch_torch_save
-from deviate_cb.launch.inject import install_keras_injection, install_trainer_injection
-from deviate_cb.launch.keras_backend import install_backend_guard
-from deviate_cb.launch.logger_versions import install_logger_versions
 from deviate_cb.launch.ownership import process_mark
-from deviate_cb.launch.project_outputs import install_hydra_outputs
+from deviate_cb.launch.replica.copy_on_write import install_copy_on_write, patch_torch_save
+from deviate_cb.launch.replica.inject import install_keras_injection, install_trainer_injection
+from deviate_cb.launch.replica.keras_backend import install_backend_guard
+from deviate_cb.launch.replica.logger_versions import install_logger_versions
+from deviate_cb.launch.replica.project_outputs import install_hydra_outputs
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = [
@@ -178,7 +178,7 @@ def _watch_outside_writes(run: RunDirectory, ctx: RunContext, recording: bool) -
         run.update_manifest(**fields)
 
     try:
-        from deviate_cb.launch.isolation import launch_dir_of
+        from deviate_cb.launch.replica.isolation import launch_dir_of
 
         trainer_file = (ctx.trainer or "").rsplit(":", 1)[0]  # its folder is watched even inside the temp dir
         install_outside_writes(
@@ -195,7 +195,7 @@ def _watch_outside_writes(run: RunDirectory, ctx: RunContext, recording: bool) -
 
 
 def _warm_start() -> Optional[dict[str, Any]]:
-    """How this process was forked from a warm-start template (:mod:`deviate_cb.launch.template`), if it was.
+    """How this process was forked from a warm-start template (:mod:`deviate_cb.launch.backends.template`), if it was.
 
     The variable is removed, so the processes this one starts (DDP ranks, spawned workers) count as fresh.
     """

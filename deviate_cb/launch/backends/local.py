@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Optional, Union
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import (
+from deviate_cb.launch.backends.base import (
     Backend,
     BackendOption,
     Job,
@@ -26,11 +26,17 @@ from deviate_cb.launch.base import (
     tell,
     tell_cold_start,
 )
+from deviate_cb.launch.backends.survivors import (
+    become_subreaper,
+    find_leftovers,
+    leftovers_line,
+    now_ticks,
+    stop_leftovers,
+)
+from deviate_cb.launch.backends.threads import budget_note, replica_thread_env, usable_cpus
+from deviate_cb.launch.backends.warm import WarmProcess, WarmStarter
+from deviate_cb.launch.backends.watchdog import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
-from deviate_cb.launch.survivors import become_subreaper, find_leftovers, leftovers_line, now_ticks, stop_leftovers
-from deviate_cb.launch.threads import budget_note, replica_thread_env, usable_cpus
-from deviate_cb.launch.warm import WarmProcess, WarmStarter
-from deviate_cb.launch.watchdog import GroupWatchdog, die_with_parent
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 
@@ -236,7 +242,7 @@ class LocalBackend(Backend):
         return f"{self.parallel} at a time, {threads + ', ' if threads else ''}GPUs: {gpus}"
 
     def thread_env(self) -> dict[str, str]:
-        """The CPU threads each replica gets (:func:`~deviate_cb.launch.threads.replica_thread_env`): the CPUs
+        """The CPU threads each replica gets (:func:`~deviate_cb.launch.backends.threads.replica_thread_env`): the CPUs
         this process may use shared by the ``parallel`` slots, where the launching environment has not chosen."""
         return replica_thread_env(cores=usable_cpus(), at_once=self.parallel, environ=os.environ)
 
@@ -370,10 +376,11 @@ class LocalBackend(Backend):
             listener.finished(proc.job, proc.placement, proc.outcome())
 
     def _stop_leftovers(self, proc: _Running, running: Sequence[_Running], listener: Listener) -> None:
-        """Stop what the ended replica ``proc`` left running outside its group (:mod:`deviate_cb.launch.survivors`),
-        say so in one line, and record it in its outcome: ``leftovers_stopped`` (a count) and ``survivors`` (each
-        one that could not be stopped, also named on stderr). While no other replica runs, every orphan that was
-        reparented to this launcher is the ended replica's too (a daemon whose environment is not its own)."""
+        """Stop what the ended replica ``proc`` left running outside its group
+        (:mod:`deviate_cb.launch.backends.survivors`), say so in one line, and record it in its outcome:
+        ``leftovers_stopped`` (a count) and ``survivors`` (each one that could not be stopped, also named on stderr).
+        While no other replica runs, every orphan that was reparented to this launcher is the ended replica's too (a
+        daemon whose environment is not its own)."""
         known = {other.popen.pid for other in running}
         known |= {template.pid for template in (self._warm.templates.values() if self._warm else ())}
         if self._watchdog is not None and self._watchdog.popen is not None:

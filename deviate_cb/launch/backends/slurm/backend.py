@@ -21,10 +21,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import require
-from deviate_cb.launch.base import Backend, Job, Listener, Outcome, Placement, register_backend, tell_cold_start
-from deviate_cb.launch.options import check_replicas_per_task
-from deviate_cb.launch.remote import GroupedTasks, run_tasks, task_groups
-from deviate_cb.launch.slurm.jobs import (
+from deviate_cb.launch.backends.base import (
+    Backend,
+    Job,
+    Listener,
+    Outcome,
+    Placement,
+    register_backend,
+    tell_cold_start,
+)
+from deviate_cb.launch.backends.options import check_replicas_per_task
+from deviate_cb.launch.backends.remote import GroupedTasks, run_tasks, task_groups
+from deviate_cb.launch.backends.slurm.jobs import (
     ACTIVE_STATES,
     SlurmQueryError,
     live_states,
@@ -33,9 +41,9 @@ from deviate_cb.launch.slurm.jobs import (
     read_jobs_file,
     write_jobs_file,
 )
-from deviate_cb.launch.slurm.options import SLURM_OPTIONS
-from deviate_cb.launch.slurm.outcome import ENDED_STATUSES, lost_note, outcome_from_manifest
-from deviate_cb.launch.slurm.submit import (
+from deviate_cb.launch.backends.slurm.options import SLURM_OPTIONS
+from deviate_cb.launch.backends.slurm.outcome import ENDED_STATUSES, lost_note, outcome_from_manifest
+from deviate_cb.launch.backends.slurm.submit import (
     array_executor,
     check_sinfo,
     experiment_name,
@@ -43,7 +51,7 @@ from deviate_cb.launch.slurm.submit import (
     submitit_folder,
     task_specs,
 )
-from deviate_cb.launch.threads import task_note
+from deviate_cb.launch.backends.threads import task_note
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]

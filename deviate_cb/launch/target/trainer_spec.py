@@ -19,8 +19,13 @@ from typing import Any
 
 from deviate_cb.context import RunContext
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.bootstrap import SignalExit, terminating_signal
-from deviate_cb.launch.source_checks import check_python_source, defined_functions, defines_name, find_module_file
+from deviate_cb.launch.replica.bootstrap import SignalExit, terminating_signal
+from deviate_cb.launch.target.source_checks import (
+    check_python_source,
+    defined_functions,
+    defines_name,
+    find_module_file,
+)
 
 __all__ = ["CONTEXT_PARAMETERS", "TrainerSpec", "TrainerSpecError", "bind_trainer", "call_trainer"]
 
@@ -123,7 +128,7 @@ class TrainerSpec:
 
         Whatever the module raises becomes a :class:`TrainerSpecError`, except Ctrl-C (``KeyboardInterrupt``) and
         the replica being stopped (a ``--timeout`` or an interrupted launcher: the ``SystemExit(143)`` of
-        :class:`~deviate_cb.launch.bootstrap.SignalExit`, or anything raised once SIGTERM came), which propagate
+        :class:`~deviate_cb.launch.replica.bootstrap.SignalExit`, or anything raised once SIGTERM came), which propagate
         as they are: a replica stopped while its module imports is not a bad ``--trainer``.
         """
         if not self.is_path:
@@ -297,7 +302,7 @@ def _describe(exc: BaseException) -> str:
 
 
 # The package's own import hooks, relative to deviate_cb/: an error raised through them is the user's.
-_IMPORT_MACHINERY = {("capture", "import_hooks.py"), ("launch", "keras_backend.py")}
+_IMPORT_MACHINERY = {("capture", "import_hooks.py"), ("launch", "replica", "keras_backend.py")}
 
 
 def _is_import_machinery(filename: str) -> bool:
@@ -305,12 +310,12 @@ def _is_import_machinery(filename: str) -> bool:
     if filename.startswith("<frozen "):
         return True
     path = Path(filename)
-    package = Path(__file__).resolve().parent.parent  # deviate_cb/
+    package = Path(__file__).resolve().parents[2]  # deviate_cb/
     try:
         relative = path.resolve().relative_to(package)
     except (ValueError, OSError):
         return False
-    return relative.parts[:2] in _IMPORT_MACHINERY
+    return relative.parts in _IMPORT_MACHINERY
 
 
 def _without_function(target: str) -> TrainerSpecError:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.source_checks import check_python_source, find_module_file
+from deviate_cb.launch.target.source_checks import check_python_source, find_module_file
 
 __all__ = ["PLACEHOLDERS", "Command", "PythonInvocation", "run_dir_alias", "uses_run_dir_after_equals"]
 

@@ -56,7 +56,7 @@ def workdir_of(run_dir: Path, launch_dir: Path) -> Path:
 
 def link_target(launch_dir: Path, relative: Sequence[str]) -> Path:
     """Where the link at ``<run_dir>/.workdir/<relative>`` points (the links :func:`make_workdir` makes, and
-    those :mod:`deviate_cb.launch.copy_on_write` makes when it turns a linked folder into a real one).
+    those :mod:`deviate_cb.launch.replica.copy_on_write` makes when it turns a linked folder into a real one).
 
     Example:
         >>> link_target(Path("/home/me/mnist"), ["mnist", "scripts", "main.py"]).as_posix()

@@ -4,8 +4,8 @@ The audit is recorded by the Lightning callback (a ``Trainer``'s ``fit``), the K
 for a plain PyTorch loop, torch's global module and optimizer hooks (:mod:`deviate_cb.audit.recording.plain_loop`):
 a program that reaches none of Lightning, Keras and torch (NumPy, JAX, a pure-Python loop) has nothing to hook and
 would train to its end for nothing. :func:`audit_refusal` reads with :mod:`ast` the file a replica starts from
-(:func:`~deviate_cb.launch.preimport.project_files`) and every module of the project's own that it imports, at any
-depth and anywhere in a file (inside functions too, relative imports included), and says why the audit cannot be
+(:func:`~deviate_cb.launch.target.preimport.project_files`) and every module of the project's own that it imports, at
+any depth and anywhere in a file (inside functions too, relative imports included), and says why the audit cannot be
 made when none of them imports torch, Lightning or Keras (``tensorflow`` counts: ``tf.keras``), nor an installed
 package that requires one of them.
 
@@ -38,10 +38,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Optional, Union
 
-from deviate_cb.launch.command import Command
-from deviate_cb.launch.preimport import project_files
-from deviate_cb.launch.source_checks import find_module_file
-from deviate_cb.launch.trainer_spec import TrainerSpec
+from deviate_cb.launch.target.command import Command
+from deviate_cb.launch.target.preimport import project_files
+from deviate_cb.launch.target.source_checks import find_module_file
+from deviate_cb.launch.target.trainer_spec import TrainerSpec
 
 __all__ = ["AUDITABLE", "MAX_FILES", "RESUMABLE", "audit_refusal", "reaches_audited_framework", "reaches_resumable"]
 

@@ -65,7 +65,7 @@ class Job:
 
     Attributes:
         key: A unique, human-readable name (``replica=3``).
-        argv: The command line (``[sys.executable, "-m", "deviate_cb.launch.child"]``).
+        argv: The command line (``[sys.executable, "-m", "deviate_cb.launch.replica.child"]``).
         env: Variables to add to the launcher's environment (the run context).
         stdout_path: File that receives the job's standard output.
         stderr_path: File that receives the job's standard error.
@@ -73,7 +73,7 @@ class Job:
         cwd: Working directory (``None``: the launcher's).
         payload: Whatever the caller wants back with the job (the replica plan).
         warm_modules: The modules a warm-start template imports before forking this job
-            (:mod:`deviate_cb.launch.warm`); ``None``: start it cold, as a fresh process. Backends that cannot
+            (:mod:`deviate_cb.launch.backends.warm`); ``None``: start it cold, as a fresh process. Backends that cannot
             fork replicas start every job cold.
     """
 
@@ -285,9 +285,9 @@ class Backend(abc.ABC):
 BACKENDS: dict[str, Callable[..., Backend]] = {}
 # The built-in backends by name, with the module that registers each (imported on demand, never their engines).
 BUILTIN_BACKENDS = {
-    "local": "deviate_cb.launch.local",
-    "slurm": "deviate_cb.launch.slurm.backend",
-    "ray": "deviate_cb.launch.ray_backend",
+    "local": "deviate_cb.launch.backends.local",
+    "slurm": "deviate_cb.launch.backends.slurm.backend",
+    "ray": "deviate_cb.launch.backends.ray_backend",
 }
 
 

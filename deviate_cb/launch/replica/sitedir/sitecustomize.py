@@ -20,7 +20,7 @@ def _bootstrap() -> None:
     if not os.environ.get("DEVIATE_RUN_DIR"):
         return
     try:
-        from deviate_cb.launch.bootstrap import bootstrap_from_environment
+        from deviate_cb.launch.replica.bootstrap import bootstrap_from_environment
     except Exception as exc:  # another interpreter, or a broken install: never stop the project
         sys.stderr.write(
             f"deviate-replicate: warning: {sys.executable} cannot import deviate_cb ({type(exc).__name__}: {exc}); "

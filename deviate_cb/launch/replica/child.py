@@ -1,9 +1,9 @@
-"""The ``--trainer`` replica: ``python -m deviate_cb.launch.child``, started by a backend for every replica.
+"""The ``--trainer`` replica: ``python -m deviate_cb.launch.replica.child``, started by a backend for every replica.
 
 Example:
     >>> import os, subprocess, sys
     >>> env = {**os.environ, "DEVIATE_RUN_DIR": ""}
-    >>> subprocess.run([sys.executable, "-m", "deviate_cb.launch.child"], env=env).returncode  # doctest: +SKIP
+    >>> subprocess.run([sys.executable, "-m", "deviate_cb.launch.replica.child"], env=env).returncode  # doctest: +SKIP
     2
 """
 
@@ -15,18 +15,18 @@ from collections.abc import Callable
 from typing import Any
 
 from deviate_cb.context import RunContext
-from deviate_cb.launch.bootstrap import (
+from deviate_cb.launch.ownership import process_mark
+from deviate_cb.launch.records import StoreWriteError, writing
+from deviate_cb.launch.replica.bootstrap import (
     SignalExit,
     bootstrap_replica,
     complete_plain_run,
     is_recording_process,
     terminating_signal,
 )
-from deviate_cb.launch.final_metrics import record_final_metrics
-from deviate_cb.launch.keras_backend import KerasBackendNotInstalled
-from deviate_cb.launch.ownership import process_mark
-from deviate_cb.launch.records import StoreWriteError, writing
-from deviate_cb.launch.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
+from deviate_cb.launch.replica.final_metrics import record_final_metrics
+from deviate_cb.launch.replica.keras_backend import KerasBackendNotInstalled
+from deviate_cb.launch.target.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
 from deviate_cb.store.completion import TRAINER_RETURNED
 from deviate_cb.store.run_directory import RunDirectory
 
@@ -46,7 +46,7 @@ def main() -> int:
         return EXIT_USAGE
     if ctx is None or not ctx.trainer:
         print(
-            f"{_PROG}: error: deviate_cb.launch.child runs one replica started by deviate-replicate; "
+            f"{_PROG}: error: deviate_cb.launch.replica.child runs one replica started by deviate-replicate; "
             "DEVIATE_RUN_DIR and DEVIATE_TRAINER are not set.",
             file=sys.stderr,
         )

@@ -162,7 +162,7 @@ def become_replica(
     """In the forked child: turn into the replica a fresh interpreter would be, run its program, exit like one."""
     template_pid = os.getppid()
     os.setsid()
-    from deviate_cb.launch.watchdog import die_with_parent
+    from deviate_cb.launch.backends.watchdog import die_with_parent
 
     die_with_parent()
     os.write(ready_fd, b"1")
@@ -198,7 +198,7 @@ def _run_program(args: Sequence[str]) -> int:
 
     code: int = 0
     try:
-        from deviate_cb.launch.bootstrap import bootstrap_from_environment
+        from deviate_cb.launch.replica.bootstrap import bootstrap_from_environment
 
         if args[0] == "-m":
             sys.argv = [args[1], *args[2:]]

@@ -4,7 +4,7 @@ Each local replica gets ``SIGTERM`` when its launcher dies (:func:`die_with_pare
 :class:`GroupWatchdog`, a small process of the launcher's own, sends every replica's process group still running
 ``SIGTERM`` and, after the launcher's kill grace, ``SIGKILL`` (a replica that handles ``SIGTERM`` itself, or
 ignores it, ends too). It then stops each replica's leftovers outside its group (a child in its own session, a
-double-forked daemon), only those proven the replica's (:func:`deviate_cb.launch.survivors.find_leftovers`):
+double-forked daemon), only those proven the replica's (:func:`deviate_cb.launch.backends.survivors.find_leftovers`):
 with the launcher gone, nothing else would.
 
 Example:
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from deviate_cb.launch.survivors import find_leftovers, now_ticks, stop_leftovers
+from deviate_cb.launch.backends.survivors import find_leftovers, now_ticks, stop_leftovers
 
 __all__ = ["GroupWatchdog", "die_with_parent", "watch_groups"]
 
@@ -65,9 +65,9 @@ class GroupWatchdog:
         self.popen: Optional[subprocess.Popen[bytes]] = None
         self._write: Optional[int] = None
         read, write = os.pipe()  # not inherited by anything the launcher starts: only the watchdog gets `read`
-        root = str(Path(__file__).resolve().parents[2])  # where deviate_cb is imported from
+        root = str(Path(__file__).resolve().parents[3])  # where deviate_cb is imported from
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        code = "import sys; from deviate_cb.launch.watchdog import watch_groups; watch_groups(*sys.argv[1:])"
+        code = "import sys; from deviate_cb.launch.backends.watchdog import watch_groups; watch_groups(*sys.argv[1:])"
         try:
             self.popen = subprocess.Popen(
                 [sys.executable, "-c", code, str(read), repr(float(grace_s))],
@@ -88,7 +88,7 @@ class GroupWatchdog:
 
     def watch(self, pgid: int, run_dir: Optional[Path] = None, since: int = 0) -> None:
         """Register a replica's process group (its leader's pid), its run directory and when it started (``/proc``
-        ticks: :func:`deviate_cb.launch.survivors.now_ticks`); without ``run_dir`` only its group is ended."""
+        ticks: :func:`deviate_cb.launch.backends.survivors.now_ticks`); without ``run_dir`` only its group is ended."""
         where = "" if run_dir is None else f" {int(since)} {json.dumps(os.fspath(run_dir))}"  # one line, any name
         self._send(f"+{pgid}{where}\n")
 

@@ -2,7 +2,7 @@
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.launch.isolation import make_workdir
+    >>> from deviate_cb.launch.replica.isolation import make_workdir
     >>> project = Path(tempfile.mkdtemp()) / "app"; (project / "ckpt").mkdir(parents=True)
     >>> (project / "ckpt" / "best.txt").write_text("old")
     3
@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any, Optional
 
 from deviate_cb.capture.import_hooks import when_imported
-from deviate_cb.launch.isolation import WORKDIR, link_target, recorded_launch_dir
+from deviate_cb.launch.replica.isolation import WORKDIR, link_target, recorded_launch_dir
 
 __all__ = ["CopyOnWrite", "install_copy_on_write", "patch_torch_save"]
 

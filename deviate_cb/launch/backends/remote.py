@@ -47,12 +47,13 @@ class TaskSpec:
         backend: Recorded in the manifest as the place the replica ran.
         unset: Variables removed from the node's environment: those a scheduler injects into its workers that the
             launcher's environment lacks (Ray sets ``OMP_NUM_THREADS``), so a replica sees what it would locally.
-        argv: The replica's command line (default: the ``--trainer`` bootstrap ``python -m deviate_cb.launch.child``
-            with this node's interpreter); in command mode, the user's command with its placeholders filled.
+        argv: The replica's command line (default: the ``--trainer`` bootstrap ``python -m
+            deviate_cb.launch.replica.child`` with this node's interpreter); in command mode, the user's command with
+            its placeholders filled.
         cwd: The launcher's working directory, where relative paths in the command point; used when it exists
             on this node.
         warm_modules: What a warm-start template imports before forking this replica, in a task of several
-            replicas (:attr:`~deviate_cb.launch.base.Job.warm_modules`); ``None``: a fresh process.
+            replicas (:attr:`~deviate_cb.launch.backends.base.Job.warm_modules`); ``None``: a fresh process.
         cpus: The CPUs the scheduler gave the task (a Ray task's ``num_cpus``); ``None``: Slurm's
             ``SLURM_CPUS_PER_TASK`` on the node, else the CPUs the task may use. The replica's CPU threads.
     """
@@ -74,10 +75,10 @@ def node_argv(argv: Sequence[str]) -> tuple[str, ...]:
     with its own interpreter; the command otherwise.
 
     Example:
-        >>> node_argv(["/launcher/python", "-m", "deviate_cb.launch.child"]), node_argv(["python", "t.py"])
+        >>> node_argv(["/launcher/python", "-m", "deviate_cb.launch.replica.child"]), node_argv(["python", "t.py"])
         ((), ('python', 't.py'))
     """
-    return () if tuple(argv[1:]) == ("-m", "deviate_cb.launch.child") else tuple(argv)
+    return () if tuple(argv[1:]) == ("-m", "deviate_cb.launch.replica.child") else tuple(argv)
 
 
 def slurm_job_id_here(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
@@ -117,8 +118,9 @@ def task_groups(items: Sequence[Any], per_task: int) -> list[list[Any]]:
 
 
 class GroupedTasks:
-    """``--replicas-per-task`` for a cluster backend (mixed in before :class:`~deviate_cb.launch.base.Backend`):
-    ``replicas_per_task`` replicas per task, forked warm when there are several, ``parallel`` replicas at once.
+    """``--replicas-per-task`` for a cluster backend (mixed in before
+    :class:`~deviate_cb.launch.backends.base.Backend`): ``replicas_per_task`` replicas per task, forked warm when there
+    are several, ``parallel`` replicas at once.
 
     Example:
         >>> class Tasks(GroupedTasks):
@@ -144,7 +146,7 @@ class GroupedTasks:
 def run_tasks(specs: Sequence[TaskSpec]) -> list[dict[str, Any]]:
     """Run the replicas of one task here, one after another (warm when there are several); record each one's start
     and end in its manifest; return their outcomes as dicts, in order."""
-    from deviate_cb.launch.warm import WarmStarter
+    from deviate_cb.launch.backends.warm import WarmStarter
 
     starter = WarmStarter() if len(specs) > 1 and any(s.warm_modules is not None for s in specs) else None
     try:
@@ -155,11 +157,11 @@ def run_tasks(specs: Sequence[TaskSpec]) -> list[dict[str, Any]]:
 
 
 def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
-    """Run one replica here (forked by ``starter``, a :class:`~deviate_cb.launch.warm.WarmStarter`, when given and
-    the spec has ``warm_modules``); record its start and end in the manifest; return the outcome as a dict."""
-    from deviate_cb.launch.base import Outcome
+    """Run one replica here (forked by ``starter``, a :class:`~deviate_cb.launch.backends.warm.WarmStarter`, when given
+    and the spec has ``warm_modules``); record its start and end in the manifest; return the outcome as a dict."""
+    from deviate_cb.launch.backends.base import Outcome
+    from deviate_cb.launch.backends.threads import task_thread_env
     from deviate_cb.launch.records import end_fields, machine_fields, signal_name
-    from deviate_cb.launch.threads import task_thread_env
     from deviate_cb.store.run_directory import RunDirectory, iso_time
     from deviate_cb.store.settling import compact_what_it_left
 
@@ -215,9 +217,9 @@ def _start(
     spec: TaskSpec, env: dict[str, str], stdout_path: Path, stderr_path: Path, starter: Optional[Any]
 ) -> tuple[Union[subprocess.Popen[bytes], Any], dict[str, str]]:
     """The replica's process, forked by ``starter`` or started fresh, and its ``start_mode`` (``cold_reason``)."""
-    from deviate_cb.launch.watchdog import die_with_parent
+    from deviate_cb.launch.backends.watchdog import die_with_parent
 
-    argv = list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.child"]
+    argv = list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.replica.child"]
     cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None
     start = {"start_mode": "cold"}
     if starter is not None and spec.warm_modules is not None:

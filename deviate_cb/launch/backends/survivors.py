@@ -53,7 +53,7 @@ __all__ = [
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
-_TEMPLATE_MODULE = b"deviate_cb.launch.template"  # what a warm-start template runs (launch/warm.py)
+_TEMPLATE_MODULE = b"deviate_cb.launch.backends.template"  # what a warm-start template runs (launch/backends/warm.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,7 +242,7 @@ def _uid(pid: int) -> Optional[int]:
 
 
 def _forked_from_template(pid: int) -> bool:
-    """Whether ``pid`` still runs a warm-start template's program (``python -m deviate_cb.launch.template``): a
+    """Whether ``pid`` still runs a warm-start template's program (``python -m deviate_cb.launch.backends.template``): a
     process forked from a warm replica that never exec'd, whose environment is the template's, not the replica's.
     Any other child of the launcher (one the user's own code started beside ``replicate()``) is not proven ours."""
     try:

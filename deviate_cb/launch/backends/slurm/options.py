@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from deviate_cb.errors import UsageError
-from deviate_cb.launch.base import BackendOption
-from deviate_cb.launch.options import REPLICAS_PER_TASK, integer_option, name_option
+from deviate_cb.launch.backends.base import BackendOption
+from deviate_cb.launch.backends.options import REPLICAS_PER_TASK, integer_option, name_option
 
 __all__ = ["SLURM_GROUP", "SLURM_OPTIONS", "parse_slurm_time"]
 

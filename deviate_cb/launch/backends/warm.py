@@ -1,7 +1,7 @@
 """Warm start, the launcher's side: templates that fork replicas, and when a replica must start cold instead.
 
 Example:
-    >>> cold_reason([sys.executable, "-m", "deviate_cb.launch.child"]) is None
+    >>> cold_reason([sys.executable, "-m", "deviate_cb.launch.replica.child"]) is None
     True
     >>> cold_reason([sys.executable, "-X", "dev", "train.py"])
     'the command passes options to the interpreter (-X dev)'
@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from deviate_cb.launch.isolation import launch_dir_of
-from deviate_cb.launch.watchdog import die_with_parent
+from deviate_cb.launch.backends.watchdog import die_with_parent
+from deviate_cb.launch.replica.isolation import launch_dir_of
 
 __all__ = ["PER_REPLICA", "Template", "WarmProcess", "WarmStartUnavailable", "WarmStarter", "cold_reason"]
 
@@ -130,7 +130,13 @@ class Template:
         self.channel = ours
         try:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "deviate_cb.launch.template", str(theirs.fileno()), json.dumps(self.modules)],
+                [
+                    sys.executable,
+                    "-m",
+                    "deviate_cb.launch.backends.template",
+                    str(theirs.fileno()),
+                    json.dumps(self.modules),
+                ],
                 env=dict(env),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,

@@ -6,7 +6,7 @@ Example:
     >>> _ = (folder / "model.py").write_text("import torch.nn as nn\\nimport requests\\n")
     >>> _ = (folder / "train.py").write_text("import lightning as L\\nfrom model import Net\\n")
     >>> preimports([folder / "train.py"], folder)  # doctest: +ELLIPSIS
-    ('lightning', 'torch.nn', 'deviate_cb.launch.bootstrap', 'deviate_cb.launch.trainer_spec', ...)
+    ('lightning', 'torch.nn', 'deviate_cb.launch.replica.bootstrap', 'deviate_cb.launch.target.trainer_spec', ...)
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional, Union
 
-from deviate_cb.launch.command import Command
-from deviate_cb.launch.source_checks import find_module_file, top_level_imports
-from deviate_cb.launch.trainer_spec import TrainerSpec
+from deviate_cb.launch.target.command import Command
+from deviate_cb.launch.target.source_checks import find_module_file, top_level_imports
+from deviate_cb.launch.target.trainer_spec import TrainerSpec
 
 __all__ = ["CAPTURE_PATH", "FRAMEWORKS", "preimports", "project_files"]
 
@@ -49,7 +49,11 @@ FRAMEWORKS = frozenset(
     }
 )
 #: deviate-cb's own modules every replica runs: the bootstrap and the ``--trainer`` child.
-CAPTURE_PATH = ("deviate_cb.launch.bootstrap", "deviate_cb.launch.trainer_spec", "deviate_cb.launch.final_metrics")
+CAPTURE_PATH = (
+    "deviate_cb.launch.replica.bootstrap",
+    "deviate_cb.launch.target.trainer_spec",
+    "deviate_cb.launch.replica.final_metrics",
+)
 _ADAPTERS = {
     "lightning": "deviate_cb.lightning",
     "pytorch_lightning": "deviate_cb.lightning",

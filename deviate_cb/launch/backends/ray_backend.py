@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError, require
-from deviate_cb.launch.base import (
+from deviate_cb.launch.backends.base import (
     Backend,
     BackendOption,
     Job,
@@ -31,17 +31,17 @@ from deviate_cb.launch.base import (
     register_backend,
     tell_cold_start,
 )
-from deviate_cb.launch.options import REPLICAS_PER_TASK, amount_option, check_replicas_per_task
-from deviate_cb.launch.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
-from deviate_cb.launch.threads import task_note
+from deviate_cb.launch.backends.options import REPLICAS_PER_TASK, amount_option, check_replicas_per_task
+from deviate_cb.launch.backends.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
+from deviate_cb.launch.backends.threads import task_note
 from deviate_cb.store.run_directory import RunDirectory, unix_time
 
 __all__ = ["RAY_GROUP", "RAY_OPTIONS", "RayBackend"]
 
 _FINAL = ("completed", "incomplete", "failed", "timeout", "killed", "audited")
 # Set by Ray in every worker (from the task's num_cpus) unless the driver's environment has it: the replica gets
-# the driver's value, or the task's CPUs through deviate_cb.launch.threads like every other thread variable (the
-# fingerprint records the thread counts in effect).
+# the driver's value, or the task's CPUs through deviate_cb.launch.backends.threads like every other thread variable
+# (the fingerprint records the thread counts in effect).
 _RAY_INJECTED = ("OMP_NUM_THREADS",)
 RAY_GROUP = "ray backend (needs pip install 'deviate-cb[ray]')"
 

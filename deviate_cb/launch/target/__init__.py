@@ -1,0 +1,1 @@
+"""The project a replication runs, read by the launcher before anything runs: command, trainer, sources."""
