@@ -231,6 +231,12 @@ class Backend(abc.ABC):
     #: :meth:`run` gets a list.
     lazy_jobs: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A backend that declares its options and lists no names takes the names of what it declares."""
+        super().__init_subclass__(**kwargs)
+        if "declared" in cls.__dict__ and "options" not in cls.__dict__:
+            cls.options = tuple(option.name for option in cls.declared)
+
     def __init__(self, *, parallel: int = 1) -> None:
         if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
             raise ValueError(f"`parallel` must be a positive integer. Received: parallel={parallel!r}.")

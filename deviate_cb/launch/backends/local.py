@@ -212,7 +212,6 @@ class LocalBackend(Backend):
             "IDS",
         ),
     )
-    options = tuple(option.name for option in declared)
     lazy_jobs = True  # `run` takes the jobs one at a time, as slots free up: a long study is never held at once
 
     def __init__(

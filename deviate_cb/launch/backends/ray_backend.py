@@ -80,7 +80,6 @@ class RayBackend(GroupedTasks, Backend):
     """
 
     name = "ray"
-    options = tuple(option.name for option in RAY_OPTIONS)
     declared = RAY_OPTIONS
 
     def __init__(

@@ -77,7 +77,6 @@ class SlurmBackend(GroupedTasks, Backend):
     """
 
     name = "slurm"
-    options = tuple(option.name for option in SLURM_OPTIONS)
     declared = SLURM_OPTIONS
 
     def __init__(
