@@ -6,7 +6,8 @@ Example:
     >>> replica, path = claim_replica(out, "mlp", "algo")
     >>> replica, path.relative_to(out).as_posix()
     (0, 'experiment=mlp/variant=algo/replica=0')
-    >>> RunDirectory(path).update_manifest(status="completed")["status"]
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> RunDirectory(path).record(LaunchEnd(status="completed")).status
     'completed'
     >>> read_manifest_file(str(path / MANIFEST_FILE))["schema_version"] == SCHEMA_VERSION
     True
@@ -24,6 +25,8 @@ from typing import Any, Optional, Union
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.bounded_read import HostileFileError, loads_json, read_regular
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.manifest_sections import ManifestSection
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.parts import recorded_attempt
 from deviate_cb.store.safe_paths import make_folders
@@ -41,6 +44,7 @@ __all__ = [
     "iso_time",
     "merge_manifest",
     "read_manifest_file",
+    "read_run_manifest",
     "run_path",
     "unix_time",
 ]
@@ -178,9 +182,10 @@ class RunDirectory:
     Example:
         >>> import tempfile
         >>> run = RunDirectory(Path(tempfile.mkdtemp()) / "replica=0")
-        >>> run.update_manifest(status="running", seed=1)["status"]
+        >>> from deviate_cb.store.manifest_sections import LaunchStart
+        >>> run.record(LaunchStart(status="running", seed=1)).status
         'running'
-        >>> run.read_manifest()["schema_version"] == SCHEMA_VERSION
+        >>> run.manifest().schema_version == SCHEMA_VERSION
         True
     """
 
@@ -211,8 +216,28 @@ class RunDirectory:
         """
         return read_manifest_file(os.path.join(self.path, MANIFEST_FILE))
 
+    def manifest(self) -> RunManifest:
+        """The manifest, typed (:class:`~deviate_cb.store.manifest.RunManifest`; empty if there is none yet).
+
+        Raises:
+            SchemaVersionError: The manifest was written by a newer deviate-cb.
+            UsageError: The manifest is not valid JSON.
+        """
+        return RunManifest.from_json(self.read_manifest())
+
+    def record(self, *sections: ManifestSection) -> RunManifest:
+        """Merge the writers' ``sections`` (:mod:`deviate_cb.store.manifest_sections`), in order, into the manifest
+        in one atomic write (nested objects merged one level deep); return the manifest written."""
+        fields: dict[str, Any] = {}
+        for section in sections:
+            fields.update(section.fields())
+        return RunManifest.from_json(self.update_manifest(**fields))
+
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
-        """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically."""
+        """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically.
+
+        Only for the store and for tests that write a store by hand: writers record their section (:meth:`record`).
+        """
         manifest = merge_manifest(self.read_manifest(), fields)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.manifest_path, _dumps(manifest))
@@ -286,6 +311,16 @@ def read_manifest_file(path: str) -> dict[str, Any]:
         raise UsageError(f"{path}: not a valid run manifest ({exc}).") from exc
     check_schema_version(manifest.get("schema_version", SCHEMA_VERSION), path)
     return manifest
+
+
+def read_run_manifest(path: str) -> RunManifest:
+    """The manifest at ``path`` (a ``run.json``), typed; empty if there is none (:func:`read_manifest_file`).
+
+    Example:
+        >>> read_run_manifest("/nonexistent/run.json").is_empty
+        True
+    """
+    return RunManifest.from_json(read_manifest_file(path))
 
 
 def check_schema_version(version: object, source: Union[str, os.PathLike[str]]) -> None:
