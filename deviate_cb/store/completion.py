@@ -1,13 +1,15 @@
 """Whether a run that exited with code 0 ended its training: the one rule behind status ``incomplete``.
 
 Example:
-    >>> manifest = {"framework": "lightning", "fit": "started", "fit_steps": {"done": 7, "planned": 47},
-    ...             "exception": "SystemExit: 0"}
+    >>> from deviate_cb.store.manifest import RunManifest
+    >>> manifest = RunManifest.from_json({"framework": "lightning", "fit": "started",
+    ...                                   "fit_steps": {"done": 7, "planned": 47}, "exception": "SystemExit: 0"})
     >>> why_incomplete(manifest)
     'the fit stopped at step 7 of 47 and never reached on_fit_end; SystemExit: 0'
     >>> incomplete_reason(manifest) == INCOMPLETE_PREFIX + why_incomplete(manifest)
     True
-    >>> incomplete_reason({"mode": "trainer", "fit": "ended", "trainer_end": "sys.exit(0)"}) is None
+    >>> returned = RunManifest.from_json({"mode": "trainer", "fit": "ended", "trainer_end": "sys.exit(0)"})
+    >>> incomplete_reason(returned) is None
     True
 """
 
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 from deviate_cb.store.bounded_read import check_parquet
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import METRICS_FILE
 
 __all__ = [
@@ -42,24 +45,27 @@ _EXCEPTION_CHARS = 200
 
 
 def why_incomplete(
-    manifest: Mapping[str, Any], mode: Optional[str] = None, *, run_dir: Union[str, os.PathLike[str], None] = None
+    manifest: RunManifest, mode: Optional[str] = None, *, run_dir: Union[str, os.PathLike[str], None] = None
 ) -> Optional[str]:
     """Why a run whose process exited with code 0 did not end its training, or ``None`` when it did (or nothing
     says otherwise). ``mode`` (``trainer`` or ``command``) defaults to the manifest's. ``run_dir``: where to look
     for the last step recorded (:func:`last_recorded_step`) when the manifest does not say where the fit stopped.
 
     Example:
-        >>> why_incomplete({"mode": "trainer"})
+        >>> from deviate_cb.store.manifest import RunManifest
+        >>> why_incomplete(RunManifest.from_json({"mode": "trainer"}))
         'the --trainer function never returned (the process ended inside it, as os._exit(0) does)'
-        >>> why_incomplete({"mode": "command"}) is None  # no evidence either way
+        >>> why_incomplete(RunManifest.from_json({"mode": "command"})) is None  # no evidence either way
         True
-        >>> why_incomplete({"framework": "keras", "fit": "started", "fit_steps": {"done": None, "planned": 8}})
+        >>> why_incomplete(
+        ...     RunManifest.from_json({"framework": "keras", "fit": "started", "fit_steps": {"planned": 8}})
+        ... )
         'the fit started (8 steps planned) but never reached on_train_end'
     """
-    mode = manifest.get("mode") if mode is None else mode
-    if manifest.get("fit") == FIT_STARTED:
-        hook = _END_HOOKS.get(str(manifest.get("framework")), "its end")
-        done, planned = _steps(manifest.get("fit_steps"))
+    mode = manifest.mode if mode is None else mode
+    if manifest.fit == FIT_STARTED:
+        hook = _END_HOOKS.get(str(manifest.framework), "its end")
+        done, planned = _steps(manifest.fit_steps)
         of = f" of {planned}" if planned is not None else ""
         recorded = last_recorded_step(run_dir) if done is None and run_dir is not None else None
         if done is not None:
@@ -69,25 +75,26 @@ def why_incomplete(
         else:
             plan = f" ({planned} step{'s' * (planned != 1)} planned)" if planned is not None else ""
             why = f"the fit started{plan} but never reached {hook}"
-    elif mode == "trainer" and not isinstance(manifest.get("trainer_end"), str):
+    elif mode == "trainer" and manifest.trainer_end is None:
         why = "the --trainer function never returned (the process ended inside it, as os._exit(0) does)"
     else:
         return None
-    exception = manifest.get("exception")
-    if isinstance(exception, str) and exception.strip():
+    exception = manifest.exception
+    if exception is not None and exception.strip():
         line = " ".join(exception.split())
         why += f"; {line[: _EXCEPTION_CHARS - 3]}..." if len(line) > _EXCEPTION_CHARS else f"; {line}"
     return why
 
 
 def incomplete_reason(
-    manifest: Mapping[str, Any], mode: Optional[str] = None, *, run_dir: Union[str, os.PathLike[str], None] = None
+    manifest: RunManifest, mode: Optional[str] = None, *, run_dir: Union[str, os.PathLike[str], None] = None
 ) -> Optional[str]:
     """The ``reason`` of a run that exited with code 0 before its training ended (:func:`why_incomplete`, after
     :data:`INCOMPLETE_PREFIX`), or ``None`` when it is completed.
 
     Example:
-        >>> incomplete_reason({"fit": "ended"}) is None
+        >>> from deviate_cb.store.manifest import RunManifest
+        >>> incomplete_reason(RunManifest.from_json({"fit": "ended"})) is None
         True
     """
     why = why_incomplete(manifest, mode, run_dir=run_dir)

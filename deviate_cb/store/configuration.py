@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from deviate_cb.store.manifest import RunManifest
+
 __all__ = [
     "CONFIGURATION_KEY",
     "CONFIGURATION_LABELS",
@@ -114,30 +116,32 @@ def configuration_fields(
     }
 
 
-def configuration_of(manifest: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+def configuration_of(manifest: RunManifest) -> Optional[dict[str, Any]]:
     """The configuration a manifest records; ``None`` when it records none (not written by the launcher).
 
     A manifest written before ``configuration`` existed gives what its top-level fields say. One that cannot be
     read (not an object, a value of the wrong type or absurd size) gives ``{"unreadable": WHY}``, never pooled.
 
     Example:
-        >>> configuration_of({"mode": "trainer", "trainer": "t.py:main", "variant": "algo", "seed": 3})
+        >>> from deviate_cb.store.manifest import RunManifest as M
+        >>> configuration_of(M.from_json({"mode": "trainer", "trainer": "t.py:main", "variant": "algo", "seed": 3}))
         {'mode': 'trainer', 'trainer': 't.py:main', 'variant': 'algo'}
-        >>> configuration_of({"status": "completed"}) is None
+        >>> configuration_of(M.from_json({"status": "completed"})) is None
         True
-        >>> configuration_of({"configuration": [1, 2]})
+        >>> configuration_of(M.from_json({"configuration": [1, 2]}))
         {'unreadable': '`configuration` is a JSON list, not an object'}
-        >>> configuration_of({"configuration": {"variant": "algo", "trainer_args": [["0.1"]]}})
+        >>> configuration_of(M.from_json({"configuration": {"variant": "algo", "trainer_args": [["0.1"]]}}))
         {'unreadable': '`configuration.trainer_args` holds a JSON list, expected a list of strings'}
     """
-    if CONFIGURATION_KEY in manifest:
-        recorded = manifest[CONFIGURATION_KEY]
+    data = manifest.to_json()  # as read: a value of another type is named in `unreadable`
+    if CONFIGURATION_KEY in data:
+        recorded = data[CONFIGURATION_KEY]
         if not isinstance(recorded, Mapping):
             return {UNREADABLE_KEY: f"`{CONFIGURATION_KEY}` is {_json_kind(recorded)}, not an object"}
         prefix = f"{CONFIGURATION_KEY}."
         found = {key: recorded[key] for key in CONFIGURATION_LABELS if key in recorded}
-    elif manifest.get("mode") in ("trainer", "command"):
-        prefix, found = "", {key: manifest[key] for key in _LEGACY_KEYS if key in manifest}
+    elif data.get("mode") in ("trainer", "command"):
+        prefix, found = "", {key: data[key] for key in _LEGACY_KEYS if key in data}
     else:
         return None
     for key, value in found.items():
@@ -151,7 +155,8 @@ def unreadable_reason(configuration: Optional[Mapping[str, Any]]) -> Optional[st
     """Why a configuration :func:`configuration_of` gave cannot be read; ``None`` when it can (or is ``None``).
 
     Example:
-        >>> unreadable_reason(configuration_of({"configuration": "algo"}))
+        >>> from deviate_cb.store.manifest import RunManifest
+        >>> unreadable_reason(configuration_of(RunManifest.from_json({"configuration": "algo"})))
         '`configuration` is a JSON string, not an object'
         >>> unreadable_reason({"variant": "algo"}) is None
         True

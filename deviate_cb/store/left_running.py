@@ -1,15 +1,17 @@
 """What a replica's ``run.json`` records about processes it left running that could not be stopped.
 
 Example:
-    >>> survivors_note(Path("r/run.json"), "replica 0", {"leftovers_stopped": 1, "survivors": []}) is None
+    >>> from deviate_cb.store.manifest import RunManifest
+    >>> survivors_note(Path("r/run.json"), "replica 0", RunManifest.from_json({"survivors": []})) is None
     True
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
+
+from deviate_cb.store.manifest import RunManifest
 
 __all__ = ["SHOWN_COMMAND", "SHOWN_PROCESSES", "survivors_note"]
 
@@ -17,20 +19,21 @@ SHOWN_COMMAND = 80  # characters of a command shown in a line
 SHOWN_PROCESSES = 5  # processes named in one line; the rest are counted
 
 
-def survivors_note(manifest_path: Path, replica: str, manifest: Mapping[str, Any]) -> Optional[str]:
+def survivors_note(manifest_path: Path, replica: str, manifest: RunManifest) -> Optional[str]:
     """One line about the processes a replica's ``run.json`` (``manifest``) records as ``survivors`` (they could not
     be stopped at its end and may still write into its folder), or about a ``survivors`` field that is not a list
     of strings; ``None`` when it records none. A run store is untrusted: the line is bounded, whatever it holds.
 
     Example:
-        >>> print(survivors_note(Path("r/run.json"), "replica 0 of experiment=e variant=v",
-        ...                      {"survivors": ["pid 9: sleep 99"]}))  # doctest: +NORMALIZE_WHITESPACE
+        >>> manifest = RunManifest.from_json({"survivors": ["pid 9: sleep 99"]})
+        >>> print(survivors_note(Path("r/run.json"), "replica 0 of experiment=e variant=v", manifest))
+        ... # doctest: +NORMALIZE_WHITESPACE
         r/run.json: replica 0 of experiment=e variant=v left 1 process running that could not be stopped at its
         end (pid 9: sleep 99); it may still run and write into the replica's folder
-        >>> print(survivors_note(Path("r/run.json"), "replica 0", {"survivors": 7}))
+        >>> print(survivors_note(Path("r/run.json"), "replica 0", RunManifest.from_json({"survivors": 7})))
         r/run.json: `survivors` is not a list of strings (a JSON number); replica 0 may have left processes running
     """
-    recorded = manifest.get("survivors")
+    recorded = manifest.to_json().get("survivors")  # as read: a value of another type is named in the line
     if recorded is None or recorded == []:
         return None
     if not isinstance(recorded, list) or not all(isinstance(entry, str) for entry in recorded):

@@ -13,6 +13,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any, Optional, TypeGuard
 
+from deviate_cb.store.manifest import RunManifest
+
 __all__ = ["bad_pid_line", "bad_pids", "is_pid", "pid_limit", "pid_problem"]
 
 # Linux's PID_MAX_LIMIT on 64-bit systems; elsewhere a pid_t is a C int
@@ -67,16 +69,18 @@ def bad_pid_line(where: Any, field: str, value: Any) -> str:
     return f"{where}: `{field}` is not a process id ({pid_problem(value)})"
 
 
-def bad_pids(manifest: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def bad_pids(manifest: RunManifest) -> list[tuple[str, Any]]:
     """``(field, value)`` of each process id field of ``manifest`` (``launcher_pid``, ``pid``,
     ``bootstrap[k].pid``) present but not a process id.
 
     Example:
-        >>> bad_pids({"launcher_pid": 7, "pid": "7", "bootstrap": [{"pid": 8}, {"pid": -1}, "junk"]})
+        >>> from deviate_cb.store.manifest import RunManifest
+        >>> bad_pids(RunManifest.from_json({"launcher_pid": 7, "pid": "7", "bootstrap": [{"pid": 8}, {"pid": -1}]}))
         [('pid', '7'), ('bootstrap[1].pid', -1)]
     """
-    found = [(key, manifest[key]) for key in ("launcher_pid", "pid") if manifest.get(key) is not None]
-    listed = manifest.get("bootstrap")
+    data = manifest.to_json()  # as read: the values of another type are the ones to name
+    found = [(key, data[key]) for key in ("launcher_pid", "pid") if data.get(key) is not None]
+    listed = data.get("bootstrap")
     if isinstance(listed, list):
         found += [
             (f"bootstrap[{k}].pid", entry["pid"])

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from deviate_cb.errors import UsageError
 from deviate_cb.store.atomic import atomic_write_parquet
 from deviate_cb.store.bounded_read import HostileFileError, check_parquet, loads_json
+from deviate_cb.store.manifest_sections import StabilityRecord
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.validation import PathLike, one_line, opt_int, prediction_columns
 
@@ -140,7 +141,7 @@ def write_predictions(
         "file": PREDICTIONS_FILE,
     }
     if update_manifest:
-        RunDirectory(Path(run_dir)).update_manifest(predictions=block)
+        RunDirectory(Path(run_dir)).record(StabilityRecord(predictions=block))
     return block
 
 

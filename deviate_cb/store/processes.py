@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.pids import is_pid
 
 __all__ = ["alive_processes", "is_local_here", "process_alive", "recorded_processes", "start_ticks"]
@@ -60,27 +61,29 @@ def process_alive(pid: int, not_after: Optional[float] = None) -> bool:
     return True
 
 
-def is_local_here(manifest: Mapping[str, Any], host: Optional[str]) -> bool:
+def is_local_here(manifest: RunManifest, host: Optional[str]) -> bool:
     """Whether ``manifest`` is a replica of the ``local`` backend started on this host (or ``host``).
 
     Example:
-        >>> is_local_here({"backend": "slurm", "host": socket.gethostname()}, None)
+        >>> is_local_here(RunManifest.from_json({"backend": "slurm", "host": socket.gethostname()}), None)
         False
     """
-    backend = manifest.get("backend", "local")
-    return backend == "local" and manifest.get("host") == (host or socket.gethostname())
+    local = manifest.backend == "local" or not manifest.recorded("backend")
+    return local and manifest.host == (host or socket.gethostname())
 
 
-def recorded_processes(manifest: Mapping[str, Any]) -> list[tuple[int, Any]]:
+def recorded_processes(manifest: RunManifest) -> list[tuple[int, Any]]:
     """``(pid, start)`` of each process the manifest records (``pid``/``pid_start``, ``bootstrap[]``), once each.
 
     Example:
-        >>> recorded_processes({"pid": 7, "pid_start": 1, "bootstrap": [{"pid": 7}, {"pid": 9, "start": 2}]})
+        >>> recorded_processes(
+        ...     RunManifest.from_json({"pid": 7, "pid_start": 1, "bootstrap": [{"pid": 7}, {"pid": 9, "start": 2}]})
+        ... )
         [(7, 1), (9, 2)]
     """
-    pairs = [(manifest.get("pid"), manifest.get("pid_start"))]
-    listed = manifest.get("bootstrap")
-    if isinstance(listed, list):
+    pairs: list[tuple[Any, Any]] = [(manifest.pid, manifest.pid_start)]
+    listed = manifest.bootstrap
+    if listed is not None:
         pairs += [(entry.get("pid"), entry.get("start")) for entry in listed if isinstance(entry, Mapping)]
     found: dict[int, Any] = {}
     for pid, start in pairs:
@@ -89,7 +92,7 @@ def recorded_processes(manifest: Mapping[str, Any]) -> list[tuple[int, Any]]:
     return list(found.items())
 
 
-def alive_processes(manifest: Mapping[str, Any], written_at: Optional[float], host: Optional[str]) -> list[int]:
+def alive_processes(manifest: RunManifest, written_at: Optional[float], host: Optional[str]) -> list[int]:
     """The processes ``manifest`` records still alive here, started no later than ``written_at`` (a reused id
     is not one of them), and at their recorded start where one is recorded; ``[]`` for another host or backend."""
     if not is_local_here(manifest, host):

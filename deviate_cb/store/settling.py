@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.manifest_sections import LaunchEnd
 from deviate_cb.store.pids import bad_pid_line, bad_pids, is_pid
 from deviate_cb.store.processes import alive_processes, is_local_here, process_alive
-from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, read_manifest_file
+from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, read_run_manifest
 
 __all__ = [
     "LOST_REASON",
@@ -61,8 +63,8 @@ class Settlement:
 
 
 def settle_as_read(
-    run_dir: Path, manifest: dict[str, Any], warnings: list[str], *, shown: str = "listed"
-) -> tuple[dict[str, Any], str]:
+    run_dir: Path, manifest: RunManifest, warnings: list[str], *, shown: str = "listed"
+) -> tuple[RunManifest, str]:
     """The manifest of a ``running`` replica as ``deviate status`` and ``deviate report`` show it, and why it could
     not be written (``""`` where it was, or nothing was settled).
 
@@ -73,8 +75,10 @@ def settle_as_read(
     Example:
         >>> import tempfile
         >>> notes = []
-        >>> settle_as_read(Path(tempfile.mkdtemp()), {"status": "running"}, notes)
-        ({'status': 'running'}, '')
+        >>> running = RunManifest.from_json({"status": "running"})
+        >>> manifest, unwritten = settle_as_read(Path(tempfile.mkdtemp()), running, notes)
+        >>> manifest.status, unwritten
+        ('running', '')
     """
     where = os.path.join(run_dir, MANIFEST_FILE)
     if (link := linked_partition(run_dir)) is not None:
@@ -96,11 +100,10 @@ def settle_as_read(
         return manifest, ""
     warnings.extend(settled.warnings)
     if settled.status == "killed":
-        return read_manifest_file(where), ""  # as recorded now: killed, with the reason
+        return read_run_manifest(where), ""  # as recorded now: killed, with the reason
     if settled.status == UNWRITTEN_STATUS:
-        return {**manifest, "status": UNWRITTEN_STATUS, "reason": settled.reason, "error": settled.reason}, (
-            settled.unwritten
-        )
+        shown_as = {**manifest.to_json(), "status": UNWRITTEN_STATUS, "reason": settled.reason, "error": settled.reason}
+        return RunManifest.from_json(shown_as), settled.unwritten
     return manifest, ""
 
 
@@ -128,23 +131,23 @@ def settle_replica(run_dir: Path, host: Optional[str] = None) -> Optional[Settle
     if recorded is None:
         return None
     manifest, written_at = recorded
-    if manifest.get("status") != "running" or not is_local_here(manifest, host):
+    if manifest.status != "running" or not is_local_here(manifest, host):
         return None
-    launcher = manifest.get("launcher_pid")
+    launcher = manifest.to_json().get("launcher_pid")  # as read: one that is not a process id is warned about
     warnings = tuple(
         f"{bad_pid_line(run.manifest_path, field, value)}: "
         + ("its launcher cannot be checked: shown as recorded ('running')" if field == "launcher_pid" else "ignored")
         for field, value in bad_pids(manifest)
     )
     nothing = Settlement(warnings=warnings) if warnings else None
-    started = _epoch(manifest.get("started_at"))
+    started = _epoch(manifest.started_at)
     if not is_pid(launcher) or process_alive(launcher, not_after=started):
         return nothing
     if alive_processes(manifest, written_at, host):
         return nothing
     reason = LOST_REASON.format(pid=launcher)
     try:
-        run.update_manifest(status="killed", reason=reason, error=reason, ended_at=iso_time())
+        run.record(LaunchEnd(status="killed", reason=reason, error=reason, ended_at=iso_time()))
     except OSError as exc:  # a read-only store (a mount, another user's study): settled in memory only
         return Settlement(reason, unwritten=(exc.strerror or type(exc).__name__).lower(), warnings=warnings)
     compact_what_it_left(run)
@@ -207,16 +210,16 @@ def linked_partition(run_dir: Path) -> Optional[Path]:
     return None
 
 
-def recorded_manifest(run: RunDirectory) -> Optional[tuple[dict[str, Any], Optional[float]]]:
+def recorded_manifest(run: RunDirectory) -> Optional[tuple[RunManifest, Optional[float]]]:
     """The manifest of ``run`` and when it was last written; ``None`` when it cannot be read (the readers say so).
 
     Example:
         >>> import tempfile
-        >>> recorded_manifest(RunDirectory(Path(tempfile.mkdtemp())))[0]
-        {}
+        >>> recorded_manifest(RunDirectory(Path(tempfile.mkdtemp())))[0].is_empty
+        True
     """
     try:
-        manifest = run.read_manifest()
+        manifest = run.manifest()
     except Exception:  # unreadable or newer
         return None
     try:
