@@ -23,6 +23,7 @@ from deviate_cb.launch.backends.base import Outcome
 from deviate_cb.launch.records import end_fields, status_of
 from deviate_cb.launch.replication import ReplicaResult, ReplicationResult
 from deviate_cb.store.completion import INCOMPLETE_PREFIX, incomplete_reason, why_incomplete
+from deviate_cb.store.manifest import RunManifest
 from tests.helpers.replicate_helpers import Completed, child_env, manifest, start_cli
 
 HAS_KERAS = importlib.util.find_spec("keras") is not None
@@ -355,7 +356,7 @@ def test_a_standalone_fit_ended_by_sys_exit_0_is_incomplete(tmp_path: Path) -> N
     record = manifest(stopped.run_dir)
     assert (record["status"], record["fit"], record["exception"]) == ("incomplete", "started", "SystemExit: 0")
     assert record["fit_steps"] == {"done": 3, "planned": 8}
-    assert incomplete_reason(record) == (
+    assert incomplete_reason(RunManifest.from_json(record)) == (
         "exited with code 0 before its training ended: the fit stopped at step 3 of 8 and never reached on_fit_end; "
         "SystemExit: 0"
     )
@@ -399,9 +400,10 @@ def test_a_standalone_fit_ended_by_sys_exit_0_is_incomplete(tmp_path: Path) -> N
     ],
 )
 def test_the_rule(manifest_: dict[str, Any], why: str | None) -> None:
-    assert why_incomplete(manifest_) == why
-    assert incomplete_reason(manifest_) == (None if why is None else INCOMPLETE_PREFIX + why)
-    ended = status_of(Outcome(returncode=0), manifest_)
+    recorded = RunManifest.from_json(manifest_)
+    assert why_incomplete(recorded) == why
+    assert incomplete_reason(recorded) == (None if why is None else INCOMPLETE_PREFIX + why)
+    ended = status_of(Outcome(returncode=0), recorded)
     assert ended == ("completed" if why is None else "incomplete")
     assert status_of(Outcome(returncode=1), manifest_) == "failed"  # a non-zero exit is failed whatever it recorded
     assert status_of(Outcome(returncode=0)) == "completed"  # without a manifest: the exit code alone
