@@ -82,7 +82,6 @@ class LaunchStart(ManifestSection):
     launch_dir: Optional[str] = UNSET
     started_at: Optional[str] = UNSET
     host: Optional[str] = UNSET
-    pid: Optional[int] = UNSET
     launcher_pid: Optional[int] = UNSET
     deviate_version: Optional[str] = UNSET
     cuda_visible_devices: Optional[str] = UNSET
