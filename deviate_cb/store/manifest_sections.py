@@ -174,8 +174,6 @@ class LaunchEnd(ManifestSection):
     start_mode: Optional[str] = UNSET
     cold_reason: Optional[str] = UNSET
     warm_lost: Optional[str] = UNSET
-    cpu_count: Optional[int] = UNSET
-    cpus_usable: Optional[int] = UNSET
     load_avg_end: Optional[JsonList] = UNSET
     error: Optional[str] = UNSET
     reason: Optional[str] = UNSET
