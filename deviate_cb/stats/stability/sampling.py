@@ -31,7 +31,7 @@ _BLOCK = 1 << 22  # elements of one block of resampled indices (resamples x samp
 
 @dataclass(frozen=True)
 class SamplingSpread:
-    """The test set's sampling spread of a metric beside the run-to-run spread (see the module docstring).
+    """The test set's sampling spread of a metric beside the run-to-run spread (the method: docs/design/stats.md).
 
     Attributes:
         metric: ``"accuracy"`` (scores all 0 or 1) or ``"mean score"``.

@@ -51,7 +51,7 @@ def _chunk_bytes(bitgen: np.random.PCG64, sketch_dim: int, length: int) -> np.nd
 
 
 class SketchAccumulator:
-    """Accumulates ``S w`` and ``||w||^2`` parameter by parameter (see the module docstring).
+    """Accumulates ``S w`` and ``||w||^2`` parameter by parameter (the sketch: docs/design/stats.md).
 
     Example:
         >>> acc = SketchAccumulator(sketch_dim=8, sketch_seed=0)
