@@ -75,8 +75,8 @@ StepRows = Union[StepColumns, Iterable[Mapping[str, Any]]]
 
 @functools.lru_cache(maxsize=1)
 def timings_schema() -> pa.Schema:
-    """The Arrow schema of ``timings.parquet`` (each column's meaning: docs/architecture.md, `timings.parquet`; built once: a
-    schema is immutable)."""
+    """The Arrow schema of ``timings.parquet`` (each column's meaning: docs/architecture.md, section
+    ``timings.parquet``); built once: a schema is immutable."""
     import pyarrow as pa
 
     return pa.schema(
