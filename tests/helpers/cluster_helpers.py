@@ -12,11 +12,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import pyarrow.parquet as pq
+
+from tests.helpers.replicate_helpers import Completed
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINERS = REPO / "tests" / "launch" / "trainers"
@@ -47,20 +48,6 @@ VOLATILE = frozenset(
     }
 )
 COMMAND_PROJECT = REPO / "tests" / "launch" / "projects" / "self_seeding.py"
-
-
-@dataclass
-class Completed:
-    returncode: int
-    stdout: str
-    stderr: str
-    out: Path
-
-    def run_dir(self, experiment: str, variant: str, replica: int) -> Path:
-        return self.out / f"experiment={experiment}" / f"variant={variant}" / f"replica={replica}"
-
-    def manifest(self, experiment: str, variant: str, replica: int) -> dict[str, Any]:
-        return json.loads((self.run_dir(experiment, variant, replica) / "run.json").read_text())
 
 
 def env(extra: Optional[Mapping[str, str]] = None) -> dict[str, str]:

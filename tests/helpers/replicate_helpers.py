@@ -34,6 +34,9 @@ class Completed:
     def run_dir(self, experiment: str, variant: str, replica: int) -> Path:
         return self.variant_dir(experiment, variant) / f"replica={replica}"
 
+    def manifest(self, experiment: str, variant: str, replica: int) -> dict[str, Any]:
+        return json.loads((self.run_dir(experiment, variant, replica) / "run.json").read_text())
+
 
 def trainer(spec: str) -> str:
     """``basic.py:echo`` -> an absolute path spec into tests/launch/trainers."""
