@@ -1,21 +1,5 @@
 """Bounded reads of run-store files: regular files only, a size cap, a JSON nesting cap, a Parquet row cap.
 
-A run store is untrusted input (a shared file system, a copied results folder): a FIFO planted at ``run.json``
-would block every reader forever, JSON nested 200,000 deep raises ``RecursionError`` in :func:`json.loads`, a
-sparse 2-GB file would be read whole, and a 9-MB Parquet file of constant columns can hold 300 M rows. Every
-reader of a store file goes through this module:
-
-* :func:`read_regular` opens without blocking (``O_NONBLOCK``), checks with ``fstat`` that it opened a regular
-  file, and reads at most ``limit`` bytes (a larger file is refused before it is read);
-* :func:`load_json` / :func:`loads_json` check the nesting depth with one linear scan (brackets inside strings
-  ignored) before :func:`json.loads` runs, so no ``RecursionError`` is possible;
-* :func:`check_parquet` checks that a Parquet file is regular before pyarrow opens it, then reads its footer only:
-  more than :data:`MAX_RUN_ROWS` rows, or key-value metadata nested too deep, is a damaged file.
-
-Each refusal is a :class:`HostileFileError` (a :class:`~deviate_cb.errors.UsageError`, as a corrupt file
-already is) naming the file and what was found: readers turn it into their one warning line. A missing file is
-still :class:`FileNotFoundError`. Standard library only (pyarrow is imported by :func:`check_parquet`).
-
 Example:
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()

@@ -1,17 +1,5 @@
 """When a launch recorded no metric at all: say so once, and how to capture one, from the script's own printout.
 
-A plain script replicated without ``--metric-regex`` (or with one that matches nothing) completes and records
-nothing: no ``DeviateCallback`` reached a Lightning ``Trainer`` or a Keras ``model.fit``, no ``--trainer`` function
-returned a mapping. :func:`nothing_recorded_line` tells, once per launch, that there is nothing to analyse and how to
-capture the metrics, with a ready-to-paste ``--metric-regex`` built from a line the replicas printed: the last few
-hundred lines (at most :data:`TAIL_BYTES`) of each ``stdout.log`` (a run store is untrusted input: regular files
-only, reads bounded) are searched from the end for ``name: number``, ``name=number`` or ``name number``. Every
-suggestion is checked with :mod:`deviate_cb.store.output_metrics` (the ``--metric-regex`` semantics: named groups,
-the last match wins) to match that line and capture its number before it is printed. The suggestion is the whole
-command line to rerun (:func:`rerun_command`: the launch's own ``argv`` from ``run.json`` with ``--force``, since
-a launch with another ``--metric-regex`` is another configuration, and the suggested options in place of any
-given), so pasting it records the metrics rather than being refused.
-
 Example:
     >>> printed = ["Train Epoch: 1 [0/240]\\tLoss: 0.69", "Test set: Average loss: 0.0332, Accuracy: 9890/10000 (99%)"]
     >>> for regex, name, value in suggest_metric_regexes(printed):

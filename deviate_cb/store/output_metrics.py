@@ -1,17 +1,5 @@
 """``--metric-regex``: final metrics read from what a replica printed, for scripts that only print their results.
 
-Many published studies' scripts (and programs that are not Python at all) report results only as text:
-``final: acc=0.8123 loss=0.4567``. Each ``--metric-regex`` is a regular expression with named groups; each
-group names a metric. After a replica ends, its ``stdout.log`` and then ``stderr.log`` are read line by line
-(streamed: logs of any size), and the **last** match of each group (stdout first) becomes a ``final`` metric
-in ``metrics.parquet``, exactly like a value a ``--trainer`` function returns.
-
-A value parsed from a printout is known only to the precision it was printed at: ``acc=0.8123`` is any
-accuracy in ``[0.81225, 0.81235)``. :func:`parsed_metrics_from_logs` also returns the decimals each value was
-printed with (:func:`printed_decimals`; ``8.1e-01`` has 2), which the replica's manifest records as
-``output_metrics_decimals``, so that runs identical in their printouts are reported as "identical to the printed
-4 decimals", never as bit-identical.
-
 Example:
     >>> patterns = compile_metric_patterns(["acc=(?P<acc>[0-9.]+)", "loss=(?P<loss>[-0-9.e]+)"])
     >>> metrics_in_lines(["epoch 1 acc=0.5 loss=1.2", "final: acc=0.81 loss=0.45", "done"], patterns)
