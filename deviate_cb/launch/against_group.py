@@ -11,7 +11,7 @@ from deviate_cb.errors import UsageError
 from deviate_cb.launch.relaunch_check import agreed_configuration
 from deviate_cb.launch.sequence_lines import finite, group_label
 from deviate_cb.launch.spec import ReplicationSpec
-from deviate_cb.store.run_directory import read_manifest_file, run_path
+from deviate_cb.store.run_directory import read_run_manifest, run_path
 
 __all__ = ["against_spec"]
 
@@ -66,18 +66,18 @@ def against_spec(
     manifests, launch_dirs = [], set()
     for run in chosen:
         file = run_path(out, b_group[0], b_group[1], int(run.keys["replica"])) / "run.json"
-        manifest = read_manifest_file(str(file)) or {}
+        manifest = read_run_manifest(str(file))
         manifests.append((file, manifest))
-        if isinstance(manifest.get("launch_dir"), str):
-            launch_dirs.add(manifest["launch_dir"])
+        if manifest.launch_dir is not None:
+            launch_dirs.add(manifest.launch_dir)
     config = agreed_configuration(manifests, group_label(b_group))  # every replica, its fields and its argv agree
     if len(launch_dirs) > 1:
         raise UsageError(
             f"{group_label(b_group)} cannot be relaunched as it was: its replicas record different launch directories."
         )
     b_spec = ReplicationSpec.from_manifest(config, experiment=b_group[0], variant=b_group[1], base=spec)
-    argv = manifests[0][1].get("argv")
-    if isinstance(argv, list):  # B's replicas record B's command line, which their check reads, not A's
+    argv = manifests[0][1].argv
+    if argv is not None:  # B's replicas record B's command line, which their check reads, not A's
         b_spec = b_spec.with_changes(argv=argv)
     directory = None
     if launch_dirs:

@@ -13,6 +13,7 @@ from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.launch.outdir import check_store_path
 from deviate_cb.store.bounded_read import HostileFileError
 from deviate_cb.store.configuration import configuration_differences, configuration_of
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.parts import attempt_number
 from deviate_cb.store.run_directory import RunDirectory, run_path
 from deviate_cb.variants import get_variant
@@ -175,20 +176,20 @@ class ReplicationPlan:
         check_store_path(ctx.run_dir / ATTEMPTS_DIR, "the folder of earlier attempts", str(self.out))
         manifest = _read(ctx.run_dir, self.unreadable, replica)
         status = _status(manifest)
-        if status == "completed" and not self.force and manifest:
+        if status == "completed" and not self.force and manifest is not None:
             self._check_same(replica, ctx, manifest)
         run = self.force or status != "completed"
-        attempt = 1 if manifest is None else (attempt_number(manifest.get("attempt")) or 1)
+        attempt = 1 if manifest is None else (attempt_number(manifest.attempt) or 1)
         if run and manifest is not None:
             attempt += 1
         return ReplicaPlan(context=ctx, run=run, previous_status=status, attempt=attempt)
 
-    def _check_same(self, replica: int, ctx: RunContext, manifest: Mapping[str, Any]) -> None:
+    def _check_same(self, replica: int, ctx: RunContext, manifest: RunManifest) -> None:
         """Refuse to resume over a completed replica that ran with another seed or configuration."""
-        if manifest.get("seed") != ctx.seed:
+        if manifest.seed != ctx.seed:
             raise UsageError(
                 f"`--seed` gives replica {replica} seed {ctx.seed}, but {ctx.run_dir} completed with seed "
-                f"{manifest.get('seed')!r}; resuming would mix seeds. Use the --seed of the first run, --force "
+                f"{manifest.seed!r}; resuming would mix seeds. Use the --seed of the first run, --force "
                 f"to rerun, or another --out/--experiment. Received: --seed={self.base_seed}."
             )
         recorded = configuration_of(manifest)
@@ -211,7 +212,7 @@ class ReplicationPlan:
             manifest = _read(run_dir) if not run_dir.is_symlink() else None
         except SchemaVersionError:
             return
-        recorded = configuration_of(manifest) if manifest and _status(manifest) == "completed" else None
+        recorded = configuration_of(manifest) if manifest is not None and _status(manifest) == "completed" else None
         if recorded is not None:
             differences = configuration_differences(recorded, self.configuration)
             if differences:
@@ -327,38 +328,37 @@ def clear_previous_attempt(run_dir: Path) -> Optional[Path]:
 def _previous_attempt(run_dir: Path) -> Optional[int]:
     """The ``attempt`` the manifest in ``run_dir`` records (``None``: no manifest, unreadable, or none recorded)."""
     try:
-        attempt = RunDirectory(run_dir).read_manifest().get("attempt")
+        attempt = RunDirectory(run_dir).manifest().attempt
     except Exception:
         return None
     return attempt_number(attempt)
 
 
-def _status(manifest: Optional[dict[str, Any]]) -> Optional[str]:
+def _status(manifest: Optional[RunManifest]) -> Optional[str]:
     if manifest is None:
         return None
-    if not manifest:
+    if manifest.is_empty:
         return "unreadable"
-    status = manifest.get("status")
-    return status if isinstance(status, str) else "unknown"
+    return "unknown" if manifest.status is None else manifest.status
 
 
-def _read(run_dir: Path, why: Optional[dict[int, str]] = None, replica: int = 0) -> Optional[dict[str, Any]]:
-    """The manifest, ``None`` when absent, ``{}`` when unreadable (rerun it; ``why[replica]`` then names the file
-    and what was found); newer schemas raise."""
+def _read(run_dir: Path, why: Optional[dict[int, str]] = None, replica: int = 0) -> Optional[RunManifest]:
+    """The manifest, ``None`` when absent, an empty one when unreadable (rerun it; ``why[replica]`` then names the
+    file and what was found); newer schemas raise."""
     run = RunDirectory(run_dir)
     if not os.path.lexists(run.manifest_path):  # a FIFO or a folder there is not "no manifest": it is said below
         return None
     try:
-        return run.read_manifest()
+        return run.manifest()
     except SchemaVersionError:
         raise
     except HostileFileError as exc:  # a FIFO, nested too deep, oversized: never parsed
         found = f"is {exc.reason}" if exc.reason.startswith("a ") else f"holds {exc.reason}"
         if why is not None:
             why[replica] = f"its run.json ({exc.path}) {found}"
-        return {}
+        return RunManifest()
     except UsageError as exc:  # not JSON, or not an object: "<path>: not a valid run manifest (...)."
         if why is not None:
             said = " ".join(str(exc).split()).removeprefix(f"{run.manifest_path}: ").rstrip(".")
             why[replica] = f"its run.json ({run.manifest_path}) is {said[:300]}"
-        return {}
+        return RunManifest()

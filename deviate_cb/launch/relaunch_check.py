@@ -7,9 +7,10 @@ Example:
     ('python', 'train.py')
     >>> program({"mode": "command", "command": ["torchrun", "train.py"]})
     ('command', 'torchrun', 'train.py')
-    >>> for line in recorded_disagreements({"mode": "command", "command": ["python", "t.py"], "argv": [
-    ...         "deviate-replicate", "-n", "2", "--", "python", "t.py"],
-    ...         "configuration": {"mode": "command", "command": ["touch", "x"]}}):
+    >>> from deviate_cb.store.manifest import RunManifest
+    >>> for line in recorded_disagreements(RunManifest.from_json({"mode": "command", "command": ["python", "t.py"],
+    ...         "argv": ["deviate-replicate", "-n", "2", "--", "python", "t.py"],
+    ...         "configuration": {"mode": "command", "command": ["touch", "x"]}})):
     ...     print(line)
     its configuration's command ['touch', 'x'] vs its own ['python', 't.py']
     its configuration's command ['touch', 'x'] vs its argv's ['python', 't.py']
@@ -25,6 +26,7 @@ from typing import Any, Optional, TextIO
 
 from deviate_cb.errors import UsageError
 from deviate_cb.store.configuration import configuration_differences, configuration_of, describe_value
+from deviate_cb.store.manifest import RunManifest
 
 __all__ = ["agreed_configuration", "command_text", "confirm_relaunch", "program", "recorded_disagreements"]
 
@@ -32,8 +34,9 @@ _LAUNCHER = "deviate-replicate"
 _VALUED = ("-W", "-X")  # an interpreter's options that take the next word as their value
 
 
-def agreed_configuration(manifests: Sequence[tuple[Path, Mapping[str, Any]]], label: str) -> dict[str, Any]:
-    """The configuration every manifest of ``manifests`` (``(run.json path, its content)``) records and agrees with.
+def agreed_configuration(manifests: Sequence[tuple[Path, RunManifest]], label: str) -> dict[str, Any]:
+    """The configuration every manifest of ``manifests`` (``(run.json path, the manifest read)``) records and agrees
+    with.
 
     Raises:
         UsageError: A manifest records no configuration, one disagrees with its own fields or argv, or two record
@@ -41,8 +44,8 @@ def agreed_configuration(manifests: Sequence[tuple[Path, Mapping[str, Any]]], la
 
     Example:
         >>> config = {"mode": "trainer", "trainer": "fns.py:base", "variant": "algo"}
-        >>> agreed_configuration([(Path("r0/run.json"), {"mode": "trainer", "trainer": "fns.py:base",
-        ...                        "configuration": config})], "experiment=a variant=algo")["trainer"]
+        >>> read = RunManifest.from_json({"mode": "trainer", "trainer": "fns.py:base", "configuration": config})
+        >>> agreed_configuration([(Path("r0/run.json"), read)], "experiment=a variant=algo")["trainer"]
         'fns.py:base'
     """
     problems: list[str] = []
@@ -73,15 +76,15 @@ def agreed_configuration(manifests: Sequence[tuple[Path, Mapping[str, Any]]], la
     return first[1]
 
 
-def recorded_disagreements(manifest: Mapping[str, Any]) -> list[str]:
+def recorded_disagreements(manifest: RunManifest) -> list[str]:
     """Where a manifest's ``configuration`` disagrees with its own top-level fields or its ``argv``: one phrase each.
 
     ``argv`` is compared only when it is a ``deviate-replicate`` command line (the Python API records the caller's).
 
     Example:
-        >>> recorded_disagreements({"mode": "trainer", "trainer": "f.py:g", "argv": ["deviate-replicate",
-        ...     "--trainer=f.py:g", "--", "0.1"], "trainer_args": ["0.1"],
-        ...     "configuration": {"mode": "trainer", "trainer": "f.py:g", "trainer_args": ["0.1"]}})
+        >>> recorded_disagreements(RunManifest.from_json({"mode": "trainer", "trainer": "f.py:g", "argv": [
+        ...     "deviate-replicate", "--trainer=f.py:g", "--", "0.1"], "trainer_args": ["0.1"],
+        ...     "configuration": {"mode": "trainer", "trainer": "f.py:g", "trainer_args": ["0.1"]}}))
         []
     """
     configuration = configuration_of(manifest)
@@ -89,7 +92,7 @@ def recorded_disagreements(manifest: Mapping[str, Any]) -> list[str]:
         return []
     said = _launched(configuration)
     found = []
-    for source, other in (("its own", _launched(manifest)), ("its argv's", _argv_launch(manifest.get("argv")))):
+    for source, other in (("its own", _launched(_own_fields(manifest))), ("its argv's", _argv_launch(manifest.argv))):
         if other is None:
             continue
         for key in dict.fromkeys([*said, *other]):
@@ -173,6 +176,16 @@ def confirm_relaunch(
 
 def _mode_of(launch: Mapping[str, Any]) -> dict[str, Any]:
     return {**launch, "mode": "trainer" if launch.get("trainer") else "command"}
+
+
+def _own_fields(manifest: RunManifest) -> dict[str, Any]:
+    """The top-level fields of ``manifest`` that say what it launched (as :func:`_launched` reads them)."""
+    return {
+        "mode": manifest.mode,
+        "trainer": manifest.trainer,
+        "trainer_args": manifest.trainer_args,
+        "command": manifest.command,
+    }
 
 
 def _launched(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,10 +29,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.store.bounded_read import HostileFileError, load_json
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import MANIFEST_FILE
 from deviate_cb.store.settling import UNWRITTEN_STATUS, link_warning, settle_as_read
 
@@ -55,19 +56,19 @@ class ReplicaStatus:
     duration_s: Optional[float] = None
 
 
-def _read(path: Path, warnings: list[str]) -> dict[str, Any]:
-    """The manifest at ``path``: ``{"status": "new"}`` when there is none yet; ``{"status": "unknown"}`` when
-    this user may not read it, ``{"status": "unreadable"}`` when it is damaged, each after a warning naming it."""
+def _read(path: Path, warnings: list[str]) -> RunManifest:
+    """The manifest at ``path``: one of status ``new`` when there is none yet; ``unknown`` when this user may not
+    read it, ``unreadable`` when it is damaged, each after a warning naming it."""
     try:
         data = load_json(path)  # regular files only, bounded; UnicodeDecodeError is a ValueError
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
     except FileNotFoundError:
-        return {"status": "new"}
+        return _shown_as("new")
     except PermissionError:  # shared storage: its folder or the file is another user's
         where = path if _can_stat(path) else path.parent
         warnings.append(f"{where}: unreadable (permission denied); the replica is shown as 'unknown'.")
-        return {"status": "unknown"}
+        return _shown_as("unknown")
     except (OSError, ValueError) as exc:
         if isinstance(exc, HostileFileError):
             why = exc.reason
@@ -76,8 +77,13 @@ def _read(path: Path, warnings: list[str]) -> dict[str, Any]:
         else:
             why = " ".join(str(exc).split())[:200]
         warnings.append(f"{path}: unreadable manifest ({why}); the replica is shown as 'unreadable'.")
-        return {"status": "unreadable"}
-    return data
+        return _shown_as("unreadable")
+    return RunManifest.from_json(data)
+
+
+def _shown_as(status: str) -> RunManifest:
+    """A stand-in manifest for a replica whose own cannot be read: only the ``status`` shown for it."""
+    return RunManifest.from_json({"status": status})
 
 
 def _replica_number(run_dir: Path) -> Optional[int]:
@@ -148,18 +154,18 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
         for _, run_dir in sorted(numbered):
             if run_dir.is_symlink():  # shown, never read or written through
                 sink.append(f"{link_warning(str(run_dir))}; the replica is shown as 'unknown'.")
-                found.append((run_dir, {"status": "unknown"}, ""))
+                found.append((run_dir, _shown_as("unknown"), ""))
                 continue
             if not run_dir.is_dir():
                 continue
             manifest = _read(run_dir / MANIFEST_FILE, sink)
-            if manifest.get("status") == "running":  # settled when its launcher died with it
+            if manifest.status == "running":  # settled when its launcher died with it
                 manifest = _settled(run_dir, manifest, sink, unwritten)
-            found.append((run_dir, manifest, str(manifest.get("slurm_job_id") or jobs.get(run_dir.name, ""))))
+            found.append((run_dir, manifest, str(manifest.slurm_job_id or jobs.get(run_dir.name, ""))))
         nothing = _nothing_recorded([(run_dir, manifest) for run_dir, manifest, _ in found])
         if nothing:  # completed replicas with nothing to analyse: how to capture their metrics, once per group
             sink.append(f"experiment={experiment} variant={variant}: {nothing}")
-        waiting = [job for _, m, job in found if job and m.get("status") == "running"]
+        waiting = [job for _, m, job in found if job and m.status == "running"]
         live: dict[str, str] = {}
         ended: dict[str, str] = {}
         if waiting and ask_cluster:
@@ -171,8 +177,8 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
                 except SlurmQueryError:
                     ended = {}
         for run_dir, manifest, job in found:
-            status = str(manifest.get("status", "unknown"))
-            job_state = str(manifest.get("slurm_state") or "")
+            status = "unknown" if manifest.status is None else manifest.status
+            job_state = manifest.slurm_state or ""
             if status == "running" and job:
                 if job in live:
                     job_state = live[job]
@@ -181,20 +187,18 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
                     job_state = ended.get(job, "UNKNOWN")
                     status = "running" if job_state in ("RUNNING", "COMPLETING") else "lost"
             status = _noted(run_dir, manifest, status, f"experiment={experiment} variant={variant}", sink)
-            seed = manifest.get("seed")
-            duration = manifest.get("duration_s")
             rows.append(
                 ReplicaStatus(
                     experiment,
                     variant,
                     int(run_dir.name.partition("=")[2]),
-                    seed if isinstance(seed, int) else None,
+                    manifest.seed,
                     status,
-                    str(manifest.get("backend") or ""),
+                    manifest.backend or "",
                     job,
                     job_state,
-                    str(manifest.get("host") or ""),
-                    duration if isinstance(duration, (int, float)) else None,
+                    manifest.host or "",
+                    manifest.duration_s,
                 )
             )
     if unwritten:
@@ -202,7 +206,7 @@ def collect_status(out: Path, *, ask_cluster: bool = True, warnings: Optional[li
     return rows
 
 
-def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, warnings: list[str]) -> str:
+def _noted(run_dir: Path, manifest: RunManifest, status: str, group: str, warnings: list[str]) -> str:
     """The status to show for a replica, after one warning each for what its ``run.json`` says that its row cannot:
     processes left running that could not be stopped (:func:`deviate_cb.store.left_running.survivors_note`), and a
     completed replica's configuration that cannot be read, shown ``unknown configuration`` as ``deviate report``
@@ -210,7 +214,8 @@ def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, war
 
     Example:
         >>> notes = []
-        >>> _noted(Path("r"), {"configuration": None}, "completed", "experiment=e variant=v", notes)
+        >>> null = RunManifest.from_json({"configuration": None})
+        >>> _noted(Path("r"), null, "completed", "experiment=e variant=v", notes)
         'unknown configuration'
         >>> print(notes[0])  # doctest: +NORMALIZE_WHITESPACE
         r/run.json: `configuration` is null, not an object; replica r of experiment=e variant=v is shown as 'unknown
@@ -237,7 +242,7 @@ def _noted(run_dir: Path, manifest: dict[str, Any], status: str, group: str, war
     return UNKNOWN_CONFIGURATION
 
 
-def _settled(run_dir: Path, manifest: dict[str, Any], warnings: list[str], unwritten: list[str]) -> dict[str, Any]:
+def _settled(run_dir: Path, manifest: RunManifest, warnings: list[str], unwritten: list[str]) -> RunManifest:
     """The manifest of a ``running`` replica once settled (:func:`deviate_cb.store.settling.settle_as_read`), why
     the study could not be written appended to ``unwritten``; never raises (a warning says why instead)."""
     try:
@@ -268,13 +273,13 @@ def unwritten_note(out: Path, causes: list[str]) -> str:
     )
 
 
-def _nothing_recorded(replicas: list[tuple[Path, dict[str, Any]]]) -> str:
+def _nothing_recorded(replicas: list[tuple[Path, RunManifest]]) -> str:
     """:func:`deviate_cb.store.metric_hint.nothing_recorded_text` of a group's completed replicas."""
     from deviate_cb.store.metric_hint import nothing_recorded_text
 
-    completed = [(run_dir, m) for run_dir, m in replicas if m.get("status") == "completed"]
-    given = any("output_metrics" in m for _, m in completed)
-    trainer = any(m.get("mode") == "trainer" for _, m in completed)
+    completed = [(run_dir, m) for run_dir, m in replicas if m.status == "completed"]
+    given = any(m.recorded("output_metrics") for _, m in completed)
+    trainer = any(m.mode == "trainer" for _, m in completed)
     return nothing_recorded_text([run_dir for run_dir, _ in completed], regex_given=given, trainer=trainer)
 
 
