@@ -126,10 +126,10 @@ def test_every_manifest_field_is_documented(doc: str, tmp_path: Path) -> None:
     # ... and what the launcher writes before and after a replica (a failed one, which writes the most)
     plan = plan_replicas(tmp_path / "study", "doc", "algo", 1, trainer="t.py:main")[0]
     written |= set(
-        start_fields(plan, Placement(slot=0), base_seed=0, argv=["-n", "1"], backend="local", timeout_s=None)
+        start_fields(plan, Placement(slot=0), base_seed=0, argv=["-n", "1"], backend="local", timeout_s=None).fields()
     )
     ended = Outcome(returncode=1, pid=7, started_at=0.0, ended_at=1.0)
-    written |= set(end_fields(ended, run.path / "stderr.log"))
+    written |= set(end_fields(ended, run.path / "stderr.log").fields())
     written |= {"keras_backend"}  # only when --keras-backend is given
     missing = sorted(name for name in written if f"`{name}`" not in fields)
     assert missing == [], f"manifest fields missing from docs/architecture.md: {missing}"

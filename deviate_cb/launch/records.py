@@ -17,8 +17,9 @@ from deviate_cb.launch.backends.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.bounded_read import read_regular
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
-from deviate_cb.store.configuration import CONFIGURATION_KEY
-from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_manifest
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.manifest_sections import LaunchEnd, LaunchStart
+from deviate_cb.store.run_directory import MANIFEST_FILE, SCHEMA_VERSION, RunDirectory, iso_time
 from deviate_cb.store.safe_paths import open_folder
 
 __all__ = [
@@ -121,8 +122,9 @@ def writing(path: Union[str, os.PathLike[str]]) -> Iterator[None]:
         raise StoreWriteError(path, exc) from exc
 
 
-def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
-    """Merge ``fields`` into ``run_dir``'s ``run.json`` without new space: the last resort when the disk is full.
+def rewrite_manifest_in_place(run_dir: Path, end: LaunchEnd) -> bool:
+    """Merge the ``end`` record into ``run_dir``'s ``run.json`` without new space: the last resort when the disk is
+    full.
 
     An atomic write needs room for a second copy of the file; when even that is gone, the manifest is rewritten
     in place, as compact JSON, within the space the file already holds (its size, or its allocated blocks), and
@@ -133,19 +135,19 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
     Example:
         >>> import tempfile
         >>> run = RunDirectory(Path(tempfile.mkdtemp()))
-        >>> _ = run.update_manifest(status="running", seed=3)
-        >>> rewrite_manifest_in_place(run.path, {"status": "failed", "error": "the disk is full"})
+        >>> _ = run.record(LaunchStart(status="running", seed=3))
+        >>> rewrite_manifest_in_place(run.path, LaunchEnd(status="failed", error="the disk is full"))
         True
-        >>> manifest = run.read_manifest(); manifest["status"], manifest["seed"]
+        >>> manifest = run.manifest(); manifest.status, manifest.seed
         ('failed', 3)
     """
     path = Path(run_dir) / MANIFEST_FILE
-    try:
-        manifest = RunDirectory(run_dir).read_manifest()
+    try:  # the raw JSON object: the whole manifest is written back, fields this version does not model included
+        recorded = RunDirectory(run_dir).manifest().to_json()
     except Exception:  # unreadable: what the launcher knows now is all there is
-        manifest = {}
-    merge_manifest(manifest, fields)
-    short = {key: manifest[key] for key in _ESSENTIAL if key in manifest}
+        recorded = {}
+    _merge_in_place(recorded, end)
+    short = {key: recorded[key] for key in _ESSENTIAL if key in recorded}
     tight = {**short, "error": short.get("reason", short.get("error", ""))}
     try:  # no O_CREAT, no O_TRUNC: no new space; never through a link, at the file or at its folder
         folder_fd = open_folder(run_dir)
@@ -161,7 +163,7 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
     try:
         info = os.fstat(fd)
         room = max(info.st_size, getattr(info, "st_blocks", 0) * 512)
-        for candidate in (manifest, short, tight):
+        for candidate in (recorded, short, tight):
             data = (json.dumps(candidate, sort_keys=True, separators=(",", ":"), default=str) + "\n").encode()
             if len(data) <= room:
                 break
@@ -180,7 +182,23 @@ def rewrite_manifest_in_place(run_dir: Path, fields: Mapping[str, Any]) -> bool:
     return True
 
 
-def status_of(outcome: Outcome, manifest: Optional[Mapping[str, Any]] = None) -> str:
+def _merge_in_place(recorded: dict[str, Any], end: LaunchEnd) -> None:
+    """Merge ``end`` into the manifest's JSON object ``recorded`` as :meth:`RunDirectory.record` merges a section:
+    top-level fields replaced, objects merged one level deep, this version's ``schema_version``.
+
+    Example:
+        >>> recorded = {"status": "running", "output_metrics_decimals": {"a": 2}}
+        >>> _merge_in_place(recorded, LaunchEnd(status="failed", output_metrics_decimals={"b": 3}))
+        >>> recorded
+        {'status': 'failed', 'output_metrics_decimals': {'a': 2, 'b': 3}, 'schema_version': 1}
+    """
+    for name, value in end.fields().items():
+        before = recorded.get(name)
+        recorded[name] = {**before, **value} if isinstance(value, dict) and isinstance(before, dict) else value
+    recorded["schema_version"] = SCHEMA_VERSION
+
+
+def status_of(outcome: Outcome, manifest: Optional[RunManifest] = None) -> str:
     """The manifest status an outcome implies; with the replica's ``manifest``, exit code 0 is ``completed`` only
     when its training ended (:func:`deviate_cb.store.completion.incomplete_reason`), else ``incomplete``.
 
@@ -189,9 +207,9 @@ def status_of(outcome: Outcome, manifest: Optional[Mapping[str, Any]] = None) ->
         ('completed', 'timeout')
         >>> status_of(Outcome(returncode=0, scheduler_state="CANCELLED"))
         'failed'
-        >>> status_of(Outcome(returncode=0), {"framework": "lightning", "fit": "started"})
+        >>> status_of(Outcome(returncode=0), RunManifest.from_json({"framework": "lightning", "fit": "started"}))
         'incomplete'
-        >>> status_of(Outcome(returncode=0), {"audit_stopped": {"after_steps": 3, "by": "torch"}})
+        >>> status_of(Outcome(returncode=0), RunManifest.from_json({"audit_stopped": {"after_steps": 3, "by": "t"}}))
         'audited'
     """
     if outcome.interrupted or outcome.cancelled:
@@ -202,7 +220,8 @@ def status_of(outcome: Outcome, manifest: Optional[Mapping[str, Any]] = None) ->
         return "failed"
     if outcome.returncode != 0:
         return "failed"
-    if manifest is not None and stopped_after(manifest) is not None:  # deviate audit: stopped after its steps
+    # TODO(P2): pass the RunManifest once stopped_after takes one (it reads the nested audit_stopped block only)
+    if manifest is not None and stopped_after(manifest.to_json()) is not None:  # deviate audit: stopped after its steps
         return AUDITED
     return INCOMPLETE if manifest is not None and incomplete_reason(manifest) is not None else "completed"
 
@@ -266,29 +285,30 @@ def load_average() -> Optional[list[float]]:
         return None
 
 
-def machine_fields(when: str) -> dict[str, Any]:
-    """The manifest's record of the machine a replica runs on, when it starts (``when="start"``) or ends (``"end"``).
+def machine_fields(when: str) -> Union[LaunchStart, LaunchEnd]:
+    """The manifest's record of the machine a replica runs on, when it starts (``when="start"``: a
+    :class:`LaunchStart`) or ends (``"end"``: a :class:`LaunchEnd`).
 
     ``start``: ``cpu_count`` (the machine's CPUs), ``cpus_usable`` (those this process may run on: its affinity,
     a Slurm allocation, ``taskset``) and ``load_avg_start``; ``end``: ``load_avg_end``. A value the system cannot
     tell is left out. The report compares them with the replicas that ran at once (:mod:`deviate_cb.report.contention`).
 
     Example:
-        >>> sorted(machine_fields("start")) in (["cpu_count", "cpus_usable", "load_avg_start"], ["cpu_count"], [])
+        >>> names = sorted(machine_fields("start").fields())
+        >>> names in (["cpu_count", "cpus_usable", "load_avg_start"], ["cpu_count"], [])
         True
     """
     if when not in ("start", "end"):
         raise ValueError(f"`when` must be 'start' or 'end'. Received: when={when!r}.")
-    fields: dict[str, Any] = {}
-    if when == "start":
-        if os.cpu_count():
-            fields["cpu_count"] = os.cpu_count()
-        if hasattr(os, "sched_getaffinity"):
-            fields["cpus_usable"] = len(os.sched_getaffinity(0))
     load = load_average()
-    if load is not None:
-        fields[f"load_avg_{when}"] = load
-    return fields
+    if when == "end":
+        return LaunchEnd() if load is None else LaunchEnd(load_avg_end=load)
+    start = LaunchStart()
+    if os.cpu_count():
+        start = start.with_changes(cpu_count=os.cpu_count())
+    if hasattr(os, "sched_getaffinity"):
+        start = start.with_changes(cpus_usable=len(os.sched_getaffinity(0)))
+    return start if load is None else start.with_changes(load_avg_start=load)
 
 
 def start_fields(
@@ -303,8 +323,8 @@ def start_fields(
     command: Optional[Sequence[str]] = None,
     command_run: Optional[Sequence[str]] = None,
     configuration: Optional[Mapping[str, Any]] = None,
-) -> dict[str, Any]:
-    """The manifest fields written before a replica starts (``keras_backend`` only when one was requested).
+) -> LaunchStart:
+    """The launcher's record before a replica starts (``keras_backend`` only when one was requested).
 
     ``command`` is the command line after ``--`` as given (placeholders unfilled) and ``command_run`` the one
     this replica runs; both only in command mode. ``configuration`` is what the replica trains
@@ -314,43 +334,42 @@ def start_fields(
 
     ctx = plan.context
     gpu_env = placement.env().get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
-    fields: dict[str, Any] = {
-        "status": "running",
-        "experiment": ctx.experiment,
-        "variant": ctx.variant,
-        "replica": ctx.replica,
-        "seed": ctx.seed,
-        "base_seed": base_seed,
-        "hash_seed": ctx.python_hash_seed,
-        "deterministic": ctx.deterministic,
-        "mode": "trainer" if command is None else "command",
-        "trainer": ctx.trainer,
-        "keep_project_seeds": ctx.keep_project_seeds,
-        "keep_project_determinism": ctx.keep_project_determinism,
-        "argv": list(argv),
-        "launch_dir": os.getcwd(),  # where the launcher ran: a relaunch of the group (--until-decided) runs there
-        "started_at": iso_time(),
-        "host": placement.host or socket.gethostname(),
-        "launcher_pid": os.getpid(),
-        "deviate_version": __version__,
-        "cuda_visible_devices": gpu_env,
-        "backend": backend,
-        "slot": placement.slot,
-        "gpu": placement.gpu,
-        "attempt": plan.attempt,
-        "timeout_s": timeout_s,
-    }
-    fields.update(machine_fields("start"))
+    start = LaunchStart(
+        status="running",
+        experiment=ctx.experiment,
+        variant=ctx.variant,
+        replica=ctx.replica,
+        seed=ctx.seed,
+        base_seed=base_seed,
+        hash_seed=ctx.python_hash_seed,
+        deterministic=ctx.deterministic,
+        mode="trainer" if command is None else "command",
+        trainer=ctx.trainer,
+        keep_project_seeds=ctx.keep_project_seeds,
+        keep_project_determinism=ctx.keep_project_determinism,
+        argv=list(argv),
+        launch_dir=os.getcwd(),  # where the launcher ran: a relaunch of the group (--until-decided) runs there
+        started_at=iso_time(),
+        host=placement.host or socket.gethostname(),
+        launcher_pid=os.getpid(),
+        deviate_version=__version__,
+        cuda_visible_devices=gpu_env,
+        backend=backend,
+        slot=placement.slot,
+        gpu=placement.gpu,
+        attempt=plan.attempt,
+        timeout_s=timeout_s,
+    )
+    start = start.with_changes(**machine_fields("start").fields())
     if keras_backend is not None:
-        fields["keras_backend"] = keras_backend
+        start = start.with_changes(keras_backend=keras_backend)
     if ctx.trainer_args:
-        fields["trainer_args"] = list(ctx.trainer_args)
+        start = start.with_changes(trainer_args=list(ctx.trainer_args))
     if command is not None:
-        fields["command"] = list(command)
-        fields["command_run"] = list(command_run or command)
+        start = start.with_changes(command=list(command), command_run=list(command_run or command))
     if configuration is not None:
-        fields[CONFIGURATION_KEY] = dict(configuration)
-    return fields
+        start = start.with_changes(configuration=dict(configuration))
+    return start
 
 
 def end_fields(
@@ -359,10 +378,10 @@ def end_fields(
     *,
     stopped: Optional[str] = None,
     here: bool = True,
-    manifest: Optional[Mapping[str, Any]] = None,
+    manifest: Optional[RunManifest] = None,
     run_dir: Optional[Path] = None,
-) -> dict[str, Any]:
-    """The manifest fields written after a replica ended.
+) -> LaunchEnd:
+    """The launcher's record after a replica ended.
 
     ``stopped`` is why the launcher stopped the study (the run directory could not be written), for the
     ``reason`` of the replicas it terminated or never started. ``here``: the replica ran on this machine, whose
@@ -370,38 +389,38 @@ def end_fields(
     leaves the node's own record alone). ``manifest``: the replica's manifest as it left it, which tells a
     replica that exited 0 before its training ended (status ``incomplete``, with why as ``reason``; ``run_dir``:
     where to read the last step it recorded, when the manifest does not say where its fit stopped); without it,
-    exit code 0 is ``completed``.
+    exit code 0 is ``completed``. The backend's own end values (:attr:`Outcome.end`) are recorded too.
 
     Example:
-        >>> fields = end_fields(Outcome(returncode=0), Path("/nonexistent/stderr.log"), manifest={"mode": "trainer"})
-        >>> fields["status"], fields["reason"]
+        >>> left = RunManifest.from_json({"mode": "trainer"})
+        >>> end = end_fields(Outcome(returncode=0), Path("/nonexistent/stderr.log"), manifest=left)
+        >>> end.status, end.reason
         ('incomplete', 'exited with code 0 before its training ended: the --trainer function never returned (...)')
     """
     status = status_of(outcome, manifest)
-    fields: dict[str, Any] = {
-        "status": status,
-        "exit_code": outcome.returncode,
-        "signal": outcome.signal,
-        "ended_at": iso_time(outcome.ended_at),
-        "duration_s": None if outcome.duration_s is None else round(outcome.duration_s, 3),
-    }
+    end = LaunchEnd(
+        status=status,
+        exit_code=outcome.returncode,
+        signal=outcome.signal,
+        ended_at=iso_time(outcome.ended_at),
+        duration_s=None if outcome.duration_s is None else round(outcome.duration_s, 3),
+    )
     if outcome.pid is not None:
-        fields["pid"] = outcome.pid
+        end = end.with_changes(pid=outcome.pid)
     if here:
-        fields.update(machine_fields("end"))
-    fields.update(outcome.fields)
+        end = end.with_changes(**machine_fields("end").fields())
+    end = end.with_changes(**outcome.end.fields())
     if status == AUDITED:  # deviate audit stopped it after its audited steps: not completed, nothing failed
-        fields["reason"] = f"{AUDITED_TEXT} ({stopped_after(manifest or {})}): deviate audit without --finish"
+        steps = stopped_after((manifest or RunManifest()).to_json())  # TODO(P2): the RunManifest itself
+        end = end.with_changes(reason=f"{AUDITED_TEXT} ({steps}): deviate audit without --finish")
     elif status == INCOMPLETE:  # the stderr tail of a replica that exited 0 is not why: the reason comes first
-        reason = incomplete_reason(manifest or {}, run_dir=run_dir) or ""
+        reason = incomplete_reason(manifest or RunManifest(), run_dir=run_dir) or ""
         tail = tail_lines(stderr_path)
-        fields["error"] = f"{reason}; last stderr lines:\n{tail}" if tail else reason
-        fields["reason"] = reason
+        end = end.with_changes(error=f"{reason}; last stderr lines:\n{tail}" if tail else reason, reason=reason)
     elif status != "completed":
         reason = _reason(outcome, status, stopped)
-        fields["error"] = _error(outcome, reason, tail_lines(stderr_path))
-        fields["reason"] = reason
-    return fields
+        end = end.with_changes(error=_error(outcome, reason, tail_lines(stderr_path)), reason=reason)
+    return end
 
 
 def _error(outcome: Outcome, reason: str, tail: str) -> str:
@@ -429,7 +448,7 @@ def _reason(outcome: Outcome, status: str, stopped: Optional[str] = None) -> str
         return outcome.launch_error
     ended = f"killed by {outcome.signal}" if outcome.signal else f"exited with code {outcome.returncode}"
     if outcome.scheduler_state not in (None, "COMPLETED"):
-        job = outcome.fields.get("slurm_job_id") or outcome.fields.get("ray_task_id")
+        job = outcome.end.fields().get("slurm_job_id")  # UNSET where the backend has no job id
         ended = f"the cluster ended the replica{f' (job {job})' if job else ''}: {outcome.scheduler_state}"
         if not (outcome.interrupted or outcome.cancelled):
             return ended

@@ -38,6 +38,8 @@ from deviate_cb.launch.replica.final_metrics import record_final_metrics
 from deviate_cb.launch.replica.isolation import isolation_note, make_workdir, workdir_of
 from deviate_cb.launch.target.command import Command
 from deviate_cb.store.completion import INCOMPLETE, INCOMPLETE_PREFIX
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.manifest_sections import LaunchEnd
 from deviate_cb.store.output_metrics import parsed_metrics_from_logs
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.settling import compact_what_it_left
@@ -170,21 +172,19 @@ class Replication:
                     make_workdir(plan.run_dir, Path.cwd(), plan.run_dir.parents[2])
             run = RunDirectory(plan.run_dir)
             with writing(run.manifest_path):
-                run.update_manifest(
-                    **start_fields(
-                        plan,
-                        placement,
-                        base_seed=self.base_seed,
-                        argv=self.argv,
-                        backend=self.launcher.name,
-                        timeout_s=job.timeout_s,
-                        keras_backend=self.keras_backend,
-                        command=None if self.command is None else self.command.given,
-                        command_run=None if self.command is None else job.argv,
-                        configuration=self.configuration,
-                    ),
-                    **({"isolate": True, "workdir": str(job.cwd)} if isolated else {}),
+                start = start_fields(
+                    plan,
+                    placement,
+                    base_seed=self.base_seed,
+                    argv=self.argv,
+                    backend=self.launcher.name,
+                    timeout_s=job.timeout_s,
+                    keras_backend=self.keras_backend,
+                    command=None if self.command is None else self.command.given,
+                    command_run=None if self.command is None else job.argv,
+                    configuration=self.configuration,
                 )
+                run.record(start.with_changes(isolate=True, workdir=str(job.cwd)) if isolated else start)
         except StoreWriteError as exc:
             self.stop(exc)
             if created:  # nothing of this replica is there: leave no empty folder behind
@@ -213,36 +213,33 @@ class Replication:
         stopped = None if self.store_error is None else str(self.store_error)
         compact_what_it_left(run)  # a replica that died before its end left its last flushes as parts
         manifest = _manifest_as_left(run)  # whether it ran here; for exit 0, whether its training ended
-        here = manifest is not None and manifest.get("host") == socket.gethostname()
-        fields = end_fields(outcome, job.stderr_path, stopped=stopped, here=here, manifest=manifest, run_dir=run.path)
-        status = fields["status"]
-        note = outcome.signal or (fields.get("reason", "") if status == "timeout" else "")
+        here = manifest is not None and manifest.host == socket.gethostname()
+        end = end_fields(outcome, job.stderr_path, stopped=stopped, here=here, manifest=manifest, run_dir=run.path)
+        status = str(end.status)
+        reason = str(end.fields().get("reason", ""))  # UNSET for a replica that completed
+        note = outcome.signal or (reason if status == "timeout" else "")
         if status == INCOMPLETE:
-            note = fields["reason"].removeprefix(INCOMPLETE_PREFIX)
+            note = reason.removeprefix(INCOMPLETE_PREFIX)
         elif status == "failed" and outcome.signal is None:  # what it raised, not "exited with code 1"
-            recorded = manifest.get("exception") if manifest is not None else None
-            raised = (
-                recorded
-                if isinstance(recorded, str) and recorded
-                else exception_line(tail_lines(job.stderr_path, lines=400, max_bytes=256 * 1024))
-            )
+            recorded = manifest.exception if manifest is not None else None
+            raised = recorded or exception_line(tail_lines(job.stderr_path, lines=400, max_bytes=256 * 1024))
             if raised:
                 note = raised
                 if not recorded:  # a command's Python, or a crash before the child could record it
-                    fields["exception"] = raised
+                    end = end.with_changes(exception=raised)
             moved = isolation_note(job.cwd)  # --isolate: say that the working directory moved, and where `..` is
             note = f"{note}; {moved}" if note and moved else note or moved
         try:
             with writing(run.manifest_path):
-                fields.update(self._command_fields(run, job, outcome))
+                end = end.with_changes(**self._command_fields(run, job, outcome).fields())
                 if self.spec_error is None and _ended_on_spec_error(outcome):
-                    trainer_error = run.read_manifest().get("trainer_error")
-                    if isinstance(trainer_error, str) and trainer_error:
+                    trainer_error = run.manifest().trainer_error
+                    if trainer_error:
                         self.spec_error = trainer_error
                         self.launcher.cancel()
-                run.update_manifest(**fields)
+                run.record(end)
         except StoreWriteError as exc:
-            status = self._record_unwritable_end(plan, job, outcome, fields, exc)
+            status = self._record_unwritable_end(plan, job, outcome, end, exc)
             note = "the disk is full" if exc.disk_full else "its end could not be written"
         self.statuses[plan.replica] = (status, outcome.returncode, outcome.signal, outcome.duration_s)
         self.progress.finished(
@@ -285,7 +282,7 @@ class Replication:
             self.launcher.cancel()
 
     def _record_unwritable_end(
-        self, plan: ReplicaPlan, job: Job, outcome: Outcome, fields: dict[str, Any], error: StoreWriteError
+        self, plan: ReplicaPlan, job: Job, outcome: Outcome, end: LaunchEnd, error: StoreWriteError
     ) -> str:
         """Record, in place, the end of a replica whose end could not be written: failed when it had completed
         (what it recorded may be incomplete), with the error that stopped the study; return its status."""
@@ -295,7 +292,7 @@ class Replication:
         self.stop(error)
         status = status_of(outcome)
         status = "failed" if status == "completed" else status
-        fields["status"] = status
+        end = end.with_changes(status=status)
         if not stopped_by_another:  # else its reason already says that (and why) the study stopped
             if outcome.launch_error:
                 ended = outcome.launch_error
@@ -305,8 +302,8 @@ class Replication:
                 ended = f"the replica exited with code {outcome.returncode}"
             reason = f"{error}; {ended}"
             tail = tail_lines(job.stderr_path)
-            fields.update(reason=reason, error=f"{reason}; last stderr lines:\n{tail}" if tail else reason)
-        if not rewrite_manifest_in_place(plan.run_dir, fields):
+            end = end.with_changes(reason=reason, error=f"{reason}; last stderr lines:\n{tail}" if tail else reason)
+        if not rewrite_manifest_in_place(plan.run_dir, end):
             self.unrecorded.append(plan.replica)
         return status
 
@@ -323,41 +320,40 @@ class Replication:
             )
             stop_processes(ours, plan.run_dir, grace_s=getattr(self.launcher, "kill_grace_s", 5.0))
 
-    def _command_fields(self, run: RunDirectory, job: Job, outcome: Outcome) -> dict[str, Any]:
+    def _command_fields(self, run: RunDirectory, job: Job, outcome: Outcome) -> LaunchEnd:
         """Final metrics matched in the output (``--metric-regex``); whether a command ran any bootstrapped Python."""
-        fields: dict[str, Any] = {}
+        fields = LaunchEnd()
         if outcome.returncode is None or not (self.patterns or self.command is not None):  # it never ran
             return fields
-        manifest = run.read_manifest()
+        manifest = run.manifest()
         if self.patterns:
             found, decimals = parsed_metrics_from_logs([job.stdout_path, job.stderr_path], self.patterns)
             with writing(run.metrics_path):
                 names = set(record_final_metrics(found, run.path)) if found else set()
             wanted = {name for pattern in self.patterns for name in pattern.groupindex}
-            fields["output_metrics"] = sorted(found)
+            fields = fields.with_changes(output_metrics=sorted(found))
             if decimals:  # the printed precision: identical printouts are identical to it, not bit-identical
-                fields["output_metrics_decimals"] = dict(sorted(decimals.items()))
+                fields = fields.with_changes(output_metrics_decimals=dict(sorted(decimals.items())))
             missing = sorted(wanted - set(found))
             if missing:
-                fields["output_metrics_missing"] = missing
+                fields = fields.with_changes(output_metrics_missing=missing)
             if missing and outcome.returncode == 0:  # a failed replica's failure line says more; no noise before it
                 self.progress.message(
                     f"{WARNING} replica {job.payload.replica}: --metric-regex found no value for "
                     f"{', '.join(missing)} in stdout.log or stderr.log"
                 )
             if names:
-                previous = manifest.get("final_metrics")
-                listed = list(previous) if isinstance(previous, list) else []
-                fields["final_metrics"] = listed + sorted(names - set(listed))
+                listed = list(manifest.final_metrics or [])
+                fields = fields.with_changes(final_metrics=listed + sorted(names - set(listed)))
         if self.command is not None:
-            if not manifest.get("bootstrap"):
+            if not manifest.bootstrap:
                 note = _no_injection_note(self.command)
-                fields.update(injection="none", injection_note=note)
+                fields = fields.with_changes(injection="none", injection_note=note)
                 if not self.injection_warned:  # the same for every replica: the study's summary lists them all
                     self.injection_warned = True
                     self.progress.message(f"{WARNING} replica {job.payload.replica}: {note}")
             else:
-                fields["injection"] = "bootstrapped"
+                fields = fields.with_changes(injection="bootstrapped")
         return fields
 
     def result_of(self, plan: ReplicaPlan) -> ReplicaResult:
@@ -372,7 +368,7 @@ class Replication:
         return ReplicaResult(plan.replica, plan.seed, plan.run_dir, status, code, signal, duration)
 
 
-def _manifest_as_left(run: RunDirectory) -> Optional[dict[str, Any]]:
+def _manifest_as_left(run: RunDirectory) -> Optional[RunManifest]:
     """The manifest a replica left, read once when it ended; ``None`` when it cannot be read (nothing is then known
     of where it ran or how far it trained: exit code 0 is taken as completed).
 
@@ -383,12 +379,13 @@ def _manifest_as_left(run: RunDirectory) -> Optional[dict[str, Any]]:
     Example:
         >>> import tempfile
         >>> run = RunDirectory(Path(tempfile.mkdtemp()))
-        >>> _ = run.update_manifest(host="node-17.cluster")
-        >>> _manifest_as_left(run)["host"], _manifest_as_left(RunDirectory(Path("/nonexistent")))
-        ('node-17.cluster', {})
+        >>> from deviate_cb.store.manifest_sections import LaunchStart
+        >>> _ = run.record(LaunchStart(host="node-17.cluster"))
+        >>> _manifest_as_left(run).host, _manifest_as_left(RunDirectory(Path("/nonexistent"))).is_empty
+        ('node-17.cluster', True)
     """
     try:
-        return run.read_manifest()
+        return run.manifest()
     except (OSError, ValueError, UsageError):  # unreadable
         return None
 

@@ -405,18 +405,20 @@ def test_the_rule(manifest_: dict[str, Any], why: str | None) -> None:
     assert incomplete_reason(recorded) == (None if why is None else INCOMPLETE_PREFIX + why)
     ended = status_of(Outcome(returncode=0), recorded)
     assert ended == ("completed" if why is None else "incomplete")
-    assert status_of(Outcome(returncode=1), manifest_) == "failed"  # a non-zero exit is failed whatever it recorded
+    assert status_of(Outcome(returncode=1), recorded) == "failed"  # a non-zero exit is failed whatever it recorded
     assert status_of(Outcome(returncode=0)) == "completed"  # without a manifest: the exit code alone
 
 
 def test_end_fields_put_the_reason_before_the_stderr_tail(tmp_path: Path) -> None:
     log = tmp_path / "stderr.log"
     log.write_text("GPU available: False\n")
-    fields = end_fields(Outcome(returncode=0), log, manifest={"mode": "trainer"}, run_dir=tmp_path)
-    assert fields["status"] == "incomplete"
-    assert fields["error"] == f"{fields['reason']}; last stderr lines:\nGPU available: False"
-    completed = end_fields(Outcome(returncode=0), log, manifest={"mode": "trainer", "trainer_end": "returned"})
-    assert completed["status"] == "completed" and "reason" not in completed
+    left = RunManifest.from_json({"mode": "trainer"})
+    end = end_fields(Outcome(returncode=0), log, manifest=left, run_dir=tmp_path)
+    assert end.status == "incomplete"
+    assert end.error == f"{end.reason}; last stderr lines:\nGPU available: False"
+    returned = RunManifest.from_json({"mode": "trainer", "trainer_end": "returned"})
+    completed = end_fields(Outcome(returncode=0), log, manifest=returned)
+    assert completed.status == "completed" and "reason" not in completed.fields()
 
 
 def test_the_summary_counts_incomplete_replicas_and_the_exit_status_is_1() -> None:

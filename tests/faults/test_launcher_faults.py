@@ -294,11 +294,11 @@ def test_a_replica_killed_by_a_signal_says_so_before_its_last_warning(cli, tmp_p
 def test_error_keeps_a_traceback_as_it_is_and_puts_the_stop_first(tmp_path: Path) -> None:
     log = tmp_path / "stderr.log"
     log.write_text("Traceback (most recent call last):\n  File 'x', line 1\nValueError: bad\n")
-    assert end_fields(Outcome(returncode=1), log)["error"] == log.read_text().strip()
+    assert end_fields(Outcome(returncode=1), log).error == log.read_text().strip()
     log.write_text("Epoch 3: 50%\n")
     timed_out = end_fields(Outcome(returncode=143, timed_out=True, started_at=0.0, ended_at=2.0), log)
-    assert timed_out["error"] == "timed out after 2.0 s; exited with code 143; last stderr lines:\nEpoch 3: 50%"
-    assert end_fields(Outcome(returncode=-9, signal="SIGKILL"), tmp_path / "none")["error"] == "killed by SIGKILL"
+    assert timed_out.error == "timed out after 2.0 s; exited with code 143; last stderr lines:\nEpoch 3: 50%"
+    assert end_fields(Outcome(returncode=-9, signal="SIGKILL"), tmp_path / "none").error == "killed by SIGKILL"
 
 
 def test_atomic_writes_leave_the_users_random_state_alone_and_no_temporary_file(tmp_path: Path, umask) -> None:

@@ -25,6 +25,7 @@ from deviate_cb.launch.backends.slurm.jobs import (
 from deviate_cb.launch.backends.slurm.outcome import outcome_from_manifest
 from deviate_cb.launch.records import end_fields, status_of
 from deviate_cb.launch.status import collect_status, format_status
+from deviate_cb.store.manifest import RunManifest
 
 
 class Recorder:
@@ -97,16 +98,16 @@ def test_parsers_and_jobs_file(tmp_path: Path) -> None:
 
 
 def test_states_from_outside_map_to_statuses() -> None:
-    running = {"status": "running"}
+    running = RunManifest.from_json({"status": "running"})
     assert status_of(outcome_from_manifest(running, "CANCELLED", "1_0")) == "failed"
     assert status_of(outcome_from_manifest(running, "OUT_OF_MEMORY", "1_0")) == "failed"
     assert status_of(outcome_from_manifest(running, "NODE_FAIL", "1_0")) == "failed"
     assert status_of(outcome_from_manifest(running, "TIMEOUT", "1_0")) == "timeout"
-    done = {"status": "completed", "exit_code": 0}
+    done = RunManifest.from_json({"status": "completed", "exit_code": 0})
     assert status_of(outcome_from_manifest(done, "COMPLETED", "1_0")) == "completed"
-    fields = end_fields(outcome_from_manifest(running, "OUT_OF_MEMORY", "1_3"), Path("/nonexistent"))
-    assert fields["slurm_state"] == "OUT_OF_MEMORY" and fields["slurm_job_id"] == "1_3"
-    assert fields["reason"] == "the cluster ended the replica (job 1_3): OUT_OF_MEMORY"
+    end = end_fields(outcome_from_manifest(running, "OUT_OF_MEMORY", "1_3"), Path("/nonexistent"))
+    assert end.slurm_state == "OUT_OF_MEMORY" and end.slurm_job_id == "1_3"
+    assert end.reason == "the cluster ended the replica (job 1_3): OUT_OF_MEMORY"
     lost = outcome_from_manifest(running, "COMPLETED", "1_0")  # ran, but wrote nothing where we look
     assert status_of(lost) == "failed" and "not visible from the compute node" in (lost.launch_error or "")
 
@@ -116,7 +117,7 @@ def test_watch_waits_for_accounting_then_records_state(tmp_path: Path, monkeypat
     _fake(monkeypatch, [{"5_0": "RUNNING", "5_1": "RUNNING"}, {}], [{}, {"5_0": "COMPLETED", "5_1": "CANCELLED"}])
     recorder = _watch(SlurmBackend(poll_interval_s=0.01, sacct_wait_s=30), jobs)
     assert sorted(recorder.starts) == ["replica=0", "replica=1"]
-    assert recorder.ends["replica=0"].fields["slurm_state"] == "COMPLETED"
+    assert recorder.ends["replica=0"].end.slurm_state == "COMPLETED"
     assert status_of(recorder.ends["replica=0"]) == "completed"
     assert status_of(recorder.ends["replica=1"]) == "failed"
     assert recorder.ends["replica=1"].scheduler_state == "CANCELLED"
@@ -128,7 +129,7 @@ def test_watch_without_sacct_is_bounded(tmp_path: Path, monkeypatch: pytest.Monk
     recorder = _watch(SlurmBackend(poll_interval_s=0.01, sacct_wait_s=0.2), jobs)
     assert status_of(recorder.ends["replica=0"]) == "completed"  # the manifest decides at once
     lost = recorder.ends["replica=1"]  # never recorded its end: failed after sacct_wait_s
-    assert status_of(lost) == "failed" and lost.fields["slurm_state"] == "UNKNOWN"
+    assert status_of(lost) == "failed" and lost.end.slurm_state == "UNKNOWN"
     assert "sacct is unavailable" in (lost.launch_error or "")
     assert len([m for m in recorder.messages if "sacct is unavailable" in m]) == 1
 
@@ -145,7 +146,7 @@ def test_a_task_of_several_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert recorder.starts == ["replica=0"]
     assert status_of(recorder.ends["replica=0"]) == "completed"
     assert status_of(recorder.ends["replica=1"]) == "timeout"
-    assert recorder.ends["replica=1"].fields == {"slurm_job_id": "9_0", "slurm_state": "TIMEOUT"}
+    assert recorder.ends["replica=1"].end.fields() == {"slurm_job_id": "9_0", "slurm_state": "TIMEOUT"}
     params = backend.sbatch_parameters(3, "mlp")
     assert (params["time"], params["array_parallelism"]) == (20, 2)  # a task's limit; P // K tasks at once
     assert "2 replicas per task, one after another" in backend.describe() and backend.warm_start

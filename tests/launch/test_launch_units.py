@@ -324,9 +324,9 @@ def test_outcome_statuses_and_error_tail(tmp_path: Path) -> None:
     assert status_of(Outcome(returncode=-9, signal="SIGKILL")) == "failed"
     assert status_of(Outcome(returncode=143, timed_out=True)) == "timeout"
     assert status_of(Outcome(returncode=0, interrupted=True)) == "killed"
-    fields = end_fields(Outcome(returncode=-9, signal="SIGKILL", started_at=1.0, ended_at=3.5), tmp_path / "none")
-    assert fields["error"] == "killed by SIGKILL" and fields["duration_s"] == 2.5 and fields["signal"] == "SIGKILL"
-    assert "error" not in end_fields(Outcome(returncode=0), log)
+    end = end_fields(Outcome(returncode=-9, signal="SIGKILL", started_at=1.0, ended_at=3.5), tmp_path / "none")
+    assert end.error == "killed by SIGKILL" and end.duration_s == 2.5 and end.signal == "SIGKILL"
+    assert "error" not in end_fields(Outcome(returncode=0), log).fields()
 
 
 def test_plain_progress_prints_one_line_per_change() -> None:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Protocol
 
+from deviate_cb.store.manifest_sections import LaunchEnd
+
 __all__ = [
     "BACKENDS",
     "BUILTIN_BACKENDS",
@@ -128,7 +130,7 @@ class Outcome:
         launch_error: Why the job could not be started, if it could not.
         scheduler_state: The cluster's word for how the job ended (Slurm's ``CANCELLED``, ``OUT_OF_MEMORY``...,
             Ray's ``WorkerCrashedError``), where there is a scheduler; anything but ``COMPLETED`` means failed.
-        fields: Extra manifest fields the backend wants recorded (``slurm_job_id``...).
+        end: The backend's own values for the replica's end record (``slurm_job_id``, ``start_mode``...).
     """
 
     returncode: Optional[int]
@@ -141,7 +143,7 @@ class Outcome:
     pid: Optional[int] = None
     launch_error: Optional[str] = None
     scheduler_state: Optional[str] = None
-    fields: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    end: LaunchEnd = field(default_factory=LaunchEnd, compare=False)
 
     @property
     def succeeded(self) -> bool:

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Optional, Union
+from typing import IO, Optional, Union
 
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.backends.base import (
@@ -37,6 +37,7 @@ from deviate_cb.launch.backends.threads import budget_note, replica_thread_env, 
 from deviate_cb.launch.backends.warm import WarmProcess, WarmStarter
 from deviate_cb.launch.backends.watchdog import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
+from deviate_cb.store.manifest_sections import LaunchEnd
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 
@@ -100,16 +101,16 @@ class _Running:
         job: Job,
         placement: Placement,
         popen: Union[subprocess.Popen[bytes], WarmProcess],
-        start: Optional[dict[str, str]] = None,
+        start: Optional[LaunchEnd] = None,
     ) -> None:
         self.job, self.placement, self.popen = job, placement, popen
-        self.start = start or {"start_mode": "warm" if isinstance(popen, WarmProcess) else "cold"}
+        self.start = start or LaunchEnd(start_mode="warm" if isinstance(popen, WarmProcess) else "cold")
         self.started_at, self.started_mono = time.time(), time.monotonic()
         self.term_sent: Optional[float] = None
         self.killed = False
         self.timed_out = self.interrupted = self.cancelled = False
         self.since = 0  # when it started, in /proc ticks: its leftovers started later
-        self.leftovers: dict[str, Any] = {}  # manifest fields: leftover processes stopped, survivors
+        self.leftovers = LaunchEnd()  # its end record's leftover processes stopped, survivors
 
     def signal_group(self, signum: int) -> None:
         if isinstance(self.popen, WarmProcess) and self.popen.poll() is not None:
@@ -177,14 +178,15 @@ class _Running:
             started_at=self.started_at,
             ended_at=time.time(),
             pid=self.popen.pid,
-            fields=self._fields(),
+            end=self._end(),
         )
 
-    def _fields(self) -> dict[str, Any]:
-        fields: dict[str, Any] = dict(self.start)
+    def _end(self) -> LaunchEnd:
+        """This backend's values of the end record: how the replica started, what it left running."""
+        end = self.start
         if isinstance(self.popen, WarmProcess) and self.popen.lost:
-            fields["warm_lost"] = self.popen.lost
-        return {**fields, **self.leftovers}
+            end = end.with_changes(warm_lost=self.popen.lost)
+        return end.with_changes(**self.leftovers.fields())
 
 
 class LocalBackend(Backend):
@@ -302,12 +304,12 @@ class LocalBackend(Backend):
 
     def _start(self, job: Job, placement: Placement, listener: Listener) -> Optional[_Running]:
         env = {**os.environ, **self._threads, **job.env, **placement.env()}
-        start: Optional[dict[str, str]] = None
+        start: Optional[LaunchEnd] = None
         if job.warm_modules is not None and self._warm is not None:
             warm = self._start_warm(job, placement, listener, env)
             if isinstance(warm, _Running) or warm is None:
                 return warm
-            start = {"start_mode": "cold", "cold_reason": warm}
+            start = LaunchEnd(start_mode="cold", cold_reason=warm)
         try:
             with contextlib.ExitStack() as logs:
                 out, err = _open_log(logs, job.stdout_path), _open_log(logs, job.stderr_path)
@@ -395,11 +397,11 @@ class LocalBackend(Backend):
             return
         left = stop_leftovers(found, self.kill_grace_s, self.poll_interval_s)
         stopped = [leftover for leftover in found if leftover not in left]
-        proc.leftovers = {"leftovers_stopped": len(stopped)}
+        proc.leftovers = LaunchEnd(leftovers_stopped=len(stopped))
         if stopped:
             tell(listener, leftovers_line(proc.job.key, stopped, stopped=True))
         if left:
-            proc.leftovers["survivors"] = [leftover.describe() for leftover in left]
+            proc.leftovers = proc.leftovers.with_changes(survivors=[leftover.describe() for leftover in left])
             line = leftovers_line(proc.job.key, left, stopped=False)
             print(f"deviate-replicate: warning: {line}", file=sys.stderr, flush=True)
 

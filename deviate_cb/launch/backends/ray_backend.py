@@ -34,6 +34,7 @@ from deviate_cb.launch.backends.base import (
 from deviate_cb.launch.backends.options import REPLICAS_PER_TASK, amount_option, check_replicas_per_task
 from deviate_cb.launch.backends.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
 from deviate_cb.launch.backends.threads import task_note
+from deviate_cb.store.manifest_sections import LaunchEnd
 from deviate_cb.store.run_directory import RunDirectory, unix_time
 
 __all__ = ["RAY_GROUP", "RAY_OPTIONS", "RayBackend"]
@@ -257,25 +258,25 @@ class RayBackend(GroupedTasks, Backend):
             error = "TaskCancelledError"
         except ray.exceptions.RayError as exc:
             error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        manifest = RunDirectory(Path(job.stdout_path).parent).read_manifest()
-        tell_cold_start(listener, manifest.get("cold_reason"), told)
-        status = manifest.get("status")
+        manifest = RunDirectory(Path(job.stdout_path).parent).manifest()
+        tell_cold_start(listener, manifest.cold_reason, told)
+        status = manifest.status
         ended = status in _FINAL
-        code = manifest.get("exit_code")
+        code = manifest.exit_code
         launch_error = None
         if not ended and error is None:
             launch_error = f"the Ray task ended without recording the replica's end in {Path(job.stdout_path).parent}"
         state = None if error is None or (shared and status == "completed") else error.split(":")[0]
         return Outcome(
-            returncode=code if ended and isinstance(code, int) else None,
-            signal=manifest.get("signal") if ended else None,
+            returncode=code if ended else None,
+            signal=manifest.signal if ended else None,
             timed_out=status == "timeout",
             cancelled=self._cancelled,
-            started_at=unix_time(manifest.get("started_at")),
+            started_at=unix_time(manifest.started_at),
             ended_at=time.time(),
             launch_error=launch_error or (error if not ended else None),
             scheduler_state=state,
-            fields={"ray_error": error} if error else {},
+            end=LaunchEnd(ray_error=error) if error else LaunchEnd(),
         )
 
 

@@ -18,7 +18,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+if TYPE_CHECKING:
+    from deviate_cb.store.manifest_sections import LaunchEnd
 
 __all__ = [
     "SLURM_ENV_JOB_ID",
@@ -162,6 +165,7 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     from deviate_cb.launch.backends.base import Outcome
     from deviate_cb.launch.backends.threads import task_thread_env
     from deviate_cb.launch.records import end_fields, machine_fields, signal_name
+    from deviate_cb.store.manifest_sections import LaunchStart
     from deviate_cb.store.run_directory import RunDirectory, iso_time
     from deviate_cb.store.settling import compact_what_it_left
 
@@ -169,16 +173,16 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     run = RunDirectory(run_dir)
     if not run.manifest_path.is_file():
         return {"error": f"run directory {run_dir} is not visible on this node", "host": socket.gethostname()}
-    fields: dict[str, Any] = {
-        "host": socket.gethostname(),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "started_at": iso_time(),
-        **machine_fields("start"),  # the node's CPUs and load, not the launcher's
-    }
+    here = LaunchStart(
+        host=socket.gethostname(),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        started_at=iso_time(),
+        **machine_fields("start").fields(),  # the node's CPUs and load, not the launcher's
+    )
     job_id = slurm_job_id_here()
     if job_id and spec.backend == "slurm":
-        fields["slurm_job_id"] = job_id
-    run.update_manifest(**fields)
+        here = here.with_changes(slurm_job_id=job_id)
+    run.record(here)
     env = {k: v for k, v in os.environ.items() if k not in spec.unset}
     env.update(spec.env)
     env.update(task_thread_env(env, spec.cpus))  # never more threads than the task was given, unless the user chose
@@ -199,36 +203,44 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     rc = process.returncode
     assert rc is not None
     name = signal_name(rc)
-    outcome = Outcome(returncode=rc, signal=name, timed_out=timed_out, started_at=started, ended_at=time.time())
-    compact_what_it_left(run)  # first: an exit 0 is judged on what the replica recorded (its fit, its steps)
-    try:
-        left = run.read_manifest()
-    except Exception:  # unreadable: judged on the exit status alone
-        left = None
-    end = {**end_fields(outcome, stderr_path, manifest=left, run_dir=run.path), **start, "pid": process.pid}
     lost = getattr(process, "lost", None)  # a forked replica whose template died
     if lost:
-        end["warm_lost"] = lost
-    run.update_manifest(**end)
+        start = start.with_changes(warm_lost=lost)
+    outcome = Outcome(
+        returncode=rc,
+        signal=name,
+        timed_out=timed_out,
+        started_at=started,
+        ended_at=time.time(),
+        pid=process.pid,
+        end=start,
+    )
+    compact_what_it_left(run)  # first: an exit 0 is judged on what the replica recorded (its fit, its steps)
+    try:
+        left = run.manifest()
+    except Exception:  # unreadable: judged on the exit status alone
+        left = None
+    run.record(end_fields(outcome, stderr_path, manifest=left, run_dir=run.path))
     return {"returncode": rc, "signal": name, "timed_out": timed_out, "started_at": started, "pid": process.pid}
 
 
 def _start(
     spec: TaskSpec, env: dict[str, str], stdout_path: Path, stderr_path: Path, starter: Optional[Any]
-) -> tuple[Union[subprocess.Popen[bytes], Any], dict[str, str]]:
+) -> tuple[Union[subprocess.Popen[bytes], Any], LaunchEnd]:
     """The replica's process, forked by ``starter`` or started fresh, and its ``start_mode`` (``cold_reason``)."""
     from deviate_cb.launch.backends.watchdog import die_with_parent
+    from deviate_cb.store.manifest_sections import LaunchEnd
 
     argv = list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.replica.child"]
     cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None
-    start = {"start_mode": "cold"}
+    start = LaunchEnd(start_mode="cold")
     if starter is not None and spec.warm_modules is not None:
         process, reason = starter.start(
             spec.warm_modules, argv, env, cwd or os.getcwd(), str(stdout_path), str(stderr_path)
         )
         if process is not None:
-            return process, {"start_mode": "warm"}
-        start["cold_reason"] = str(reason)
+            return process, LaunchEnd(start_mode="warm")
+        start = start.with_changes(cold_reason=str(reason))
     with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
         popen = subprocess.Popen(
             argv,

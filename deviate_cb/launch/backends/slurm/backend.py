@@ -52,6 +52,7 @@ from deviate_cb.launch.backends.slurm.submit import (
     task_specs,
 )
 from deviate_cb.launch.backends.threads import task_note
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]
@@ -261,12 +262,12 @@ class SlurmBackend(GroupedTasks, Backend):
                         first = left_queue.setdefault(job_id, now)
                         manifests = [_manifest(job) for job, _ in pending[job_id]]
                         unknown = state is None or state in ACTIVE_STATES  # accounting lags, or there is none
-                        ended = all(m.get("status") in ENDED_STATUSES for m in manifests)
+                        ended = all(m.status in ENDED_STATUSES for m in manifests)
                         if unknown and now - first < self.sacct_wait_s and not (ended and note):
                             continue
                         group = pending.pop(job_id)
                         for (job, placement), manifest in zip(group, manifests, strict=True):
-                            tell_cold_start(listener, manifest.get("cold_reason"), told)
+                            tell_cold_start(listener, manifest.cold_reason, told)
                             # a replica that completed before a later one of its task ran out of time stays completed
                             own = "COMPLETED" if len(group) > 1 and _completed(manifest) else state
                             outcome = outcome_from_manifest(
@@ -300,17 +301,17 @@ class SlurmBackend(GroupedTasks, Backend):
             return
 
 
-def _manifest(job: Job) -> dict[str, Any]:
-    return RunDirectory(Path(job.stdout_path).parent).read_manifest()
+def _manifest(job: Job) -> RunManifest:
+    return RunDirectory(Path(job.stdout_path).parent).manifest()
 
 
 def _task_started(job: Job) -> bool:
     """Whether the task on the node has started this replica (it records ``slurm_job_id`` first)."""
-    return "slurm_job_id" in _manifest(job)
+    return _manifest(job).recorded("slurm_job_id")
 
 
-def _completed(manifest: Mapping[str, Any]) -> bool:
-    return manifest.get("status") == "completed" and manifest.get("exit_code") == 0
+def _completed(manifest: RunManifest) -> bool:
+    return manifest.status == "completed" and manifest.exit_code == 0
 
 
 def _scancel(job_ids: Sequence[str]) -> None:
