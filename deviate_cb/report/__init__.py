@@ -4,11 +4,12 @@ same answers, tables and figures in Python and notebooks.
 Example:
     >>> import tempfile
     >>> from pathlib import Path
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, loss in enumerate([0.30, 0.34]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
-    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.record(LaunchEnd(status="completed"))
     ...     _ = run.metrics().append({"step": [0], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
     ...                               "name": ["val_loss"], "value": [loss], "wall_time": [0.0]})
     >>> print(render(build_report(root), "csv").splitlines()[0])

@@ -19,6 +19,7 @@ from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import METRICS_FILE
 
 __all__ = ["IDENTICAL_REASON", "audit_hint", "metric_problems"]
@@ -33,7 +34,7 @@ _Fingerprint = tuple[str, tuple[tuple[str, ...], ...]]
 def metric_problems(
     experiment: str,
     variant: str,
-    manifests: Sequence[tuple[int, RunRecord, dict[str, Any]]],
+    manifests: Sequence[tuple[int, RunRecord, RunManifest]],
     values: Mapping[tuple[str, str, str], Mapping[str, float]],
     rows: Sequence[Any],
 ) -> list[Problem]:
@@ -98,14 +99,14 @@ def _row_problems(
     return []
 
 
-def audit_hint(manifests: Sequence[tuple[int, RunRecord, Mapping[str, Any]]]) -> str:
+def audit_hint(manifests: Sequence[tuple[int, RunRecord, RunManifest]]) -> str:
     """What to add to a ``control_differs`` line: where the replicas' audit records first differ, when they have
     them (``audit.parquet``), else the ``deviate audit`` command that finds it.
 
     Example:
         >>> from pathlib import Path
         >>> run = RunRecord(Path("/nonexistent/replica=0"), "e", "control", "0", "completed")
-        >>> audit_hint([(0, run, {"trainer": "train.py:main"})])
+        >>> audit_hint([(0, run, RunManifest.from_json({"trainer": "train.py:main"}))])
         '; find where with `deviate audit --trainer train.py:main`'
     """
     from deviate_cb.audit.divergence import compare_audits
@@ -124,11 +125,11 @@ def audit_hint(manifests: Sequence[tuple[int, RunRecord, Mapping[str, Any]]]) ->
                 f"; their audit records first differ at training step {first.step}: {first.kind} "
                 f"`{first.name}` (replicas {', '.join(map(str, first.replicas))})"
             )
-    manifest = manifests[0][2] if manifests else {}
-    trainer, command = manifest.get("trainer"), manifest.get("command")
-    if isinstance(trainer, str) and trainer:
+    manifest = manifests[0][2] if manifests else RunManifest.from_json({})
+    trainer, command = manifest.trainer, manifest.command
+    if trainer:
         suggestion = f"deviate audit --trainer {shlex.quote(trainer)}"
-    elif isinstance(command, list) and command and all(isinstance(word, str) for word in command):
+    elif command and all(isinstance(word, str) for word in command):
         suggestion = f"deviate audit -- {shlex.join(command)}"
     else:
         suggestion = "deviate audit"
@@ -147,7 +148,7 @@ def _control_message(where: str, replicas: tuple[int, ...], metrics: Sequence[st
 
 
 def _fingerprint(
-    run: RunRecord, manifest: Mapping[str, Any], values: Optional[Mapping[str, float]]
+    run: RunRecord, manifest: RunManifest, values: Optional[Mapping[str, float]]
 ) -> Optional[_Fingerprint]:
     """The run's metrics as compared: its series summary (the manifest's current copy, else the file's footer),
     else the values the caller read; ``None`` when there is neither or it holds no series.
@@ -168,13 +169,13 @@ def _fingerprint(
     return None
 
 
-def _series(run: RunRecord, manifest: Mapping[str, Any]) -> Optional[list[Any]]:
+def _series(run: RunRecord, manifest: RunManifest) -> Optional[list[Any]]:
     path = os.path.join(run.path, METRICS_FILE)
     try:
         stat = os.stat(path)
     except OSError:
         return None  # no metrics file: nothing to compare
-    copy = valid_summary(manifest.get("metrics_summary")) or valid_summary(run.metrics_summary)
+    copy = valid_summary(manifest.metrics_summary) or valid_summary(run.metrics_summary)
     if copy is not None and (copy.get("file_size"), copy.get("file_mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
         return list(copy["series"])
     try:  # no current copy in the manifest: the footer (metadata only, no values)

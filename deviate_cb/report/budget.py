@@ -76,14 +76,14 @@ def wall_times(directory: str) -> dict[frozenset[tuple[str, str]], Optional[floa
     is a positive number), keyed by the run's keys as ``store_runs`` gives them (``frozenset(run.keys.items())``).
     """
     from deviate_cb.report.runs import find_runs
-    from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+    from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
     times: dict[frozenset[tuple[str, str]], Optional[float]] = {}
     for record in find_runs(Path(directory)):
         if not record.completed:
             continue
         try:
-            value = read_manifest_file(os.path.join(record.path, MANIFEST_FILE)).get("duration_s")
+            value = read_run_manifest(os.path.join(record.path, MANIFEST_FILE)).duration_s
         except (OSError, ValueError):  # read a moment ago by store_runs; gone or unreadable since: no time
             value = None
         good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0

@@ -3,7 +3,8 @@
 Example:
     >>> span = {"host": "n1", "cpu_count": 2, "started_at": "2026-01-01T10:00:00+00:00",
     ...         "ended_at": "2026-01-01T10:05:00+00:00"}
-    >>> runs = {str(k): span for k in range(4)}
+    >>> from deviate_cb.store.manifest import RunManifest
+    >>> runs = {str(k): RunManifest.from_json(span) for k in range(4)}
     >>> for line in contention_caveats("mlp", "algo", runs):
     ...     print(line)
     experiment=mlp variant=algo: up to 4 replicas ran at once on host n1, which has 2 usable CPU cores: they competed for the cores, so the step-time spread may not be the model's.
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import unix_time
 
 __all__ = ["contention_caveats"]
@@ -32,7 +34,7 @@ class _Span:
 
 
 def contention_caveats(
-    experiment: str, variant: str, group: Mapping[str, Mapping[str, Any]], others: Iterable[Mapping[str, Any]] = ()
+    experiment: str, variant: str, group: Mapping[str, RunManifest], others: Iterable[RunManifest] = ()
 ) -> list[str]:
     r"""One line per reason the step times of a group's replicas may reflect the machine rather than the model.
 
@@ -44,7 +46,9 @@ def contention_caveats(
 
     Example:
         >>> busy = {"host": "n1", "cpu_count": 4, "load_avg_start": [6.5, 3.0, 1.0], "load_avg_end": [2.0, 2.0, 1.0]}
-        >>> (line,) = contention_caveats("mlp", "algo", {"0": busy, "1": {**busy, "load_avg_start": [1.0] * 3}})
+        >>> calm = {**busy, "load_avg_start": [1.0] * 3}
+        >>> group = {"0": RunManifest.from_json(busy), "1": RunManifest.from_json(calm)}
+        >>> (line,) = contention_caveats("mlp", "algo", group)
         >>> print(line.replace(" (", "\n("))
         experiment=mlp variant=algo: the machine was busy when replica 0 started or ended
         (1-minute load average above its CPU cores: 6.5 on 4 cores), so the step-time spread may not be the model's.
@@ -77,9 +81,7 @@ def contention_caveats(
     return lines
 
 
-def _crowded_host(
-    group: Mapping[str, Mapping[str, Any]], others: Iterable[Mapping[str, Any]]
-) -> Optional[tuple[str, int, int]]:
+def _crowded_host(group: Mapping[str, RunManifest], others: Iterable[RunManifest]) -> Optional[tuple[str, int, int]]:
     """The host where most replicas ran at once for its cores while a replica of the group ran, when that is more
     than its cores: ``(host, replicas at once, usable cores)``."""
     worst: Optional[tuple[float, str, int, int]] = None
@@ -90,7 +92,7 @@ def _crowded_host(
 
 
 def _uneven(
-    group: Mapping[str, Mapping[str, Any]], others: Iterable[Mapping[str, Any]]
+    group: Mapping[str, RunManifest], others: Iterable[RunManifest]
 ) -> Optional[tuple[str, list[str], list[str], int, int]]:
     """A host where the group's replicas ran beside different numbers of others, the most at once taking half its
     cores or more: ``(host, replicas with fewer, replicas with the most, the most at once, usable cores)``."""
@@ -105,9 +107,7 @@ def _uneven(
     return None
 
 
-def _concurrency(
-    group: Mapping[str, Mapping[str, Any]], others: Iterable[Mapping[str, Any]]
-) -> list[tuple[str, str, int, int]]:
+def _concurrency(group: Mapping[str, RunManifest], others: Iterable[RunManifest]) -> list[tuple[str, str, int, int]]:
     """Per replica of the group: ``(replica, host, most replicas of the study at once during its run, cores)``."""
     mine = [(replica, span, cores) for replica, m in group.items() if (span := _span(m)) and (cores := _usable(m))]
     if not mine:
@@ -133,29 +133,29 @@ def _concurrency(
     return found
 
 
-def _busy(group: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[float, int]]:
+def _busy(group: Mapping[str, RunManifest]) -> dict[str, tuple[float, int]]:
     """The replicas whose machine's 1-minute load average was above its cores when they started or ended:
     replica -> (the higher of the two loads, cores)."""
     found = {}
     for replica, manifest in group.items():
-        cores = _count(manifest.get("cpu_count"))
-        loads = [_minute_load(manifest.get(key)) for key in ("load_avg_start", "load_avg_end")]
+        cores = _count(manifest.cpu_count)
+        loads = [_minute_load(load) for load in (manifest.load_avg_start, manifest.load_avg_end)]
         highest = max((x for x in loads if x is not None), default=None)
         if cores and highest is not None and highest > cores:
             found[replica] = (highest, cores)
     return found
 
 
-def _span(manifest: Mapping[str, Any]) -> Optional[_Span]:
-    host = manifest.get("host")
-    start, end = unix_time(manifest.get("started_at")), unix_time(manifest.get("ended_at"))
-    if not isinstance(host, str) or start is None or end is None or end < start:
+def _span(manifest: RunManifest) -> Optional[_Span]:
+    host = manifest.host
+    start, end = unix_time(manifest.started_at), unix_time(manifest.ended_at)
+    if host is None or start is None or end is None or end < start:
         return None
     return _Span(host, start, end)
 
 
-def _usable(manifest: Mapping[str, Any]) -> Optional[int]:
-    return _count(manifest.get("cpus_usable")) or _count(manifest.get("cpu_count"))
+def _usable(manifest: RunManifest) -> Optional[int]:
+    return _count(manifest.cpus_usable) or _count(manifest.cpu_count)
 
 
 def _count(value: Any) -> Optional[int]:

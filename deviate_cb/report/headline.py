@@ -234,21 +234,21 @@ def _identical_control(report: Any, experiment: str, metric: str, n: int) -> tup
 def _printed_decimals(report: Any, experiment: str, metric: str) -> Union[int, str, None]:
     """``None`` when the control runs' values of ``metric`` were recorded as they are; else the fewest decimals any
     control run printed it with, or ``"unknown"`` when a run parsed it and recorded no decimals."""
-    from deviate_cb.store.run_directory import read_manifest_file
+    from deviate_cb.store.run_directory import read_run_manifest
 
     fewest: Union[int, str, None] = None
     for run in getattr(report, "completed", ()):
         if (run.experiment, run.variant) != (experiment, "control"):
             continue
         try:
-            manifest = read_manifest_file(str(run.path / "run.json"))
+            manifest = read_run_manifest(str(run.path / "run.json"))
         except (OSError, ValueError, UsageError):
             continue
-        parsed = manifest.get("output_metrics")
-        if not isinstance(parsed, list) or metric not in parsed:
+        parsed = manifest.output_metrics
+        if parsed is None or metric not in parsed:
             continue
-        decimals = manifest.get("output_metrics_decimals")
-        places = decimals.get(metric) if isinstance(decimals, dict) else None
+        decimals = manifest.output_metrics_decimals
+        places = decimals.get(metric) if decimals is not None else None
         if not isinstance(places, int) or isinstance(places, bool):
             fewest = "unknown"
         elif fewest != "unknown":

@@ -35,11 +35,12 @@ The kinds (:data:`KINDS`):
 
 Example:
     >>> import tempfile
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k in range(3):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
-    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.record(LaunchEnd(status="completed"))
     ...     _ = run.metrics().append({"step": [9], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
     ...                               "name": ["val_acc"], "value": [0.8], "wall_time": [float(k)]})
     >>> (problem,) = study_problems(root)
@@ -71,7 +72,8 @@ from deviate_cb.report.findings import (
 )
 from deviate_cb.report.runs import RunRecord, read_runs, run_directories
 from deviate_cb.report.shared_paths import outside_problems
-from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
 __all__ = ["find_problems", "study_problems"]
 
@@ -150,15 +152,14 @@ def find_problems(
 # -- what the manifests say ----------------------------------------------------------------------------------
 
 
-def _manifest(run: RunRecord) -> dict[str, Any]:
+def _manifest(run: RunRecord) -> RunManifest:
     try:
-        manifest = read_manifest_file(os.path.join(run.path, MANIFEST_FILE))
+        return read_run_manifest(os.path.join(run.path, MANIFEST_FILE))
     except (DeviateError, OSError, ValueError):
-        return {}
-    return manifest if isinstance(manifest, dict) else {}
+        return RunManifest.from_json({})
 
 
-def _manifest_problems(groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, dict[str, Any]]]]) -> list[Problem]:
+def _manifest_problems(groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, RunManifest]]]) -> list[Problem]:
     """What the manifests recorded, one problem per kind and text (texts alike but for their numbers are one),
     across the groups that recorded it."""
     # (kind, key) -> [(group, replica, text)]: texts alike but for their numbers share a key
@@ -171,10 +172,9 @@ def _manifest_problems(groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, 
                 if "--keep-project-determinism" in text:
                     kind = "project_determinism_kept"
                 found.setdefault((kind, re.sub(r"\d+", "#", text)), []).append((group, replica, text))
-            injection = manifest.get("injection")
-            if injection == "none":
-                note = manifest.get("injection_note")
-                text = one_line(note) if isinstance(note, str) and note.strip() else _NO_INJECTION_NOTE
+            if manifest.injection == "none":
+                note = manifest.injection_note
+                text = one_line(note) if note is not None and note.strip() else _NO_INJECTION_NOTE
                 found.setdefault(("no_injection", text), []).append((group, replica, text))
             calls = _kept_seeding(manifest) if seeded else None
             if calls is not None:
@@ -216,10 +216,10 @@ def _manifest_problems(groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, 
     return problems
 
 
-def _recording_problems(manifest: Mapping[str, Any]) -> list[str]:
+def _recording_problems(manifest: RunManifest) -> list[str]:
     """The manifest's ``problems`` (recording errors after training started, :mod:`deviate_cb.capture.guard`)."""
-    listed = manifest.get("problems")
-    if not isinstance(listed, list):
+    listed = manifest.problems
+    if listed is None:
         return []
     texts = []
     for entry in listed:
@@ -228,18 +228,18 @@ def _recording_problems(manifest: Mapping[str, Any]) -> list[str]:
     return texts
 
 
-def _determinism_problems(manifest: Mapping[str, Any]) -> list[str]:
-    record = manifest.get("determinism")
-    listed = record.get("problems") if isinstance(record, dict) else None
+def _determinism_problems(manifest: RunManifest) -> list[str]:
+    record = manifest.determinism
+    listed = record.get("problems") if record is not None else None
     if not isinstance(listed, list):
         return []
     return [one_line(text) for text in listed if isinstance(text, str) and text.strip()]
 
 
-def _kept_seeding(manifest: Mapping[str, Any]) -> Optional[str]:
+def _kept_seeding(manifest: RunManifest) -> Optional[str]:
     """The seeding calls the project made and kept, as ``lightning.seed_everything(42)``, or ``None``."""
-    seeding = manifest.get("seeding")
-    if not isinstance(seeding, dict) or seeding.get("take_over") is not False:
+    seeding = manifest.seeding
+    if seeding is None or seeding.get("take_over") is not False:
         return None
     calls = seeding.get("calls")
     calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []

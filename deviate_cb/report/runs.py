@@ -21,9 +21,10 @@ settled or compacted.
 
 Example:
     >>> import tempfile
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
-    >>> _ = RunDirectory(run_path(root, "mlp", "algo", 0)).update_manifest(status="completed")
+    >>> _ = RunDirectory(run_path(root, "mlp", "algo", 0)).record(LaunchEnd(status="completed"))
     >>> [(r.experiment, r.variant, r.replica, r.status) for r in find_runs(root)]
     [('mlp', 'algo', '0', 'completed')]
 """
@@ -42,7 +43,8 @@ from deviate_cb.report.text import reason, strip_styles
 from deviate_cb.store.configuration import configuration_of
 from deviate_cb.store.footer_summary import valid_summary
 from deviate_cb.store.left_running import survivors_note
-from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_run_manifest
 from deviate_cb.store.settling import (
     UNWRITTEN_STATUS,
     compact_what_it_left,
@@ -169,9 +171,10 @@ def run_directories(directory: Path) -> RunDirectories:
 
     Example:
         >>> import tempfile
+        >>> from deviate_cb.store.manifest_sections import LaunchStart
         >>> from deviate_cb.store.run_directory import RunDirectory, run_path
         >>> root = Path(tempfile.mkdtemp())
-        >>> _ = RunDirectory(run_path(root, "mlp", "algo", 3)).update_manifest(status="running")
+        >>> _ = RunDirectory(run_path(root, "mlp", "algo", 3)).record(LaunchStart(status="running"))
         >>> [keys for _, keys in run_directories(root)]
         [('mlp', 'algo', '3')]
     """
@@ -272,11 +275,11 @@ def _partition_keys(path: str) -> Optional[tuple[str, str, str]]:
 def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> RunRecord:
     manifest_path = os.path.join(path, MANIFEST_FILE)
     try:
-        manifest = read_manifest_file(manifest_path)
-        if not manifest and not os.path.isfile(manifest_path):
+        manifest = read_run_manifest(manifest_path)
+        if manifest.is_empty and not os.path.isfile(manifest_path):
             warnings.append(f"{manifest_path}: no manifest; the run is listed as status 'unknown'.")
             return RunRecord(path, *keys, status="unknown", error="no run.json")
-        if manifest.get("status") == "running":  # settled when its launcher and processes are gone
+        if manifest.status == "running":  # settled when its launcher and processes are gone
             manifest = _settle(path, manifest, warnings)
     except SchemaVersionError:
         raise
@@ -286,13 +289,13 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         why = reason(exc, manifest_path).rstrip(".")
         warnings.append(f"{manifest_path}: unreadable manifest ({why}); the run is listed as status 'unknown'.")
         return RunRecord(path, *keys, status="unknown", error="unreadable run.json")
-    status = manifest.get("status")
+    status = manifest.to_json().get("status")  # as read: a value of another type is named in a warning below
     metrics = path / METRICS_FILE
     if status == "completed" and not os.access(metrics, os.R_OK) and os.path.lexists(metrics):
         return _unreadable(metrics, path, keys, warnings)  # its statistics cannot be read: counted, not dropped
     if status not in ("running", UNWRITTEN_STATUS) and any(os.path.isdir(path / name) for name in _PARTS_DIRS):
         _compact_left_parts(path, warnings)  # (a run settled in memory only is in a study that cannot be written)
-    summary = manifest.get("metrics_summary")
+    summary = manifest.to_json().get("metrics_summary")  # as read: valid_summary checks it
     if (copy := valid_summary(summary)) is not None and (problem := series_problem(copy)) is not None:
         warnings.append(f"{manifest_path}: `metrics_summary` is malformed ({problem}); {METRICS_FILE} is read instead.")
         summary = None
@@ -307,7 +310,7 @@ def _read_run(path: Path, keys: tuple[str, str, str], warnings: list[str]) -> Ru
         status=status if isinstance(status, str) and status else "unknown",
         exit_code=_exit_code(manifest),
         error=_first_error_line(manifest),
-        signal=manifest["signal"] if isinstance(manifest.get("signal"), str) else None,
+        signal=manifest.signal,
         metrics_summary=summary if isinstance(summary, dict) else None,
         configuration=configuration_of(manifest),
         determinism_on=switches_on(manifest),
@@ -320,17 +323,17 @@ def _replica_words(keys: tuple[str, str, str]) -> str:
     return f"replica {replica} of experiment={experiment} variant={variant}"
 
 
-def switches_on(manifest: Mapping[str, Any]) -> Optional[str]:
+def switches_on(manifest: RunManifest) -> Optional[str]:
     """The determinism switches ``manifest`` records in effect, as a phrase; ``None`` when none was on.
 
     Example:
-        >>> switches_on({"determinism": {"in_effect": {"tensorflow": {"op_determinism": True}}}})
+        >>> from deviate_cb.store.manifest import RunManifest as M
+        >>> switches_on(M.from_json({"determinism": {"in_effect": {"tensorflow": {"op_determinism": True}}}}))
         'TensorFlow op determinism'
-        >>> switches_on({"determinism": {"in_effect": {"torch": {"deterministic_algorithms": False}}}}) is None
-        True
+        >>> switches_on(M.from_json({"determinism": {"in_effect": {"torch": {"deterministic_algorithms": False}}}}))
     """
-    record = manifest.get("determinism")
-    in_effect = record.get("in_effect") if isinstance(record, Mapping) else None
+    record = manifest.determinism
+    in_effect = record.get("in_effect") if record is not None else None
     if not isinstance(in_effect, Mapping):
         return None
     found = []
@@ -393,7 +396,7 @@ def _compact_left_parts(path: Path, warnings: list[str]) -> None:
             )
 
 
-def _settle(path: Path, manifest: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+def _settle(path: Path, manifest: RunManifest, warnings: list[str]) -> RunManifest:
     """The manifest of a ``running`` replica as settled (:func:`deviate_cb.store.settling.settle_as_read`); where
     the study cannot be written (read-only), after one warning for the whole study."""
     manifest, unwritten = settle_as_read(path, manifest, warnings)
@@ -408,19 +411,21 @@ def _settle(path: Path, manifest: dict[str, Any], warnings: list[str]) -> dict[s
     return manifest
 
 
-def _exit_code(manifest: dict[str, Any]) -> Optional[int]:
+def _exit_code(manifest: RunManifest) -> Optional[int]:
+    data = manifest.to_json()  # as read: manifests of older versions name it `returncode` or `exit_status`
     for key in _EXIT_CODE_KEYS:
-        value = manifest.get(key)
+        value = data.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
 
 
-def _first_error_line(manifest: dict[str, Any]) -> Optional[str]:
+def _first_error_line(manifest: RunManifest) -> Optional[str]:
     # An incomplete run exited 0: its `reason` says why it is not completed (and ends with the exception, if any).
-    keys = ("reason", *_ERROR_KEYS) if manifest.get("status") == "incomplete" else _ERROR_KEYS
+    keys = ("reason", *_ERROR_KEYS) if manifest.status == "incomplete" else _ERROR_KEYS
+    data = manifest.to_json()  # as read: older manifests name a stderr tail `error_tail`, some as a list of lines
     for key in keys:
-        value = manifest.get(key)
+        value = data.get(key)
         if isinstance(value, (list, tuple)):
             value = "\n".join(str(v) for v in value)
         if not isinstance(value, str) or not value.strip():

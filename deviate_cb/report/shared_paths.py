@@ -16,7 +16,8 @@ from deviate_cb.errors import DeviateError
 from deviate_cb.report.findings import MAX_NAMED, GroupKey, Problem, groups_of, groups_text, make_problem, one_line
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.store.ledger import read_ledger
-from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
 __all__ = ["outside_problems"]
 
@@ -24,7 +25,7 @@ _Writer = tuple[str, str, str]  # experiment, variant, replica
 
 
 def outside_problems(
-    groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, dict[str, Any]]]],
+    groups: Mapping[GroupKey, Sequence[tuple[int, RunRecord, RunManifest]]],
 ) -> list[Problem]:
     """``shared_outputs`` and ``read_other_replica``: what the groups' replicas and every other replica of the
     study (any group, any status, its current attempt) recorded in the ledger and the manifests."""
@@ -50,12 +51,12 @@ def outside_problems(
     for (experiment, variant), members in groups.items():
         for replica, _, manifest in members:
             who = (experiment, variant, str(replica))
-            listed = manifest.get("outside_writes")
-            paths = listed.get("paths") if isinstance(listed, Mapping) else None
+            listed = manifest.outside_writes
+            paths = listed.get("paths") if listed is not None else None
             for path in paths if isinstance(paths, list) else []:
                 if isinstance(path, str):
                     writes.setdefault(path, set()).add(who)
-            for entry in manifest.get("outside_reads") or [] if isinstance(manifest.get("outside_reads"), list) else []:
+            for entry in manifest.outside_reads or []:
                 if (
                     isinstance(entry, Mapping)
                     and isinstance(entry.get("path"), str)
@@ -63,7 +64,7 @@ def outside_problems(
                 ):
                     reads.setdefault(who, {}).setdefault(entry["path"], one_line(entry["written_by"]))
     isolated = {
-        key for key, members in groups.items() if members and all(m.get("isolate") is True for *_, m in members)
+        key for key, members in groups.items() if members and all(m.isolate is True for *_, m in members)
     }
     return _shared_problems(writes, set(groups), isolated) + _read_problems(reads, set(groups), isolated)
 
@@ -131,13 +132,12 @@ def _current(root: Path, who: _Writer, attempt: Any, attempts: dict[tuple[Path, 
     manifest records that attempt; an entry without one counts)."""
     if (root, who) not in attempts:
         try:
-            manifest = read_manifest_file(
+            manifest = read_run_manifest(
                 os.path.join(root, f"experiment={who[0]}", f"variant={who[1]}", f"replica={who[2]}", MANIFEST_FILE)
             )
         except (DeviateError, OSError, ValueError):
-            manifest = None
-        recorded = manifest.get("attempt", 1) if isinstance(manifest, dict) and manifest else None
-        attempts[(root, who)] = recorded if isinstance(recorded, int) else (1 if manifest else None)
+            manifest = RunManifest.from_json({})
+        attempts[(root, who)] = None if manifest.is_empty else (manifest.attempt if manifest.attempt is not None else 1)
     current = attempts[(root, who)]
     return current is not None and (not isinstance(attempt, int) or attempt == current)
 

@@ -3,12 +3,13 @@
 Example:
     >>> import tempfile
     >>> from pathlib import Path
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd, LaunchStart
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for variant, values in (("control", [0.9, 0.9, 0.9]), ("algo", [0.88, 0.91, 0.9, 0.89])):
     ...     for k, acc in enumerate(values):
     ...         run = RunDirectory(run_path(root, "mlp", variant, k))
-    ...         _ = run.update_manifest(status="completed", variant=variant)
+    ...         _ = run.record(LaunchStart(variant=variant), LaunchEnd(status="completed"))
     ...         _ = run.metrics().append({"step": [9], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
     ...                                   "name": ["val_acc"], "value": [acc], "wall_time": [0.0]})
     >>> study = load(root)

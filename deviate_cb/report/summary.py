@@ -9,11 +9,12 @@ stages is shown as ``stage/name``.
 
 Example:
     >>> import tempfile
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, acc in enumerate([0.80, 0.84, 0.82]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
-    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.record(LaunchEnd(status="completed"))
     ...     _ = run.metrics().append({"step": [9], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
     ...                               "name": ["val_acc"], "value": [acc], "wall_time": [0.0]})
     >>> row = build_report(root).rows[0]

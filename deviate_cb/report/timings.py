@@ -3,13 +3,14 @@
 Example:
     >>> import tempfile
     >>> from pathlib import Path
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs
     >>> from deviate_cb.store.timings import write_timings
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, seconds in enumerate([0.010, 0.012]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
-    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.record(LaunchEnd(status="completed"))
     ...     steps = [{"stage": "train", "epoch": 0, "step": s, "wall_s": seconds, "profiled": False} for s in range(4)]
     ...     _ = write_timings(run.path, steps, [])
     >>> (group,) = build_timings(find_runs(root))
@@ -29,6 +30,7 @@ from typing import IO, Any, Optional
 from deviate_cb.report.contention import contention_caveats
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.text import percent, printable, reason
+from deviate_cb.store.manifest import RunManifest
 
 __all__ = ["TIMING_COLUMNS", "TimingGroup", "build_timings", "timing_rows", "write_timings_section"]
 
@@ -169,7 +171,8 @@ def build_timings(
             }
             for t in ranked
         ]
-        timed_here = {replica: manifests.get(path, {}) for replica, path in g["paths"].items()}
+        empty = RunManifest.from_json({})
+        timed_here = {replica: manifests.get(path, empty) for replica, path in g["paths"].items()}
         mine = set(g["paths"].values())
         others = [m for path, m in manifests.items() if path not in mine]
         caveats = tuple(contention_caveats(experiment, variant, timed_here, others))
@@ -178,15 +181,15 @@ def build_timings(
     return groups
 
 
-def _manifests(runs: Sequence[RunRecord]) -> dict[Any, dict[str, Any]]:
+def _manifests(runs: Sequence[RunRecord]) -> dict[Any, RunManifest]:
     """Each run's manifest by run directory; one that cannot be read (the report warned already) is left out."""
     from deviate_cb.errors import UsageError
-    from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+    from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
     found = {}
     for run in runs:
         try:
-            found[run.path] = read_manifest_file(os.path.join(run.path, MANIFEST_FILE))
+            found[run.path] = read_run_manifest(os.path.join(run.path, MANIFEST_FILE))
         except (OSError, ValueError, UsageError):  # unreadable, or from a newer deviate-cb: no caveat from it
             continue
     return found

@@ -22,6 +22,7 @@ from deviate_cb.report.runs import find_runs
 from deviate_cb.report.terminal import make_console, print_fitted
 from deviate_cb.report.text import printable_message, strip_styles
 from deviate_cb.report.timings import build_timings, write_timings_section
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.timings import write_timings
 from tests.helpers.report_study import run_cli, write_run
 
@@ -190,35 +191,40 @@ def _at(minute: float) -> str:
     return f"2026-01-01T10:{int(minute):02d}:{int(minute % 1 * 60):02d}+00:00"
 
 
+def _caveats(experiment: str, variant: str, group: dict[str, Any], others: Any = ()) -> list[str]:
+    typed = {replica: RunManifest.from_json(manifest) for replica, manifest in group.items()}
+    return contention_caveats(experiment, variant, typed, [RunManifest.from_json(other) for other in others])
+
+
 def _run(start: float, end: float, **fields: Any) -> dict[str, Any]:
     return {"host": "n1", "cpu_count": 2, "started_at": _at(start), "ended_at": _at(end), **fields}
 
 
 def test_more_replicas_at_once_than_cores() -> None:
     together = {str(k): _run(0, 10) for k in range(4)}  # --parallel 4 on 2 cores
-    (line,) = contention_caveats("mlp", "algo", together)
+    (line,) = _caveats("mlp", "algo", together)
     assert line.startswith("experiment=mlp variant=algo: up to 4 replicas ran at once on host n1, which has 2 usable")
     in_turn = {str(k): _run(2 * k, 2 * k + 2) for k in range(4)}  # one after another (end = next start)
-    assert contention_caveats("mlp", "algo", in_turn) == []
+    assert _caveats("mlp", "algo", in_turn) == []
     two = {str(k): _run(0, 10) for k in range(2)}  # as many as cores
-    assert contention_caveats("mlp", "algo", two) == []
-    assert contention_caveats("mlp", "algo", two, [_run(5, 6), _run(5, 7)])[0].count("up to 4 replicas") == 1
+    assert _caveats("mlp", "algo", two) == []
+    assert _caveats("mlp", "algo", two, [_run(5, 6), _run(5, 7)])[0].count("up to 4 replicas") == 1
     elsewhere = [{**_run(0, 10), "host": "n2"}] * 3  # other hosts do not crowd this one
-    assert contention_caveats("mlp", "algo", two, elsewhere) == []
+    assert _caveats("mlp", "algo", two, elsewhere) == []
     pinned = {str(k): _run(0, 10, cpu_count=64, cpus_usable=1) for k in range(2)}  # taskset -c 0: one usable core
-    assert "which has 1 usable CPU core:" in contention_caveats("mlp", "algo", pinned)[0]
+    assert "which has 1 usable CPU core:" in _caveats("mlp", "algo", pinned)[0]
 
 
 def test_replicas_that_ran_beside_different_numbers_of_others() -> None:
     odd = {"0": _run(0, 5), "1": _run(0, 5), "2": _run(5, 6)}  # --parallel 2, 3 replicas on 2 cores: one ran alone
-    (line,) = contention_caveats("mlp", "control", odd)
+    (line,) = _caveats("mlp", "control", odd)
     assert line == (
         "experiment=mlp variant=control: on host n1 (2 usable CPU cores) replicas 0 and 1 ran with up to 2 replicas "
         "at once while replica 2 ran with fewer: they did not run under the same conditions, so the step-time spread "
         "may not be the model's."
     )
     roomy = {k: {**run, "cpu_count": 16} for k, run in odd.items()}  # two at once on 16 cores: no competition
-    assert contention_caveats("mlp", "control", roomy) == []
+    assert _caveats("mlp", "control", roomy) == []
 
 
 def test_a_busy_machine() -> None:
@@ -227,7 +233,7 @@ def test_a_busy_machine() -> None:
         "1": _run(2, 3, load_avg_start=[2.0, 2.0, 2.0], load_avg_end=[2.0, 2.0, 2.0]),  # at the cores: not busy
         "2": _run(4, 5, load_avg_start=[0.5, 0.5, 0.5], load_avg_end=[3.0, 1.0, 1.0]),
     }
-    (line,) = contention_caveats("mlp", "algo", runs)
+    (line,) = _caveats("mlp", "algo", runs)
     assert line == (
         "experiment=mlp variant=algo: the machine was busy when replicas 0 and 2 started or ended (1-minute load "
         "average above its CPU cores: 5.25 on 2 cores), so the step-time spread may not be the model's."
@@ -245,7 +251,7 @@ def test_a_busy_machine() -> None:
     ],
 )
 def test_manifests_without_usable_facts_give_no_caveat(manifest: dict[str, Any]) -> None:
-    assert contention_caveats("mlp", "algo", {str(k): manifest for k in range(4)}) == []
+    assert _caveats("mlp", "algo", {str(k): manifest for k in range(4)}) == []
 
 
 def test_caveats_follow_the_step_time_table(capsys, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

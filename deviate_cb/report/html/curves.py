@@ -2,12 +2,13 @@
 
 Example:
     >>> import tempfile
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs
     >>> root = Path(tempfile.mkdtemp())
     >>> for k in range(2):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
-    ...     _ = run.update_manifest(status="completed")
+    ...     _ = run.record(LaunchEnd(status="completed"))
     ...     _ = run.metrics().append({"step": [0, 1], "epoch": [0, 0], "stage": ["train"] * 2, "scope": ["step"] * 2,
     ...                               "name": ["loss"] * 2, "value": [1.0 + k, 0.5], "wall_time": [0.0, 1.0]})
     >>> curves = read_curves(find_runs(root), [])

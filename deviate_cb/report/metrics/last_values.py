@@ -2,11 +2,12 @@
 
 Example:
     >>> import tempfile
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs, partition_base
     >>> root = Path(tempfile.mkdtemp())
     >>> run = RunDirectory(run_path(root, "mlp", "algo", 0))
-    >>> _ = run.update_manifest(status="completed")
+    >>> _ = run.record(LaunchEnd(status="completed"))
     >>> _ = run.metrics().append({"step": [0], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
     ...                           "name": ["val_acc"], "value": [0.5], "wall_time": [0.0]})
     >>> table = read_last_values(find_runs(root), partition_base(root), [])
@@ -72,11 +73,12 @@ def read_last_values(
 
     Example:
         >>> import tempfile
+        >>> from deviate_cb.store.manifest_sections import LaunchEnd
         >>> from deviate_cb.store.run_directory import RunDirectory, run_path
         >>> from deviate_cb.report.runs import find_runs, partition_base
         >>> root = Path(tempfile.mkdtemp())
         >>> run = RunDirectory(run_path(root, "mlp", "algo", 0))
-        >>> _ = run.update_manifest(status="completed")
+        >>> _ = run.record(LaunchEnd(status="completed"))
         >>> _ = run.metrics().append({"step": [0, 1], "epoch": [0, 0], "stage": ["val"] * 2, "scope": ["epoch"] * 2,
         ...                           "name": ["val_acc"] * 2, "value": [0.5, 0.6], "wall_time": [0.0, 1.0]})
         >>> read_last_values(find_runs(root), partition_base(root), []).select(["run", "name", "value"]).to_pylist()

@@ -2,11 +2,12 @@
 
 Example:
     >>> import tempfile
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs, partition_base
     >>> root = Path(tempfile.mkdtemp())
     >>> run = RunDirectory(run_path(root, "mlp", "algo", 0))
-    >>> _ = run.update_manifest(status="completed")
+    >>> _ = run.record(LaunchEnd(status="completed"))
     >>> _ = run.metrics().append({"step": [0], "epoch": [0], "stage": ["val"], "scope": ["epoch"],
     ...                           "name": ["val_acc"], "value": [0.5], "wall_time": [0.0]})
     >>> table = read_metrics(find_runs(root), partition_base(root), [])

@@ -4,11 +4,12 @@ test set's own sampling spread of the accuracy beside the run-to-run spread.
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.predictions import write_predictions
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, preds in enumerate([[0, 1, 1, 0], [0, 1, 0, 0], [1, 1, 1, 0]]):
     ...     run = run_path(root, "mlp", "algo", k)
-    ...     _ = RunDirectory(run).update_manifest(status="completed")
+    ...     _ = RunDirectory(run).record(LaunchEnd(status="completed"))
     ...     _ = write_predictions(run, outputs=np.array(preds), labels=[0, 1, 1, 0])
     >>> group = build_stability(root)[0]
     >>> group.n_runs, round(group.churn.mean, 4), group.per_class.worst_class

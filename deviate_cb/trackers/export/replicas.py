@@ -3,11 +3,12 @@
 Example:
     >>> import tempfile
     >>> from pathlib import Path
+    >>> from deviate_cb.store.manifest_sections import LaunchEnd, LaunchStart
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, acc in enumerate([0.80, 0.84, 0.82]):
     ...     run = RunDirectory(run_path(root, "mlp", "algo", k))
-    ...     _ = run.update_manifest(status="completed", seed=k, variant="algo", replica=k)
+    ...     _ = run.record(LaunchStart(seed=k, variant="algo", replica=k), LaunchEnd(status="completed"))
     ...     _ = run.metrics().append({"step": [4, 9], "epoch": [0, 1], "stage": ["val"] * 2, "scope": ["epoch"] * 2,
     ...                               "name": ["val_acc"] * 2, "value": [0.5, acc], "wall_time": [1.0, 2.0]})
     >>> study = read_study(root)
@@ -35,7 +36,8 @@ from deviate_cb.errors import UsageError
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.report.study import Study, load
 from deviate_cb.store.bounded_read import load_json
-from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_manifest_file
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.run_directory import MANIFEST_FILE, METRICS_FILE, read_run_manifest
 from deviate_cb.trackers.export.renaming import fit_value
 
 __all__ = [
@@ -235,20 +237,18 @@ def _replica(base: Path, record: RunRecord) -> ReplicaRun:
 
     manifest = _read_json_manifest(record.path)
     fingerprint = _read_json(record.path / _FINGERPRINT_FILE)
-    seed = manifest.get("seed") if isinstance(manifest.get("seed"), int) else None
-    started, ended = manifest.get("started_at"), manifest.get("ended_at")
-    started_ms = _ms(unix_time(started)) if isinstance(started, str) else None
-    ended_ms = _ms(unix_time(ended)) if isinstance(ended, str) else None
+    seed = manifest.seed
+    started, ended = manifest.started_at, manifest.ended_at
+    started_ms = _ms(unix_time(started)) if started is not None else None
+    ended_ms = _ms(unix_time(ended)) if ended is not None else None
     metrics = record.path / METRICS_FILE
     stat = metrics.stat() if metrics.is_file() else None
     key = _digest(str(base), record.experiment, record.variant, record.replica)
     version = _digest(
-        str(manifest.get("attempt")), str(started), str(ended), record.status,
+        str(manifest.attempt), str(started), str(ended), record.status,
         str(stat.st_size if stat else None), str(stat.st_mtime_ns if stat else None),
     )  # fmt: skip
-    requested = (
-        manifest.get("determinism", {}).get("requested", {}) if isinstance(manifest.get("determinism"), dict) else {}
-    )
+    requested = (manifest.determinism or {}).get("requested", {})
     asked = requested.get("deterministic") if isinstance(requested, dict) else None
     tags = {
         "deviate.experiment": record.experiment,
@@ -300,21 +300,20 @@ def _fingerprint_tags(fingerprint: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in found.items() if v not in (None, "")}
 
 
-def _configuration(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    configuration = manifest.get("configuration")
-    return dict(configuration) if isinstance(configuration, Mapping) else {}
+def _configuration(manifest: RunManifest) -> dict[str, Any]:
+    return dict(manifest.configuration or {})
 
 
 def _attempt(path: Path) -> int:
-    attempt = _read_json_manifest(path).get("attempt")
-    return attempt if isinstance(attempt, int) and attempt > 0 else 1
+    attempt = _read_json_manifest(path).attempt
+    return attempt if attempt is not None and attempt > 0 else 1
 
 
-def _read_json_manifest(path: Path) -> dict[str, Any]:
+def _read_json_manifest(path: Path) -> RunManifest:
     try:
-        return dict(read_manifest_file(str(path / MANIFEST_FILE)))
+        return read_run_manifest(str(path / MANIFEST_FILE))
     except (OSError, ValueError):
-        return {}
+        return RunManifest.from_json({})
 
 
 def _read_json(path: Path) -> dict[str, Any]:
