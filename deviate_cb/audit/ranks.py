@@ -234,7 +234,7 @@ def read_rank_records(
     declared = 0
     for replica, run_dir in run_dirs.items():
         try:
-            audit = RunDirectory(Path(run_dir)).read_manifest().get("audit")
+            audit = RunDirectory(Path(run_dir)).manifest().audit
         except (UsageError, OSError):
             audit = None
         if isinstance(audit, dict) and isinstance(audit.get("ranks"), int):

@@ -29,7 +29,7 @@ Example:
     ...
     deviate_cb.errors.UsageError: `--steps` must be at most the 5 step(s) the reference recorded ...
     >>> here = {**manifest["configuration"], "trainer": "/srv/b/train.py:main", "trainer_args": ["--lr", "0.1"]}
-    >>> configuration_notes(reference, {"configuration": here})
+    >>> configuration_notes(reference, RunManifest.from_json({"configuration": here}))
     ["trainer arguments none (reference) vs ['--lr', '0.1'] (here)"]
 """
 
@@ -44,7 +44,8 @@ from typing import Any, Optional
 from deviate_cb.errors import UsageError
 from deviate_cb.store.audit import AUDIT_FILE
 from deviate_cb.store.configuration import CONFIGURATION_LABELS, configuration_of, describe_value
-from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
 __all__ = [
     "ReferenceRecording",
@@ -69,7 +70,7 @@ class ReferenceReplica:
         status: Its manifest's ``status`` (``unknown`` without one).
         note: Always ``""`` (the launcher's note of a recording made elsewhere is not known).
         duration_s: How long it ran, from its manifest.
-        manifest: Its manifest (``{}`` when it has none).
+        manifest: Its manifest (empty when it has none).
     """
 
     replica: int
@@ -77,7 +78,7 @@ class ReferenceReplica:
     status: str
     note: str = ""
     duration_s: Optional[float] = None
-    manifest: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    manifest: RunManifest = field(default_factory=lambda: RunManifest.from_json({}), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -173,9 +174,9 @@ def open_reference(
     )
     steps = configuration.get("audit_steps")
     if not isinstance(steps, int):
-        recorded = [r.manifest.get("audit") for r in replicas]
-        steps = next((a["steps"] for a in recorded if isinstance(a, Mapping) and isinstance(a.get("steps"), int)), None)
-    host = next((r.manifest["host"] for r in replicas if isinstance(r.manifest.get("host"), str)), None)
+        recorded = [r.manifest.audit for r in replicas]
+        steps = next((a["steps"] for a in recorded if a is not None and isinstance(a.get("steps"), int)), None)
+    host = next((r.manifest.host for r in replicas if r.manifest.host is not None), None)
     group_dir = replicas[0].run_dir.parent
     return ReferenceRecording(path, name, group_variant, group_dir, tuple(replicas), configuration, steps, host)
 
@@ -210,7 +211,7 @@ def check_comparable(
         )
 
 
-def configuration_notes(reference: ReferenceRecording, here: Mapping[str, Any]) -> list[str]:
+def configuration_notes(reference: ReferenceRecording, here: RunManifest) -> list[str]:
     """What differs between the reference's configuration and the one a manifest ``here`` records, one phrase each
     (``"trainer arguments none (reference) vs ['--lr', '0.1'] (here)"``), leaving out what
     :func:`check_comparable` checked and the folders of the trainer's file and of the command's paths (they
@@ -254,11 +255,10 @@ def _groups(root: Path) -> dict[tuple[str, str], list[ReferenceReplica]]:
                 continue
             if not (run / MANIFEST_FILE).is_file() and not (run / AUDIT_FILE).is_file():
                 continue
-            manifest = read_manifest_file(os.path.join(run, MANIFEST_FILE))
-            status = manifest.get("status") if isinstance(manifest.get("status"), str) else "unknown"
-            duration = manifest.get("duration_s")
-            duration = float(duration) if isinstance(duration, (int, float)) else None
-            replicas.append(ReferenceReplica(int(index), run, str(status), "", duration, manifest))
+            manifest = read_run_manifest(os.path.join(run, MANIFEST_FILE))
+            status = manifest.status if manifest.status is not None else "unknown"
+            duration = float(manifest.duration_s) if manifest.duration_s is not None else None
+            replicas.append(ReferenceReplica(int(index), run, status, "", duration, manifest))
         if replicas:
             key = (folder.parent.name.split("=", 1)[1], folder.name.split("=", 1)[1])
             groups[key] = sorted(replicas, key=lambda r: r.replica)
@@ -267,7 +267,7 @@ def _groups(root: Path) -> dict[tuple[str, str], list[ReferenceReplica]]:
 
 def _audited(replica: ReferenceReplica) -> bool:
     """Whether a replica belongs to an audit: it has a record, its manifest an ``audit``, or audited steps."""
-    if (replica.run_dir / AUDIT_FILE).is_file() or isinstance(replica.manifest.get("audit"), Mapping):
+    if (replica.run_dir / AUDIT_FILE).is_file() or replica.manifest.audit is not None:
         return True
     configuration = configuration_of(replica.manifest) or {}
     return isinstance(configuration.get("audit_steps"), int)
@@ -277,10 +277,9 @@ def _names(groups: Mapping[tuple[str, str], Any]) -> list[str]:
     return [f"experiment={e} variant={v}" for e, v in sorted(groups)]
 
 
-def _ending(manifest: Mapping[str, Any], status: str) -> str:
+def _ending(manifest: RunManifest, status: str) -> str:
     """How a replica of the recording ended, from its manifest, in a few words."""
-    for key in ("exception", "reason"):
-        text = manifest.get(key)
-        if isinstance(text, str) and text.strip():
+    for text in (manifest.exception, manifest.reason):
+        if text is not None and text.strip():
             return f"{status}: {' '.join(text.split())[:200]}"
     return status

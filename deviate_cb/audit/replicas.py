@@ -4,13 +4,14 @@ the comparison does not cover every replica over the steps asked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deviate_cb.audit.recording.stopping import AUDITED, stopped_after
 from deviate_cb.errors import UsageError
+from deviate_cb.store.manifest import RunManifest
 
 __all__ = [
     "AuditedReplica",
@@ -51,39 +52,41 @@ class AuditedReplica:
     problem: str = ""
 
 
-def how_it_ended(status: str, manifest: Mapping[str, Any], note: str = "") -> tuple[bool, str]:
+def how_it_ended(status: str, manifest: RunManifest, note: str = "") -> tuple[bool, str]:
     """Whether a replica's training ended normally, and when not, how it ended in a few words, from its launcher
     ``status`` and its manifest: the exception that stopped it (``exception``), else what ended it (``reason``, a
     timeout or a signal), else the last line of its stderr (``error``).
 
     Example:
-        >>> how_it_ended("completed", {"status": "completed"})
+        >>> from deviate_cb.store.manifest import RunManifest
+        >>> M = RunManifest.from_json
+        >>> how_it_ended("completed", M({"status": "completed"}))
         (True, '')
-        >>> how_it_ended("audited", {"status": "audited", "audit_stopped": {"after_steps": 3, "by": "torch"}})
+        >>> how_it_ended("audited", M({"status": "audited", "audit_stopped": {"after_steps": 3, "by": "torch"}}))
         (True, '')
-        >>> how_it_ended("failed", {"exception": "RuntimeError: boom", "reason": "exited with code 1"})
+        >>> how_it_ended("failed", M({"exception": "RuntimeError: boom", "reason": "exited with code 1"}))
         (False, 'failed with RuntimeError: boom')
-        >>> how_it_ended("failed", {"reason": "exited with code 1", "error": "Traceback...\\nKeyError: 'x'"})
+        >>> how_it_ended("failed", M({"reason": "exited with code 1", "error": "Traceback...\\nKeyError: 'x'"}))
         (False, "failed with KeyError: 'x'")
-        >>> how_it_ended("timeout", {"reason": "timed out after 3.0 s; killed by SIGTERM", "exception": "SignalExit"})
+        >>> how_it_ended("timeout", M({"reason": "timed out after 3.0 s; killed by SIGTERM", "exception": "Exit"}))
         (False, 'timed out after 3.0 s; killed by SIGTERM')
-        >>> how_it_ended("completed", {"exception": "SystemExit: 0"})  # sys.exit(0) inside fit
+        >>> how_it_ended("completed", M({"exception": "SystemExit: 0"}))  # sys.exit(0) inside fit
         (False, 'stopped before its training ended: SystemExit: 0')
-        >>> how_it_ended("incomplete", {"fit": "started", "reason": "the process exited while fit() was running"})
+        >>> how_it_ended("incomplete", M({"fit": "started", "reason": "the process exited while fit() was running"}))
         (False, 'stopped before its training ended: the process exited while fit() was running')
-        >>> how_it_ended("incomplete", {"reason": "exited with code 0 before its training ended: os._exit(0)"})
+        >>> how_it_ended("incomplete", M({"reason": "exited with code 0 before its training ended: os._exit(0)"}))
         (False, 'exited with code 0 before its training ended: os._exit(0)')
     """
-    exception = _one_line(manifest.get("exception"))
-    reason = _one_line(manifest.get("reason"))
-    error = manifest.get("error")
-    tail = _one_line(error.strip().splitlines()[-1]) if isinstance(error, str) and error.strip() else ""
-    fit_open = manifest.get("fit") == "started"
-    if status == "completed" and manifest.get("status") in (None, "completed") and not exception and not fit_open:
+    exception = _one_line(manifest.exception)
+    reason = _one_line(manifest.reason)
+    error = manifest.error
+    tail = _one_line(error.strip().splitlines()[-1]) if error is not None and error.strip() else ""
+    fit_open = manifest.fit == "started"
+    if status == "completed" and manifest.status in (None, "completed") and not exception and not fit_open:
         return True, ""
     if status == AUDITED and stopped_after(manifest) is not None:  # stopped after its audited steps, as asked
         return True, ""
-    stopped = bool(reason) and not (isinstance(error, str) and error and not error.startswith(reason))
+    stopped = bool(reason) and not (error and not error.startswith(reason))
     if status in ("timeout", "killed", "not started"):  # what the launcher did says more than the exception it raised
         detail = reason or exception or tail
     elif status == "failed":
@@ -121,14 +124,14 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
     not_covered = ""
     for replica in replicas:
         try:
-            manifest = RunDirectory(replica.run_dir).read_manifest()
+            manifest = RunDirectory(replica.run_dir).manifest()
         except (UsageError, OSError):  # an unreadable manifest: its audit file still says what was recorded
-            manifest = {}
-        audit = manifest.get("audit")
-        if isinstance(audit, dict) and isinstance(audit.get("not_covered"), str):
+            manifest = RunManifest.from_json({})
+        audit = manifest.audit
+        if audit is not None and isinstance(audit.get("not_covered"), str):
             not_covered = audit["not_covered"]
         status = replica.status
-        if manifest.get("status") == "incomplete" and status == "completed":
+        if manifest.status == "incomplete" and status == "completed":
             status = "incomplete"
         ended, how = how_it_ended(status, manifest, replica.note)
         problem = ""
@@ -139,11 +142,11 @@ def read_replicas(replicas: Any) -> tuple[list[AuditedReplica], str]:
             pass
         except ValueError as exc:
             problem = f"{how + ' and ' if how else ''}has an unreadable audit record: {exc}"
-        failed = audit.get("error") if isinstance(audit, dict) else None
+        failed = audit.get("error") if audit is not None else None
         if not rows and not problem and isinstance(failed, str) and failed:  # the audit's own error, not the training's
             problem = f"recorded no audit: {_one_line(failed)}" + (f" ({how})" if how else "")
         if not rows and not problem:
-            if ended and manifest and "fit" not in manifest:  # no callback saw a fit start: nothing was hooked
+            if ended and not manifest.is_empty and not manifest.recorded("fit"):  # no callback saw a fit start
                 ran = getattr(replica, "duration_s", None)
                 problem = f"{_NOT_HOOKED}, so nothing was hooked" + (
                     f" (it ran {ran:.0f} s)" if isinstance(ran, (int, float)) else ""

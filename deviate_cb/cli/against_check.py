@@ -37,7 +37,7 @@ from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.backends.options import integer_option
 from deviate_cb.report.text import printable
-from deviate_cb.store.run_directory import MANIFEST_FILE, read_manifest_file
+from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
 __all__ = ["Against", "open_against"]
 
@@ -179,10 +179,10 @@ class Against:
             self.differences = machine_differences(reference_dir, here_dir)
         for run in here_dirs:
             try:
-                manifest = read_manifest_file(str(run / MANIFEST_FILE))
+                manifest = read_run_manifest(str(run / MANIFEST_FILE))
             except UsageError:
                 continue
-            if manifest:
+            if not manifest.is_empty:
                 self.notes = configuration_notes(self.reference, manifest)
                 break
 

@@ -22,6 +22,7 @@ from typing import IO, Any, Optional
 from deviate_cb.capture.backup_restore import NO_BACKUP
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
+from deviate_cb.store.manifest import RunManifest
 
 __all__ = ["EXIT_NOT_CHECKED", "PLAIN_PYTORCH", "check_resume_args", "run_resume_audit"]
 
@@ -103,7 +104,7 @@ def run_resume_audit(
         return EXIT_NOT_CHECKED
     root = Path(args.out)
     audited: dict[str, Any] = {}
-    manifests: dict[str, dict[str, Any]] = {}
+    manifests: dict[str, RunManifest] = {}
     checkpoint = ""
     for role in _ROLES:
         # a Keras fit's BackupAndRestore is redirected to <out>/backups/<role> (deviate_cb.capture.backup_restore)
@@ -130,14 +131,14 @@ def run_resume_audit(
             )
         replica = result.replicas[0]
         try:
-            manifests[role] = RunDirectory(replica.run_dir).read_manifest()
+            manifests[role] = RunDirectory(replica.run_dir).manifest()
         except (UsageError, OSError):
-            manifests[role] = {}
+            manifests[role] = RunManifest.from_json({})
         audited[role] = read_replicas(result.replicas)[0][0]
         if role == "checkpointed":
             checkpoint, problem = _checkpoint(manifests[role], audited[role], at)
-            record = manifests[role].get("resume")
-            if isinstance(record, dict) and record.get("refused") == "bad_at":
+            record = manifests[role].resume
+            if record is not None and record.get("refused") == "bad_at":
                 raise UsageError(
                     "`--resume-at` must be a step at the end of which the fit's keras.callbacks.BackupAndRestore "
                     f"writes its backup: {record.get('possible')}. Received: --resume-at={at}."
@@ -148,9 +149,9 @@ def run_resume_audit(
     return _verdict(args, out, err, audited, manifests, at=at, steps=steps, shown=shown, checkpoint=checkpoint)
 
 
-def _checkpoint(manifest: Mapping[str, Any], audited: Any, at: int) -> tuple[str, str]:
+def _checkpoint(manifest: RunManifest, audited: Any, at: int) -> tuple[str, str]:
     """``(checkpoint path, "")`` when the checkpointed run wrote one, else ``("", why not)``."""
-    record = manifest.get("resume")
+    record = manifest.resume
     path = record.get("checkpoint") if isinstance(record, dict) else None
     if isinstance(path, str) and Path(path).exists():  # Lightning's file, Keras's backup directory
         return path, ""
@@ -187,7 +188,7 @@ def _verdict(
     out: IO[str],
     err: IO[str],
     audited: Mapping[str, Any],
-    manifests: Mapping[str, Mapping[str, Any]],
+    manifests: Mapping[str, RunManifest],
     *,
     at: int,
     steps: int,
@@ -206,12 +207,12 @@ def _verdict(
         return EXIT_NOT_CHECKED
     states = []
     for role in ("uninterrupted", "checkpointed", "resumed"):
-        record = manifests[role].get("resume")
-        found = record.get("states") if isinstance(record, dict) else None
+        record = manifests[role].resume
+        found = record.get("states") if record is not None else None
         states.append(found if isinstance(found, dict) else {})
     rows = [audited[role].rows for role in ("uninterrupted", "checkpointed", "resumed")]
     try:
-        restarted = manifests["resumed"].get("resume", {}).get("data_restarted") is True
+        restarted = (manifests["resumed"].resume or {}).get("data_restarted") is True
         result = compare_resume(*rows, at=at, steps=steps, states=states, data_restarted=restarted,
                                 ended=[audited[role].ended for role in ("uninterrupted", "checkpointed", "resumed")],
                                 next_count=shown)  # fmt: skip

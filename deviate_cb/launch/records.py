@@ -221,7 +221,7 @@ def status_of(outcome: Outcome, manifest: Optional[RunManifest] = None) -> str:
     if outcome.returncode != 0:
         return "failed"
     # TODO(P2): pass the RunManifest once stopped_after takes one (it reads the nested audit_stopped block only)
-    if manifest is not None and stopped_after(manifest.to_json()) is not None:  # deviate audit: stopped after its steps
+    if manifest is not None and stopped_after(manifest) is not None:  # deviate audit: stopped after its steps
         return AUDITED
     return INCOMPLETE if manifest is not None and incomplete_reason(manifest) is not None else "completed"
 
@@ -411,7 +411,7 @@ def end_fields(
         end = end.with_changes(**machine_fields("end").fields())
     end = end.with_changes(**outcome.end.fields())
     if status == AUDITED:  # deviate audit stopped it after its audited steps: not completed, nothing failed
-        steps = stopped_after((manifest or RunManifest()).to_json())  # TODO(P2): the RunManifest itself
+        steps = stopped_after(manifest or RunManifest())
         end = end.with_changes(reason=f"{AUDITED_TEXT} ({steps}): deviate audit without --finish")
     elif status == INCOMPLETE:  # the stderr tail of a replica that exited 0 is not why: the reason comes first
         reason = incomplete_reason(manifest or RunManifest(), run_dir=run_dir) or ""

@@ -19,6 +19,7 @@ from deviate_cb.audit.replicas import how_it_ended
 from deviate_cb.cli.audit_command import add_audit
 from deviate_cb.launch.replication import ReplicaResult, ReplicationResult
 from deviate_cb.store.audit import AUDIT_FILE, write_audit
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import RunDirectory
 
 STEPS = 4
@@ -173,9 +174,9 @@ def test_a_divergence_before_a_crash_is_a_divergence_exit_1(monkeypatch: pytest.
 
 
 def test_how_it_ended_prefers_the_exception_to_the_exit_code() -> None:
-    failed = how_it_ended("failed", {"reason": "exited with code 1", "error": ""})
+    failed = how_it_ended("failed", RunManifest.from_json({"reason": "exited with code 1", "error": ""}))
     assert failed == (False, "failed: exited with code 1")  # no exception, no stderr: the exit code is all there is
-    assert how_it_ended("completed", {"status": "completed", "fit": "ended"}) == (True, "")
+    assert how_it_ended("completed", RunManifest.from_json({"status": "completed", "fit": "ended"})) == (True, "")
 
 
 def test_comparison_of_complete_records_walks_steps_the_reference_lacks() -> None:

@@ -13,7 +13,9 @@ not stopped (its other ranks would wait for the one that left): it trains to its
 Example:
     >>> stops_after_audit({"DEVIATE_AUDIT": "3", "DEVIATE_AUDIT_STOP": "1"}), stops_after_audit({"DEVIATE_AUDIT": "3"})
     (True, False)
-    >>> stopped_after({"audit_stopped": {"after_steps": 3, "by": "torch"}}), stopped_after({"status": "completed"})
+    >>> from deviate_cb.store.manifest import RunManifest
+    >>> stopped = RunManifest.from_json({"audit_stopped": {"after_steps": 3, "by": "torch"}})
+    >>> stopped_after(stopped), stopped_after(RunManifest.from_json({"status": "completed"}))
     (3, None)
     >>> exc = AuditStepsDone(3); exc.code, isinstance(exc, SystemExit), exc.steps
     (0, True, 3)
@@ -23,7 +25,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from deviate_cb.store.manifest import RunManifest
 
 __all__ = [
     "AUDITED",
@@ -61,13 +66,15 @@ def stops_after_audit(environ: Optional[Mapping[str, str]] = None) -> bool:
 def record_stop(run: Any, steps: int, by: str) -> None:
     """Record in ``run``'s manifest (a :class:`~deviate_cb.store.run_directory.RunDirectory`) that the replica
     stops after its ``steps`` audited steps, ``by`` the framework whose training it stops."""
-    run.update_manifest(**{STOPPED_FIELD: {"after_steps": int(steps), "by": by}})
+    from deviate_cb.store.manifest_sections import CaptureRecord
+
+    run.record(CaptureRecord(audit_stopped={"after_steps": int(steps), "by": by}))
 
 
-def stopped_after(manifest: Mapping[str, Any]) -> Optional[int]:
+def stopped_after(manifest: RunManifest) -> Optional[int]:
     """The audited steps after which the replica of ``manifest`` stopped, or ``None`` when it did not stop so."""
-    record = manifest.get(STOPPED_FIELD)
-    steps = record.get("after_steps") if isinstance(record, Mapping) else None
+    record = manifest.audit_stopped
+    steps = record.get("after_steps") if record is not None else None
     return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
 
 
