@@ -37,6 +37,7 @@ from deviate_cb.capture.stability.settings import Predictions, Weights, parse_pr
 from deviate_cb.capture.tracker_tags import live_tags, tag_active_runs
 from deviate_cb.context import Deterministic, is_rank_zero
 from deviate_cb.profiling.window import ProfileWindow
+from deviate_cb.store.manifest import CaptureRecord
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
@@ -186,7 +187,7 @@ class DeviateCallback(keras.callbacks.Callback):
         if point is not None and point.changed and run is not None and self._session.enabled:
             with guarded(self._session, f"{hook}: resume point"):
                 point.changed = False
-                run.update_manifest(resume=point.record)
+                run.record(CaptureRecord(resume=point.record))
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     # Every recording step of a hook runs under `guarded`: once the run is open, its errors become problems of

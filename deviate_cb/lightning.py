@@ -42,6 +42,7 @@ from deviate_cb.capture.tracker_tags import live_tags, tag_lightning_loggers
 from deviate_cb.capture.trainer_facts import num_workers, planned_steps, trainer_facts
 from deviate_cb.context import Deterministic
 from deviate_cb.profiling.window import ProfileWindow
+from deviate_cb.store.manifest import CaptureRecord
 
 __all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
@@ -331,7 +332,7 @@ class DeviateCallback(pl.Callback):
         with guarded(self._session, f"{hook}: resume point"):
             changed = point.batch_start(trainer, step) if start else point.batch_end(trainer, step, self.run_dir)
             if changed and self._session.enabled and self._session.run is not None:
-                self._session.run.update_manifest(resume=point.record)
+                self._session.run.record(CaptureRecord(resume=point.record))
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -122,7 +122,7 @@ def test_every_manifest_field_is_documented(doc: str, tmp_path: Path) -> None:
     run = session.open()
     session.recorder.update(step=1, epoch=0, stage="train", scope="step", name="loss", value=0.5, wall_time=0.0)
     session.flush()
-    written = set(session.close())
+    written = set(session.close().to_json())
     # ... and what the launcher writes before and after a replica (a failed one, which writes the most)
     plan = plan_replicas(tmp_path / "study", "doc", "algo", 1, trainer="t.py:main")[0]
     written |= set(

@@ -151,6 +151,7 @@ def write_results(out: Path, results: list[BenchResult], *, argv: Optional[list[
 
     from deviate_cb.fingerprint.collect import collect_fingerprint
     from deviate_cb.store.atomic import atomic_write_parquet
+    from deviate_cb.store.manifest import BenchRecord
     from deviate_cb.store.run_directory import RunDirectory, claim_replica, iso_time
 
     paths = []
@@ -163,15 +164,17 @@ def write_results(out: Path, results: list[BenchResult], *, argv: Optional[list[
         rows += [{"kind": "op", **base, **o} for o in r.ops]
         atomic_write_parquet(path / BENCH_FILE, pa.Table.from_pylist(rows, schema=bench_schema()))
         run.write_fingerprint(collect_fingerprint(seed=r.settings.get("seed"), extra={"bench": base}))
-        run.update_manifest(
-            status="completed",
-            experiment="bench",
-            variant=variant,
-            replica=replica,
-            seed=r.settings.get("seed"),
-            argv=argv,
-            end_time=iso_time(),
-            bench=r.summary(),
+        run.record(
+            BenchRecord(
+                status="completed",
+                experiment="bench",
+                variant=variant,
+                replica=replica,
+                seed=r.settings.get("seed"),
+                argv=argv,
+                end_time=iso_time(),
+                bench=r.summary(),
+            )
         )
         paths.append(path)
     return paths

@@ -11,7 +11,7 @@ Example:
     ...     for _ in range(2):
     ...         with guarded(session, "on_train_epoch_end: predictions snapshot"):
     ...             raise OSError(28, "No space left on device")
-    >>> [(p["where"], p["error"], p["count"]) for p in session.close()["problems"]]  # repeats: counted at flush
+    >>> [(p["where"], p["error"], p["count"]) for p in session.close().problems]  # repeats: counted at flush
     [('on_train_epoch_end: predictions snapshot', 'OSError: [Errno 28] No space left on device', 2)]
     >>> len(caught), caught[0].category.__name__
     (1, 'RecordingWarning')
@@ -25,6 +25,7 @@ import warnings
 from types import TracebackType
 from typing import Any, Optional, Protocol
 
+from deviate_cb.store.manifest import CaptureRecord
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["MAX_PROBLEMS", "ProblemLog", "RecordingWarning", "guarded", "record_or_raise"]
@@ -183,8 +184,8 @@ class ProblemLog:
         """Merge this session's problems into the manifest; return the error if that failed (lock held)."""
         try:
             if self._earlier is None:
-                earlier = run.read_manifest().get("problems")
-                self._earlier = [dict(p) for p in earlier if isinstance(p, dict)] if isinstance(earlier, list) else []
+                earlier = run.manifest().problems or []
+                self._earlier = [dict(p) for p in earlier if isinstance(p, dict)]
             merged = [dict(p) for p in self._earlier]
             index = {(p.get("where"), p.get("error")): p for p in merged}
             for (where, text), count in self._counts.items():
@@ -193,7 +194,7 @@ class ProblemLog:
                     entry["count"] = int(entry.get("count", 1)) + count
                 elif len(merged) < MAX_PROBLEMS:
                     merged.append({"where": where, "error": text, "count": count})
-            run.update_manifest(problems=merged)
+            run.record(CaptureRecord(problems=merged))
         except Exception as exc:
             return exc
         self._unwritten = False

@@ -23,6 +23,7 @@ from typing import Any, Optional
 from deviate_cb.capture.import_hooks import when_imported
 from deviate_cb.capture.temp_files import TemporaryPaths, creating, watch_tempfile
 from deviate_cb.store.ledger import append_write, ledger_file, writer_name, writes_of
+from deviate_cb.store.manifest import ReplicaRecord
 from deviate_cb.store.safe_paths import PlantedLinkError
 
 __all__ = [
@@ -59,7 +60,7 @@ class OutsideWrites:
     Args:
         run_dir: The replica's run directory (``<out>/experiment=<e>/variant=<v>/replica=<k>``).
         experiment, variant, replica: The replica, as the ledger names it.
-        on_record: Called with the manifest fields (``outside_writes``, ``outside_reads``) when they change;
+        on_record: Called with the manifest's record (``outside_writes``, ``outside_reads``) when it changes;
             ``None`` in processes that do not write the manifest.
         launch_dir: The replica's launch directory (default: the working directory): its tree is watched even
             inside the temporary directory.
@@ -72,7 +73,7 @@ class OutsideWrites:
         experiment: str,
         variant: str,
         replica: int,
-        on_record: Optional[Callable[[dict[str, Any]], None]] = None,
+        on_record: Optional[Callable[[ReplicaRecord], None]] = None,
         *,
         launch_dir: Optional[str] = None,
         script: Optional[str] = None,
@@ -182,17 +183,17 @@ class OutsideWrites:
         if len(self.reads) <= MAX_PATHS:
             self._record()
 
-    def fields(self) -> dict[str, Any]:
-        """The manifest fields: ``outside_writes`` (and ``outside_reads`` when there are any)."""
+    def section(self) -> ReplicaRecord:
+        """The manifest's record: ``outside_writes`` (and ``outside_reads`` when there are any)."""
         paths = sorted(self.written)
-        fields: dict[str, Any] = {
-            "outside_writes": {"paths": paths[:MAX_PATHS], "more": max(0, len(paths) - MAX_PATHS)}
-        }
+        section = ReplicaRecord(outside_writes={"paths": paths[:MAX_PATHS], "more": max(0, len(paths) - MAX_PATHS)})
         if self.reads:
-            fields["outside_reads"] = [
-                {"path": path, "written_by": writer} for path, writer in sorted(self.reads.items())[:MAX_PATHS]
-            ]
-        return fields
+            section = section.with_changes(
+                outside_reads=[
+                    {"path": path, "written_by": writer} for path, writer in sorted(self.reads.items())[:MAX_PATHS]
+                ]
+            )
+        return section
 
     def flush(self) -> None:
         """Write the manifest fields now (at exit), when this process writes the manifest and saw anything."""
@@ -205,7 +206,7 @@ class OutsideWrites:
         was = getattr(self._local, "busy", False)
         self._local.busy = True
         try:
-            self.on_record(self.fields())
+            self.on_record(self.section())
         except Exception:
             pass
         finally:
@@ -238,7 +239,7 @@ def install_outside_writes(
     experiment: str,
     variant: str,
     replica: int,
-    on_record: Optional[Callable[[dict[str, Any]], None]] = None,
+    on_record: Optional[Callable[[ReplicaRecord], None]] = None,
     *,
     launch_dir: Optional[str] = None,
     script: Optional[str] = None,

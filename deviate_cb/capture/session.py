@@ -24,6 +24,7 @@ from deviate_cb.context import Deterministic, RunContext, parse_deterministic
 from deviate_cb.errors import UsageError
 from deviate_cb.fingerprint.collect import collect_fingerprint
 from deviate_cb.store.completion import FIT_ENDED, FIT_STARTED, INCOMPLETE
+from deviate_cb.store.manifest import UNSET, CaptureRecord, RunManifest
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.run_directory import RunDirectory, check_partition_value, claim_replica, iso_time
 
@@ -70,7 +71,7 @@ class RunSession:
         >>> run = session.open()
         >>> session.recorder.update(step=1, epoch=0, stage="train", scope="step", name="loss", value=0.5,
         ...                         wall_time=0.0)
-        >>> session.flush(), session.close()["status"], run.path.name
+        >>> session.flush(), session.close().status, run.path.name
         (1, 'completed', 'replica=0')
     """
 
@@ -164,7 +165,7 @@ class RunSession:
         if self.run is not None:
             again = self._pending_fit()
             if self.context is None and not self._failed:
-                again["status"] = "running"
+                again = again.with_changes(status="running")
             if again:
                 self._write_manifest(again)
             return self.run
@@ -182,9 +183,9 @@ class RunSession:
         same_run = restored.get("run_dir") and Path(restored["run_dir"]).resolve() == run.path.resolve()
         if same_run and self._metrics_file.truncate(int(restored.get("next_seq", self._metrics_file.next_seq))):
             self._copy_summary()
-        fields: dict[str, Any] = {"framework": self.framework, "callback": {"metrics": self.recorder.patterns}}
+        start = CaptureRecord(framework=self.framework, callback={"metrics": self.recorder.patterns})
         if self.context is None:
-            fields.update(
+            start = start.with_changes(
                 status="running",
                 experiment=self.experiment,
                 variant=STANDALONE_VARIANT,
@@ -197,10 +198,10 @@ class RunSession:
                 started_at=restored.get("started_at") or iso_time(),
             )
         record = None
-        if self.seed is not None or self.deterministic is not None or "determinism" not in run.read_manifest():
-            record = fields["determinism"] = determinism_record(self.seed, self.deterministic)  # one write for both
-        fields.update(self._pending_fit())  # begin_fit called before open: one manifest write for both
-        self._write_manifest(fields)  # a continued run keeps its determinism record unless this session asks
+        if self.seed is not None or self.deterministic is not None or not run.manifest().recorded("determinism"):
+            record = determinism_record(self.seed, self.deterministic)  # one write for both
+            start = start.with_changes(determinism=record)
+        self._write_manifest(start, self._pending_fit())  # with a fit begun before open: one write
         if record is not None:
             self._warn_determinism(record["problems"])
         return run
@@ -220,7 +221,7 @@ class RunSession:
         record = determinism_record(self.seed, self.deterministic)
         problems = record["problems"]
         if self.run is not None:
-            self.run.update_manifest(determinism=record)
+            self.run.record(CaptureRecord(determinism=record))
         self._warn_determinism(problems, stacklevel=3)
         return problems
 
@@ -246,18 +247,19 @@ class RunSession:
         if write:
             self._write_fit()
 
-    def _fit_fields(self) -> dict[str, Any]:
-        return {"fit": self.fit, "fit_steps": {"done": self._fit_done, "planned": self.fit_planned}}
+    def _fit_fields(self) -> CaptureRecord:
+        return CaptureRecord(fit=self.fit, fit_steps={"done": self._fit_done, "planned": self.fit_planned})
 
-    def _pending_fit(self) -> dict[str, Any]:
+    def _pending_fit(self) -> CaptureRecord:
         """The fit record when run.json does not hold it yet (a fit begun before :meth:`open`), else nothing."""
-        return self._fit_fields() if self.fit is not None and self._fit_written != self.fit else {}
+        return self._fit_fields() if self.fit is not None and self._fit_written != self.fit else CaptureRecord()
 
-    def _write_manifest(self, fields: dict[str, Any]) -> dict[str, Any]:
+    def _write_manifest(self, *sections: CaptureRecord) -> RunManifest:
         assert self.run is not None
-        manifest = self.run.update_manifest(**fields)
-        if "fit" in fields:
-            self._fit_written = fields["fit"]
+        manifest = self.run.record(*sections)
+        for section in sections:
+            if section.fit is not UNSET:
+                self._fit_written = section.fit
         return manifest
 
     def _write_fit(self) -> None:
@@ -345,7 +347,7 @@ class RunSession:
         Parquet footer; a report trusts the copy only while the file's size and time still match."""
         copy = self._summary_copy()
         if copy is not None and self.run is not None:
-            self.run.update_manifest(metrics_summary=copy)
+            self.run.record(CaptureRecord(metrics_summary=copy))
 
     def _summary_copy(self) -> Optional[dict[str, Any]]:
         metrics = self._metrics_file
@@ -361,9 +363,9 @@ class RunSession:
         hook: str = "close",
         steps_done: Optional[int] = None,
         exiting: bool = False,
-    ) -> dict[str, Any]:
+    ) -> RunManifest:
         """Flush, compact (:meth:`compact`), and record the end of the run (status only when standalone); return
-        the manifest (``{}`` when it cannot be read). Once under way, each step is guarded as ``"<hook>: <step>"``
+        the manifest (empty when it cannot be read). Once under way, each step is guarded as ``"<hook>: <step>"``
         (see :meth:`flush`).
 
         ``steps_done``: the step a fit that did not end reached, recorded in ``fit_steps``. ``exiting``: the
@@ -378,50 +380,49 @@ class RunSession:
         # the step times and values straight into timings.parquet and metrics.parquet: no part to read back
         merged = self.flush(hook=hook, compact=True)
         if self.run is None:
-            return {}
+            return RunManifest.from_json({})
         compacted = self.compact(hook=hook, copy_summary=False) or merged > 0  # either rewrote metrics.parquet
         if not self._fingerprinted:  # the run ended before its adapter recorded one
             with guarded(self, f"{hook}: fingerprint"):
                 self.write_fingerprint()
-        fields: dict[str, Any] = {}
+        end = CaptureRecord()
         if compacted:
             with guarded(self, f"{hook}: metrics summary"):
                 summary = self._summary_copy()
-                if summary is not None:
-                    fields["metrics_summary"] = summary  # written with the end of the run: one manifest write
+                if summary is not None:  # written with the end of the run: one manifest write
+                    end = end.with_changes(metrics_summary=summary)
         unended = self.fit == FIT_STARTED
         if unended:
             self._fit_done = _count(steps_done) if steps_done is not None else self._fit_done
         if unended or self._fit_written != self.fit:  # how far the fit got; or a fit record that failed to write
-            fields.update(self._fit_fields())
+            end = end.with_changes(**self._fit_fields().fields())
         if error is not None:
             self._failed = True
-            fields["exception"] = f"{type(error).__name__}: {error}"
+            end = end.with_changes(exception=f"{type(error).__name__}: {error}")
         if self.context is None:
-            clean = error is None or exiting or (isinstance(error, SystemExit) and error.code in (0, None))
-            if isinstance(error, KeyboardInterrupt):
-                fields["status"] = "killed"
-            elif unended and clean:
-                fields["status"] = INCOMPLETE
-            elif error is not None:
-                fields["status"] = "failed"
-            elif not self._failed:
-                fields["status"] = "completed"
-            fields["ended_at"] = iso_time()
+            end = end.with_changes(status=self._standalone_status(error, unended, exiting), ended_at=iso_time())
         with guarded(self, f"{hook}: end of run"):
-            if not fields:
-                return self.run.read_manifest()
-            return self._write_manifest(fields)
-        return {}
+            if not end:
+                return self.run.manifest()
+            return self._write_manifest(end)
+        return RunManifest.from_json({})
+
+    def _standalone_status(self, error: Optional[BaseException], unended: bool, exiting: bool) -> Any:
+        """How a standalone run ended (``UNSET``: as recorded, a run that failed in an earlier session)."""
+        clean = error is None or exiting or (isinstance(error, SystemExit) and error.code in (0, None))
+        if isinstance(error, KeyboardInterrupt):
+            return "killed"
+        if unended and clean:
+            return INCOMPLETE
+        if error is not None:
+            return "failed"
+        return "completed" if not self._failed else UNSET
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint needs so that the resumed run continues this one."""
-        manifest = self.run.read_manifest() if self.run is not None else {}
-        return {
-            "run_dir": str(self.run.path) if self.run is not None else None,
-            "next_seq": self.next_seq,
-            "started_at": manifest.get("started_at"),
-        }
+        started = self.run.manifest().started_at if self.run is not None else None
+        return {"run_dir": str(self.run.path) if self.run is not None else None, "next_seq": self.next_seq,
+                "started_at": started}  # fmt: skip
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if self.run is None:  # a run already open keeps going where it is

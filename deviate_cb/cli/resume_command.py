@@ -104,7 +104,7 @@ def run_resume_audit(
         return EXIT_NOT_CHECKED
     root = Path(args.out)
     audited: dict[str, Any] = {}
-    manifests: dict[str, RunManifest] = {}
+    recorded_runs: dict[str, RunManifest] = {}
     checkpoint = ""
     for role in _ROLES:
         # a Keras fit's BackupAndRestore is redirected to <out>/backups/<role> (deviate_cb.capture.backup_restore)
@@ -131,13 +131,13 @@ def run_resume_audit(
             )
         replica = result.replicas[0]
         try:
-            manifests[role] = RunDirectory(replica.run_dir).manifest()
+            recorded_runs[role] = RunDirectory(replica.run_dir).manifest()
         except (UsageError, OSError):
-            manifests[role] = RunManifest.from_json({})
+            recorded_runs[role] = RunManifest.from_json({})
         audited[role] = read_replicas(result.replicas)[0][0]
         if role == "checkpointed":
-            checkpoint, problem = _checkpoint(manifests[role], audited[role], at)
-            record = manifests[role].resume
+            checkpoint, problem = _checkpoint(recorded_runs[role], audited[role], at)
+            record = recorded_runs[role].resume
             if record is not None and record.get("refused") == "bad_at":
                 raise UsageError(
                     "`--resume-at` must be a step at the end of which the fit's keras.callbacks.BackupAndRestore "
@@ -146,7 +146,7 @@ def run_resume_audit(
             if problem:
                 say(err, "error", problem)
                 return EXIT_NOT_CHECKED
-    return _verdict(args, out, err, audited, manifests, at=at, steps=steps, shown=shown, checkpoint=checkpoint)
+    return _verdict(args, out, err, audited, recorded_runs, at=at, steps=steps, shown=shown, checkpoint=checkpoint)
 
 
 def _checkpoint(manifest: RunManifest, audited: Any, at: int) -> tuple[str, str]:
@@ -188,7 +188,7 @@ def _verdict(
     out: IO[str],
     err: IO[str],
     audited: Mapping[str, Any],
-    manifests: Mapping[str, RunManifest],
+    recorded_runs: Mapping[str, RunManifest],
     *,
     at: int,
     steps: int,
@@ -207,12 +207,12 @@ def _verdict(
         return EXIT_NOT_CHECKED
     states = []
     for role in ("uninterrupted", "checkpointed", "resumed"):
-        record = manifests[role].resume
+        record = recorded_runs[role].resume
         found = record.get("states") if record is not None else None
         states.append(found if isinstance(found, dict) else {})
     rows = [audited[role].rows for role in ("uninterrupted", "checkpointed", "resumed")]
     try:
-        restarted = (manifests["resumed"].resume or {}).get("data_restarted") is True
+        restarted = (recorded_runs["resumed"].resume or {}).get("data_restarted") is True
         result = compare_resume(*rows, at=at, steps=steps, states=states, data_restarted=restarted,
                                 ended=[audited[role].ended for role in ("uninterrupted", "checkpointed", "resumed")],
                                 next_count=shown)  # fmt: skip

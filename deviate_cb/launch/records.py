@@ -17,9 +17,8 @@ from deviate_cb.launch.backends.base import Outcome, Placement
 from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.bounded_read import read_regular
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
-from deviate_cb.store.manifest import RunManifest
-from deviate_cb.store.manifest_sections import LaunchEnd, LaunchStart
-from deviate_cb.store.run_directory import MANIFEST_FILE, SCHEMA_VERSION, RunDirectory, iso_time
+from deviate_cb.store.manifest import LaunchEnd, LaunchStart, RunManifest
+from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_sections
 from deviate_cb.store.safe_paths import open_folder
 
 __all__ = [
@@ -146,7 +145,7 @@ def rewrite_manifest_in_place(run_dir: Path, end: LaunchEnd) -> bool:
         recorded = RunDirectory(run_dir).manifest().to_json()
     except Exception:  # unreadable: what the launcher knows now is all there is
         recorded = {}
-    _merge_in_place(recorded, end)
+    merge_sections(recorded, end)
     short = {key: recorded[key] for key in _ESSENTIAL if key in recorded}
     tight = {**short, "error": short.get("reason", short.get("error", ""))}
     try:  # no O_CREAT, no O_TRUNC: no new space; never through a link, at the file or at its folder
@@ -180,22 +179,6 @@ def rewrite_manifest_in_place(run_dir: Path, end: LaunchEnd) -> bool:
     finally:
         os.close(fd)
     return True
-
-
-def _merge_in_place(recorded: dict[str, Any], end: LaunchEnd) -> None:
-    """Merge ``end`` into the manifest's JSON object ``recorded`` as :meth:`RunDirectory.record` merges a section:
-    top-level fields replaced, objects merged one level deep, this version's ``schema_version``.
-
-    Example:
-        >>> recorded = {"status": "running", "output_metrics_decimals": {"a": 2}}
-        >>> _merge_in_place(recorded, LaunchEnd(status="failed", output_metrics_decimals={"b": 3}))
-        >>> recorded
-        {'status': 'failed', 'output_metrics_decimals': {'a': 2, 'b': 3}, 'schema_version': 1}
-    """
-    for name, value in end.fields().items():
-        before = recorded.get(name)
-        recorded[name] = {**before, **value} if isinstance(value, dict) and isinstance(before, dict) else value
-    recorded["schema_version"] = SCHEMA_VERSION
 
 
 def status_of(outcome: Outcome, manifest: Optional[RunManifest] = None) -> str:

@@ -38,8 +38,7 @@ from deviate_cb.launch.replica.final_metrics import record_final_metrics
 from deviate_cb.launch.replica.isolation import isolation_note, make_workdir, workdir_of
 from deviate_cb.launch.target.command import Command
 from deviate_cb.store.completion import INCOMPLETE, INCOMPLETE_PREFIX
-from deviate_cb.store.manifest import RunManifest
-from deviate_cb.store.manifest_sections import LaunchEnd
+from deviate_cb.store.manifest import LaunchEnd, RunManifest
 from deviate_cb.store.output_metrics import parsed_metrics_from_logs
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.settling import compact_what_it_left
@@ -379,7 +378,7 @@ def _manifest_as_left(run: RunDirectory) -> Optional[RunManifest]:
     Example:
         >>> import tempfile
         >>> run = RunDirectory(Path(tempfile.mkdtemp()))
-        >>> from deviate_cb.store.manifest_sections import LaunchStart
+        >>> from deviate_cb.store.manifest import LaunchStart
         >>> _ = run.record(LaunchStart(host="node-17.cluster"))
         >>> _manifest_as_left(run).host, _manifest_as_left(RunDirectory(Path("/nonexistent"))).is_empty
         ('node-17.cluster', True)

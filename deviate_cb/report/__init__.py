@@ -4,7 +4,7 @@ same answers, tables and figures in Python and notebooks.
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, loss in enumerate([0.30, 0.34]):

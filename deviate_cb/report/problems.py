@@ -35,7 +35,7 @@ The kinds (:data:`KINDS`):
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k in range(3):

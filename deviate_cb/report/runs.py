@@ -21,7 +21,7 @@ settled or compacted.
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> _ = RunDirectory(run_path(root, "mlp", "algo", 0)).record(LaunchEnd(status="completed"))
@@ -171,7 +171,7 @@ def run_directories(directory: Path) -> RunDirectories:
 
     Example:
         >>> import tempfile
-        >>> from deviate_cb.store.manifest_sections import LaunchStart
+        >>> from deviate_cb.store.manifest import LaunchStart
         >>> from deviate_cb.store.run_directory import RunDirectory, run_path
         >>> root = Path(tempfile.mkdtemp())
         >>> _ = RunDirectory(run_path(root, "mlp", "algo", 3)).record(LaunchStart(status="running"))

@@ -9,7 +9,7 @@ stages is shown as ``stage/name``.
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, acc in enumerate([0.80, 0.84, 0.82]):

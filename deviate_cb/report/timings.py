@@ -3,7 +3,7 @@
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs
     >>> from deviate_cb.store.timings import write_timings

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from deviate_cb.errors import UsageError
 from deviate_cb.store.atomic import atomic_write_parquet
 from deviate_cb.store.bounded_read import HostileFileError, check_parquet, loads_json
-from deviate_cb.store.manifest_sections import StabilityRecord
+from deviate_cb.store.manifest import StabilityRecord
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.validation import PathLike, one_line, opt_int, prediction_columns
 

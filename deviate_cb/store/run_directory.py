@@ -6,7 +6,7 @@ Example:
     >>> replica, path = claim_replica(out, "mlp", "algo")
     >>> replica, path.relative_to(out).as_posix()
     (0, 'experiment=mlp/variant=algo/replica=0')
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> RunDirectory(path).record(LaunchEnd(status="completed")).status
     'completed'
     >>> read_manifest_file(str(path / MANIFEST_FILE))["schema_version"] == SCHEMA_VERSION
@@ -25,8 +25,7 @@ from typing import Any, Optional, Union
 from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.bounded_read import HostileFileError, loads_json, read_regular
-from deviate_cb.store.manifest import RunManifest
-from deviate_cb.store.manifest_sections import ManifestSection
+from deviate_cb.store.manifest import ManifestSection, RunManifest
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.parts import recorded_attempt
 from deviate_cb.store.safe_paths import make_folders
@@ -43,6 +42,7 @@ __all__ = [
     "claim_replica",
     "iso_time",
     "merge_manifest",
+    "merge_sections",
     "read_manifest_file",
     "read_run_manifest",
     "run_path",
@@ -182,7 +182,7 @@ class RunDirectory:
     Example:
         >>> import tempfile
         >>> run = RunDirectory(Path(tempfile.mkdtemp()) / "replica=0")
-        >>> from deviate_cb.store.manifest_sections import LaunchStart
+        >>> from deviate_cb.store.manifest import LaunchStart
         >>> run.record(LaunchStart(status="running", seed=1)).status
         'running'
         >>> run.manifest().schema_version == SCHEMA_VERSION
@@ -226,12 +226,12 @@ class RunDirectory:
         return RunManifest.from_json(self.read_manifest())
 
     def record(self, *sections: ManifestSection) -> RunManifest:
-        """Merge the writers' ``sections`` (:mod:`deviate_cb.store.manifest_sections`), in order, into the manifest
+        """Merge the writers' ``sections`` (:mod:`deviate_cb.store.manifest`), in order, into the manifest
         in one atomic write (nested objects merged one level deep); return the manifest written."""
-        fields: dict[str, Any] = {}
-        for section in sections:
-            fields.update(section.fields())
-        return RunManifest.from_json(self.update_manifest(**fields))
+        manifest = merge_sections(self.read_manifest(), *sections)
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.manifest_path, _dumps(manifest))
+        return RunManifest.from_json(manifest)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically.
@@ -285,6 +285,22 @@ def merge_manifest(manifest: dict[str, Any], fields: Mapping[str, Any]) -> dict[
             manifest[key] = value
     manifest["schema_version"] = SCHEMA_VERSION
     return manifest
+
+
+def merge_sections(manifest: dict[str, Any], *sections: ManifestSection) -> dict[str, Any]:
+    """Merge the writers' ``sections``, in order, into the JSON object ``manifest`` in place, as
+    :meth:`RunDirectory.record` does (:func:`merge_manifest`); return ``manifest``. For a writer that must write the
+    object itself (the launcher's in-place rewrite on a full disk).
+
+    Example:
+        >>> from deviate_cb.store.manifest import LaunchEnd
+        >>> merge_sections({"status": "running", "seeding": {"a": 1}}, LaunchEnd(status="failed"))
+        {'status': 'failed', 'seeding': {'a': 1}, 'schema_version': 1}
+    """
+    fields: dict[str, Any] = {}
+    for section in sections:
+        fields.update(section.fields())
+    return merge_manifest(manifest, fields)
 
 
 def read_manifest_file(path: str) -> dict[str, Any]:

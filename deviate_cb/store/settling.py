@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from deviate_cb.store.manifest import RunManifest
-from deviate_cb.store.manifest_sections import LaunchEnd
+from deviate_cb.store.manifest import LaunchEnd, RunManifest
 from deviate_cb.store.pids import bad_pid_line, bad_pids, is_pid
 from deviate_cb.store.processes import alive_processes, is_local_here, process_alive
 from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, read_run_manifest

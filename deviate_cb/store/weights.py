@@ -24,7 +24,7 @@ from deviate_cb.errors import UsageError
 from deviate_cb.stats.stability.sketch import SKETCH_METHOD, SketchAccumulator
 from deviate_cb.store.atomic import atomic_write
 from deviate_cb.store.bounded_read import HostileFileError, check_npz
-from deviate_cb.store.manifest_sections import StabilityRecord
+from deviate_cb.store.manifest import StabilityRecord
 from deviate_cb.store.run_directory import RunDirectory
 from deviate_cb.store.validation import PathLike, one_line
 

@@ -213,7 +213,7 @@ def test_a_read_is_checked_against_the_ledger_after_this_replicas_own_last_write
     mine = OutsideWrites(run_path(root, "e", "algo", 0), "e", "algo", 0)
     mine.read(path)  # its own write
     assert mine.reads == {}
-    assert two.fields()["outside_reads"] == [{"path": path, "written_by": "experiment=e variant=algo replica=0"}]
+    assert two.section().outside_reads == [{"path": path, "written_by": "experiment=e variant=algo replica=0"}]
 
 
 def test_the_last_writer_of_a_path_rewritten_within_a_second_is_known(tmp_path: Path) -> None:

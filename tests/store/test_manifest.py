@@ -11,10 +11,7 @@ from typing import Any
 
 import pytest
 
-from deviate_cb.store import manifest as manifest_module
-from deviate_cb.store import manifest_sections
-from deviate_cb.store.manifest import RunManifest
-from deviate_cb.store.manifest_sections import (
+from deviate_cb.store.manifest import (
     SECTIONS,
     UNSET,
     CaptureRecord,
@@ -22,7 +19,10 @@ from deviate_cb.store.manifest_sections import (
     LaunchStart,
     ManifestSection,
     ReplicaRecord,
+    RunManifest,
 )
+from deviate_cb.store.manifest import read as manifest_module
+from deviate_cb.store.manifest import sections as manifest_sections
 from deviate_cb.store.run_directory import SCHEMA_VERSION, RunDirectory, read_run_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +76,11 @@ def test_a_manifest_reads_each_field_as_its_type_and_gives_back_what_was_read() 
     }
     manifest = RunManifest.from_json(data)
     assert (manifest.status, manifest.seed, manifest.exit_code, manifest.timeout_s) == ("completed", 7, None, 30)
-    assert (manifest.deterministic, manifest.configuration, manifest.argv) == ("warn", {"variant": "algo"}, ["train.py"])
+    assert (manifest.deterministic, manifest.configuration, manifest.argv) == (
+        "warn",
+        {"variant": "algo"},
+        ["train.py"],
+    )
     assert (manifest.pid, manifest.replica, manifest.attempt) == (None, None, None)
     assert manifest.malformed == ("replica", "pid", "attempt")
     assert manifest.extra == {"mine": {"a": 1}}

@@ -459,7 +459,10 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
             sys.stderr.write(f"deviate audit: warning: could not write the audit record: {exc!r}\n")
 
     def failed(reason: str) -> None:  # no record, but the reason: `deviate audit` prints it
-        run.update_manifest(audit={"steps": int(text), "recorded_steps": 0, "framework": FRAMEWORK, "error": reason})
+        from deviate_cb.store.manifest import CaptureRecord
+
+        audit = {"steps": int(text), "recorded_steps": 0, "framework": FRAMEWORK, "error": reason}
+        run.record(CaptureRecord(audit=audit))
 
     def stop(steps: int) -> None:  # deviate audit without --finish: the launcher records the replica `audited`
         from deviate_cb.audit.recording.stopping import record_stop

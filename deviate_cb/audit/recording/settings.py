@@ -26,6 +26,7 @@ from typing import Any, Optional, Union
 from deviate_cb.audit.recording.log import DEFAULT_STEPS, AuditLog
 from deviate_cb.errors import UsageError
 from deviate_cb.store.audit import write_audit
+from deviate_cb.store.manifest import CaptureRecord
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["AUDIT_ENV", "audit_steps", "write_audit_record", "write_rank_audit"]
@@ -92,7 +93,7 @@ def write_audit_record(
         record["not_covered"] = not_covered
     if world_size > 1:
         record["ranks"] = world_size
-    run.update_manifest(audit=record)
+    run.record(CaptureRecord(audit=record))
 
 
 def write_rank_audit(

@@ -66,7 +66,7 @@ def stops_after_audit(environ: Optional[Mapping[str, str]] = None) -> bool:
 def record_stop(run: Any, steps: int, by: str) -> None:
     """Record in ``run``'s manifest (a :class:`~deviate_cb.store.run_directory.RunDirectory`) that the replica
     stops after its ``steps`` audited steps, ``by`` the framework whose training it stops."""
-    from deviate_cb.store.manifest_sections import CaptureRecord
+    from deviate_cb.store.manifest import CaptureRecord
 
     run.record(CaptureRecord(audit_stopped={"after_steps": int(steps), "by": by}))
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional, Protocol
 
-from deviate_cb.store.manifest_sections import LaunchEnd
+from deviate_cb.store.manifest import LaunchEnd
 
 __all__ = [
     "BACKENDS",

@@ -37,7 +37,7 @@ from deviate_cb.launch.backends.threads import budget_note, replica_thread_env, 
 from deviate_cb.launch.backends.warm import WarmProcess, WarmStarter
 from deviate_cb.launch.backends.watchdog import GroupWatchdog, die_with_parent
 from deviate_cb.launch.records import StoreWriteError, signal_name, writing
-from deviate_cb.store.manifest_sections import LaunchEnd
+from deviate_cb.store.manifest import LaunchEnd
 
 __all__ = ["LocalBackend", "detect_gpus", "parse_gpus"]
 

@@ -34,7 +34,7 @@ from deviate_cb.launch.backends.base import (
 from deviate_cb.launch.backends.options import REPLICAS_PER_TASK, amount_option, check_replicas_per_task
 from deviate_cb.launch.backends.remote import GroupedTasks, TaskSpec, check_marker, node_argv, run_tasks, task_groups
 from deviate_cb.launch.backends.threads import task_note
-from deviate_cb.store.manifest_sections import LaunchEnd
+from deviate_cb.store.manifest import LaunchEnd
 from deviate_cb.store.run_directory import RunDirectory, unix_time
 
 __all__ = ["RAY_GROUP", "RAY_OPTIONS", "RayBackend"]

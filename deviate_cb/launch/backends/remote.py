@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:
-    from deviate_cb.store.manifest_sections import LaunchEnd
+    from deviate_cb.store.manifest import LaunchEnd
 
 __all__ = [
     "SLURM_ENV_JOB_ID",
@@ -165,7 +165,7 @@ def run_task(spec: TaskSpec, starter: Optional[Any] = None) -> dict[str, Any]:
     from deviate_cb.launch.backends.base import Outcome
     from deviate_cb.launch.backends.threads import task_thread_env
     from deviate_cb.launch.records import end_fields, machine_fields, signal_name
-    from deviate_cb.store.manifest_sections import LaunchStart
+    from deviate_cb.store.manifest import LaunchStart
     from deviate_cb.store.run_directory import RunDirectory, iso_time
     from deviate_cb.store.settling import compact_what_it_left
 
@@ -229,7 +229,7 @@ def _start(
 ) -> tuple[Union[subprocess.Popen[bytes], Any], LaunchEnd]:
     """The replica's process, forked by ``starter`` or started fresh, and its ``start_mode`` (``cold_reason``)."""
     from deviate_cb.launch.backends.watchdog import die_with_parent
-    from deviate_cb.store.manifest_sections import LaunchEnd
+    from deviate_cb.store.manifest import LaunchEnd
 
     argv = list(spec.argv) or [sys.executable, "-m", "deviate_cb.launch.replica.child"]
     cwd = spec.cwd if spec.cwd and Path(spec.cwd).is_dir() else None

@@ -31,6 +31,7 @@ from deviate_cb.launch.replica.inject import install_keras_injection, install_tr
 from deviate_cb.launch.replica.keras_backend import install_backend_guard
 from deviate_cb.launch.replica.logger_versions import install_logger_versions
 from deviate_cb.launch.replica.project_outputs import install_hydra_outputs
+from deviate_cb.store.manifest import ReplicaRecord
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = [
@@ -105,14 +106,14 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     apply_determinism(ctx.deterministic)
 
     def record_seeding(record: dict[str, Any]) -> None:
-        run.update_manifest(seeding=record)
+        run.record(ReplicaRecord(seeding=record))
 
     install_seed_takeover(
         ctx.seed, take_over=not ctx.keep_project_seeds, on_record=record_seeding if recording else None
     )
 
     def record_switches(record: dict[str, Any]) -> None:
-        run.update_manifest(determinism_calls=record)
+        run.record(ReplicaRecord(determinism_calls=record))
 
     install_switch_takeover(
         ctx.deterministic,
@@ -125,7 +126,7 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     install_hydra_outputs(ctx.run_dir)
 
     def record_loggers(record: dict[str, Any]) -> None:
-        run.update_manifest(logger_versions=record)
+        run.record(ReplicaRecord(logger_versions=record))
 
     install_logger_versions(
         ctx.run_dir, ctx.experiment, ctx.variant, ctx.replica, on_record=record_loggers if recording else None
@@ -174,8 +175,8 @@ def _watch_outside_writes(run: RunDirectory, ctx: RunContext, recording: bool) -
     """Watch writes outside the run directory (:mod:`deviate_cb.capture.outside_writes`); only the recording
     process writes what it saw into the manifest, every process appends to the study's ledger."""
 
-    def record(fields: dict[str, Any]) -> None:
-        run.update_manifest(**fields)
+    def record(section: ReplicaRecord) -> None:
+        run.record(section)
 
     try:
         from deviate_cb.launch.replica.isolation import launch_dir_of
@@ -227,14 +228,13 @@ def is_recording_process(environ: Optional[Mapping[str, str]] = None, argv: Opti
 def complete_plain_run(run: RunDirectory, ctx: RunContext, final_metrics: Sequence[str] = ()) -> None:
     """Record what a ``DeviateCallback`` would have (determinism in effect, fingerprint) when none ran."""
     try:
-        manifest = run.read_manifest()
-        fields: dict[str, Any] = {}
+        section = ReplicaRecord()
         if final_metrics:
-            fields["final_metrics"] = list(final_metrics)
-        if "determinism" not in manifest:
-            fields["determinism"] = determinism_record(ctx.seed, ctx.deterministic)
-        if fields:
-            run.update_manifest(**fields)
+            section = section.with_changes(final_metrics=list(final_metrics))
+        if not run.manifest().recorded("determinism"):
+            section = section.with_changes(determinism=determinism_record(ctx.seed, ctx.deterministic))
+        if section:
+            run.record(section)
         if not run.fingerprint_path.exists():
             from deviate_cb.fingerprint.collect import collect_fingerprint
 
@@ -253,12 +253,11 @@ def _record_process(run: RunDirectory, warm: Optional[dict[str, Any]] = None) ->
     """Append this process (pid, interpreter, command line) to the manifest's ``bootstrap`` list; and ``warm``
     (the template it was forked from, the seconds from the template being ready to this process running)."""
     try:
-        listed = run.read_manifest().get("bootstrap")
-        processes = list(listed) if isinstance(listed, list) else []
+        processes = list(run.manifest().bootstrap or [])
         if len(processes) < MAX_PROCESSES_RECORDED:
             argv = list(getattr(sys, "orig_argv", sys.argv))
             processes.append({"pid": os.getpid(), **process_mark(), "python": sys.executable, "argv": argv})
-            run.update_manifest(bootstrap=processes, **({"warm": warm} if warm else {}))
+            run.record(ReplicaRecord(bootstrap=processes), ReplicaRecord(warm=warm) if warm else ReplicaRecord())
     except Exception as exc:
         sys.stderr.write(f"{_PROG}: warning: could not record this process in {run.manifest_path}: {exc}\n")
 

@@ -28,6 +28,7 @@ from deviate_cb.launch.replica.final_metrics import record_final_metrics
 from deviate_cb.launch.replica.keras_backend import KerasBackendNotInstalled
 from deviate_cb.launch.target.trainer_spec import TrainerSpec, TrainerSpecError, bind_trainer
 from deviate_cb.store.completion import TRAINER_RETURNED
+from deviate_cb.store.manifest import ReplicaRecord
 from deviate_cb.store.run_directory import RunDirectory
 
 __all__ = ["EXIT_TRAINER_SPEC", "EXIT_USAGE", "main", "run_replica"]
@@ -68,7 +69,7 @@ def run_replica(ctx: RunContext) -> int:
     if writer:
         try:
             with writing(run.manifest_path):
-                run.update_manifest(pid=os.getpid(), pid_start=process_mark().get("start"), python=sys.executable)
+                run.record(ReplicaRecord(pid=os.getpid(), pid_start=process_mark().get("start"), python=sys.executable))
         except StoreWriteError as exc:  # nothing could be recorded: fail before the training, in one line
             print(f"{_PROG}: error: {exc}", file=sys.stderr)
             return 1
@@ -80,7 +81,7 @@ def run_replica(ctx: RunContext) -> int:
             raise SignalExit(signum) from None
         message = str(exc)
         if writer:
-            _record(run, trainer_error=message)
+            _record(run, ReplicaRecord(trainer_error=message))
         print(f"{_PROG}: error: {message}", file=sys.stderr)
         return EXIT_TRAINER_SPEC
     except BaseException as exc:
@@ -95,7 +96,7 @@ def run_replica(ctx: RunContext) -> int:
         result, ended = None, f"sys.exit({exc.code!r})"  # mid-fit, the fit's own record says it did not end
     except KerasBackendNotInstalled as exc:  # imported by the function: one line, not a traceback
         if writer:
-            _record(run, exception=f"{type(exc).__name__}: {exc}")
+            _record(run, ReplicaRecord(exception=f"{type(exc).__name__}: {exc}"))
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 1
     except BaseException as exc:
@@ -106,7 +107,7 @@ def run_replica(ctx: RunContext) -> int:
             with writing(run.metrics_path):
                 names = record_final_metrics(result, ctx.run_dir)
             with writing(run.manifest_path):  # without it, exit 0 reads as a replica that ended inside the function
-                run.update_manifest(trainer_end=ended)
+                run.record(ReplicaRecord(trainer_end=ended))
         except StoreWriteError as exc:  # the training's result is lost: the replica failed, in one line
             print(f"{_PROG}: error: the trainer's return value could not be recorded: {exc}", file=sys.stderr)
             return 1
@@ -126,23 +127,23 @@ def _load_trainer(ctx: RunContext) -> Callable[[], Any]:
 def _record_exception(run: RunDirectory, writer: bool, exc: BaseException) -> None:
     """The exception as one line in the manifest (its traceback goes to stderr.log); not for ``SystemExit``."""
     if writer and not isinstance(exc, SystemExit):
-        _record(run, exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000])
+        _record(run, ReplicaRecord(exception=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000]))
 
 
-def _record(run: RunDirectory, **fields: Any) -> None:
-    """Add ``fields`` to the manifest, or say in one warning line that the run directory cannot be written.
+def _record(run: RunDirectory, section: ReplicaRecord) -> None:
+    """Record ``section`` in the manifest, or say in one warning line that the run directory cannot be written.
 
     Example:
         >>> import tempfile
         >>> run = RunDirectory(tempfile.mkdtemp())
-        >>> _record(run, exception="ValueError: x"); run.read_manifest()["exception"]
+        >>> _record(run, ReplicaRecord(exception="ValueError: x")); run.manifest().exception
         'ValueError: x'
     """
     try:
         with writing(run.manifest_path):
-            run.update_manifest(**fields)
+            run.record(section)
     except StoreWriteError as exc:  # the error being recorded matters more: it goes on, and stderr has it
-        print(f"{_PROG}: warning: could not record {', '.join(fields)} in run.json: {exc}", file=sys.stderr)
+        print(f"{_PROG}: warning: could not record {', '.join(section.fields())} in run.json: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

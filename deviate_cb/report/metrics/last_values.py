@@ -2,7 +2,7 @@
 
 Example:
     >>> import tempfile
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> from deviate_cb.report.runs import find_runs, partition_base
     >>> root = Path(tempfile.mkdtemp())
@@ -73,7 +73,7 @@ def read_last_values(
 
     Example:
         >>> import tempfile
-        >>> from deviate_cb.store.manifest_sections import LaunchEnd
+        >>> from deviate_cb.store.manifest import LaunchEnd
         >>> from deviate_cb.store.run_directory import RunDirectory, run_path
         >>> from deviate_cb.report.runs import find_runs, partition_base
         >>> root = Path(tempfile.mkdtemp())

@@ -4,7 +4,7 @@ test set's own sampling spread of the accuracy beside the run-to-run spread.
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.predictions import write_predictions
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest import LaunchEnd
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, preds in enumerate([[0, 1, 1, 0], [0, 1, 0, 0], [1, 1, 1, 0]]):

@@ -3,7 +3,7 @@
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd, LaunchStart
+    >>> from deviate_cb.store.manifest import LaunchEnd, LaunchStart
     >>> from deviate_cb.store.run_directory import RunDirectory, run_path
     >>> root = Path(tempfile.mkdtemp())
     >>> for k, acc in enumerate([0.80, 0.84, 0.82]):

@@ -24,17 +24,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.store.atomic import atomic_write
 from deviate_cb.store.bounded_read import loads_json
+from deviate_cb.store.manifest import ImportRecord
 from deviate_cb.store.run_directory import (
     MANIFEST_FILE,
     METRICS_FILE,
     RunDirectory,
     iso_time,
-    read_manifest_file,
+    read_run_manifest,
     run_path,
 )
 from deviate_cb.trackers.importing.imported import TrackerRun, metric_columns, seed_of
@@ -71,11 +72,11 @@ def imported_replicas(out: Path) -> dict[tuple[str, str], Path]:
     found: dict[tuple[str, str], Path] = {}
     for run_dir in _run_dirs(out):
         try:
-            manifest = read_manifest_file(str(run_dir / MANIFEST_FILE))
+            manifest = read_run_manifest(str(run_dir / MANIFEST_FILE))
         except UsageError:
             continue  # not ours to judge here: deviate status names unreadable manifests
-        source = manifest.get(SOURCE_FIELD)
-        if isinstance(source, dict) and isinstance(source.get("run_id"), str):
+        source = manifest.source
+        if source is not None and isinstance(source.get("run_id"), str):
             found[(str(source.get("tracker")), source["run_id"])] = run_dir
     return found
 
@@ -174,27 +175,27 @@ def _write_replica(folder: Path, placement: Placement) -> None:
         "file_size": stat.st_size,
         "file_mtime_ns": stat.st_mtime_ns,
     }
-    RunDirectory(folder).update_manifest(**_manifest(placement), metrics_summary=summary)
+    RunDirectory(folder).record(_manifest(placement).with_changes(metrics_summary=summary))
 
 
-def _manifest(placement: Placement) -> dict[str, Any]:
+def _manifest(placement: Placement) -> ImportRecord:
     from deviate_cb import __version__
 
     run = placement.run
     seed, seed_key = seed_of(run, placement.seed_key)
-    fields: dict[str, Any] = {
-        "status": run.status,
-        "experiment": placement.experiment,
-        "variant": placement.variant,
-        "replica": placement.replica,
-        "seed": seed,
-        "seed_source": seed_key,
-        "started_at": None if run.started is None else iso_time(run.started),
-        "ended_at": None if run.ended is None else iso_time(run.ended),
-        "duration_s": None if run.started is None or run.ended is None else round(run.ended - run.started, 3),
-        "deviate_version": __version__,
-        "params": dict(sorted(run.keys.items())),
-        SOURCE_FIELD: {
+    record = ImportRecord(
+        status=run.status,
+        experiment=placement.experiment,
+        variant=placement.variant,
+        replica=placement.replica,
+        seed=seed,
+        seed_source=seed_key,
+        started_at=None if run.started is None else iso_time(run.started),
+        ended_at=None if run.ended is None else iso_time(run.ended),
+        duration_s=None if run.started is None or run.ended is None else round(run.ended - run.started, 3),
+        deviate_version=__version__,
+        params=dict(sorted(run.keys.items())),
+        source={
             "tracker": run.tracker,
             "uri": run.uri,
             "run_id": run.run_id,
@@ -204,11 +205,11 @@ def _manifest(placement: Placement) -> dict[str, Any]:
             "imported_at": iso_time(),
             "digest": placement.digest,
         },
-    }
+    )
     if run.status != "completed":
         said = f"{run.tracker} records this run as {run.tracker_status}" if run.tracker_status else None
-        fields["reason"] = run.reason or said or f"imported as {run.status}"
-    return fields
+        record = record.with_changes(reason=run.reason or said or f"imported as {run.status}")
+    return record
 
 
 def _digest(run: TrackerRun, seed_key: Optional[str]) -> str:
@@ -244,10 +245,10 @@ def _digest(run: TrackerRun, seed_key: Optional[str]) -> str:
 
 def _recorded_digest(run_dir: Path) -> Optional[str]:
     try:
-        source = read_manifest_file(str(run_dir / MANIFEST_FILE)).get(SOURCE_FIELD)
+        source = read_run_manifest(str(run_dir / MANIFEST_FILE)).source
     except UsageError:
         return None
-    return source.get("digest") if isinstance(source, dict) else None
+    return source.get("digest") if source is not None else None
 
 
 def _replica_numbers(variant_dir: Path) -> set[int]:

@@ -14,8 +14,7 @@ import time as _time
 from typing import Optional
 
 from deviate_cb.launch.backends.base import Outcome
-from deviate_cb.store.manifest import RunManifest
-from deviate_cb.store.manifest_sections import LaunchEnd
+from deviate_cb.store.manifest import LaunchEnd, RunManifest
 from deviate_cb.store.run_directory import unix_time
 
 __all__ = ["ENDED_STATUSES", "lost_note", "outcome_from_manifest"]

@@ -6,7 +6,7 @@ Example:
     ('completed', None, ('seed',), {'mine': 1})
     >>> manifest.to_json() == {"status": "completed", "seed": "7", "mine": 1, "schema_version": 1}
     True
-    >>> from deviate_cb.store.manifest_sections import LaunchEnd
+    >>> from deviate_cb.store.manifest.sections import LaunchEnd
     >>> manifest.section(LaunchEnd).status
     'completed'
 """
@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
-from deviate_cb.store import manifest_sections
-from deviate_cb.store.manifest_sections import ManifestSection
+from deviate_cb.store.manifest import sections
+from deviate_cb.store.manifest.sections import ManifestSection
 
 __all__ = ["RunManifest"]
 
@@ -32,7 +32,7 @@ Section = TypeVar("Section", bound=ManifestSection)
 
 @dataclass(frozen=True)
 class RunManifest:
-    """A replica's ``run.json`` as read: every field the writers record (:mod:`deviate_cb.store.manifest_sections`),
+    """A replica's ``run.json`` as read: every field the writers record (:mod:`deviate_cb.store.manifest`),
     ``None`` when absent or not of its documented JSON type (a tampered or foreign store: such fields are named in
     ``malformed``); fields this version does not model are kept in ``extra``. :meth:`to_json` gives back exactly
     what was read.
@@ -179,7 +179,7 @@ class RunManifest:
         return name in self._json
 
     def section(self, kind: type[Section]) -> Section:
-        """The fields of writer section ``kind`` (:data:`~deviate_cb.store.manifest_sections.SECTIONS`) as read;
+        """The fields of writer section ``kind`` (:data:`~deviate_cb.store.manifest.SECTIONS`) as read;
         absent ones are ``None``."""
         return kind(**{f.name: getattr(self, f.name) for f in dataclasses.fields(kind)})
 
@@ -214,7 +214,7 @@ def _check_of(hint: object) -> Callable[[object], bool]:
 
 
 def _checks() -> dict[str, Callable[[object], bool]]:
-    hints = typing.get_type_hints(RunManifest, {**vars(manifest_sections), **globals()})
+    hints = typing.get_type_hints(RunManifest, {**vars(sections), **globals()})
     own = ("schema_version", "extra", "malformed", "_json")
     names = [f.name for f in dataclasses.fields(RunManifest) if f.name not in own]
     return {name: _check_of(hints[name]) for name in names}
