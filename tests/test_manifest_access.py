@@ -47,9 +47,7 @@ def _violations(tree: ast.AST) -> list[tuple[int, str]]:
             found.append((line, f"uses `{node.attr}`: record a section / read a RunManifest"))
         elif isinstance(node, (ast.Name, ast.alias)) and getattr(node, "id", getattr(node, "name", "")) in _UNTYPED:
             found.append((line, f"uses `{getattr(node, 'id', getattr(node, 'name', ''))}`"))
-        elif isinstance(node, ast.Subscript) and _key(node.slice) and _names_a_manifest(node.value):
-            found.append((line, f"reads {ast.unparse(node)} by key"))
-        elif (
+        elif (isinstance(node, ast.Subscript) and _key(node.slice) and _names_a_manifest(node.value)) or (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("get", "pop", "setdefault")

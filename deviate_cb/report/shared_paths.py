@@ -63,9 +63,7 @@ def outside_problems(
                     and isinstance(entry.get("written_by"), str)
                 ):
                     reads.setdefault(who, {}).setdefault(entry["path"], one_line(entry["written_by"]))
-    isolated = {
-        key for key, members in groups.items() if members and all(m.isolate is True for *_, m in members)
-    }
+    isolated = {key for key, members in groups.items() if members and all(m.isolate is True for *_, m in members)}
     return _shared_problems(writes, set(groups), isolated) + _read_problems(reads, set(groups), isolated)
 
 
