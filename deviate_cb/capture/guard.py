@@ -132,7 +132,7 @@ class ProblemLog:
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
         ...     log.record(run, "on_train_end: weights record", ValueError("bad\\nshape"))
-        >>> run.read_manifest()["problems"], log.entries
+        >>> run.manifest().problems, log.entries
         ([{'count': 1, 'error': 'ValueError: bad shape', 'where': 'on_train_end: weights record'}], 1)
         >>> print(caught[0].message)  # doctest: +NORMALIZE_WHITESPACE
         DeviateCallback: on_train_end: weights record failed (ValueError: bad shape); training goes on without

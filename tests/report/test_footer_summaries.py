@@ -17,6 +17,7 @@ from deviate_cb.report.runs import find_runs, partition_base
 from deviate_cb.report.summary import build_report
 from deviate_cb.store.footer_summary import SERIES_KEY, decode_summary, footer_summary, with_summary
 from deviate_cb.store.metrics import MetricsFile
+from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.run_directory import RunDirectory, run_path
 
 
@@ -211,13 +212,13 @@ def test_deviate_report_reads_each_manifest_once(tmp_path: Path, monkeypatch, ca
 
     paths = [_session_run(tmp_path, [0.5, 0.6 + k / 100]) for k in range(3)]
     reads: list[str] = []
-    real = runs_module.read_manifest_file
+    real = runs_module.read_run_manifest
 
-    def counting(path: str) -> dict:
+    def counting(path: str) -> RunManifest:
         reads.append(path)
         return real(path)
 
-    monkeypatch.setattr(runs_module, "read_manifest_file", counting)
+    monkeypatch.setattr(runs_module, "read_run_manifest", counting)
     assert main(["report", str(tmp_path), "--format", "md"]) == 0
     assert sorted(reads) == sorted(str(p / "run.json") for p in paths)
     assert "| acc |" in capsys.readouterr().out
