@@ -73,14 +73,14 @@ def test_each_flush_writes_one_part_with_its_own_rows_and_touches_nothing_else(t
         assert not run.metrics_path.exists()  # no whole-file rewrite while the run is live
     assert run.metrics().read().num_rows == 3000  # a live reader sees every flushed row
     manifest = session.close()
-    assert manifest["status"] == "completed"
+    assert manifest.status == "completed"
     table = pq.read_table(run.metrics_path)
     assert table.column("seq").to_pylist() == list(range(3000))
     assert not parts_dir(run.metrics_path).exists()
     summary = footer_summary(pq.read_metadata(run.metrics_path))
     assert summary is not None and summary["rows"] == 3000
-    assert manifest["metrics_summary"]["series"] == summary["series"]
-    assert manifest["metrics_summary"]["file_size"] == run.metrics_path.stat().st_size
+    assert manifest.metrics_summary["series"] == summary["series"]
+    assert manifest.metrics_summary["file_size"] == run.metrics_path.stat().st_size
 
 
 def test_timings_parts_replace_by_key_and_window_when_read_or_compacted(tmp_path: Path) -> None:
