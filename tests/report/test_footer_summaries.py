@@ -16,8 +16,8 @@ from deviate_cb.report.metrics.last_values import read_last_values
 from deviate_cb.report.runs import find_runs, partition_base
 from deviate_cb.report.summary import build_report
 from deviate_cb.store.footer_summary import SERIES_KEY, decode_summary, footer_summary, with_summary
-from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.manifest import RunManifest
+from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.run_directory import RunDirectory, run_path
 
 
