@@ -203,7 +203,6 @@ def status_of(outcome: Outcome, manifest: Optional[RunManifest] = None) -> str:
         return "failed"
     if outcome.returncode != 0:
         return "failed"
-    # TODO(P2): pass the RunManifest once stopped_after takes one (it reads the nested audit_stopped block only)
     if manifest is not None and stopped_after(manifest) is not None:  # deviate audit: stopped after its steps
         return AUDITED
     return INCOMPLETE if manifest is not None and incomplete_reason(manifest) is not None else "completed"

@@ -228,10 +228,7 @@ class RunDirectory:
     def record(self, *sections: ManifestSection) -> RunManifest:
         """Merge the writers' ``sections`` (:mod:`deviate_cb.store.manifest`), in order, into the manifest
         in one atomic write (nested objects merged one level deep); return the manifest written."""
-        manifest = merge_sections(self.read_manifest(), *sections)
-        self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.manifest_path, _dumps(manifest))
-        return RunManifest.from_json(manifest)
+        return RunManifest.from_json(self.update_manifest(**_section_fields(sections)))
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically.
@@ -297,10 +294,15 @@ def merge_sections(manifest: dict[str, Any], *sections: ManifestSection) -> dict
         >>> merge_sections({"status": "running", "seeding": {"a": 1}}, LaunchEnd(status="failed"))
         {'status': 'failed', 'seeding': {'a': 1}, 'schema_version': 1}
     """
+    return merge_manifest(manifest, _section_fields(sections))
+
+
+def _section_fields(sections: tuple[ManifestSection, ...]) -> dict[str, Any]:
+    """The fields of ``sections`` as one write: a later section's value of a field replaces an earlier one's."""
     fields: dict[str, Any] = {}
     for section in sections:
         fields.update(section.fields())
-    return merge_manifest(manifest, fields)
+    return fields
 
 
 def read_manifest_file(path: str) -> dict[str, Any]:
