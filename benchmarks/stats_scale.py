@@ -210,19 +210,19 @@ def m_html(root: Path) -> None:
 
 def m_report_footers(root: Path) -> dict:
     """``report`` when the manifests hold no copy of the summaries: one footer read per run."""
-    from deviate_cb.report import summary
+    from deviate_cb.report import loading
 
-    summary.manifest_values = lambda runs, reduce: ({}, set())
+    loading.manifest_values = lambda runs, reduce: ({}, set())
     return m_report(root)
 
 
 def m_report_scan(root: Path, duckdb: bool = True) -> dict:
     """``report`` on files without summaries (another writer, an older deviate-cb): a full scan, by DuckDB or
     (``duckdb=False``, as without the ``report`` extra) by pyarrow batches."""
-    from deviate_cb.report import summary
+    from deviate_cb.report import loading
     from deviate_cb.report.metrics import footers, scan
 
-    summary.manifest_values = lambda runs, reduce: ({}, set())
+    loading.manifest_values = lambda runs, reduce: ({}, set())
     footers.footer_summary = lambda metadata: None
     if not duckdb:
         scan.import_duckdb = lambda required: None

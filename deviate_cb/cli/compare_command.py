@@ -100,8 +100,8 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         IMPROVEMENT_HUMAN,
         compare_groups,
     )
-    from deviate_cb.report.render import render_records
     from deviate_cb.report.selection import select
+    from deviate_cb.report.tables import render_records
 
     check_alpha(args.alpha)
     per_run_options(args)
@@ -248,7 +248,7 @@ def _sequential_note(sources: Sequence[str], group_a: Sequence[Any], group_b: Se
 def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err: IO[str]) -> int:
     """``compare DIR --by KEY``: the k groups of one key's values, ranked per metric by multi-group ASO."""
     from deviate_cb.report.ranking import RANKING_COLUMNS, pair_rows, rank_metrics, split_by, write_rankings
-    from deviate_cb.report.render import render_records
+    from deviate_cb.report.tables import render_records
 
     if args.a or args.b:
         raise UsageError(f"give `--by` or `--a`/`--b`, not both. Received: --by={args.by}, {_received(args)}")

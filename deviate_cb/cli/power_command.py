@@ -78,8 +78,8 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
-    from deviate_cb.report.render import render_records
     from deviate_cb.report.selection import select
+    from deviate_cb.report.tables import render_records
 
     check_alpha(args.alpha)
     per_run_options(args)
@@ -161,7 +161,7 @@ def _power_budget(
     that pool configurations, with --pool)."""
     from deviate_cb.report.budget import BUDGET_COLUMNS, BUDGET_NOTE, budget_rows, format_hours, spread_rows, wall_times
     from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
-    from deviate_cb.report.render import render_records
+    from deviate_cb.report.tables import render_records
     from deviate_cb.report.terminal import make_console, print_wrapped
 
     if args.effect is not None:

@@ -137,7 +137,8 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.report.answers import parse_effect
     from deviate_cb.report.headline import build_headlines
-    from deviate_cb.report.render import excluded_line, print_table, render
+    from deviate_cb.report.loading import excluded_line
+    from deviate_cb.report.render import print_table, render
     from deviate_cb.report.summary import build_report
 
     if not 0.0 < args.level < 1.0:
@@ -171,7 +172,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             raise UsageError(
                 f"give either DIR or `--table`, not both. Received: DIR={args.dir!r}, --table={args.table!r}."
             )
-        from deviate_cb.report.table_input import table_report
+        from deviate_cb.report.summary import table_report
 
         report = table_report(
             args.table,
@@ -240,8 +241,8 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         write_closing(headlines, sequences, ["deviate", "report", *source], out)
     elif args.headline:
         from deviate_cb.report.answers import HEADLINE_COLUMNS
-        from deviate_cb.report.render import render_records
         from deviate_cb.report.sequential import answer_record, study_answers
+        from deviate_cb.report.tables import render_records
 
         decided = study_answers(args.dir)  # the sequential decisions first, as in the terminal report
         if args.format == "json":
@@ -251,22 +252,23 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             records = [*map(answer_record, decided), *(r for h in headlines for r in h.records())]
             out.write(render_records(records, HEADLINE_COLUMNS, "csv"))
     elif args.timings:
-        from deviate_cb.report.render import render_records
+        from deviate_cb.report.tables import render_records
         from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
 
         out.write(render_records(timing_rows(timing_groups), TIMING_COLUMNS, args.format))
         if args.format == "json":
             out.write("\n")
     elif args.stability:
-        from deviate_cb.report.render import render_records
         from deviate_cb.report.stability.rows import STABILITY_COLUMNS, stability_rows
+        from deviate_cb.report.tables import render_records
 
         out.write(render_records(stability_rows(stability), STABILITY_COLUMNS, args.format))
         if args.format == "json":
             out.write("\n")
     elif args.decomposition and args.format in ("csv", "json"):
         from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS, missing_note
-        from deviate_cb.report.render import decomposition_json, render_records
+        from deviate_cb.report.render import decomposition_json
+        from deviate_cb.report.tables import render_records
 
         if args.format == "json":
             out.write(decomposition_json(report) + "\n")

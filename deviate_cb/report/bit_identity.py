@@ -14,7 +14,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from deviate_cb.report.findings import Problem, replica_list, seeds_differ
+from deviate_cb.report.configurations import replica_list
+from deviate_cb.report.findings import Problem, seeds_differ
 from deviate_cb.report.metrics.names import display_names
 from deviate_cb.report.runs import RunRecord
 from deviate_cb.store.bounded_read import check_parquet

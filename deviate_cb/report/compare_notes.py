@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from deviate_cb.report.render import _cell
+from deviate_cb.report.tables import cell
 from deviate_cb.stats.improvement_look import DEFAULT_THRESHOLD
 
 __all__ = [
@@ -124,7 +124,7 @@ def improvement_verdict(row: Mapping[str, Any], threshold: float = IMPROVEMENT_T
         p, low, high, name = 1.0 - p, 1.0 - high, 1.0 - low, "P(A<B)"
     else:
         name = "P(A>B)"
-    shown = f"{name} {_cell(p)} [{_cell(low)}, {_cell(high)}] ({lv} CI)"
+    shown = f"{name} {cell(p)} [{cell(low)}, {cell(high)}] ({lv} CI)"
     lower = " (lower is better)" if row.get("direction") == "min" else ""
     if low > threshold:
         return f"A better{lower}: {shown}, its lower bound above {threshold:g}"

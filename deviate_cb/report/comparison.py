@@ -27,8 +27,8 @@ from deviate_cb.report.compare_notes import (
     skew_note,
     skewness,
 )
-from deviate_cb.report.render import _cell
 from deviate_cb.report.selection import RunValues
+from deviate_cb.report.tables import cell
 from deviate_cb.stats._results import json_value
 
 __all__ = [
@@ -246,8 +246,8 @@ def location_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[
     level = row["level"]
     diff = f"{_signed(row['mean_diff'])} [{_signed(row['mean_diff_ci_low'])}, {_signed(row['mean_diff_ci_high'])}]"
     effect = (
-        f"; d {_cell(row['cohens_d'])} [{_cell(row['cohens_d_ci_low'])}, {_cell(row['cohens_d_ci_high'])}]"
-        f", P(A>B) {_cell(row['p_a_gt_b'])} [{_cell(row['p_a_gt_b_ci_low'])}, {_cell(row['p_a_gt_b_ci_high'])}]"
+        f"; d {cell(row['cohens_d'])} [{cell(row['cohens_d_ci_low'])}, {cell(row['cohens_d_ci_high'])}]"
+        f", P(A>B) {cell(row['p_a_gt_b'])} [{cell(row['p_a_gt_b_ci_low'])}, {cell(row['p_a_gt_b_ci_high'])}]"
     )
     if row["std_a"] == 0 and row["std_b"] == 0:
         a, b = f"{row['mean_a']:.6g}", f"{row['mean_b']:.6g}"
@@ -282,7 +282,7 @@ def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[st
     level = row["level"]
     lv = f"{level:.0%}"
     std_a, std_b = row["std_a"], row["std_b"]
-    stds = f"std A {_cell(std_a)}, std B {_cell(std_b)}"
+    stds = f"std A {cell(std_a)}, std B {cell(std_b)}"
     if std_a == 0 and std_b == 0:
         return "both groups are identical across their runs (std 0): no spread to compare"
     if min(row["n_a"], row["n_b"]) < _SPREAD_RUNS:
@@ -311,8 +311,9 @@ def spread_verdict(row: Mapping[str, Any], alpha: float, correction: Optional[st
 
 
 def _inf(x: Any) -> str:
-    """A ratio's cell: ``inf`` for an unbounded end (a constant group), else as :func:`_cell`."""
-    return "inf" if isinstance(x, float) and math.isinf(x) and x > 0 else _cell(x)
+    """A ratio's cell: ``inf`` for an unbounded end (a constant group), else as
+    :func:`~deviate_cb.report.tables.cell`."""
+    return "inf" if isinstance(x, float) and math.isinf(x) and x > 0 else cell(x)
 
 
 def _signed(x: float) -> str:
@@ -397,7 +398,7 @@ def _ci(row: dict, key: str) -> str:
 
 
 def _c(key: str) -> Callable[[dict[str, Any]], str]:
-    return lambda row: _cell(row.get(key))
+    return lambda row: cell(row.get(key))
 
 
 _ASO_DIRECTION = {"min": " (min)", "max?": " (max?)"}  # ASO's orientation where it is not plainly larger-better
@@ -414,7 +415,7 @@ COMPARE_HUMAN: dict[str, Callable[[dict[str, Any]], str]] = {
     "P(A>B) [CI]": lambda r: _ci(r, "p_a_gt_b"),
     "std A/B [CI]": lambda r: _ci(r, "spread_ratio"),
     "spread p adj": _c("spread_p_corrected"),
-    "ASO eps": lambda r: _cell(r.get("aso_epsilon_min")) + _ASO_DIRECTION.get(r.get("direction") or "", ""),
+    "ASO eps": lambda r: cell(r.get("aso_epsilon_min")) + _ASO_DIRECTION.get(r.get("direction") or "", ""),
     "means": lambda r: r.get("location_verdict") or r.get("verdict") or "",
     "spread": lambda r: r.get("spread_verdict") or "",
 }

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from deviate_cb.report.runs import RunRecord
@@ -37,7 +37,7 @@ from deviate_cb.store.configuration import (
 )
 from deviate_cb.store.run_directory import MANIFEST_FILE
 
-__all__ = ["NOT_POOLED", "UNKNOWN_CONFIGURATION", "refuse_mixed_groups"]
+__all__ = ["NOT_POOLED", "UNKNOWN_CONFIGURATION", "refuse_mixed_groups", "replica_list"]
 
 NOT_POOLED = "not pooled"
 UNKNOWN_CONFIGURATION = "unknown configuration"
@@ -121,10 +121,32 @@ def _values(config: dict[str, Any], keys: Sequence[str]) -> str:
 
 def _replicas(runs: Sequence[RunRecord]) -> str:
     """``replica 2``, ``replicas 0, 1`` or ``replicas 0-9`` (what the problems list writes)."""
-    from deviate_cb.report.findings import replica_list
-
     numbers = [int(r.replica) for r in runs if r.replica.isdigit()]
     named = [r.replica for r in runs if not r.replica.isdigit()]
     if not named:
         return replica_list(numbers)
     return f"replica{'s' * (len(runs) > 1)} " + ", ".join([*(str(n) for n in sorted(numbers)), *named])
+
+
+def replica_list(replicas: Iterable[int]) -> str:
+    """``replica 3`` or ``replicas 0, 1, 2``; runs of four or more consecutive replicas as ``0-9``.
+
+    Example:
+        >>> replica_list([2]), replica_list([2, 0, 1]), replica_list([0, 1, 2, 3, 4, 7])
+        ('replica 2', 'replicas 0, 1, 2', 'replicas 0-4, 7')
+    """
+    numbers = sorted(set(replicas))
+    if len(numbers) == 1:
+        return f"replica {numbers[0]}"
+    parts: list[str] = []
+    start = 0
+    while start < len(numbers):
+        end = start
+        while end + 1 < len(numbers) and numbers[end + 1] == numbers[end] + 1:
+            end += 1
+        if end - start >= 3:
+            parts.append(f"{numbers[start]}-{numbers[end]}")
+        else:
+            parts.extend(str(n) for n in numbers[start : end + 1])
+        start = end + 1
+    return "replicas " + ", ".join(parts)

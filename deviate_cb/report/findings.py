@@ -1,8 +1,8 @@
 """A problem found in a study: its kind, the groups and replicas it touches, and the one line that names them.
 
 Example:
-    >>> replica_list([0, 1, 2, 3, 4, 7])
-    'replicas 0-4, 7'
+    >>> groups_text(groups_of([(("mlp", "algo"), k) for k in (0, 1, 2, 3, 4, 7)]))
+    'experiment=mlp variant=algo: replicas 0-4, 7'
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from deviate_cb.report.configurations import replica_list
 from deviate_cb.report.text import printable, strip_styles
 from deviate_cb.variants import VARIANTS
 
@@ -24,7 +25,6 @@ __all__ = [
     "groups_text",
     "make_problem",
     "one_line",
-    "replica_list",
     "seeds_differ",
 ]
 
@@ -137,30 +137,6 @@ def format_problem(problem: Problem) -> str:
         replica 0: \\x1b[2J
     """
     return printable(" ".join(problem.message.split()))
-
-
-def replica_list(replicas: Iterable[int]) -> str:
-    """``replica 3`` or ``replicas 0, 1, 2``; runs of four or more consecutive replicas as ``0-9``.
-
-    Example:
-        >>> replica_list([2]), replica_list([2, 0, 1]), replica_list([0, 1, 2, 3, 4, 7])
-        ('replica 2', 'replicas 0, 1, 2', 'replicas 0-4, 7')
-    """
-    numbers = sorted(set(replicas))
-    if len(numbers) == 1:
-        return f"replica {numbers[0]}"
-    parts: list[str] = []
-    start = 0
-    while start < len(numbers):
-        end = start
-        while end + 1 < len(numbers) and numbers[end + 1] == numbers[end] + 1:
-            end += 1
-        if end - start >= 3:
-            parts.append(f"{numbers[start]}-{numbers[end]}")
-        else:
-            parts.extend(str(n) for n in numbers[start : end + 1])
-        start = end + 1
-    return "replicas " + ", ".join(parts)
 
 
 def groups_of(members: Iterable[tuple[GroupKey, int]]) -> list[GroupReplicas]:

@@ -174,7 +174,7 @@ def pair_rows(rankings: Sequence[MetricRanking]) -> list[dict[str, Any]]:
 
 def write_rankings(rankings: Sequence[MetricRanking], fmt: str, out: IO[str], *, title: str) -> None:
     """Per metric, the ``eps_min`` matrix (rows in ranking order) and the ranking, as ``table`` or ``md``."""
-    from deviate_cb.report.render import _cell, render_records
+    from deviate_cb.report.tables import cell, render_records
     from deviate_cb.report.text import printable
 
     md = fmt == "md"
@@ -193,7 +193,7 @@ def write_rankings(rankings: Sequence[MetricRanking], fmt: str, out: IO[str], *,
             record.update(dominates=r.wins[i], **{f"vs {r.groups[j]}": float(r.eps_min[i, j]) for j in order})
             records.append(record)
         columns = ("rank", "group", "n", "mean", "dominates", *(f"vs {r.groups[j]}" for j in order))
-        human = {c: (lambda row, c=c: _cell(json_value(row[c]))) for c in columns}
+        human = {c: (lambda row, c=c: cell(json_value(row[c]))) for c in columns}
         heading = f"{ranked.metric} ({_direction_text(ranked.direction)}): " + order_text(r)
         if md:
             out.write(f"## {printable(heading)}\n\n")

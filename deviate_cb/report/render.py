@@ -18,19 +18,18 @@ from typing import IO, Any, Optional
 
 from deviate_cb.report.configurations import NOT_POOLED
 from deviate_cb.report.findings import Problem, format_problem
-from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.loading import exit_text
 from deviate_cb.report.spreadsheet import safe_cell
 from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS, Report, ReportRow
+from deviate_cb.report.tables import is_nan, json_value, md_cell
 from deviate_cb.report.terminal import make_console, print_fitted, print_wrapped
-from deviate_cb.report.text import markdown, percent, printable, printable_message
+from deviate_cb.report.text import percent, printable, printable_message
 
 __all__ = [
     "FORMATS",
     "decomposition_json",
-    "excluded_line",
     "print_table",
     "render",
-    "render_records",
     "to_csv",
     "to_json",
     "to_markdown",
@@ -63,7 +62,7 @@ def render(report: Report, fmt: str, *, problems: Sequence[Problem] = (), headli
 
 def to_json(report: Report) -> str:
     """A JSON list with one object per row; NaN and Inf become ``null``."""
-    rows = [{k: _json_value(v) for k, v in row.as_dict().items()} for row in report.rows]
+    rows = [{k: json_value(v) for k, v in row.as_dict().items()} for row in report.rows]
     return json.dumps(rows, indent=2, allow_nan=False) if rows else "[]"
 
 
@@ -74,7 +73,7 @@ def to_csv(report: Report) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS + (IQM_COLUMNS if _with_iqm(report) else ()))
     for row in report.rows:
-        writer.writerow(["" if _is_nan(v) else safe_cell(v) for v in row.as_dict().values()])
+        writer.writerow(["" if is_nan(v) else safe_cell(v) for v in row.as_dict().values()])
     return buffer.getvalue()
 
 
@@ -84,9 +83,9 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = (), headlines: 
     level = _level(report.level)
     lines = ["# deviate report", ""]
     for h in headlines:  # the answers first
-        lines += [f"**{_md(h.title())}**", ""]
-        lines += [f"- {_md(sentence)}" for sentence in h.sentences]
-        lines += [f"- *note*: {_md(note)}" for note in h.notes]
+        lines += [f"**{md_cell(h.title())}**", ""]
+        lines += [f"- {md_cell(sentence)}" for sentence in h.sentences]
+        lines += [f"- *note*: {md_cell(note)}" for note in h.notes]
         lines.append("")
     lines += [
         f"Per-run aggregate: `{report.aggregate}`. std: sample standard deviation (ddof=1); "
@@ -97,10 +96,10 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = (), headlines: 
         "|" + "---|" * (len(_headers(report)) + 2),
     ]
     for row in report.rows:
-        lines.append("| " + " | ".join(_md(c) for c in (row.experiment, row.variant, *_human_cells(row))) + " |")
+        lines.append("| " + " | ".join(md_cell(c) for c in (row.experiment, row.variant, *_human_cells(row))) + " |")
     if problems:
         lines += ["", "## Problems", ""]
-        lines += [f"- **{problem.kind}**: {_md(format_problem(problem))}" for problem in problems]
+        lines += [f"- **{problem.kind}**: {md_cell(format_problem(problem))}" for problem in problems]
     if report.excluded:
         lines += [
             "",
@@ -111,14 +110,14 @@ def to_markdown(report: Report, *, problems: Sequence[Problem] = (), headlines: 
         lines.append("|---|---|---|---|---|---|")
         for run in report.excluded:  # the error: a message, its colours dropped
             error = printable_message(run.error or "")
-            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), error)
-            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+            cells = (run.experiment, run.variant, run.replica, run.status, exit_text(run), error)
+            lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
     if report.decomposition:
         lines += ["", "## Variance decomposition", "", _DECOMPOSITION_NOTE.format(level=level), ""]
         lines.append("| " + " | ".join(_DECOMPOSITION_HUMAN) + " |")
         lines.append("|" + "---|" * len(_DECOMPOSITION_HUMAN))
         for d in report.decomposition:
-            lines.append("| " + " | ".join(_md(c) for c in _decomposition_cells(d)) + " |")
+            lines.append("| " + " | ".join(md_cell(c) for c in _decomposition_cells(d)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +204,7 @@ def print_table(
             table.add_column(header, overflow="fold")
         for run in report.excluded:  # the error: a message, its colours dropped
             error = printable_message(run.error or "")
-            cells = (run.experiment, run.variant, run.replica, run.status, _exit(run), error)
+            cells = (run.experiment, run.variant, run.replica, run.status, exit_text(run), error)
             table.add_row(*map(printable, cells))
         print_fitted(console, table, keep=3)  # each part names the run
         console.print()
@@ -237,118 +236,20 @@ _DECOMPOSITION_NOTE = (
 
 
 def _decomposition_cells(d: Any) -> tuple[str, ...]:
-    ci = "-" if _is_nan(d.share_ci_low) else f"[{_num(d.share_ci_low)}, {_num(d.share_ci_high)}]"
+    ci = "-" if is_nan(d.share_ci_low) else f"[{_num(d.share_ci_low)}, {_num(d.share_ci_high)}]"
     n = f"{d.n_narrow} / {d.n_wide}"
-    share = "-" if _is_nan(d.share) else f"{d.share:.3f}"
+    share = "-" if is_nan(d.share) else f"{d.share:.3f}"
     return (d.experiment, d.metric, d.pair, n, _num(d.std_narrow), _num(d.std_wide), share, ci, d.note)
 
 
 def decomposition_json(report: Report) -> str:
     """The decomposition rows as a JSON list (keys of ``DECOMPOSITION_COLUMNS``; NaN becomes ``null``)."""
-    rows = [{k: _json_value(v) for k, v in d.as_dict().items()} for d in report.decomposition]
+    rows = [{k: json_value(v) for k, v in d.as_dict().items()} for d in report.decomposition]
     return json.dumps(rows, indent=2, allow_nan=False) if rows else "[]"
 
 
-def render_records(
-    records: list[dict[str, Any]],
-    columns: tuple[str, ...],
-    fmt: str,
-    *,
-    title: str = "",
-    human: Optional[dict[str, Any]] = None,
-    notes: tuple[str, ...] = (),
-    file: Optional[IO[str]] = None,
-    below: tuple[str, ...] = (),
-    keep: int = 1,
-) -> str:
-    r"""Flat records as ``json`` (a list of objects), ``csv`` (``columns``; formula-like text escaped), ``md`` or
-    ``table``.
-
-    ``human`` maps a header to a function of the record giving the cell, for ``md`` and ``table``; ``table``
-    is printed to ``file`` (rich) and returns ``""``. It fits the terminal's width (split by columns, each part
-    starting with the first ``keep`` columns, where it is too wide: :func:`~deviate_cb.report.terminal.print_fitted`);
-    columns of short cells never wrap, the first column and columns of long text fold. The headers in ``below``
-    (a sentence per record, such as a verdict) are printed under the table instead, one line per record after
-    its first cell, where they are read whole.
-
-    Example:
-        >>> render_records([{"metric": "acc", "p": float("nan")}], ("metric", "p"), "csv")
-        'metric,p\nacc,\n'
-    """
-    if fmt == "json":
-        rows = [{k: _json_value(r.get(k)) for k in columns} for r in records]
-        return json.dumps(rows, indent=2, allow_nan=False) if rows else "[]"
-    if fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow([safe_cell(c) for c in columns])
-        for r in records:  # text a spreadsheet would run as a formula gets a leading ' (numbers never change)
-            writer.writerow(["" if r.get(k) is None or _is_nan(r.get(k)) else safe_cell(r.get(k)) for k in columns])
-        return buffer.getvalue()
-    cells = human or {c: (lambda r, c=c: _cell(r.get(c))) for c in columns}
-    if fmt == "md":
-        lines = [f"# {markdown(title)}", ""] if title else []
-        lines.append("| " + " | ".join(map(_md, cells)) + " |")
-        lines.append("|" + "---|" * len(cells))
-        lines += ["| " + " | ".join(_md(f(r)) for f in cells.values()) + " |" for r in records]
-        lines += ["", *map(markdown, notes)] if notes else []
-        return "\n".join(lines) + "\n"
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    console = make_console(file)
-    if title:
-        console.print(Text(printable(title), style="bold"))
-    shown = {header: f for header, f in cells.items() if header not in below}
-    texts = [[printable(f(r)) for f in shown.values()] for r in records]
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for i, header in enumerate(shown):
-        long = i == 0 or any(len(row[i]) > _LONG_CELL for row in texts)  # the name, or long text: may fold
-        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold", no_wrap=not long)
-    for row in texts:
-        table.add_row(*row)
-    print_fitted(console, table, keep=keep)
-    labels = [row[0] if row else "" for row in texts]
-    width = max(map(len, labels), default=0)
-    for header in (h for h in below if h in cells):
-        console.print()
-        console.print(Text(header, style="bold"))
-        for label, r in zip(labels, records, strict=True):  # wrapped at the width, continued under the text
-            first = f"  {label:<{width}}  "
-            print_wrapped(console, printable(cells[header](r)), first=first, indent=" " * min(len(first), 24))
-    for note in notes:
-        console.print(printable(note), style="dim")
-    return ""
-
-
-_LONG_CELL = 40  # a column holding a longer cell (a list of names, a sentence) may wrap
-
-
-def _cell(x: Any) -> str:
-    if x is None or _is_nan(x):
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return str(x)
-
-
-def excluded_line(run: RunRecord) -> str:
-    """One line describing a run left out of the statistics.
-
-    Example:
-        >>> from pathlib import Path
-        >>> excluded_line(RunRecord(Path("r"), "mlp", "algo", "3", "failed", 1, "RuntimeError: boom"))
-        'experiment=mlp variant=algo replica=3 left out of the statistics: failed (exit code 1): RuntimeError: boom'
-    """
-    detail = f" (exit code {_exit(run)})" if run.exit_code is not None else f" ({run.signal})" if run.signal else ""
-    error = f": {printable_message(run.error)}" if run.error else ""
-    where = f"experiment={run.experiment} variant={run.variant} replica={run.replica}"
-    return f"{where} left out of the statistics: {run.status}{detail}{error}"
-
-
 def _human_cells(row: ReportRow) -> tuple[str, ...]:
-    ci = "-" if _is_nan(row.std_ci_low) else f"[{_num(row.std_ci_low)}, {_num(row.std_ci_high)}]"
+    ci = "-" if is_nan(row.std_ci_low) else f"[{_num(row.std_ci_low)}, {_num(row.std_ci_high)}]"
     cv = percent(row.cv)
     stats = (row.mean, row.std)
     metric = printable(row.metric)
@@ -381,26 +282,4 @@ def _level(level: float) -> str:
 
 
 def _num(x: float) -> str:
-    return "-" if _is_nan(x) else f"{x:.4g}"
-
-
-def _exit(run: RunRecord) -> str:
-    """The exit status as shown: the code, the signal's name, or both (``-9 (SIGKILL)``)."""
-    code = "" if run.exit_code is None else str(run.exit_code)
-    if run.signal:
-        return f"{code} ({run.signal})" if code else run.signal
-    return code
-
-
-def _md(cell: Any) -> str:
-    """Markdown text, or a table cell: control characters escaped (so a newline cannot end the row), HTML
-    escaped (:func:`~deviate_cb.report.text.markdown`), ``|`` escaped."""
-    return markdown(cell).replace("|", "\\|")
-
-
-def _is_nan(x: Any) -> bool:
-    return isinstance(x, float) and not math.isfinite(x)
-
-
-def _json_value(x: Any) -> Any:
-    return None if _is_nan(x) else x
+    return "-" if is_nan(x) else f"{x:.4g}"

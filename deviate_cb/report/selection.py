@@ -84,8 +84,7 @@ def store_runs(
     recorded ``configuration``, for :mod:`deviate_cb.report.group_identity` to refuse or pool), instead of
     being left out as ``not pooled``.
     """
-    from deviate_cb.report.render import excluded_line
-    from deviate_cb.report.summary import load_per_run
+    from deviate_cb.report.loading import excluded_line, load_per_run
 
     loaded = load_per_run(
         Path(directory), aggregate=aggregate, directions=directions, metrics=metrics, pool_configurations=mixed

@@ -148,7 +148,7 @@ class Study:
 
         from deviate_cb.report.answers import HEADLINE_COLUMNS
         from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
-        from deviate_cb.report.render import excluded_line
+        from deviate_cb.report.loading import excluded_line
         from deviate_cb.report.sequential import answer_record
         from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS
         from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.report.group_identity import one_configuration
 from deviate_cb.report.metrics.names import metric_options
 from deviate_cb.report.selection import RunValues
 from deviate_cb.store.bounded_read import HostileFileError, check_parquet
 
-__all__ = ["MAX_TABLE_ROWS", "RUN_COLUMNS", "read_run_table", "read_table", "table_report"]
+__all__ = ["MAX_TABLE_ROWS", "RUN_COLUMNS", "read_run_table", "read_table"]
 
 _PARQUET = (".parquet", ".pq")
 # The most rows a `--table` may hold: one row per run, so a million runs is already far beyond any study.
@@ -169,69 +168,3 @@ def read_run_table(
         run_values = {c: math.nan if v[i] is None else float(v[i]) for c, v in values.items()}
         runs.append(RunValues(run_keys, run_values, run_keys=own))
     return runs
-
-
-def table_report(
-    path: Any,
-    group_by: Optional[str],
-    *,
-    level: float = 0.95,
-    metrics: Optional[Sequence[str]] = None,
-    decompose: bool = False,
-    seed: int = 0,
-    iqm: bool = False,
-    pool: bool = False,
-) -> Any:
-    """The variance report of a run table: experiment = the file's stem, variant = the ``group_by`` value
-    (``iqm``: with the interquartile mean and its interval, as
-    :func:`~deviate_cb.report.summary.build_report`).
-
-    Each group must be one configuration (see the module's docstring): a group whose rows differ in another
-    text column is a :class:`UsageError` naming them, unless ``pool`` (then a warning of the report says so).
-
-    Example:
-        >>> import tempfile
-        >>> path = Path(tempfile.mkdtemp()) / "runs.csv"
-        >>> _ = path.write_text("setting,acc\\nimpl,0.8\\nimpl,0.82\\nimpl,0.84\\n")
-        >>> row = table_report(path, "setting").rows[0]
-        >>> row.experiment, row.variant, row.n, round(row.std, 2)
-        ('runs', 'impl', 3, 0.02)
-    """
-    from deviate_cb.report.summary import Report, describe_series
-
-    warnings: list[str] = []
-    runs = read_run_table(path, group_by, warnings, metrics)
-    experiment = Path(os.fspath(path)).stem
-    series: dict[tuple[str, str, str], list[float]] = {}
-    counts: dict[str, int] = {}
-    by_group: dict[str, list[RunValues]] = {}
-    for run in runs:
-        by_group.setdefault(run.keys[group_by] if group_by is not None else "all", []).append(run)
-    for variant, members in sorted(by_group.items()):
-        pooled = one_configuration(
-            members,
-            option="--group-by",
-            received=f"--table {os.fspath(path)}" + (f" --group-by {group_by}" if group_by else ""),
-            pool=pool,
-            subject=f"group {variant} holds",
-            fix="Group by the column that tells them apart (--group-by {key}: {values})",
-        )
-        if pooled:
-            warnings.append(f"group {variant} {pooled} (--pool): its spread counts their difference as noise.")
-    for run in runs:
-        variant = run.keys[group_by] if group_by is not None else "all"
-        counts[variant] = counts.get(variant, 0) + 1
-        for metric, value in run.values.items():
-            series.setdefault((experiment, variant, metric), []).append(value)
-    rows = describe_series(series, "as given", level, iqm=iqm, seed=seed)
-    decomposition: tuple[Any, ...] = ()
-    if decompose:
-        from deviate_cb.report.decomposition import decompose_series
-
-        decomposition = tuple(decompose_series(series, level=level, seed=seed))
-    groups = tuple((experiment, v, n) for v, n in sorted(counts.items()))
-    values = {key: tuple(found) for key, found in series.items()}
-    from deviate_cb.report.metrics.per_run import nonfinite_notes
-
-    warnings = [*warnings, *nonfinite_notes((), values, "as given")]  # NaN/Inf values of the table, per metric
-    return Report(tuple(rows), (), tuple(warnings), "as given", level, len(runs), groups, decomposition, values=values)

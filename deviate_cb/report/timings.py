@@ -227,7 +227,7 @@ _RAW_OPS_CELL = {"recorded as": lambda r: ", ".join(r["raw_ops"])}
 
 def write_timings_section(groups: Sequence[TimingGroup], fmt: str, out: IO[str]) -> None:
     """Write the step-time section as Markdown (``md``) or terminal tables (``table``) to ``out``."""
-    from deviate_cb.report.render import render_records
+    from deviate_cb.report.tables import render_records
 
     if not groups:
         return

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from deviate_cb.report import find_runs
-from deviate_cb.report.findings import KINDS, Problem, format_problem, replica_list
+from deviate_cb.report.configurations import replica_list
+from deviate_cb.report.findings import KINDS, Problem, format_problem
 from deviate_cb.report.problems import find_problems, study_problems
 from deviate_cb.report.summary import ReportRow
 from deviate_cb.store.footer_summary import footer_summary

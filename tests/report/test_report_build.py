@@ -253,7 +253,7 @@ def test_launcher_manifest_fields_are_summarised(tmp_path: Path, make_run) -> No
     killed = {"exit_code": -9, "signal": "SIGKILL", "reason": "killed by SIGKILL", "error": "epoch 3/10"}
     make_run(tmp_path, "e", "v", 2, status="killed", **killed)
     make_run(tmp_path, "e", "v", 3, status="timeout", exit_code=None, signal="SIGTERM", error=tail)
-    from deviate_cb.report.render import excluded_line
+    from deviate_cb.report.loading import excluded_line
 
     lines = [excluded_line(r) for r in build_report(tmp_path).excluded]
     prefix = "experiment=e variant=v replica="

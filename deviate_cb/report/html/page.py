@@ -42,7 +42,7 @@ def report_page(
     """The page of a :class:`~deviate_cb.report.summary.Report` (see the module docstring); ``headlines``: the
     :class:`~deviate_cb.report.answers.Headline` list of the report, shown first, after the decisions of the
     studies replicated until decided (``sequences``: :func:`deviate_cb.report.sequential.sequence_lines`)."""
-    from deviate_cb.report.render import excluded_line
+    from deviate_cb.report.loading import excluded_line
 
     metrics = metric_order(report.rows, [h.metric for h in headlines])
     anchors = {metric: f"m{i}" for i, metric in enumerate(metrics)}

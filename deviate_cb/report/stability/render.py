@@ -32,7 +32,7 @@ __all__ = ["write_stability"]
 
 def write_stability(groups: Sequence[StabilityGroup], fmt: str, out: IO[str], top: int = 10) -> None:
     """Write the stability section as Markdown (``md``) or terminal tables (``table``) to ``out``."""
-    from deviate_cb.report.render import render_records
+    from deviate_cb.report.tables import render_records
 
     for g in groups:
         title = printable(f"Stability: experiment={g.experiment} variant={g.variant}")
