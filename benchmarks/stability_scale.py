@@ -15,8 +15,8 @@ samples (``--classes`` classes, 4 sub-groups). Timed, best of ``--repeat`` round
 Then the weight sketch (:func:`deviate_cb.store.weights.write_weights`, ``k = 256``) of the 11,689,512
 float32 parameters of ResNet-18 (its 62 parameter shapes, random values), with the peak memory the sketch
 allocates (``tracemalloc``), ``write_predictions`` of 50,000 samples x 10 class probabilities, and the whole
-stability section of ``deviate report`` (:func:`deviate_cb.report.stability.build.build_stability`: read every run's
-``predictions.parquet``, align, every measure) on a study of the largest size.
+stability section of ``deviate report`` (:func:`deviate_cb.report.answers.stability.build.build_stability`: read every
+run's ``predictions.parquet``, align, every measure) on a study of the largest size.
 
 Measured 2026-11-21 on the shared 2-core machine (load average about 1), best of 3, 10 classes:
 
@@ -116,8 +116,9 @@ def sketch_cost(repeat: int) -> tuple[float, float, float]:
 
 
 def report_cost(samples: int, runs: int, classes: int, repeat: int) -> float:
-    """Seconds :func:`deviate_cb.report.stability.build.build_stability` takes on a study of ``runs`` saved runs."""
-    from deviate_cb.report.stability.build import build_stability
+    """Seconds :func:`deviate_cb.report.answers.stability.build.build_stability` takes on a study of ``runs`` saved
+    runs."""
+    from deviate_cb.report.answers.stability.build import build_stability
     from deviate_cb.store.run_directory import RunDirectory, run_path
 
     rng = np.random.default_rng(SEED)

@@ -7,7 +7,7 @@ interpreter start and imports included; warm page cache: one untimed read first)
 (methods interleaved round by round, so that drift in the speed of a shared machine hits all alike):
 
 * ``floor``: the bare pyarrow read of the needed columns (``seq``, ``name``, ``value``) of every metrics file;
-* ``report``: :func:`deviate_cb.report.summary.build_report` (``--aggregate``, default ``last``), exactly what
+* ``report``: :func:`deviate_cb.report.answers.summary.build_report` (``--aggregate``, default ``last``), exactly what
   ``deviate report`` computes: the per-run values from the copies of the per-series summaries that the store's
   session keeps in each ``run.json`` (checked against the metrics file's size and mtime), then ``describe``;
 * ``cli``: the command itself, ``deviate report DIR --format csv`` (argument parsing, the step-time and
@@ -169,7 +169,7 @@ def _directions() -> dict[str, str] | None:
 
 
 def m_report(root: Path) -> dict:
-    from deviate_cb.report.summary import build_report
+    from deviate_cb.report.answers.summary import build_report
 
     report = build_report(root, aggregate=AGGREGATE, directions=_directions())
     return {r.metric: [r.n, r.mean, r.std, r.min, r.max] for r in report.rows}
@@ -220,7 +220,7 @@ def m_report_scan(root: Path, duckdb: bool = True) -> dict:
     """``report`` on files without summaries (another writer, an older deviate-cb): a full scan, by DuckDB or
     (``duckdb=False``, as without the ``report`` extra) by pyarrow batches."""
     from deviate_cb.report import loading
-    from deviate_cb.report.metrics import footers, scan
+    from deviate_cb.report.reading.metrics import footers, scan
 
     loading.manifest_values = lambda runs, reduce: ({}, set())
     footers.footer_summary = lambda metadata: None

@@ -19,7 +19,7 @@ def _no_inherited_run_context(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_inherited_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tables are as wide as COLUMNS says (deviate_cb.report.terminal): a test that wants a width sets it."""
+    """Tables are as wide as COLUMNS says (deviate_cb.report.text.terminal): a test that wants a width sets it."""
     monkeypatch.delenv("COLUMNS", raising=False)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from deviate_cb.cli.main import main
 from deviate_cb.fingerprint.collect import GPU_FIELDS, REQUIRED_FIELDS, collect_fingerprint, missing_fields
-from deviate_cb.report.fingerprints import fingerprint_differences, fingerprint_warnings
+from deviate_cb.report.reading.fingerprints import fingerprint_differences, fingerprint_warnings
 from deviate_cb.store.run_directory import RunDirectory, run_path
 
 torch = pytest.importorskip("torch")

@@ -5,7 +5,8 @@ Layers, bottom to top (a module may import its own layer and the ones below, nev
 0. foundation: ``deviate_cb`` itself, ``errors``, ``context``, ``variants``, and ``stats`` (pure maths)
 1. files and facts: ``store``, ``fingerprint``, ``profiling``
 2. ``capture`` (what the adapters drive) and ``audit.recording`` (the audit's side inside a replica)
-3. ``launch``, ``report``, ``audit``, ``bench``, ``trackers``
+3. ``launch``, ``report``, ``audit``, ``bench``, ``trackers``; inside ``report``, its wings run
+   ``text`` < ``reading`` < ``answers`` < ``rendering`` < the package's top (``__init__``, ``study``)
 4. ``cli`` and the framework adapters ``lightning`` and ``keras``
 """
 
@@ -160,6 +161,35 @@ def _inside(module: str, package: str) -> bool:
 def test_forbidden_pairs_do_not_import_each_other() -> None:
     found = forbidden_imports(import_edges(ROOT, PACKAGE))
     assert found == [], "imports between packages kept apart:\n" + "\n".join(found)
+
+
+# report/'s wings, bottom to top: each imports its own wing and those below, never the package's top (its
+# __init__ and study.py, which compose the three for Python and notebooks).
+REPORT_WINGS = {
+    "deviate_cb.report.text": 0,
+    "deviate_cb.report.reading": 1,
+    "deviate_cb.report.answers": 2,
+    "deviate_cb.report.rendering": 3,
+    "deviate_cb.report": 4,
+}
+
+
+def test_report_wings_import_down() -> None:
+    edges = [
+        edge
+        for edge in import_edges(ROOT, PACKAGE)
+        if _inside(edge.importer, "deviate_cb.report") and _inside(edge.imported, "deviate_cb.report")
+    ]
+    assert edges, "no import inside report/ found: the check reads nothing"
+    found = upward_imports(edges, REPORT_WINGS)
+    assert found == [], "report/ wings importing a wing above them:\n" + "\n".join(found)
+
+
+def test_every_report_module_is_in_a_wing() -> None:
+    top = {"deviate_cb.report", "deviate_cb.report.study"}
+    outside = [m for m in module_files(ROOT, PACKAGE) if _inside(m, "deviate_cb.report") and m not in top]
+    outside = [m for m in outside if layer_of(m, REPORT_WINGS) == REPORT_WINGS["deviate_cb.report"]]
+    assert outside == [], f"report/ modules outside text/, reading/, answers/, rendering/: {outside}"
 
 
 def test_no_import_circle() -> None:

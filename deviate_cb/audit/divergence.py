@@ -444,7 +444,7 @@ def where_text(divergence: Divergence, *, owner: bool = True) -> str:
         >>> size_text(d)
         'max abs diff 0.5, max rel diff 1, 1 of 2 element(s) differ'
     """
-    from deviate_cb.report.text import printable
+    from deviate_cb.report.text.safe import printable
 
     text = _WHAT.get(divergence.kind, divergence.kind + " `{name}`").format(name=printable(divergence.name))
     if owner and divergence.kind in ("gradient", "parameter") and divergence.module:

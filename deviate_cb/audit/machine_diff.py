@@ -2,7 +2,7 @@
 
 ``deviate audit --against DIR`` compares a run made here with a replica of a recording made elsewhere; beside the
 first divergent step it names what differs in their ``fingerprint.json``: the fields that decide
-implementation-level results (:func:`deviate_cb.report.fingerprints.compared_field`: framework and package
+implementation-level results (:func:`deviate_cb.report.reading.fingerprints.compared_field`: framework and package
 versions and builds, CUDA, cuDNN, NCCL and the driver, GPU models and SM counts, CPU model and ISA flags, BLAS,
 thread counts, determinism switches and the environment variables the fingerprint records), plus the Python
 version and implementation and the machine's architecture, which do not vary inside one study but do between
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from deviate_cb.fingerprint.collect import flatten
-from deviate_cb.report.fingerprints import compared_field
+from deviate_cb.report.reading.fingerprints import compared_field
 from deviate_cb.store.bounded_read import load_json
 from deviate_cb.store.run_directory import FINGERPRINT_FILE
 

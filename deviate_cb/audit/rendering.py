@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deviate_cb.audit.divergence import size_text, where_text
-from deviate_cb.report.text import printable, printable_message
+from deviate_cb.report.text.safe import printable, printable_message
 
 __all__ = ["render_audit"]
 

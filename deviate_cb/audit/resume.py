@@ -163,7 +163,7 @@ def render_resume(result: ResumeResult, *, where: str, stopped: str = "") -> str
         steps 4..7 agree with the uninterrupted run.
         records: runs
     """
-    from deviate_cb.report.text import printable
+    from deviate_cb.report.text.safe import printable
 
     lines = []
     head = f"deviate audit --resume-at {result.at}:"

@@ -40,8 +40,8 @@ def direction_argument(text: str) -> tuple[str, str]:
 
 def say(stream: IO[str], kind: str, message: str) -> None:
     """Write ``deviate: <kind>: <message>`` as one printable line (a message quoting what a run wrote keeps no
-    colour or control character: :func:`~deviate_cb.report.text.printable_message`)."""
-    from deviate_cb.report.text import printable_message
+    colour or control character: :func:`~deviate_cb.report.text.safe.printable_message`)."""
+    from deviate_cb.report.text.safe import printable_message
 
     stream.write(f"{PROG}: {kind}: {printable_message(' '.join(message.split()))}\n")
     stream.flush()
@@ -197,7 +197,7 @@ def output_to(path: Optional[str], default: IO[str]) -> Iterator[IO[str]]:
 
 def add_output_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """``--format`` (the report formats and ``html``) and ``-o FILE``, as ``report`` and ``compare`` take them."""
-    from deviate_cb.report.render import FORMATS
+    from deviate_cb.report.rendering.formats import FORMATS
 
     p.add_argument(
         "--format",
@@ -211,6 +211,6 @@ def add_output_arguments(p: argparse.ArgumentParser, what: str) -> None:
 def check_html(args: argparse.Namespace) -> None:
     """With ``--format html``, matplotlib must be there: one line naming the extra, before anything is read."""
     if args.format == "html":
-        from deviate_cb.report.html.figures import matplotlib_or_error
+        from deviate_cb.report.rendering.html.figures import matplotlib_or_error
 
         matplotlib_or_error()

@@ -36,7 +36,7 @@ from deviate_cb.audit.reference import (
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 from deviate_cb.launch.backends.options import integer_option
-from deviate_cb.report.text import printable
+from deviate_cb.report.text.safe import printable
 from deviate_cb.store.run_directory import MANIFEST_FILE, read_run_manifest
 
 __all__ = ["Against", "open_against"]

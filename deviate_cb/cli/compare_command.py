@@ -18,8 +18,8 @@ from deviate_cb.cli.sources import (
     warn_problems,
 )
 from deviate_cb.errors import UsageError
-from deviate_cb.report.spreadsheet import counted_escapes, escape_note
-from deviate_cb.report.text import printable, printable_errors, unseen
+from deviate_cb.report.text.safe import printable, printable_errors, unseen
+from deviate_cb.report.text.spreadsheet import counted_escapes, escape_note
 
 __all__ = ["add_compare"]
 
@@ -93,15 +93,15 @@ def _run_compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.compare_notes import IMPROVEMENT_THRESHOLD
-    from deviate_cb.report.comparison import (
+    from deviate_cb.report.answers.compare_notes import IMPROVEMENT_THRESHOLD
+    from deviate_cb.report.answers.comparison import (
         COMPARE_COLUMNS,
         COMPARE_HUMAN,
         IMPROVEMENT_HUMAN,
         compare_groups,
     )
-    from deviate_cb.report.selection import select
-    from deviate_cb.report.tables import render_records
+    from deviate_cb.report.reading.selection import select
+    from deviate_cb.report.text.tables import render_records
 
     check_alpha(args.alpha)
     per_run_options(args)
@@ -201,7 +201,7 @@ def _compare(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             *notes,
         )
     if args.format == "html":
-        from deviate_cb.report.html.compare_page import compare_curves, compare_page
+        from deviate_cb.report.rendering.html.compare_page import compare_curves, compare_page
 
         curves: dict[str, list] = {}
         if args.dirs:  # the runs' directories are known: both groups' training curves
@@ -235,7 +235,7 @@ def _sequential_note(sources: Sequence[str], group_a: Sequence[Any], group_b: Se
     """The note for two groups replicated until decided (``deviate-replicate --until-decided``), if they were."""
     from pathlib import Path
 
-    from deviate_cb.report.sequential import compare_note, study_sequences
+    from deviate_cb.report.answers.sequential import compare_note, study_sequences
 
     groups = [{(r.keys.get("experiment"), r.keys.get("variant")) for r in g} for g in (group_a, group_b)]
     if any(len(g) != 1 for g in groups):
@@ -247,8 +247,8 @@ def _sequential_note(sources: Sequence[str], group_a: Sequence[Any], group_b: Se
 
 def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err: IO[str]) -> int:
     """``compare DIR --by KEY``: the k groups of one key's values, ranked per metric by multi-group ASO."""
-    from deviate_cb.report.ranking import RANKING_COLUMNS, pair_rows, rank_metrics, split_by, write_rankings
-    from deviate_cb.report.tables import render_records
+    from deviate_cb.report.answers.ranking import RANKING_COLUMNS, pair_rows, rank_metrics, split_by, write_rankings
+    from deviate_cb.report.text.tables import render_records
 
     if args.a or args.b:
         raise UsageError(f"give `--by` or `--a`/`--b`, not both. Received: --by={args.by}, {_received(args)}")
@@ -287,7 +287,7 @@ def _compare_by(args: argparse.Namespace, sources: list[str], out: IO[str], err:
         for name, group in groups
     )
     if args.format == "html":  # the ranking per metric and each metric's eps_min matrix as a heatmap
-        from deviate_cb.report.html.ranking_page import ranking_page
+        from deviate_cb.report.rendering.html.ranking_page import ranking_page
 
         out.write(ranking_page(rankings, title=f"Almost Stochastic Order by {args.by}: {names}{how}", key=args.by))
         out.flush()

@@ -106,7 +106,7 @@ def _prepare(args: argparse.Namespace, module: str, err: IO[str]) -> tuple[Any, 
     """Check the extra, matplotlib and the study, and read it: ``(export, page or None)``."""
     require(module, module)
     if args.page:
-        from deviate_cb.report.html.figures import matplotlib_or_error
+        from deviate_cb.report.rendering.html.figures import matplotlib_or_error
 
         matplotlib_or_error()
     from deviate_cb.trackers.export.replicas import read_study

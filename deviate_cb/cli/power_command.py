@@ -28,15 +28,15 @@ from deviate_cb.cli.sources import (
     warn_problems,
 )
 from deviate_cb.errors import UsageError
-from deviate_cb.report.spreadsheet import counted_escapes, escape_note
-from deviate_cb.report.text import printable, printable_errors
+from deviate_cb.report.text.safe import printable, printable_errors
+from deviate_cb.report.text.spreadsheet import counted_escapes, escape_note
 
 __all__ = ["add_power"]
 
 
 def add_power(commands: argparse._SubParsersAction) -> None:
     """Declare ``deviate power`` on the ``deviate`` subparsers."""
-    from deviate_cb.report.render import FORMATS
+    from deviate_cb.report.rendering.formats import FORMATS
 
     p = commands.add_parser(
         "power",
@@ -77,15 +77,15 @@ def _run_power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _power(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
-    from deviate_cb.report.selection import select
-    from deviate_cb.report.tables import render_records
+    from deviate_cb.report.answers.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
+    from deviate_cb.report.reading.selection import select
+    from deviate_cb.report.text.tables import render_records
 
     check_alpha(args.alpha)
     per_run_options(args)
     budget_h = None
     if args.budget is not None:
-        from deviate_cb.report.budget import parse_budget
+        from deviate_cb.report.answers.budget import parse_budget
 
         budget_h = parse_budget(args.budget)
     elif args.effect is None:
@@ -159,10 +159,17 @@ def _power_budget(
     """``power --budget``: a sentence per group and metric first (the runs needed for --effect, what they cost,
     what the budget buys and detects), then the table with the cost and budget columns (``pooled``: the groups
     that pool configurations, with --pool)."""
-    from deviate_cb.report.budget import BUDGET_COLUMNS, BUDGET_NOTE, budget_rows, format_hours, spread_rows, wall_times
-    from deviate_cb.report.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
-    from deviate_cb.report.tables import render_records
-    from deviate_cb.report.terminal import make_console, print_wrapped
+    from deviate_cb.report.answers.budget import (
+        BUDGET_COLUMNS,
+        BUDGET_NOTE,
+        budget_rows,
+        format_hours,
+        spread_rows,
+        wall_times,
+    )
+    from deviate_cb.report.answers.comparison import POWER_COLUMNS, POWER_HUMAN, power_rows
+    from deviate_cb.report.text.tables import render_records
+    from deviate_cb.report.text.terminal import make_console, print_wrapped
 
     if args.effect is not None:
         base = power_rows(list(groups.items()), effect=args.effect, alpha=args.alpha, power=args.power, pool=args.pool)
@@ -194,7 +201,7 @@ def _power_budget(
     )
     notes = (BUDGET_NOTE,)  # each group's sentences are the lead above (budget_summary holds the power summary)
     if args.format == "md":
-        from deviate_cb.report.text import markdown
+        from deviate_cb.report.text.safe import markdown
 
         out.write("\n\n".join(markdown(line) for line in lead) + "\n\n")
     else:

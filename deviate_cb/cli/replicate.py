@@ -30,7 +30,7 @@ from deviate_cb.errors import MissingDependencyError, UsageError
 from deviate_cb.launch.arguments import add_replication_arguments, add_rounds_arguments
 from deviate_cb.launch.progress import write_line
 from deviate_cb.launch.spec import ReplicationSpec, number
-from deviate_cb.report.text import printable_message
+from deviate_cb.report.text.safe import printable_message
 
 __all__ = ["build_parser", "main"]
 

@@ -17,8 +17,8 @@ from deviate_cb.cli._common import (
     say,
 )
 from deviate_cb.errors import UsageError
-from deviate_cb.report.spreadsheet import counted_escapes, escape_note
-from deviate_cb.report.text import printable, printable_errors
+from deviate_cb.report.text.safe import printable, printable_errors
+from deviate_cb.report.text.spreadsheet import counted_escapes, escape_note
 
 __all__ = ["add_report"]
 
@@ -135,11 +135,11 @@ def _run_report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from deviate_cb.report.answers import parse_effect
-    from deviate_cb.report.headline import build_headlines
-    from deviate_cb.report.loading import excluded_line
-    from deviate_cb.report.render import print_table, render
-    from deviate_cb.report.summary import build_report
+    from deviate_cb.report.answers.headline import build_headlines
+    from deviate_cb.report.answers.records import parse_effect
+    from deviate_cb.report.answers.summary import build_report
+    from deviate_cb.report.reading.loading import excluded_line
+    from deviate_cb.report.rendering.formats import print_table, render
 
     if not 0.0 < args.level < 1.0:
         raise UsageError(f"`--level` must be in (0, 1). Received: --level={args.level!r}.")
@@ -172,7 +172,7 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             raise UsageError(
                 f"give either DIR or `--table`, not both. Received: DIR={args.dir!r}, --table={args.table!r}."
             )
-        from deviate_cb.report.summary import table_report
+        from deviate_cb.report.answers.summary import table_report
 
         report = table_report(
             args.table,
@@ -225,24 +225,26 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         _write_sequences(sequences, out, markdown=False)
         print_table(report, out, problems=problems, headlines=headlines)
         if timing_groups:
-            from deviate_cb.report.timings import write_timings_section
+            from deviate_cb.report.answers.timings import write_timings_section
 
             write_timings_section(timing_groups, "table", out)
         if stability:
-            from deviate_cb.report.stability.render import write_stability
+            from deviate_cb.report.rendering.stability import write_stability
 
             out.write("\n")
             write_stability(stability, "table", out)
-        from deviate_cb.report.closing import write_closing  # the answers again, last: the tables pushed them up
+        from deviate_cb.report.rendering.closing import (
+            write_closing,  # the answers again, last: the tables pushed them up
+        )
 
         table = ["--table", args.table, *(["--group-by", args.group_by] if args.group_by else [])]
         table += ["--pool"] if getattr(args, "pool", False) else []  # the page pools as this report did
         source = [args.dir] if args.dir is not None else table
         write_closing(headlines, sequences, ["deviate", "report", *source], out)
     elif args.headline:
-        from deviate_cb.report.answers import HEADLINE_COLUMNS
-        from deviate_cb.report.sequential import answer_record, study_answers
-        from deviate_cb.report.tables import render_records
+        from deviate_cb.report.answers.records import HEADLINE_COLUMNS
+        from deviate_cb.report.answers.sequential import answer_record, study_answers
+        from deviate_cb.report.text.tables import render_records
 
         decided = study_answers(args.dir)  # the sequential decisions first, as in the terminal report
         if args.format == "json":
@@ -252,23 +254,23 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             records = [*map(answer_record, decided), *(r for h in headlines for r in h.records())]
             out.write(render_records(records, HEADLINE_COLUMNS, "csv"))
     elif args.timings:
-        from deviate_cb.report.tables import render_records
-        from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
+        from deviate_cb.report.answers.timings import TIMING_COLUMNS, timing_rows
+        from deviate_cb.report.text.tables import render_records
 
         out.write(render_records(timing_rows(timing_groups), TIMING_COLUMNS, args.format))
         if args.format == "json":
             out.write("\n")
     elif args.stability:
-        from deviate_cb.report.stability.rows import STABILITY_COLUMNS, stability_rows
-        from deviate_cb.report.tables import render_records
+        from deviate_cb.report.answers.stability.rows import STABILITY_COLUMNS, stability_rows
+        from deviate_cb.report.text.tables import render_records
 
         out.write(render_records(stability_rows(stability), STABILITY_COLUMNS, args.format))
         if args.format == "json":
             out.write("\n")
     elif args.decomposition and args.format in ("csv", "json"):
-        from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS, missing_note
-        from deviate_cb.report.render import decomposition_json
-        from deviate_cb.report.tables import render_records
+        from deviate_cb.report.answers.decomposition import DECOMPOSITION_COLUMNS, missing_note
+        from deviate_cb.report.rendering.formats import decomposition_json
+        from deviate_cb.report.text.tables import render_records
 
         if args.format == "json":
             out.write(decomposition_json(report) + "\n")
@@ -285,11 +287,11 @@ def _report(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if args.format == "json":
             out.write("\n")
         if timing_groups and args.format == "md":
-            from deviate_cb.report.timings import write_timings_section
+            from deviate_cb.report.answers.timings import write_timings_section
 
             write_timings_section(timing_groups, "md", out)
         if stability and args.format == "md":
-            from deviate_cb.report.stability.render import write_stability
+            from deviate_cb.report.rendering.stability import write_stability
 
             write_stability(stability, "md", out)
     out.flush()
@@ -306,8 +308,8 @@ def _html(
     headlines: Any = (),
     sequences: Sequence[str] = (),
 ) -> str:
-    """The report as one self-contained HTML page (:mod:`deviate_cb.report.html.build`, as ``Study.html``)."""
-    from deviate_cb.report.html.build import html_report
+    """The report as one self-contained HTML page (:mod:`deviate_cb.report.rendering.html.build`, as ``Study.html``)."""
+    from deviate_cb.report.rendering.html.build import html_report
 
     warnings: list[str] = []
     page = html_report(
@@ -330,14 +332,14 @@ def _sequences(args: argparse.Namespace) -> list[str]:
     """The decisions of the study's sequences (``--until-decided``/``--until-precision``), one line each."""
     if args.dir is None:
         return []
-    from deviate_cb.report.sequential import sequence_lines, study_sequences
+    from deviate_cb.report.answers.sequential import sequence_lines, study_sequences
 
     return sequence_lines(study_sequences(Path(args.dir)))
 
 
 def _write_sequences(lines: Sequence[str], out: IO[str], *, markdown: bool) -> None:
     """The sequences' decisions first: they answer "is A better" with the error rate the rounds kept."""
-    from deviate_cb.report.sequential import write_sequences
+    from deviate_cb.report.answers.sequential import write_sequences
 
     write_sequences(lines, out, markdown=markdown)  # the section Study.text writes too, wrapped at the width
 
@@ -346,8 +348,8 @@ def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The problems of DIR's completed runs (none for --table), each also a warning on ``err``."""
     if args.dir is None:
         return []
-    from deviate_cb.report.findings import format_problem
-    from deviate_cb.report.problems import find_problems
+    from deviate_cb.report.answers.findings import format_problem
+    from deviate_cb.report.answers.problems import find_problems
 
     # The runs and rows the report read: no second walk, and no Parquet where the manifests hold the summaries
     problems = find_problems(report.completed, rows=report.rows)
@@ -358,7 +360,7 @@ def _problems(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
 
 def _stability(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The stability groups of DIR (empty when no run saved predictions or weights); warnings go to ``err``."""
-    from deviate_cb.report.stability.build import build_stability
+    from deviate_cb.report.answers.stability.build import build_stability
 
     warnings: list[str] = []
     # The runs the report read: no second walk of DIR
@@ -372,7 +374,7 @@ def _timings(args: argparse.Namespace, report: Any, err: IO[str]) -> list[Any]:
     """The step-time groups of DIR's completed runs (empty for --table, or when no run timed its steps)."""
     if args.dir is None:
         return []
-    from deviate_cb.report.timings import build_timings
+    from deviate_cb.report.answers.timings import build_timings
 
     warnings: list[str] = []
     groups = build_timings(report.completed, warnings=warnings)  # the runs the report read: no second walk

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from deviate_cb.cli._common import add_per_run_arguments, say
 from deviate_cb.errors import UsageError
-from deviate_cb.report.text import printable
+from deviate_cb.report.text.safe import printable
 
 __all__ = [
     "add_sources",
@@ -48,8 +48,8 @@ def add_sources(p: argparse.ArgumentParser, dirs: str) -> None:
 
 def load_runs(args: argparse.Namespace, source: str, warnings: list[str]) -> list:
     """The completed runs of one DIR or one --table file, as RunValues; warnings are appended to ``warnings``."""
-    from deviate_cb.report.selection import store_runs
-    from deviate_cb.report.table_input import read_run_table
+    from deviate_cb.report.reading.selection import store_runs
+    from deviate_cb.report.reading.table_input import read_run_table
 
     if source in args.table:
         runs = read_run_table(source, args.group_by, warnings, args.metric or None)
@@ -68,7 +68,7 @@ def load_runs(args: argparse.Namespace, source: str, warnings: list[str]) -> lis
 def one_group(args: argparse.Namespace, runs: Sequence[Any], option: str, received: str, **how: str) -> str:
     """Refuse a group of several configurations (one line: what the option matched and what to do), unless
     ``--pool``; then the words that say what it pools."""
-    from deviate_cb.report.group_identity import one_configuration
+    from deviate_cb.report.reading.group_identity import one_configuration
 
     return one_configuration(runs, option=option, received=received, pool=args.pool, **how)
 
@@ -82,8 +82,8 @@ def say_pooled(err: IO[str], what: str, pooled: str) -> None:
 def warn_problems(args: argparse.Namespace, chosen: Sequence[tuple[str, Sequence[Any]]], err: IO[str]) -> None:
     """Warn on ``err`` about the problems of the groups compared: per DIR source, the (experiment, variant)
     groups of its runs in ``chosen`` (``(source, runs)`` pairs). ``--table`` sources have none."""
-    from deviate_cb.report.findings import format_problem
-    from deviate_cb.report.problems import study_problems
+    from deviate_cb.report.answers.findings import format_problem
+    from deviate_cb.report.answers.problems import study_problems
 
     lines: dict[str, None] = {}  # in order, each once (the same DIR may be given twice)
     for source, runs in chosen:
@@ -106,7 +106,7 @@ def parse_terms(args: argparse.Namespace, texts: Sequence[str], option: str) -> 
         >>> parse_terms(argparse.Namespace(group_by="arm"), ["b", "seed=1"], "--a")
         [('arm', 'b'), ('seed', '1')]
     """
-    from deviate_cb.report.selection import parse_term
+    from deviate_cb.report.reading.selection import parse_term
 
     if args.group_by is not None:
         return [(args.group_by, t) if "=" not in t else parse_term(t, option) for t in texts]

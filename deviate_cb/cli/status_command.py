@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
-from deviate_cb.report.text import printable, printable_errors
+from deviate_cb.report.text.safe import printable, printable_errors
 
 __all__ = ["add_status"]
 
@@ -69,8 +69,8 @@ def _run_status(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     out.flush()
     for line in warnings:
         say(err, "warning", printable(line))
-    from deviate_cb.report.findings import format_problem
-    from deviate_cb.report.problems import study_problems
+    from deviate_cb.report.answers.findings import format_problem
+    from deviate_cb.report.answers.problems import study_problems
 
     for problem in study_problems(root):  # the completed replicas' manifests (and footers where needed)
         say(err, "warning", printable(format_problem(problem)))

@@ -36,7 +36,7 @@ def against_spec(
         ...
         deviate_cb.errors.UsageError: `--against` names no group: /nonexistent holds no run yet (...).
     """
-    from deviate_cb.report.selection import parse_term, select, store_runs
+    from deviate_cb.report.reading.selection import parse_term, select, store_runs
 
     terms = [parse_term(text, "--against") for text in against]
     try:

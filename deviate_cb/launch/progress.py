@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Optional, TextIO
 
-from deviate_cb.report.text import printable_message
+from deviate_cb.report.text.safe import printable_message
 
 __all__ = [
     "LiveProgress",

@@ -273,7 +273,8 @@ def machine_fields(when: str) -> Union[LaunchStart, LaunchEnd]:
 
     ``start``: ``cpu_count`` (the machine's CPUs), ``cpus_usable`` (those this process may run on: its affinity,
     a Slurm allocation, ``taskset``) and ``load_avg_start``; ``end``: ``load_avg_end``. A value the system cannot
-    tell is left out. The report compares them with the replicas that ran at once (:mod:`deviate_cb.report.contention`).
+    tell is left out. The report compares them with the replicas that ran at once
+    (:mod:`deviate_cb.report.answers.contention`).
 
     Example:
         >>> names = sorted(machine_fields("start").fields())

@@ -306,8 +306,8 @@ def _notfinite(runs: Sequence[Any], group: tuple[str, str], metric: str, n: int)
 
 
 def _study_runs(out: Path) -> list[Any]:
-    """The study's completed runs with their per-run values (:func:`deviate_cb.report.selection.store_runs`)."""
-    from deviate_cb.report.selection import store_runs
+    """The study's completed runs with their per-run values (:func:`deviate_cb.report.reading.selection.store_runs`)."""
+    from deviate_cb.report.reading.selection import store_runs
 
     return store_runs(str(out), metrics=None, warnings=[])
 

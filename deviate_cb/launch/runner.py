@@ -409,8 +409,8 @@ def _target(
 def _problem_lines(variant_dir: Path) -> list[str]:
     """What the study's manifests and metrics show to be wrong (seeds not in effect, identical replicas...)."""
     try:
-        from deviate_cb.report.findings import format_problem
-        from deviate_cb.report.problems import study_problems
+        from deviate_cb.report.answers.findings import format_problem
+        from deviate_cb.report.answers.problems import study_problems
 
         return [format_problem(problem) for problem in study_problems(variant_dir)]
     except Exception as exc:  # the study ran; a failed check must not hide its summary

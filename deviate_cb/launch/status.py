@@ -12,7 +12,7 @@ shown ``killed (not written: read-only)``, after one warning for the whole study
 does one that records processes its replica left running that could not be stopped (``survivors``), and a
 completed replica whose ``configuration`` cannot be read: it is shown ``unknown configuration``, as in the report.
 
-Shared storage and links, as ``deviate report`` reads them (:mod:`deviate_cb.report.runs`): a replica whose
+Shared storage and links, as ``deviate report`` reads them (:mod:`deviate_cb.report.reading.runs`): a replica whose
 folder or manifest this user may not read is shown ``unknown`` after a warning naming it; an ``experiment=`` or
 ``variant=`` folder that cannot be read, and a partition folder that is a symbolic link, are named in a warning
 and not followed (a replica behind a link is shown ``unknown``): nothing is read or written through a link.
@@ -210,7 +210,7 @@ def _noted(run_dir: Path, manifest: RunManifest, status: str, group: str, warnin
     """The status to show for a replica, after one warning each for what its ``run.json`` says that its row cannot:
     processes left running that could not be stopped (:func:`deviate_cb.store.left_running.survivors_note`), and a
     completed replica's configuration that cannot be read, shown ``unknown configuration`` as ``deviate report``
-    shows it (:mod:`deviate_cb.report.configurations`: never pooled).
+    shows it (:mod:`deviate_cb.report.reading.configurations`: never pooled).
 
     Example:
         >>> notes = []
@@ -221,7 +221,7 @@ def _noted(run_dir: Path, manifest: RunManifest, status: str, group: str, warnin
         r/run.json: `configuration` is null, not an object; replica r of experiment=e variant=v is shown as 'unknown
         configuration': deviate report leaves it out of the statistics (never pooled)
     """
-    from deviate_cb.report.configurations import UNKNOWN_CONFIGURATION
+    from deviate_cb.report.reading.configurations import UNKNOWN_CONFIGURATION
     from deviate_cb.store.configuration import configuration_of, unreadable_reason
     from deviate_cb.store.left_running import survivors_note
 

@@ -16,10 +16,10 @@ Example:
     experiment,variant,metric,aggregate,n,mean,std,cv,min,max,range,std_ci_low,std_ci_high,n_nonfinite
 """
 
-from deviate_cb.report.render import FORMATS, print_table, render
-from deviate_cb.report.runs import RunRecord, find_runs
+from deviate_cb.report.answers.summary import COLUMNS, Report, ReportRow, build_report
+from deviate_cb.report.reading.runs import RunRecord, find_runs
+from deviate_cb.report.rendering.formats import FORMATS, print_table, render
 from deviate_cb.report.study import Study, load
-from deviate_cb.report.summary import COLUMNS, Report, ReportRow, build_report
 
 __all__ = [
     "COLUMNS",

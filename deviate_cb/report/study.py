@@ -31,9 +31,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from deviate_cb.report.answers import Effect, Headline, parse_effect
-from deviate_cb.report.headline import build_headlines
-from deviate_cb.report.summary import Report, build_report
+from deviate_cb.report.answers.headline import build_headlines
+from deviate_cb.report.answers.records import Effect, Headline, parse_effect
+from deviate_cb.report.answers.summary import Report, build_report
 
 __all__ = ["Study", "load", "page_height"]
 
@@ -67,7 +67,7 @@ def load(
     Raises:
         UsageError: A bad argument, a directory without runs, or a filter that matches nothing.
     """
-    from deviate_cb.report.problems import find_problems
+    from deviate_cb.report.answers.problems import find_problems
 
     chosen = effect if isinstance(effect, Effect) else parse_effect(effect)
     report = build_report(
@@ -91,8 +91,8 @@ class Study:
 
     Attributes:
         source: The directory read.
-        report: The per-group statistics, decomposition and runs (:class:`~deviate_cb.report.summary.Report`).
-        problems: What the numbers alone hide (:class:`~deviate_cb.report.findings.Problem`).
+        report: The per-group statistics, decomposition and runs (:class:`~deviate_cb.report.answers.summary.Report`).
+        problems: What the numbers alone hide (:class:`~deviate_cb.report.answers.findings.Problem`).
         effect: The smallest difference worth reporting.
         metrics: The metric patterns asked for (empty: the report's choice).
         warnings: Everything met on the way that a command would print as a warning.
@@ -110,14 +110,14 @@ class Study:
 
     @cached_property
     def headlines(self) -> list[Headline]:
-        """The answers, per experiment and metric of interest (:mod:`deviate_cb.report.headline`)."""
+        """The answers, per experiment and metric of interest (:mod:`deviate_cb.report.answers.headline`)."""
         return build_headlines(self.report, problems=self.problems, metrics=self.metrics or None, effect=self.effect)
 
     @cached_property
     def sequences(self) -> list[dict[str, Any]]:
         """The decisions of the groups replicated in rounds (``deviate-replicate --until-decided`` or
-        ``--until-precision``), with their numbers: :func:`~deviate_cb.report.sequential.sequential_answers`."""
-        from deviate_cb.report.sequential import study_answers
+        ``--until-precision``), with their numbers: :func:`~deviate_cb.report.answers.sequential.sequential_answers`."""
+        from deviate_cb.report.answers.sequential import study_answers
 
         return study_answers(self.source)
 
@@ -129,14 +129,14 @@ class Study:
     @cached_property
     def stability(self) -> list[Any]:
         """The stability groups (empty when no run saved predictions or weights)."""
-        from deviate_cb.report.stability.build import build_stability
+        from deviate_cb.report.answers.stability.build import build_stability
 
         return build_stability(self.source, warnings=self.warnings, runs=self.report.completed)
 
     @cached_property
     def timings(self) -> list[Any]:
         """The step-time groups (empty when no run timed its steps)."""
-        from deviate_cb.report.timings import build_timings
+        from deviate_cb.report.answers.timings import build_timings
 
         return build_timings(self.report.completed, warnings=self.warnings)
 
@@ -146,12 +146,12 @@ class Study:
         with the sequential decisions (kind ``sequential``), as the report does."""
         import pyarrow as pa
 
-        from deviate_cb.report.answers import HEADLINE_COLUMNS
-        from deviate_cb.report.decomposition import DECOMPOSITION_COLUMNS
-        from deviate_cb.report.loading import excluded_line
-        from deviate_cb.report.sequential import answer_record
-        from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS
-        from deviate_cb.report.timings import TIMING_COLUMNS, timing_rows
+        from deviate_cb.report.answers.decomposition import DECOMPOSITION_COLUMNS
+        from deviate_cb.report.answers.records import HEADLINE_COLUMNS
+        from deviate_cb.report.answers.sequential import answer_record
+        from deviate_cb.report.answers.summary import COLUMNS, IQM_COLUMNS
+        from deviate_cb.report.answers.timings import TIMING_COLUMNS, timing_rows
+        from deviate_cb.report.reading.loading import excluded_line
 
         iqm = any(row.iqm is not None for row in self.report.rows)
         excluded = [
@@ -180,8 +180,8 @@ class Study:
         columns wide: what ``deviate report`` prints before its step-time and stability sections."""
         import io
 
-        from deviate_cb.report.render import print_table
-        from deviate_cb.report.sequential import write_sequences
+        from deviate_cb.report.answers.sequential import write_sequences
+        from deviate_cb.report.rendering.formats import print_table
 
         buffer = io.StringIO()
         write_sequences(self.sequence_lines, buffer, width=width)
@@ -194,14 +194,14 @@ class Study:
 
     @cached_property
     def _page(self) -> str:
-        from deviate_cb.report.html.build import study_page
+        from deviate_cb.report.rendering.html.build import study_page
 
         return study_page(self)
 
     def figures(self) -> dict[str, str]:
         """The page's figures, keyed by what each shows (``"distribution of val_acc per run (experiment mlp)"``),
         each an inline SVG or PNG: the fragments of :meth:`html`."""
-        from deviate_cb.report.html.build import page_figures
+        from deviate_cb.report.rendering.html.build import page_figures
 
         return page_figures(self.html())
 

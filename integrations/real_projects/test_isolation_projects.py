@@ -22,7 +22,7 @@ import pytest
 from real_projects_helpers import PROJECTS, Replicated, child_env, deviate_replicate, file_tree, require
 from test_real_projects import METRIC_REGEXES, assert_completed
 
-from deviate_cb.report.problems import study_problems
+from deviate_cb.report.answers.problems import study_problems
 
 pytestmark = pytest.mark.slow
 

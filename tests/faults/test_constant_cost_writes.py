@@ -223,8 +223,8 @@ def test_short_epochs_share_one_write_and_record_the_same_rows(tmp_path: Path) -
 
 
 def test_a_report_compacts_what_an_ended_run_left_and_says_what_it_cannot(tmp_path: Path) -> None:
-    from deviate_cb.report.runs import find_runs
-    from deviate_cb.report.summary import build_report
+    from deviate_cb.report.answers.summary import build_report
+    from deviate_cb.report.reading.runs import find_runs
 
     session = RunSession(out_dir=tmp_path, experiment="left", seed=0)
     run = session.open()

@@ -113,7 +113,7 @@ def test_a_table_of_too_many_rows_is_one_usage_line(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deviate_cb.report.table_input import MAX_TABLE_ROWS
+    from deviate_cb.report.reading.table_input import MAX_TABLE_ROWS
 
     path = tmp_path / "bomb.parquet"
     rows = MAX_TABLE_ROWS + 1  # constant columns: a few KB on disk

@@ -26,7 +26,7 @@ from deviate_cb.launch.records import end_fields
 from deviate_cb.launch.replica.bootstrap import SignalExit
 from deviate_cb.launch.replication import _ended_on_spec_error
 from deviate_cb.launch.target.trainer_spec import TrainerSpec
-from deviate_cb.report.runs import run_directories
+from deviate_cb.report.reading.runs import run_directories
 from tests.helpers.replicate_helpers import Completed, manifest, start_cli, trainer, tree
 
 ECHO = trainer("basic.py:echo")

@@ -76,7 +76,7 @@ def test_compare_html_draws_names_as_typed(capsys, tmp_path: Path) -> None:
 def test_no_figure_text_is_read_as_math() -> None:
     """Whatever text a figure is given, a `$` is drawn as typed and no control character is written: the guarantee
     is the figure code's, not each caller's (an axis label here is not passed through `label`)."""
-    from deviate_cb.report.html.figures import bar_figure
+    from deviate_cb.report.rendering.html.figures import bar_figure
 
     svg = bar_figure("bars", ["$x$", DOLLARS], [1.0, 2.0], xlabel=f"{DOLLARS} and $y$ at 5$ {BELL}")
     texts = _svg_texts(svg)

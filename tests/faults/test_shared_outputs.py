@@ -32,7 +32,7 @@ import pytest
 
 from deviate_cb.capture.outside_writes import OutsideWrites
 from deviate_cb.capture.temp_files import watch_tempfile
-from deviate_cb.report.problems import study_problems
+from deviate_cb.report.answers.problems import study_problems
 from deviate_cb.store.ledger import writes_of
 from deviate_cb.store.run_directory import RunDirectory, run_path
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from deviate_cb.report.runs import find_runs
+from deviate_cb.report.reading.runs import find_runs
 from deviate_cb.store.run_directory import RunDirectory, iso_time
 from tests.helpers.replicate_helpers import child_env, manifest, manifest_or_empty, start_cli, wait_for
 from tests.helpers.report_study import write_run

@@ -27,7 +27,7 @@ import pytest
 from deviate_cb.launch.replica import copy_on_write
 from deviate_cb.launch.replica.copy_on_write import CopyOnWrite
 from deviate_cb.launch.replica.isolation import WORKDIR, isolation_note, launch_dir_of, make_workdir, workdir_of
-from deviate_cb.report.problems import study_problems
+from deviate_cb.report.answers.problems import study_problems
 from deviate_cb.store.run_directory import run_path
 
 REPO = Path(__file__).resolve().parents[2]

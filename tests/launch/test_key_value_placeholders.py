@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.report.runs import find_runs
+from deviate_cb.report.reading.runs import find_runs
 from tests.helpers.replicate_helpers import start_cli
 
 CONFIGURATOR = """

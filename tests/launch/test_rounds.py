@@ -317,7 +317,7 @@ def test_bad_input_is_one_line_and_nothing_is_launched(study: Path, extra: tuple
 
 
 def test_the_report_line_of_constant_groups_claims_nothing() -> None:
-    from deviate_cb.report.sequential import sequence_lines
+    from deviate_cb.report.answers.sequential import sequence_lines
 
     look = {"k": 2, "n_a": 4, "n_b": 4, "statistic": 0.101, "low": None, "high": None, "level": 0.95}
     record = {"kind": "until-decided", "metric": "acc", "group": {"experiment": "m", "variant": "algo"},

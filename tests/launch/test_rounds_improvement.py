@@ -63,7 +63,7 @@ def test_bad_threshold_is_one_line_and_nothing_is_launched(
 
 
 def test_the_report_line_names_p_a_greater_than_b() -> None:
-    from deviate_cb.report.sequential import sequence_lines
+    from deviate_cb.report.answers.sequential import sequence_lines
 
     look = {"k": 3, "n_a": 10, "n_b": 10, "statistic": 1.0, "low": 0.764, "high": 1.0, "level": 0.95}
     record = {"kind": "until-decided", "metric": "loss", "direction": "min", "decision": "A better",

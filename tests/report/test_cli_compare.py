@@ -13,7 +13,7 @@ from morin_tables import load, write_store, write_tables
 from scipy import stats as sps
 
 from deviate_cb.cli.main import main
-from deviate_cb.report.comparison import COMPARE_COLUMNS
+from deviate_cb.report.answers.comparison import COMPARE_COLUMNS
 from tests.helpers.report_study import run_cli
 
 

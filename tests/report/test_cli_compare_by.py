@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from morin_tables import load, write_store, write_tables
 
-from deviate_cb.report.ranking import RANKING_COLUMNS
+from deviate_cb.report.answers.ranking import RANKING_COLUMNS
 from deviate_cb.stats import multi_aso
 from tests.helpers.report_study import run_cli
 

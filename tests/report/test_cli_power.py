@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from morin_tables import load, write_store, write_tables
 
-from deviate_cb.report.comparison import POWER_COLUMNS
+from deviate_cb.report.answers.comparison import POWER_COLUMNS
 from deviate_cb.stats import achieved_power, runs_needed
 from deviate_cb.stats.pilot import std_upper_limit
 from tests.helpers.report_study import run_cli

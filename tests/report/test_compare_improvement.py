@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
-from deviate_cb.report.compare_notes import improvement_verdict
+from deviate_cb.report.answers.compare_notes import improvement_verdict
 from deviate_cb.stats.effect_size import _delta_interval, _delta_scale, _welch_parts, prob_improvement
 from tests.helpers.report_study import run_cli
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deviate_cb.report.comparison import compare_groups
-from deviate_cb.report.selection import RunValues
+from deviate_cb.report.answers.comparison import compare_groups
+from deviate_cb.report.reading.selection import RunValues
 from tests.helpers.report_study import run_cli, write_run
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from deviate_cb.report.html.curves import read_curves
-from deviate_cb.report.runs import find_runs
+from deviate_cb.report.reading.runs import find_runs
+from deviate_cb.report.rendering.html.curves import read_curves
 from deviate_cb.store.run_directory import METRICS_FILE
 from tests.helpers.report_study import write_run
 

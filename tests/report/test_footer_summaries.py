@@ -11,10 +11,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from deviate_cb.report.metrics import footers, scan
-from deviate_cb.report.metrics.last_values import read_last_values
-from deviate_cb.report.runs import find_runs, partition_base
-from deviate_cb.report.summary import build_report
+from deviate_cb.report.answers.summary import build_report
+from deviate_cb.report.reading.metrics import footers, scan
+from deviate_cb.report.reading.metrics.last_values import read_last_values
+from deviate_cb.report.reading.runs import find_runs, partition_base
 from deviate_cb.store.footer_summary import SERIES_KEY, decode_summary, footer_summary, with_summary
 from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.metrics import MetricsFile
@@ -197,7 +197,7 @@ def test_a_report_from_the_manifest_copies_loads_no_pyarrow(tmp_path: Path) -> N
     for k in range(3):
         _session_run(tmp_path, [0.5, 0.6 + k / 100])
     code = (
-        "import sys; from deviate_cb.report.summary import build_report; "
+        "import sys; from deviate_cb.report.answers.summary import build_report; "
         f"row = build_report({str(tmp_path)!r}).rows[0]; "
         "print(row.n, round(row.max, 4), sorted(m for m in ('pyarrow', 'duckdb') if m in sys.modules))"
     )
@@ -208,7 +208,7 @@ def test_a_report_from_the_manifest_copies_loads_no_pyarrow(tmp_path: Path) -> N
 def test_deviate_report_reads_each_manifest_once(tmp_path: Path, monkeypatch, capsys) -> None:
     """The step-time and stability sections reuse the runs the report read: no second walk of DIR."""
     from deviate_cb.cli.main import main
-    from deviate_cb.report import runs as runs_module
+    from deviate_cb.report.reading import runs as runs_module
 
     paths = [_session_run(tmp_path, [0.5, 0.6 + k / 100]) for k in range(3)]
     reads: list[str] = []

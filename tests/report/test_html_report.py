@@ -220,8 +220,8 @@ def test_output_file_errors_are_one_line(tmp_path: Path, study: Path) -> None:
 
 
 def test_curves_fold_run_by_run_whatever_the_order_of_steps(tmp_path: Path) -> None:
-    from deviate_cb.report.html.curves import read_curves
-    from deviate_cb.report.runs import find_runs
+    from deviate_cb.report.reading.runs import find_runs
+    from deviate_cb.report.rendering.html.curves import read_curves
     from deviate_cb.store.run_directory import RunDirectory, run_path
 
     for k, (steps, values) in enumerate((([2, 0, 1, 2], [9.0, 1.0, 2.0, 3.0]), ([0, 1, 2], [3.0, 4.0, 5.0]))):

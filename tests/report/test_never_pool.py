@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deviate_cb.report.comparison import compare_groups, power_rows
-from deviate_cb.report.ranking import rank_metrics, split_by
-from deviate_cb.report.selection import RunValues
+from deviate_cb.report.answers.comparison import compare_groups, power_rows
+from deviate_cb.report.answers.ranking import rank_metrics, split_by
+from deviate_cb.report.reading.selection import RunValues
 from deviate_cb.store.configuration import configuration_fields
 from tests.helpers.report_study import run_cli, write_run
 

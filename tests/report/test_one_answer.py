@@ -22,10 +22,10 @@ from browser import browser_page, missing_browser
 from decided_study import decided_study, deviate
 
 import deviate_cb.report
-from deviate_cb.report.html.sections import stability_section
-from deviate_cb.report.stability.build import StabilityGroup
-from deviate_cb.report.stability.render import write_stability
-from deviate_cb.report.stability.rows import stability_rows
+from deviate_cb.report.answers.stability.build import StabilityGroup
+from deviate_cb.report.answers.stability.rows import stability_rows
+from deviate_cb.report.rendering.html.sections import stability_section
+from deviate_cb.report.rendering.stability import write_stability
 from deviate_cb.stats.stability.groups import per_class_accuracy, subgroup_rates
 
 pytestmark = pytest.mark.slow

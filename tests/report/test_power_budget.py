@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.report.budget import BUDGET_COLUMNS, parse_budget
-from deviate_cb.report.comparison import POWER_COLUMNS
+from deviate_cb.report.answers.budget import BUDGET_COLUMNS, parse_budget
+from deviate_cb.report.answers.comparison import POWER_COLUMNS
 from deviate_cb.stats import detectable_effect, runs_needed
 from deviate_cb.stats.pilot import std_upper_limit
 from tests.helpers.report_study import run_cli, write_run

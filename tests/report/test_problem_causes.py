@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from deviate_cb.capture.outside_writes import OutsideWrites
-from deviate_cb.report.findings import GroupReplicas, Problem
-from deviate_cb.report.problems import study_problems
+from deviate_cb.report.answers.findings import GroupReplicas, Problem
+from deviate_cb.report.answers.problems import study_problems
 from deviate_cb.store.run_directory import run_path
 from tests.helpers.report_study import run_cli, write_run
 

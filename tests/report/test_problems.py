@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from deviate_cb.report import find_runs
-from deviate_cb.report.configurations import replica_list
-from deviate_cb.report.findings import KINDS, Problem, format_problem
-from deviate_cb.report.problems import find_problems, study_problems
-from deviate_cb.report.summary import ReportRow
+from deviate_cb.report.answers.findings import KINDS, Problem, format_problem
+from deviate_cb.report.answers.problems import find_problems, study_problems
+from deviate_cb.report.answers.summary import ReportRow
+from deviate_cb.report.reading.configurations import replica_list
 from deviate_cb.store.footer_summary import footer_summary
 from deviate_cb.store.metrics import metrics_schema
 from deviate_cb.store.run_directory import RunDirectory, run_path
@@ -449,8 +449,8 @@ def test_status_of_a_missing_dir_is_still_a_usage_error(capsys, tmp_path: Path) 
 def test_a_problem_of_a_group_without_rows_is_still_printed() -> None:
     import io
 
-    from deviate_cb.report.render import print_table, render
-    from deviate_cb.report.summary import Report
+    from deviate_cb.report.answers.summary import Report
+    from deviate_cb.report.rendering.formats import print_table, render
 
     row = ReportRow("mlp", "algo", "acc", "last", 2, 0.8, 0.01, 0.01, 0.79, 0.81, 0.02, 0.0, 0.1)
     shown = Problem("mlp", "algo", "no_injection", (1,), "experiment=mlp variant=algo: replica 1: nothing was injected")

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deviate_cb.report.metrics import last_values
-from deviate_cb.report.metrics.last_values import read_last_values
-from deviate_cb.report.metrics.long_table import read_metrics
-from deviate_cb.report.runs import find_runs, partition_base
+from deviate_cb.report.reading.metrics import last_values
+from deviate_cb.report.reading.metrics.last_values import read_last_values
+from deviate_cb.report.reading.metrics.long_table import read_metrics
+from deviate_cb.report.reading.runs import find_runs, partition_base
 from deviate_cb.stats.aggregation.arrow import aggregate_table
 from deviate_cb.store.run_directory import RunDirectory, run_path
 
@@ -101,7 +101,7 @@ def test_duckdb_is_not_imported_by_the_package() -> None:
     import subprocess
     import sys
 
-    modules = "deviate_cb, deviate_cb.report.metrics.last_values, deviate_cb.stats"
+    modules = "deviate_cb, deviate_cb.report.reading.metrics.last_values, deviate_cb.stats"
     code = f"import sys, {modules}; print('duckdb' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deviate_cb.report.loading import load_per_run
-from deviate_cb.report.metrics import footers
-from deviate_cb.report.metrics import scan as scan_module
-from deviate_cb.report.runs import find_runs
-from deviate_cb.report.summary import build_report
+from deviate_cb.report.answers.summary import build_report
+from deviate_cb.report.reading.loading import load_per_run
+from deviate_cb.report.reading.metrics import footers
+from deviate_cb.report.reading.metrics import scan as scan_module
+from deviate_cb.report.reading.runs import find_runs
 from deviate_cb.store.run_directory import RunDirectory, run_path
 
 pytest.importorskip("duckdb")

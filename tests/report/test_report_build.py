@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from deviate_cb.errors import SchemaVersionError, UsageError
-from deviate_cb.report.runs import find_runs
-from deviate_cb.report.summary import build_report
+from deviate_cb.report.answers.summary import build_report
+from deviate_cb.report.reading.runs import find_runs
 
 NAN, INF = float("nan"), float("inf")
 LOSS_SERIES = {0: [1.0, 0.5, 0.7], 1: [0.9, 0.3, 0.4], 2: [1.2, 0.6, 0.6]}
@@ -253,7 +253,7 @@ def test_launcher_manifest_fields_are_summarised(tmp_path: Path, make_run) -> No
     killed = {"exit_code": -9, "signal": "SIGKILL", "reason": "killed by SIGKILL", "error": "epoch 3/10"}
     make_run(tmp_path, "e", "v", 2, status="killed", **killed)
     make_run(tmp_path, "e", "v", 3, status="timeout", exit_code=None, signal="SIGTERM", error=tail)
-    from deviate_cb.report.loading import excluded_line
+    from deviate_cb.report.reading.loading import excluded_line
 
     lines = [excluded_line(r) for r in build_report(tmp_path).excluded]
     prefix = "experiment=e variant=v replica="

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from deviate_cb.report.render import FORMATS, render
-from deviate_cb.report.summary import COLUMNS, build_report
+from deviate_cb.report.answers.summary import COLUMNS, build_report
+from deviate_cb.report.rendering.formats import FORMATS, render
 
 KEYS = {"experiment", "variant", "metric", "aggregate", "n", "mean", "std", "cv", "min", "max", "range"}
 KEYS |= {"std_ci_low", "std_ci_high"}

@@ -12,7 +12,7 @@ import pytest
 from morin_tables import load, write_store, write_tables
 from scipy import stats as sps
 
-from deviate_cb.report.summary import COLUMNS, IQM_COLUMNS
+from deviate_cb.report.answers.summary import COLUMNS, IQM_COLUMNS
 from deviate_cb.stats import iqm
 from tests.helpers.report_study import run_cli
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from deviate_cb.report.summary import build_report
+from deviate_cb.report.answers.summary import build_report
 from tests.helpers.report_study import morin_data
 
 # Population std (ddof=0): same seed from the paper's Table 1 (matches the files); different seeds as

@@ -89,8 +89,8 @@ def test_a_corrupt_timings_file_is_one_warning(capsys, tmp_path: Path, make_run)
 
 def test_spread_leaves_out_profiled_steps_other_stages_and_runs_without_timings(tmp_path: Path, make_run) -> None:
     from deviate_cb.capture.step_timer import StepTimer
-    from deviate_cb.report.runs import find_runs
-    from deviate_cb.report.timings import build_timings
+    from deviate_cb.report.answers.timings import build_timings
+    from deviate_cb.report.reading.runs import find_runs
 
     medians = [0.010, 0.020, 0.0145]
     for index, base in enumerate(medians):

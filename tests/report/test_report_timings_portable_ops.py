@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deviate_cb.report.runs import find_runs
-from deviate_cb.report.timings import build_timings
+from deviate_cb.report.answers.timings import build_timings
+from deviate_cb.report.reading.runs import find_runs
 from deviate_cb.store.timings import read_timings, write_timings
 from tests.helpers.report_study import run_cli
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from morin_tables import load, write_store, write_tables
 
-from deviate_cb.report.decomposition import decompose_series
+from deviate_cb.report.answers.decomposition import decompose_series
 from tests.helpers.report_study import run_cli
 
 

@@ -3,7 +3,7 @@ message, tables that fit the width (split by columns, `compare`'s verdicts on th
 section's caveats when the machine, not the model, may explain the spread.
 
 Every study here is a real run directory written with the project's writers; the caveat logic is also checked
-on hand-made manifests (`deviate_cb.report.contention`).
+on hand-made manifests (`deviate_cb.report.answers.contention`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from deviate_cb.report.contention import contention_caveats
-from deviate_cb.report.runs import find_runs
-from deviate_cb.report.terminal import make_console, print_fitted
-from deviate_cb.report.text import printable_message, strip_styles
-from deviate_cb.report.timings import build_timings, write_timings_section
+from deviate_cb.report.answers.contention import contention_caveats
+from deviate_cb.report.answers.timings import build_timings, write_timings_section
+from deviate_cb.report.reading.runs import find_runs
+from deviate_cb.report.text.safe import printable_message, strip_styles
+from deviate_cb.report.text.terminal import make_console, print_fitted
 from deviate_cb.store.manifest import RunManifest
 from deviate_cb.store.timings import write_timings
 from tests.helpers.report_study import run_cli, write_run

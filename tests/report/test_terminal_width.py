@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from decided_study import child_env, decided_study, deviate, script
 
-from deviate_cb.report.terminal import DEFAULT_WIDTH, FALLBACK_WIDTH, terminal_width
+from deviate_cb.report.text.terminal import DEFAULT_WIDTH, FALLBACK_WIDTH, terminal_width
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import pytest
 from scipy import stats
 from stability_models import train_tiny
 
-from deviate_cb.report.stability.build import build_stability
-from deviate_cb.report.stability.render import write_stability
-from deviate_cb.report.stability.rows import stability_rows
+from deviate_cb.report.answers.stability.build import build_stability
+from deviate_cb.report.answers.stability.rows import stability_rows
+from deviate_cb.report.rendering.stability import write_stability
 from deviate_cb.stats.stability.sampling import COMPARABLE, sampling_spread
 from deviate_cb.store.predictions import write_predictions
 from tests.helpers.morin_data import morin

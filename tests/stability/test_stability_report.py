@@ -229,9 +229,9 @@ def test_regression_predictions_and_weights_only_groups(capsys, tmp_path: Path) 
 
 def test_build_stability_from_runs_already_read(study: Path) -> None:
     """`runs=` (as `deviate report` passes them) gives what searching the directory gives, and only those runs."""
-    from deviate_cb.report.runs import find_runs
-    from deviate_cb.report.stability.build import build_stability
-    from deviate_cb.report.stability.rows import stability_rows
+    from deviate_cb.report.answers.stability.build import build_stability
+    from deviate_cb.report.answers.stability.rows import stability_rows
+    from deviate_cb.report.reading.runs import find_runs
 
     runs = find_runs(study)
     assert stability_rows(build_stability(study, runs=runs)) == stability_rows(build_stability(study))

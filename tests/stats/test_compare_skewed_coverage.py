@@ -4,7 +4,7 @@
 Simulated, vectorised and seeded, at 5, 10 and 20 runs per group: normal, t(3), lognormal with equal spreads,
 lognormal against normal, tied accuracies (binomial(200, 0.9) / 200) hold 95% within 2 points; lognormal runs
 with 3:1 spreads and 10% diverged runs (shifted by 10 sd) do not, and there the caveat
-(:data:`deviate_cb.report.comparison.SKEWED`: a group's sample skewness beyond 1) is raised in most data sets.
+(:data:`deviate_cb.report.answers.comparison.SKEWED`: a group's sample skewness beyond 1) is raised in most data sets.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import skew
 
-from deviate_cb.report.compare_notes import SKEWED
+from deviate_cb.report.answers.compare_notes import SKEWED
 from deviate_cb.stats.compare import compare
 from deviate_cb.stats.effect_size import _welch_interval, _welch_parts
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
-from deviate_cb.report.runs import RunRecord
+from deviate_cb.report.reading.runs import RunRecord
 from deviate_cb.report.study import Study, load
 from deviate_cb.store.bounded_read import load_json
 from deviate_cb.store.manifest import RunManifest
@@ -109,7 +109,7 @@ class ReplicaRun:
         Raises:
             UsageError, OSError, ValueError: The metrics file is damaged (corrupt, not Parquet, not a regular file).
         """
-        from deviate_cb.report.metrics.names import display_names
+        from deviate_cb.report.reading.metrics.names import display_names
         from deviate_cb.store.metrics import MetricsFile
 
         attempt = _attempt(self.path)
@@ -232,7 +232,7 @@ def answers_text(export: StudyExport, experiment: str) -> str:
 
 def _replica(base: Path, record: RunRecord) -> ReplicaRun:
     """The tracker facts of one run, from its manifest and fingerprint (both may be missing)."""
-    from deviate_cb.report.runs import switches_on
+    from deviate_cb.report.reading.runs import switches_on
     from deviate_cb.store.run_directory import unix_time
 
     manifest = _read_json_manifest(record.path)

@@ -1,0 +1,1 @@
+"""The answers, as data and in words: spread, comparisons, decomposition, plans, problems, stability."""
