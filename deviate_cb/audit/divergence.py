@@ -1,35 +1,5 @@
 """Where identical runs stop being identical: the first difference between the audit records of replicas.
 
-:func:`compare_audits` takes the rows of ``audit.parquet`` (:mod:`deviate_cb.store.audit`) of two or more replicas
-that should train bit for bit alike (``control``), pairs the rows by ``(step, kind, name, occurrence)`` and walks
-the first replica's rows in execution order (``step``, then ``seq``). A row whose digest, dtype or shape differs
-in another replica, or that another replica lacks, is a divergence; the first one is where the runs stopped being
-identical, and the ones right after it show how the difference spread. The size of a difference is exact when
-both rows kept their values (tensors of at most ``values_max`` elements): largest absolute and relative
-difference and how many elements differ in their bits; otherwise a lower bound from the rows' sums and largest
-absolute values, and ``exact`` is false.
-
-Rows of the kinds ``forward_input`` (what a module received) and ``grad_output`` (the gradient flowing into a
-module's output) are evidence, not divergences of their own: ``first`` and ``next`` list the other kinds (and fall
-back to these only when nothing else differs). They give the **sources** at the first step where anything
-differs: the places where a difference arose rather than was passed on, so one nondeterministic op does not hide
-another behind its cascade:
-
-- an ``input`` row that differs (the data pipeline);
-- a module call (``forward``) whose inputs agree and whose output differs, and that calls no other such module (the
-  innermost: a container of a source is not one; modules are nested by name, ``net`` holding ``net.2`` and
-  ``net/dense``, the root ``(root)`` holding all);
-- the ``loss`` when it differs while the step's batch, every module's inputs and every module's output agree;
-- a parameter's ``gradient`` (backward) that differs while its module's inputs, outputs and the gradient flowing
-  into its outputs agree (a nondeterministic backward in a module without parameters shows in the gradients
-  before it, whose ``grad_output`` then differs: no backward source is named for it);
-- a ``parameter`` after the optimizer step that differs while its gradient agrees (the optimizer).
-
-Which steps are compared: a record may stop early because its training stopped (a crash, a timeout, ``sys.exit``),
-so by default only the steps every replica recorded are compared. Replicas named ``complete`` ended their training
-normally: their records end where their training ended (or at the steps asked), so a step one of them lacks, within
-the steps the others recorded, is a divergence (their trainings had different lengths), not a shorter comparison.
-
 Example:
     >>> def row(step, seq, kind, name, digest, values):
     ...     return {"step": step, "seq": seq, "kind": kind, "name": name, "module": name, "occurrence": 0,
@@ -132,7 +102,7 @@ class AuditResult:
         notes: What limited the comparison (a replica that recorded fewer steps).
         last_step: The last training step compared (``None``: none was).
         sources: At the first step where anything differs, every place where a difference arose rather than was
-            passed on (see the module docstring), in execution order.
+            passed on (see docs/design/audit.md), in execution order.
     """
 
     diverged: bool
@@ -173,7 +143,7 @@ def compare_audits(
     next_count: int = 5,
     complete: Collection[int] = (),
 ) -> AuditResult:
-    """Compare the audit rows of each replica (replica index -> rows); see the module docstring.
+    """Compare the audit rows of each replica (replica index -> rows); see docs/design/audit.md.
 
     ``complete``: the replicas whose training ended normally (their record is not cut short); the steps compared
     are those every other replica recorded, and a complete replica that lacks one of them diverges there.
@@ -253,7 +223,7 @@ def compare_audits(
 
 
 def _sources(divergences: Sequence[Divergence], rows: Sequence[Mapping[str, Any]]) -> tuple[Divergence, ...]:
-    """Where the differences of one step arose (see the module docstring); ``rows``: the reference's rows of the
+    """Where the differences of one step arose (see docs/design/audit.md); ``rows``: the reference's rows of the
     step, in execution order."""
     differ = {(d.kind, d.name, d.occurrence): d for d in divergences}
     modules = {(row["kind"], row["name"], row["occurrence"]): row.get("module") for row in rows}

@@ -1,13 +1,5 @@
 """What changed between the machine and library build of two recordings: their fingerprints, field by field.
 
-``deviate audit --against DIR`` compares a run made here with a replica of a recording made elsewhere; beside the
-first divergent step it names what differs in their ``fingerprint.json``: the fields that decide
-implementation-level results (:func:`deviate_cb.report.reading.fingerprints.compared_field`: framework and package
-versions and builds, CUDA, cuDNN, NCCL and the driver, GPU models and SM counts, CPU model and ISA flags, BLAS,
-thread counts, determinism switches and the environment variables the fingerprint records), plus the Python
-version and implementation and the machine's architecture, which do not vary inside one study but do between
-machines. A field one side lacks is a difference (``null`` on that side: a framework imported on one side only).
-
 Example:
     >>> import json, tempfile
     >>> from pathlib import Path

@@ -1,20 +1,5 @@
 """Which rank of a distributed training stopped being identical first: the audit records compared rank by rank.
 
-Under distributed training (Lightning DDP) every process of a replica records its own audit: global rank 0 in
-``audit.parquet``, rank ``k`` in ``audit.rank<k>.parquet`` (:mod:`deviate_cb.store.audit`), and rank 0's manifest
-says how many ranks there were (``audit.ranks``). :func:`compare_ranks` compares, for each rank ``k``, replica 0's
-rank-``k`` record with every other replica's rank-``k`` record (:func:`~deviate_cb.audit.divergence.compare_audits`),
-and names the rank that diverged first: the earliest ``(step, seq)`` of the ranks' first divergences, ``seq`` being
-the execution position within the step (every rank runs the same program, so positions line up); ranks tied there
-are all named. A rank that has no record in a replica where others do, or whose fit stopped on an exception
-(its record's ``exception``), makes the audit incomplete (:attr:`RankedAudit.incomplete`). :func:`read_rank_records`
-reads the records of each replica's run directory.
-
-What each rank sees: its shard of the batch, its forward outputs, its loss, its own gradients (the hook fires when
-backward accumulates a gradient, before DDP's all-reduce averages it) and its parameters after the optimizer step
-(which the all-reduce has mixed every rank's gradients into). So a rank whose computation turned nondeterministic
-diverges in the module that did it, and the other ranks diverge later, in their parameters after that step.
-
 Example:
     >>> def row(step, seq, kind, name, digest):
     ...     return {"step": step, "seq": seq, "kind": kind, "name": name, "module": name, "occurrence": 0,
@@ -159,7 +144,7 @@ def compare_ranks(
     complete: Collection[int] = (),
     failed: Optional[Mapping[tuple[int, int], str]] = None,
 ) -> RankedAudit:
-    """Compare each rank's records across replicas (replica -> rank -> rows); see the module docstring.
+    """Compare each rank's records across replicas (replica -> rank -> rows); see docs/design/audit.md.
 
     ``ranks``: how many ranks the training had (rank 0's manifest ``audit.ranks``); every rank below it, and every
     rank some replica recorded, is compared. ``complete``: the replicas whose training ended normally

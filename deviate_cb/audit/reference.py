@@ -1,16 +1,5 @@
 """A kept ``deviate audit`` recording, read as the reference of ``deviate audit --against DIR``.
 
-A recording is the ``--out`` of an earlier ``deviate audit``, possibly made on another machine and copied here:
-only its files are read (``run.json``, ``audit.parquet``, ``fingerprint.json`` of each replica), never its code
-or environment. :func:`open_reference` finds its audited group (``experiment=<e>/variant=<v>``; ``DIR`` may be the
-store, one experiment's folder or one variant's folder; several groups need ``--experiment`` to pick one) and
-refuses, as a one-line :class:`~deviate_cb.errors.UsageError`, a missing directory, one without audit records,
-one the new audit would write into (``--out`` inside it or it inside ``--out``), and a recording that cannot be
-compared with what is asked: another variant, base seed or Keras backend, or fewer audited steps than
-``--steps`` (:func:`check_comparable`). What else differs in the configuration (the trainer's path, its
-arguments, the command) is not refused, as paths differ from machine to machine, but named
-(:func:`configuration_notes`).
-
 Example:
     >>> import json, tempfile
     >>> from pathlib import Path
@@ -124,7 +113,7 @@ class ReferenceRecording:
 def open_reference(
     path: str, *, out: str, experiment: Optional[str] = None, variant: Optional[str] = None
 ) -> ReferenceRecording:
-    """The audited group of the recording at ``path``; see the module docstring.
+    """The audited group of the recording at ``path``; see docs/design/audit.md.
 
     ``experiment`` and ``variant`` pick the group when the recording holds several.
 

@@ -1,16 +1,5 @@
 """Whether a run resumed from a checkpoint continues bit for bit, and what the checkpoint did not restore.
 
-``deviate audit --resume-at K --steps N`` (:mod:`deviate_cb.cli.resume_command`) has three audit records: the
-``uninterrupted`` run (steps 0..N-1), the ``checkpointed`` one (0..K-1, then its checkpoint) and the ``resumed`` one
-(K..N-1, global step numbers). :func:`compare_resume` compares the uninterrupted and the checkpointed runs before the
-checkpoint (they must agree, or the training is not reproducible at all and nothing can be said of the resume), then
-the uninterrupted and the resumed runs from step K on (:func:`deviate_cb.audit.divergence.compare_audits`).
-
-:func:`not_restored` reads the state digests each run recorded around the checkpoint (the manifests' ``resume.states``,
-:mod:`deviate_cb.capture.resume_state`): a state whose digest is the same in the uninterrupted and the checkpointed run
-at the end of step K-1, and differs between the uninterrupted and the resumed run at the start of step K, was not
-restored by the checkpoint. A state that already differed at the end of step K-1 tells nothing.
-
 Example:
     >>> end, start = {"torch_rng": "a", "optimizers": "o"}, {"torch_rng": "b", "optimizers": "p"}
     >>> uninterrupted, checkpointed = {"end": end, "start": start}, {"end": end}
@@ -128,7 +117,7 @@ def compare_resume(
     ended: Sequence[bool] = (True, True, True),
     next_count: int = 5,
 ) -> ResumeResult:
-    """Compare the three runs' audit rows (see the module docstring); ``states``: their ``resume.states``;
+    """Compare the three runs' audit rows (see docs/design/audit.md); ``states``: their ``resume.states``;
     ``data_restarted``: the resumed run's ``resume.data_restarted``; ``ended``: whether each run ended its training
     normally (a record cut short by a crash is compared up to where it stops,
     :func:`~deviate_cb.audit.divergence.compare_audits`).

@@ -1,32 +1,5 @@
 """``deviate audit``: run replicas that must be bit-identical and report where they first stop being identical.
 
-It names the training as ``deviate-replicate`` does (``--trainer SPEC [-- ARGS]`` or ``-- COMMAND``), runs ``-n``
-replicas (default 2) under the ``control`` variant (same seed, determinism on; ``--variant impl`` audits with the
-framework's default switches) through the normal launcher, with every replica's callback recording a digest of
-each tensor of the first ``--steps`` training steps (``DEVIATE_AUDIT``, :mod:`deviate_cb.audit.recording`), then
-compares the records (:mod:`deviate_cb.audit.divergence`) and prints the first divergence: the training step and,
-within it in execution order, the input batch, a module's forward output, the loss, a parameter's gradient or a
-parameter after the optimizer step, with the size of the difference and the divergences right after it.
-
-Unless ``--finish``, each replica stops once its audited steps are recorded (:mod:`deviate_cb.audit.recording.stopping`;
-status ``audited``, which counts here as a training that ended normally and never as a completed one elsewhere).
-
-Exit status: 0 every replica ended its training normally (or stopped after its audited steps, or timed out after
-recording every one of them: a note names it) and they agree bit for bit over the audited steps, 1
-they diverge within the steps compared (even if a replica stopped later), 2 usage error, 3 the audit could not be
-made or is incomplete: the project imports neither torch nor Lightning nor Keras (told from its source before
-anything runs, :mod:`deviate_cb.launch.target.audit_scan`: nothing to hook), fewer than two replicas recorded anything
-(a replica failed before recording, or trained without a Lightning ``Trainer.fit``, a Keras ``Model.fit`` or a
-``torch.optim`` optimizer step: the line says so, with how long it ran), or a replica did not end its training
-normally (failed, timed out, was killed, or exited 0 inside ``fit``: status ``incomplete``, or an ``exception`` or
-``fit: "started"`` left in its manifest) or has no record while others do. Its record then stops early, so nothing
-is compared after the last step every such replica recorded; one line says so and names each replica with how it
-ended (its exception, else what stopped it, else the last line of its stderr), and the verdict of the steps that
-were compared begins ``incomplete:``. A training that ended normally after fewer steps than asked is a full audit
-of the steps it had (a note says so), but replicas that ended normally after different numbers of steps diverge
-where the shorter one ended. The replicas' progress goes to stderr, the result to stdout (``--format json``: one
-JSON object, with ``verdict`` ``agree``, ``diverged`` or ``incomplete``, ``stopped`` and ``not_completed``).
-
 Example:
     >>> import argparse, io
     >>> parser = argparse.ArgumentParser(); commands = parser.add_subparsers()

@@ -1,22 +1,5 @@
 """Where a study stands: each replica's manifest status, with its cluster job's live state where there is one.
 
-The manifests are the truth about replicas that started; the job record a cluster backend leaves in the variant
-directory (``.deviate-jobs.json``) names the job of every replica it submitted, so a replica whose manifest still
-says ``running`` can be told apart: ``queued`` (Slurm ``PENDING``), ``running``, or ``lost`` (its job left the
-queue without recording an end: cancelled, out of memory, node failure; a rerun runs it again). Nothing is
-written, except that a local replica whose launcher was killed outright and whose processes are gone is
-recorded ``killed`` (:func:`deviate_cb.store.settling.settle_replica`), as ``deviate report`` does. Where this
-user cannot write the study (a read-only mount, another user's folder) such a replica is settled in memory only:
-shown ``killed (not written: read-only)``, after one warning for the whole study (:func:`unwritten_note`). A
-``run.json`` whose process ids are not process ids (``launcher_pid: 2**70``) gets one warning naming it, and so
-does one that records processes its replica left running that could not be stopped (``survivors``), and a
-completed replica whose ``configuration`` cannot be read: it is shown ``unknown configuration``, as in the report.
-
-Shared storage and links, as ``deviate report`` reads them (:mod:`deviate_cb.report.reading.runs`): a replica whose
-folder or manifest this user may not read is shown ``unknown`` after a warning naming it; an ``experiment=`` or
-``variant=`` folder that cannot be read, and a partition folder that is a symbolic link, are named in a warning
-and not followed (a replica behind a link is shown ``unknown``): nothing is read or written through a link.
-
 Example:
     >>> import tempfile
     >>> collect_status(Path(tempfile.mkdtemp()))

@@ -1,26 +1,5 @@
 """Exact digests of arrays for the audit: equal digests iff equal bits, up to a stated collision bound.
 
-The digest of an array is defined on its raw bytes, never on its values, so ``-0.0`` and ``0.0`` differ and two
-NaNs with the same payload agree. The bytes (C order, little-endian as the machine stores them) are read as a
-sequence of unsigned 32-bit **words** ``x_0 .. x_{n-1}``: an element of 4 bytes is one word, one of 8 bytes (float64,
-int64, complex64) two, one of 16 bytes (complex128) four, and an element of 1 or 2 bytes (bool, int8, float16,
-bfloat16) one word, zero-extended. Two 64-bit sums over the words, with index weights from the SplitMix64
-generator (:func:`index_weights`), make the digest::
-
-    h_j = sum_i x_i * w_j(i)  (mod 2**64),  j = 0, 1
-    w_j(i) = mix(SALTS[j] + (i + 1) * 0x9E3779B97F4A7C15)   (the i-th output of SplitMix64 seeded with SALTS[j])
-
-Collision bound: for weights drawn uniformly at random, two different word sequences of the same length give
-the same ``h_j`` with probability at most ``2**-33`` (their difference ``d`` has an entry ``0 < |d_i| < 2**32``,
-whose 2-adic valuation is at most 31, and ``w_j(i)`` is uniform modulo ``2**64``), so both sums agree with
-probability at most ``2**-66``. SplitMix64 is a fixed, strong mixer rather than a random draw, so the bound holds
-for data that was not constructed against these weights. The audit compares the dtype and shape beside the digest,
-so sequences of different lengths are never compared by digest alone.
-
-Addition modulo ``2**64`` is associative and commutative, so the digest does not depend on the order in which a
-device reduces the products: it is exact on a GPU as on a CPU. :func:`numpy_digest` is the reference; the torch
-implementation (:mod:`deviate_cb.audit.recording.torch_digest`) computes the same numbers on the tensor's device.
-
 Example:
     >>> a = np.arange(6, dtype=np.float32)
     >>> numpy_digest(a) == numpy_digest(a.copy()), numpy_digest(a) == numpy_digest(a + 1e-7)
@@ -47,7 +26,7 @@ __all__ = [
 ]
 
 SALTS = (0x243F6A8885A308D3, 0x13198A2E03707344)  # digits of pi: two independent weight streams
-COLLISION_BOUND = 2.0**-66  # per pair of different arrays of the same dtype and shape (see the module docstring)
+COLLISION_BOUND = 2.0**-66  # per pair of different arrays of the same dtype and shape (see docs/design/audit.md)
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB

@@ -1,28 +1,5 @@
 """The audit of a torch model: hooks that digest a training step's tensors on the device, for K steps.
 
-:class:`TorchAudit` holds an :class:`~deviate_cb.audit.recording.log.AuditLog` and the hooks that feed it:
-
-- a forward pre-hook and a forward hook on every module given (:meth:`TorchAudit.attach`): the tensors the
-  module receives (``forward_input``, digested before its forward runs, so an in-place op does not change them)
-  and each tensor its forward returns (``forward``), both recorded when it returns, inputs first, so inner
-  modules come before the modules that call them;
-- a tensor hook on each output that requires a gradient: the gradient flowing into it in backward
-  (``grad_output``, named like the output), and a post-accumulate-grad hook on every parameter that requires a
-  gradient: its gradient, in the order backward produces them (the last layers first);
-- the adapter calls :meth:`~TorchAudit.begin_step` with the batch (``input``), :meth:`~TorchAudit.record_loss`
-  before backward, and :meth:`~TorchAudit.end_step` after the optimizer step, which digests every parameter
-  (``parameter``) and moves the step's digests to the host in one transfer per device.
-
-Digests are computed on the tensor's device under ``torch.no_grad()`` (:func:`~.torch_digest.pack`); nothing is
-synchronised per tensor. After ``steps`` steps (or :meth:`~TorchAudit.detach`) every hook is removed, so the rest
-of training runs as if the audit had never been there. The adapters (Lightning, Keras on torch) decide the names:
-qualified module and parameter names for Lightning, Keras paths for Keras.
-
-Hooks installed elsewhere (torch's global module hooks) feed a module's call through :meth:`TorchAudit._on_forward`
-``(name, module, args, output)`` from a forward hook: it records the inputs (``args``, as they are when the forward
-returns, unless :meth:`TorchAudit._on_forward_pre` ``(name, module, args, kwargs)`` saw the call start), then the
-outputs, and hooks the outputs' gradients.
-
 Example:
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
     >>> audit = TorchAudit(steps=1)
@@ -96,7 +73,7 @@ def named_tensors(value: Any, prefix: str, limit: int = _MAX_TENSORS) -> Iterato
 
 
 class TorchAudit:
-    """Digests of the first ``steps`` training steps of a torch model (see the module docstring).
+    """Digests of the first ``steps`` training steps of a torch model (see docs/design/audit.md).
 
     Args:
         steps: Training steps to record.

@@ -1,19 +1,5 @@
 """The audit of a Keras 3 model during ``fit``: what each backend lets a callback see of a training step.
 
-- **torch**: everything, through the torch hooks of :class:`~deviate_cb.audit.recording.hooks.TorchAudit`
-  (Keras layers are torch modules there, and each variable's ``value`` a torch parameter): the batch
-  (``model.train_step`` is wrapped for the audited steps, on the model instance), every layer's inputs and output
-  (named by its Keras path, ``sequential/dense``) and the gradient flowing into that output, the loss
-  (``model._compute_loss`` is wrapped likewise), every trainable variable's gradient in the order backward
-  produces them, and every variable after the optimizer step.
-- **tensorflow** and **jax**: ``fit`` runs a compiled train step (``tf.function``, ``jax.jit``) whose
-  intermediate values a callback cannot see, so the audit records, after each step, every trainable variable
-  (``parameter``) and the loss Keras reports (``loss``: its running mean over the epoch, which changes as soon
-  as one step's loss does). Input batches, layer outputs and gradients are not covered there; ``not_covered``
-  in the manifest says so.
-
-:meth:`KerasAudit.stop` restores what was wrapped and removes the hooks; it runs after the last audited step.
-
 Example:
     >>> KerasAudit(steps=3, backend="jax").covered
     ('loss', 'parameter')
@@ -47,7 +33,7 @@ def keras_parameters(model: Any) -> list[tuple[str, Optional[str], Any]]:
 
 
 class KerasAudit:
-    """The first ``steps`` training steps of a Keras model on ``backend`` (see the module docstring)."""
+    """The first ``steps`` training steps of a Keras model on ``backend`` (see docs/design/audit.md)."""
 
     def __init__(self, steps: int, backend: str, *, values_max: int = DEFAULT_VALUES_MAX, first: int = 0) -> None:
         self.backend = backend

@@ -1,19 +1,5 @@
 """The audit's record, framework-free: what was digested at each training step, in execution order.
 
-An adapter (:class:`deviate_cb.audit.recording.hooks.TorchAudit` for torch modules, the Keras callback for the
-other backends) announces each digest with :meth:`AuditLog.add` while a step runs (``kind``, ``name``, the owning
-``module``, dtype, shape and how many int64 words its packed row has), then hands the rows of the whole step, moved
-to the host at once, to :meth:`AuditLog.end_step`, which decodes them into the rows of ``audit.parquet``
-(:mod:`deviate_cb.store.audit`). ``seq`` is the order of :meth:`add` calls within the step and ``occurrence`` counts
-the earlier entries of the same ``(kind, name)`` in the step (a module called twice in one forward pass).
-
-Kinds, in the order they happen within a step: ``input`` (the batch), ``forward_input`` (the tensors a module
-received) and ``forward`` (its output), both when its forward returns, so inner modules come before the modules
-that call them, ``loss``, ``grad_output`` (the gradient flowing into a module's output, when backward reaches it)
-and ``gradient`` (a parameter's gradient, when backward has accumulated it), and ``parameter`` (a parameter after
-the optimizer step). ``forward_input`` and ``grad_output`` let the comparison tell where a difference arose
-(:mod:`deviate_cb.audit.divergence`: its sources) from where it was only passed on.
-
 Example:
     >>> log = AuditLog(steps=1)
     >>> log.begin_step(0)

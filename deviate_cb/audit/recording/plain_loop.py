@@ -1,52 +1,6 @@
 """The audit of a plain PyTorch training loop (no Lightning ``Trainer.fit``, no Keras ``Model.fit``), through
 torch's global hooks.
 
-In a replica of ``deviate audit`` (``DEVIATE_AUDIT=K``), :func:`install_plain_audit` waits for ``import torch``
-and then installs, for the whole process, what a training loop of any shape goes through:
-
-- a global forward pre-hook and forward hook on every module (``register_module_forward_pre_hook``,
-  ``register_module_forward_hook``), which feed the module's call to
-  :class:`~deviate_cb.audit.recording.hooks.TorchAudit`'s forward handling (its inputs, its outputs, the gradients
-  flowing into them);
-- a global optimizer step pre-hook and post-hook (``register_optimizer_step_pre_hook``/``post_hook``): **a
-  training step is one optimizer step**, from the first forward that opens it to the end of ``optimizer.step()``;
-- ``torch.Tensor.backward`` wrapped: the tensor it is called on is the step's ``loss``;
-- a post-accumulate-grad hook on every parameter of the models seen (``gradient``, in the order backward produces
-  them), and every such parameter digested after the optimizer step (``parameter``).
-
-A step opens at the first forward, with gradients enabled, of a module that has trainable parameters and is called
-from no other module's forward (the model): its arguments are the step's ``input`` batch. Forward passes with
-gradients disabled (evaluation under ``torch.no_grad()`` or ``torch.inference_mode()``) outside a step open none,
-so they are not training steps; inside an open step every forward is recorded. A step with no such forward opens
-at its ``backward()`` or its optimizer step. torch hands a global forward pre-hook the positional arguments only:
-the keyword arguments (``model(input_ids=x, labels=y)``: ``batch['input_ids']``) are read from the frame of
-``Module._call_impl`` that calls the hook, once checked to be torch's (none when it is not).
-
-Names. Modules and parameters are named by their qualified name within the model that owns them, as
-``model.named_modules()`` gives them, the model itself ``(root)``: the same names as the Lightning callback's. The
-model is the first module that opens a step; a module called later from no other module's forward that is not
-part of it (a loss module, a second network) is a model of its own, named by its class
-(``CrossEntropyLoss``, ``Discriminator.fc``; ``Discriminator#2`` for a second one of the same class). A parameter
-the optimizer holds outside every module is named ``<optimizer class>.param_groups[g][i]``; its gradient is read
-at the optimizer step, the first time it is seen, and hooked from then on.
-
-Stepping aside. The first forward of each step looks at who called it: from inside Lightning or Keras, the
-framework's callback audits the fit, so every global hook is removed at once and nothing is recorded here (never
-two records). After ``K`` steps every hook is removed and ``Tensor.backward`` restored, so the rest of training runs
-as if the audit had never been there; ``audit.parquet`` and the manifest's ``audit`` (``framework: "torch"``) are
-written then (in a replica of ``deviate audit`` without ``--finish`` the training then stops:
-:mod:`~deviate_cb.audit.recording.stopping`), or at the process's exit with the steps that ran when it ends earlier
-(a crash: the replica is not ``completed`` and ``deviate audit`` exits 3). An error in the hooks stops the audit,
-not the training, and leaves no record (the audit then exits 3): the manifest's ``audit`` holds the reason as
-``error`` instead, which ``deviate audit`` prints (e.g. a module that returns a nested tensor, which the digest
-cannot flatten).
-
-Limits: a step is an optimizer step, so two optimizers stepping in one iteration make two steps, and an iteration
-whose step a ``GradScaler`` skips, or an evaluation run with gradients enabled between steps, joins the next one; a
-``torch.compile``d model's modules are named as its wrapper holds them (``_orig_mod.0``); a loss back-propagated
-with ``torch.autograd.backward`` or ``torch.autograd.grad`` rather than ``Tensor.backward`` is not recorded as the
-loss; a training whose parameters are updated without a ``torch.optim`` optimizer has no step.
-
 Example:
     >>> import torch
     >>> from deviate_cb.audit.recording.log import AuditLog
@@ -100,7 +54,7 @@ _state: dict[str, Any] = {"audit": None}
 
 
 class PlainLoopAudit:
-    """Digests of the first ``steps`` optimizer steps of whatever trains in this process (the module docstring).
+    """Digests of the first ``steps`` optimizer steps of whatever trains in this process (see docs/design/audit.md).
 
     Args:
         steps: Optimizer steps to record.
@@ -378,7 +332,7 @@ class PlainLoopAudit:
         return name if name is not None else self._add_model(module)
 
     def _add_model(self, model: Any) -> str:
-        """Name ``model`` and its modules and parameters not named yet (the module docstring's rule)."""
+        """Name ``model`` and its modules and parameters not named yet (the rule of docs/design/audit.md)."""
         trainable = any(p.requires_grad for p in model.parameters())
         if not self._primary and trainable:
             self._primary, prefix = True, ""

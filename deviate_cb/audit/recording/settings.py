@@ -1,13 +1,5 @@
 """What ``audit=`` asks of a callback, and writing what the audit recorded into the run directory.
 
-``DeviateCallback(audit=K)`` records the first ``K`` training steps (``True``: :data:`~.log.DEFAULT_STEPS`);
-``deviate audit --steps K`` asks every replica for it through ``DEVIATE_AUDIT``, which wins over the argument (the
-command, not the project, decides what is audited; a disagreeing argument is named in a warning).
-:func:`write_audit_record` writes ``audit.parquet`` and the manifest's ``audit`` object at the end. Under distributed
-training every rank records its own steps: rank 0 writes ``audit.parquet`` and the manifest (whose ``audit.ranks``
-says how many records the run has), each other rank only its own ``audit.rank<k>.parquet``
-(:func:`write_rank_audit`): rank 0 alone writes ``run.json``.
-
 Example:
     >>> audit_steps(True, environ={}), audit_steps(5, environ={}), audit_steps(None, environ={"DEVIATE_AUDIT": "7"})
     (20, 5, 7)

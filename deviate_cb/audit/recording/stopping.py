@@ -1,15 +1,5 @@
 """A replica of ``deviate audit`` stops once its audited steps are recorded: nothing after them is compared.
 
-``deviate audit --steps K`` sets ``DEVIATE_AUDIT_STOP=1`` in every replica (``--finish`` leaves it out, and the
-training runs to its end). Once the record of the ``K`` steps is written, the replica stops cleanly: a Lightning
-fit through ``trainer.should_stop``, a Keras fit through ``model.stop_training``, a plain PyTorch loop by
-:class:`AuditStepsDone` (a ``SystemExit(0)``, raised from the optimizer step that ended step ``K``: ``finally``
-blocks and ``atexit`` handlers run, ``except Exception`` does not catch it). Before it stops, the replica records
-``audit_stopped`` in its manifest (:func:`record_stop`); the launcher then records the replica's status as
-:data:`AUDITED`, "stopped after the audited steps": never ``completed`` (its training did not end, so no statistic
-counts it), never ``failed`` or ``incomplete`` (the audit has every step it asked for). A distributed plain loop is
-not stopped (its other ranks would wait for the one that left): it trains to its end.
-
 Example:
     >>> stops_after_audit({"DEVIATE_AUDIT": "3", "DEVIATE_AUDIT_STOP": "1"}), stops_after_audit({"DEVIATE_AUDIT": "3"})
     (True, False)

@@ -1,14 +1,5 @@
 """The audit digest of :mod:`deviate_cb.audit.recording.digest`, computed by torch on the tensor's own device.
 
-:func:`pack` turns a tensor into one int64 row on its device, with no host synchronisation: the two digest sums,
-then the float64 bits of its sum and of its largest absolute value, then (for a tensor of at most ``values_max``
-elements) the float64 bits of every element, so that the size of a difference can be told exactly. The caller
-concatenates the rows of a training step and moves them to the host in one transfer
-(:meth:`deviate_cb.audit.recording.log.AuditLog.end_step` decodes them).
-
-The weights are computed once per device for the longest tensor seen (16 bytes per word) and dropped with
-:func:`clear_weights` when the audit ends.
-
 Example:
     >>> t = torch.arange(6, dtype=torch.float32)
     >>> row = pack(t, values_max=4)  # 6 elements > 4: no values

@@ -1,21 +1,5 @@
 """The processes a replica leaves running when it ends: found, proven the replica's, stopped, and named.
 
-A replica runs in its own session and its process group is killed when it ends, but a process it started in
-another session (``start_new_session=True``, ``os.setsid()``, a double-forked daemon) is in neither and would
-keep running, and writing into a completed run folder. On Linux the launcher makes itself a child subreaper
-(:func:`become_subreaper`, ``prctl(PR_SET_CHILD_SUBREAPER)``): such an orphan is then reparented to the launcher,
-not to init. At a replica's end :func:`find_leftovers` lists its leftovers from ``/proc``, each proven the
-replica's, never guessed: a process of this user, started after the replica, outside the launcher's own session,
-whose environment names the replica's run directory (``DEVIATE_RUN_DIR``) or whose stdout or stderr is one of its
-logs (:func:`deviate_cb.launch.ownership.names_run_dir`); with ``strays``, also an unknown child of the launcher
-(only a descendant of something the launcher started can be reparented to it) that still runs a warm-start
-template's program (forked from a warm replica, never exec'd: its environment is the template's).
-:func:`stop_leftovers` sends each ``SIGTERM``, then ``SIGKILL`` after the grace, checking before every signal that
-the pid is still the same process, and reaps the ones reparented to the launcher; what it could not stop it names
-(:func:`leftovers_line`).
-Without ``/proc`` or ``prctl`` (not Linux) nothing is found and nothing is signalled: today's process-group kill
-is all there is.
-
 Example:
     >>> import tempfile
     >>> find_leftovers(Path(tempfile.mkdtemp()), since=0)

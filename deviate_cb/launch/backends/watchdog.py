@@ -1,12 +1,5 @@
 """A launcher killed outright (``SIGKILL``) must not leave its replicas, or what they started, running.
 
-Each local replica gets ``SIGTERM`` when its launcher dies (:func:`die_with_parent`, ``PR_SET_PDEATHSIG``), and a
-:class:`GroupWatchdog`, a small process of the launcher's own, sends every replica's process group still running
-``SIGTERM`` and, after the launcher's kill grace, ``SIGKILL`` (a replica that handles ``SIGTERM`` itself, or
-ignores it, ends too). It then stops each replica's leftovers outside its group (a child in its own session, a
-double-forked daemon), only those proven the replica's (:func:`deviate_cb.launch.backends.survivors.find_leftovers`):
-with the launcher gone, nothing else would.
-
 Example:
     >>> watchdog = GroupWatchdog(grace_s=1.0)
     >>> watchdog.watch(os.getpid() + 10**6, Path("/nonexistent"), since=0); watchdog.close()

@@ -1,20 +1,5 @@
 """Whether ``deviate audit`` can hook a project's training, told from its source before anything runs.
 
-The audit is recorded by the Lightning callback (a ``Trainer``'s ``fit``), the Keras callback (``Model.fit``) or,
-for a plain PyTorch loop, torch's global module and optimizer hooks (:mod:`deviate_cb.audit.recording.plain_loop`):
-a program that reaches none of Lightning, Keras and torch (NumPy, JAX, a pure-Python loop) has nothing to hook and
-would train to its end for nothing. :func:`audit_refusal` reads with :mod:`ast` the file a replica starts from
-(:func:`~deviate_cb.launch.target.preimport.project_files`) and every module of the project's own that it imports, at
-any depth and anywhere in a file (inside functions too, relative imports included), and says why the audit cannot be
-made when none of them imports torch, Lightning or Keras (``tensorflow`` counts: ``tf.keras``), nor an installed
-package that requires one of them.
-
-It refuses only when that is certain. The answer is ``""`` (go on and launch) whenever the scan cannot tell: a
-command that is not a Python script or module, an interpreter other than this one, a file that does not parse,
-a module found nowhere, an installed package of unknown origin, more than :data:`MAX_FILES` files, or code that
-imports or runs things by name (``importlib.import_module``, ``hydra.utils.instantiate``, ``runpy``, ``exec``,
-``subprocess``, ``os.system``).
-
 Example:
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
@@ -137,7 +122,7 @@ def reaches_audited_framework(
     project files read.
 
     Raises:
-        _Inconclusive: The source does not tell (see the module's docstring).
+        _Inconclusive: The source does not tell (see docs/design/audit.md).
     """
     library = {Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "purelib", "platlib")}
     queue = [path.resolve() for path in files]

@@ -1,28 +1,5 @@
 """The headline of a report: the answers a user came for, in words, computed once for every format.
 
-Per experiment and metric of interest (by default the validation and test metrics, else the metrics of the
-last stage logged; ``--metric`` picks others), :func:`build_headlines` answers, from a
-:class:`~deviate_cb.report.answers.summary.Report` and the study's problems:
-
-- **control**: are the ``control`` runs (every seed fixed, determinism on) bit-identical? Identical runs show no
-  nondeterminism in the runs made (they cannot prove determinism); values parsed from a project's printed output
-  (``--metric-regex``) are identical only to the decimals printed. Or how much do they differ (and ``deviate
-  audit`` finds where)?
-- **noise**: how large is the spread across runs of each other variant (std with its chi-square interval, the
-  CV); which variants are identical;
-- **implementation share**: the std ratio ``std(impl) / std(algo+impl)`` and the variance share (its square)
-  with their intervals, a set-up problem where the ratio is significantly above 1, or why it is not measurable
-  here (no ``impl`` variant, ``impl`` runs identical because the kernels are deterministic, ``algo+impl``
-  without spread);
-- **runs needed**: for the smallest difference worth reporting (``effect``: by default 1% of the mean, else a
-  number in the metric's units), the runs per group Welch's t-test needs for 80% power, planned on the 80% upper
-  confidence limit of the seed-varying variant's std (reached with 80% probability for normal runs), with its
-  expected power, the runs at the measured std and across the std's interval, and the difference the runs
-  already made detect at the same confidence.
-
-The terminal table, Markdown, HTML and JSON (``deviate report --headline``) and the Python API
-(:func:`deviate_cb.report.load`) all print these same objects; nothing else computes them.
-
 Example:
     >>> from deviate_cb.report.answers.summary import Report, ReportRow
     >>> rows = (ReportRow("mlp", "control", "val_acc", "last", 3, 0.9, 0.0, 0.0, 0.9, 0.9, 0.0, 0.0, 0.0),)
@@ -87,7 +64,7 @@ def build_headlines(
     alpha: float = 0.05,
     power: float = 0.8,
 ) -> list[Headline]:
-    """One :class:`Headline` per experiment and metric of interest (see the module docstring).
+    """One :class:`Headline` per experiment and metric of interest (see docs/design/report.md).
 
     Args:
         report: A :class:`~deviate_cb.report.answers.summary.Report`; its decomposition rows give the share when

@@ -1,38 +1,5 @@
 """Problems with a study that its statistics alone would hide, each as one line naming where it is.
 
-A study can look healthy and be wrong: replicas meant to differ by their seeds came out bit-identical (the
-project reseeded itself), control replicas meant to be identical differ, the seed or a determinism switch was
-not in effect, the project's own seeds were kept, or nothing could be injected into a command's processes.
-:func:`find_problems` finds these in the runs the report already read
-(:class:`~deviate_cb.report.reading.runs.RunRecord`: their manifests and the manifests' copies of the per-series
-summaries; a metrics file's footer is read only where the manifest holds no current copy); :func:`study_problems` does
-the same for a study, experiment or variant directory. Only completed replicas are looked at, and nothing here raises on
-a missing field, a malformed manifest or a run without metrics: what cannot be read is left out.
-
-The kinds (:data:`KINDS`):
-
-- ``seeds_not_in_effect``, ``determinism_not_in_effect``: the manifest's ``determinism.problems``, one
-  :class:`Problem` per text (texts that differ only in their numbers, such as each replica's own seed, are
-  grouped), listing the replicas that recorded it.
-- ``identical_replicas``: replicas of a variant whose seeds differ (``algo``, ``algo+impl``) whose every series
-  summary (count, last value and its position, largest, smallest, sum) is bit-identical; each set of identical
-  replicas is one problem. Where fewer than two replicas of the group can be compared that way, the metric
-  values the caller read (``values``) are compared, or else the report's rows say it (std exactly 0 on every
-  metric).
-- ``control_differs``: ``control`` replicas that are not all bit-identical, with the metrics that differ.
-- ``project_seeds_kept``: the manifest's ``seeding`` says the project seeded itself and its seeds were kept
-  (``take_over`` false), in a variant whose seeds differ.
-- ``project_determinism_kept``: a ``determinism.problems`` text saying that the project switched determinism
-  itself against its variant and ``--keep-project-determinism`` kept it (``run.json`` ``determinism_calls``).
-- ``no_injection``: the manifest's ``injection`` is ``"none"`` (its ``injection_note`` says why).
-- ``recording_failed``: the manifest's ``problems``: what the callback could not record once training had
-  started (:mod:`deviate_cb.capture.guard`), each ``where: error`` text grouped across replicas.
-- ``shared_outputs``: paths outside the run directories that two or more replicas of the study wrote (in this
-  group or another), from the study's ledger (:mod:`deviate_cb.store.ledger`, entries of each replica's current
-  attempt) and the manifests' ``outside_writes``: they overwrote each other's files.
-- ``read_other_replica``: a replica read a file outside its run directory that another replica wrote (the
-  ledger's reads and the manifests' ``outside_reads``): its result may depend on another replica's run.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.manifest import LaunchEnd

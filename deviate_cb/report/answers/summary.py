@@ -1,12 +1,5 @@
 """Build the variance report of a study: per (experiment, variant) group and metric, the spread across runs.
 
-Runs whose status is not ``completed`` are listed apart and left out of the statistics. Each metric of
-each completed run is first aggregated to one number (``last``, ``best`` or ``mean``), then described
-across the runs of its group. Every group lists its metrics in the same order: the metrics of interest (those
-the answers are about: :func:`~deviate_cb.report.answers.headline.headline_metrics`, the ``--metric`` patterns or the
-validation and test metrics) first, then the others, each part by name. A metric name that occurs in several
-stages is shown as ``stage/name``.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.manifest import LaunchEnd

@@ -1,24 +1,5 @@
 """Find the runs of a study directory and read their manifests.
 
-A run is a directory ``.../experiment=<e>/variant=<v>/replica=<k>/`` holding ``run.json`` (and, once it
-has logged something, ``metrics.parquet``). The directory given may be the study root, any folder above
-it, or an ``experiment=`` or ``variant=`` folder inside it: partition keys are always read from the path.
-
-A manifest that still says ``running`` although its launcher was killed outright (``SIGKILL``) and the
-replica's processes are gone is settled as it is read (:func:`deviate_cb.store.settling.settle_replica`):
-it is recorded ``killed`` with the reason, on disk too, so ``deviate report``, ``compare`` and ``power`` list
-it with the runs that did not complete instead of as running. Where the study cannot be written (a read-only
-mount, another user's study) it is listed ``killed (not written: read-only)``, in memory only, after one warning.
-
-Shared storage: a run directory (or its ``run.json``, or the ``metrics.parquet`` of a completed run) that this
-user may not read is listed with status ``unknown`` and error ``unreadable: permission denied``, after one
-warning naming it; an ``experiment=`` or ``variant=`` folder that cannot be read is named in a warning too (the
-runs in it cannot even be counted). A partition folder (``experiment=``, ``variant=``, ``replica=``) below the
-directory given that is a symbolic link is not followed: one warning names it, and nothing behind it is read or
-written (``deviate-replicate`` refuses to write through links, so what is there is not the study's). The
-directory given may itself be a link; a run reached through a partition folder that is one is read but never
-settled or compacted.
-
 Example:
     >>> import tempfile
     >>> from deviate_cb.store.manifest import LaunchEnd

@@ -1,13 +1,5 @@
 """A log folder read as untrusted input: each folder once, links not followed, regular files of bounded size only.
 
-A log folder may be shared or copied: a bind mount of an ancestor (or a directory link to one) would make
-:func:`os.walk` import the same runs twice or loop, a FIFO named ``metrics.csv`` would block a reader forever,
-and a sparse file of terabytes would be read whole. :func:`walk_logs` visits every folder under LOGDIR once (by
-``(st_dev, st_ino)``), never descends into a directory link (LOGDIR itself may be one: the user named it), and
-records what it skipped in one note; :func:`read_log_file` opens without blocking, checks with ``fstat`` that it
-opened a regular file no larger than its limit, and reads it. A refusal is a :class:`LogFileError` naming the file
-and what was found; the sources turn it into one warning and go on with the other runs.
-
 Example:
     >>> import tempfile
     >>> logs = Path(tempfile.mkdtemp())
