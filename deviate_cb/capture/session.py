@@ -395,7 +395,7 @@ class RunSession:
         if unended:
             self._fit_done = _count(steps_done) if steps_done is not None else self._fit_done
         if unended or self._fit_written != self.fit:  # how far the fit got; or a fit record that failed to write
-            end = end.with_changes(**self._fit_fields().fields())
+            end = end.merged(self._fit_fields())
         if error is not None:
             self._failed = True
             end = end.with_changes(exception=f"{type(error).__name__}: {error}")

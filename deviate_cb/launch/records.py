@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import signal
 import socket
@@ -18,8 +17,7 @@ from deviate_cb.launch.planner import ReplicaPlan
 from deviate_cb.store.bounded_read import read_regular
 from deviate_cb.store.completion import INCOMPLETE, incomplete_reason
 from deviate_cb.store.manifest import LaunchEnd, LaunchStart, RunManifest
-from deviate_cb.store.run_directory import MANIFEST_FILE, RunDirectory, iso_time, merge_sections
-from deviate_cb.store.safe_paths import open_folder
+from deviate_cb.store.run_directory import iso_time
 
 __all__ = [
     "ERROR_TAIL_LINES",
@@ -28,7 +26,6 @@ __all__ = [
     "exception_line",
     "load_average",
     "machine_fields",
-    "rewrite_manifest_in_place",
     "signal_name",
     "start_fields",
     "status_of",
@@ -38,33 +35,9 @@ __all__ = [
 
 ERROR_TAIL_LINES = 20
 _DISK_FULL = {errno.ENOSPC: "the disk is full", getattr(errno, "EDQUOT", errno.ENOSPC): "the disk quota is exceeded"}
+
+
 # What a failed replica's manifest keeps when even its compact form does not fit where the old one was.
-_ESSENTIAL = (
-    "attempt",
-    "backend",
-    "base_seed",
-    "deterministic",
-    "duration_s",
-    "ended_at",
-    "error",
-    "exit_code",
-    "experiment",
-    "host",
-    "launcher_pid",
-    "mode",
-    "pid",
-    "reason",
-    "replica",
-    "schema_version",
-    "seed",
-    "signal",
-    "started_at",
-    "status",
-    "trainer",
-    "variant",
-)
-
-
 class StoreWriteError(Exception):
     """The launcher (or a replica) could not write a file of the run directory: disk full, quota, I/O error.
 
@@ -119,66 +92,6 @@ def writing(path: Union[str, os.PathLike[str]]) -> Iterator[None]:
         raise
     except OSError as exc:
         raise StoreWriteError(path, exc) from exc
-
-
-def rewrite_manifest_in_place(run_dir: Path, end: LaunchEnd) -> bool:
-    """Merge the ``end`` record into ``run_dir``'s ``run.json`` without new space: the last resort when the disk is
-    full.
-
-    An atomic write needs room for a second copy of the file; when even that is gone, the manifest is rewritten
-    in place, as compact JSON, within the space the file already holds (its size, or its allocated blocks), and
-    cut to length. Should the compact manifest not fit, only the fields that say who the replica was and how it
-    ended are kept. Returns ``False`` when there is no manifest, or it cannot be written even so (then it is
-    unchanged, or at worst unreadable, which a rerun also reruns).
-
-    Example:
-        >>> import tempfile
-        >>> run = RunDirectory(Path(tempfile.mkdtemp()))
-        >>> _ = run.record(LaunchStart(status="running", seed=3))
-        >>> rewrite_manifest_in_place(run.path, LaunchEnd(status="failed", error="the disk is full"))
-        True
-        >>> manifest = run.manifest(); manifest.status, manifest.seed
-        ('failed', 3)
-    """
-    path = Path(run_dir) / MANIFEST_FILE
-    try:  # the raw JSON object: the whole manifest is written back, fields this version does not model included
-        recorded = RunDirectory(run_dir).manifest().to_json()
-    except Exception:  # unreadable: what the launcher knows now is all there is
-        recorded = {}
-    merge_sections(recorded, end)
-    short = {key: recorded[key] for key in _ESSENTIAL if key in recorded}
-    tight = {**short, "error": short.get("reason", short.get("error", ""))}
-    try:  # no O_CREAT, no O_TRUNC: no new space; never through a link, at the file or at its folder
-        folder_fd = open_folder(run_dir)
-        flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
-        try:
-            at = folder_fd is not None and os.open in os.supports_dir_fd
-            fd = os.open(MANIFEST_FILE, flags, dir_fd=folder_fd) if at else os.open(path, flags)
-        finally:
-            if folder_fd is not None:
-                os.close(folder_fd)
-    except OSError:
-        return False
-    try:
-        info = os.fstat(fd)
-        room = max(info.st_size, getattr(info, "st_blocks", 0) * 512)
-        for candidate in (recorded, short, tight):
-            data = (json.dumps(candidate, sort_keys=True, separators=(",", ":"), default=str) + "\n").encode()
-            if len(data) <= room:
-                break
-        else:
-            return False
-        written = 0
-        while written < len(data):
-            os.lseek(fd, written, os.SEEK_SET)
-            written += os.write(fd, data[written:])
-        os.ftruncate(fd, len(data))
-        os.fsync(fd)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
 
 
 def status_of(outcome: Outcome, manifest: Optional[RunManifest] = None) -> str:
@@ -343,7 +256,7 @@ def start_fields(
         attempt=plan.attempt,
         timeout_s=timeout_s,
     )
-    start = start.with_changes(**machine_fields("start").fields())
+    start = start.merged(machine_fields("start"))
     if keras_backend is not None:
         start = start.with_changes(keras_backend=keras_backend)
     if ctx.trainer_args:
@@ -391,8 +304,8 @@ def end_fields(
     if outcome.pid is not None:
         end = end.with_changes(pid=outcome.pid)
     if here:
-        end = end.with_changes(**machine_fields("end").fields())
-    end = end.with_changes(**outcome.end.fields())
+        end = end.merged(machine_fields("end"))
+    end = end.merged(outcome.end)
     if status == AUDITED:  # deviate audit stopped it after its audited steps: not completed, nothing failed
         steps = stopped_after(manifest or RunManifest())
         end = end.with_changes(reason=f"{AUDITED_TEXT} ({steps}): deviate audit without --finish")

@@ -27,7 +27,6 @@ from deviate_cb.launch.records import (
     StoreWriteError,
     end_fields,
     exception_line,
-    rewrite_manifest_in_place,
     start_fields,
     status_of,
     tail_lines,
@@ -230,7 +229,7 @@ class Replication:
             note = f"{note}; {moved}" if note and moved else note or moved
         try:
             with writing(run.manifest_path):
-                end = end.with_changes(**self._command_fields(run, job, outcome).fields())
+                end = end.merged(self._command_fields(run, job, outcome))
                 if self.spec_error is None and _ended_on_spec_error(outcome):
                     trainer_error = run.manifest().trainer_error
                     if trainer_error:
@@ -302,7 +301,7 @@ class Replication:
             reason = f"{error}; {ended}"
             tail = tail_lines(job.stderr_path)
             end = end.with_changes(reason=reason, error=f"{reason}; last stderr lines:\n{tail}" if tail else reason)
-        if not rewrite_manifest_in_place(plan.run_dir, end):
+        if not RunDirectory(plan.run_dir).record_in_place(end):
             self.unrecorded.append(plan.replica)
         return status
 

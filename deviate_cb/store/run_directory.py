@@ -26,6 +26,7 @@ from deviate_cb.errors import SchemaVersionError, UsageError
 from deviate_cb.store.atomic import atomic_write_bytes
 from deviate_cb.store.bounded_read import HostileFileError, loads_json, read_regular
 from deviate_cb.store.manifest import ManifestSection, RunManifest
+from deviate_cb.store.manifest.in_place import write_in_place
 from deviate_cb.store.metrics import MetricsFile
 from deviate_cb.store.parts import recorded_attempt
 from deviate_cb.store.safe_paths import make_folders
@@ -229,6 +230,26 @@ class RunDirectory:
         """Merge the writers' ``sections`` (:mod:`deviate_cb.store.manifest`), in order, into the manifest
         in one atomic write (nested objects merged one level deep); return the manifest written."""
         return RunManifest.from_json(self.update_manifest(**_section_fields(sections)))
+
+    def record_in_place(self, *sections: ManifestSection) -> bool:
+        """Merge ``sections`` into the manifest without new space, the last resort when the disk is full
+        (:func:`~deviate_cb.store.manifest.in_place.write_in_place`); ``False`` when it could not be written.
+
+        Example:
+            >>> import tempfile
+            >>> from deviate_cb.store.manifest import LaunchEnd, LaunchStart
+            >>> run = RunDirectory(Path(tempfile.mkdtemp()))
+            >>> _ = run.record(LaunchStart(status="running", seed=3))
+            >>> run.record_in_place(LaunchEnd(status="failed", error="the disk is full"))
+            True
+            >>> manifest = run.manifest(); manifest.status, manifest.seed
+            ('failed', 3)
+        """
+        try:  # the raw JSON object: the whole manifest is written back, fields this version does not model included
+            recorded = self.read_manifest()
+        except Exception:  # unreadable: what the writer knows now is all there is
+            recorded = {}
+        return write_in_place(self.path, MANIFEST_FILE, merge_sections(recorded, *sections))
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically.

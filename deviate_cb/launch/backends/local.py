@@ -186,7 +186,7 @@ class _Running:
         end = self.start
         if isinstance(self.popen, WarmProcess) and self.popen.lost:
             end = end.with_changes(warm_lost=self.popen.lost)
-        return end.with_changes(**self.leftovers.fields())
+        return end.merged(self.leftovers)
 
 
 class LocalBackend(Backend):

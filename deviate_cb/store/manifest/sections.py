@@ -5,6 +5,8 @@ Example:
     {'status': 'failed', 'exit_code': None}
     >>> LaunchEnd(status="failed").with_changes(reason="exited with code 1").fields()["reason"]
     'exited with code 1'
+    >>> LaunchEnd(status="failed", exit_code=1).merged(LaunchEnd(status="completed")).fields()
+    {'status': 'completed', 'exit_code': 1}
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ class ManifestSection:
     def with_changes(self, **changes: Any) -> Any:
         """A copy with ``changes`` (section fields: anything else is a ``TypeError``)."""
         return dataclasses.replace(self, **changes)
+
+    def merged(self, other: ManifestSection) -> Any:
+        """A copy with the fields ``other`` was given replacing these (its ``UNSET`` ones leave these as they are)."""
+        return dataclasses.replace(self, **other.fields())
 
     def __bool__(self) -> bool:
         return bool(self.fields())
