@@ -14,11 +14,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from deviate_cb.audit.divergence import AuditResult, compare_audits, size_text, where_text
+from deviate_cb.audit.replicas import AuditedReplica
+from deviate_cb.capture.backup_restore import NO_BACKUP
+from deviate_cb.store.manifest import RunManifest
 
-__all__ = ["STATE_LABELS", "ResumeResult", "compare_resume", "labels", "not_restored", "render_resume"]
+__all__ = [
+    "PLAIN_PYTORCH",
+    "STATE_LABELS",
+    "ResumeResult",
+    "compare_resume",
+    "labels",
+    "not_restored",
+    "render_resume",
+    "written_checkpoint",
+]
+
+PLAIN_PYTORCH = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
 
 #: The states' names in the report (the keys are those of :data:`deviate_cb.capture.resume_state.STATE_LABELS`).
 STATE_LABELS = {
@@ -205,3 +220,20 @@ def render_resume(result: ResumeResult, *, where: str, stopped: str = "") -> str
         )
     lines.append(f"records: {printable(where)}")
     return "\n".join(lines) + "\n"
+
+
+def written_checkpoint(manifest: RunManifest, audited: AuditedReplica, at: int) -> tuple[str, str]:
+    """``(checkpoint path, "")`` when the checkpointed run of ``deviate audit --resume-at`` wrote one, else
+    ``("", why not)``, from its manifest's ``resume`` record and what became of it (``audited``)."""
+    record = manifest.resume
+    path = record.get("checkpoint") if isinstance(record, dict) else None
+    if isinstance(path, str) and Path(path).exists():  # Lightning's file, Keras's backup directory
+        return path, ""
+    if isinstance(record, dict) and record.get("refused") == "no_backup":
+        return "", NO_BACKUP
+    if not audited.ended:
+        return "", f"the checkpointed run {audited.how} before its checkpoint at step {at}: nothing was resumed"
+    if not isinstance(record, dict):  # no Lightning callback saw the step: a plain loop (or no training at all)
+        return "", f"{PLAIN_PYTORCH} (the checkpointed run trained without a Lightning Trainer.fit: nothing to resume)"
+    steps = audited.recorded_steps
+    return "", f"the checkpointed run's training ended after {steps} step(s), before step {at}: no checkpoint"

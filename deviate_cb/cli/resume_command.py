@@ -19,15 +19,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from deviate_cb.capture.backup_restore import NO_BACKUP
+from deviate_cb.audit.resume import PLAIN_PYTORCH, written_checkpoint
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
 from deviate_cb.store.manifest import RunManifest
 
-__all__ = ["EXIT_NOT_CHECKED", "PLAIN_PYTORCH", "check_resume_args", "run_resume_audit"]
+__all__ = ["EXIT_NOT_CHECKED", "check_resume_args", "run_resume_audit"]
 
 EXIT_NOT_CHECKED = 3
-PLAIN_PYTORCH = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
 _ROLES = ("checkpointed", "resumed", "uninterrupted")  # in the order they run: the checkpoint first
 
 
@@ -136,7 +135,7 @@ def run_resume_audit(
             recorded_runs[role] = RunManifest.from_json({})
         audited[role] = read_replicas(result.replicas)[0][0]
         if role == "checkpointed":
-            checkpoint, problem = _checkpoint(recorded_runs[role], audited[role], at)
+            checkpoint, problem = written_checkpoint(recorded_runs[role], audited[role], at)
             record = recorded_runs[role].resume
             if record is not None and record.get("refused") == "bad_at":
                 raise UsageError(
@@ -147,22 +146,6 @@ def run_resume_audit(
                 say(err, "error", problem)
                 return EXIT_NOT_CHECKED
     return _verdict(args, out, err, audited, recorded_runs, at=at, steps=steps, shown=shown, checkpoint=checkpoint)
-
-
-def _checkpoint(manifest: RunManifest, audited: Any, at: int) -> tuple[str, str]:
-    """``(checkpoint path, "")`` when the checkpointed run wrote one, else ``("", why not)``."""
-    record = manifest.resume
-    path = record.get("checkpoint") if isinstance(record, dict) else None
-    if isinstance(path, str) and Path(path).exists():  # Lightning's file, Keras's backup directory
-        return path, ""
-    if isinstance(record, dict) and record.get("refused") == "no_backup":
-        return "", NO_BACKUP
-    if not audited.ended:
-        return "", f"the checkpointed run {audited.how} before its checkpoint at step {at}: nothing was resumed"
-    if not isinstance(record, dict):  # no Lightning callback saw the step: a plain loop (or no training at all)
-        return "", f"{PLAIN_PYTORCH} (the checkpointed run trained without a Lightning Trainer.fit: nothing to resume)"
-    steps = audited.recorded_steps
-    return "", f"the checkpointed run's training ended after {steps} step(s), before step {at}: no checkpoint"
 
 
 def _reaches_no_checkpoint(args: argparse.Namespace) -> bool:
