@@ -27,7 +27,8 @@ from typing import Any, NoReturn, Optional
 
 from deviate_cb.cli._common import refuse_missing_separator
 from deviate_cb.errors import MissingDependencyError, UsageError
-from deviate_cb.launch.arguments import add_replication_arguments, add_rounds_arguments
+from deviate_cb.launch.arguments import add_replication_arguments, add_rounds_arguments, plugin_options
+from deviate_cb.launch.backends.base import BackendOption
 from deviate_cb.launch.progress import write_line
 from deviate_cb.launch.spec import ReplicationSpec, number
 from deviate_cb.report.text.safe import printable_message
@@ -70,8 +71,9 @@ class _Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (values are checked by :class:`~deviate_cb.launch.spec.ReplicationSpec`).
+def build_parser(plugin: Sequence[BackendOption] = ()) -> argparse.ArgumentParser:
+    """The argument parser (values are checked by :class:`~deviate_cb.launch.spec.ReplicationSpec`), with the
+    flags of ``plugin``, the options of the plug-in backend the command line names (``--backend NAME``).
 
     Example:
         >>> ns = build_parser().parse_args(["-n", "3", "--backend", "ray", "--num-gpus", "0.5"])
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_replication_arguments(parser)
+    add_replication_arguments(parser, plugin=plugin)
     add_rounds_arguments(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
@@ -113,7 +115,7 @@ def _main(args: list[str]) -> int:
     options, after = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, None)
     previous: dict[int, Any] = {}
     try:
-        parser = build_parser()
+        parser = build_parser(plugin_options(options))
         if after is None:
             refuse_missing_separator(parser, options, PROG)
         ns = parser.parse_args(options)

@@ -8,9 +8,17 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from deviate_cb.errors import UsageError
+from deviate_cb.launch.backends.base import BUILTIN_BACKENDS, BackendOption, backend_class
 from deviate_cb.launch.backends.options import builtin_options
 
-__all__ = ["REPLICATION_FLAGS", "add_backend_arguments", "add_replication_arguments", "add_rounds_arguments"]
+__all__ = [
+    "REPLICATION_FLAGS",
+    "add_backend_arguments",
+    "add_replication_arguments",
+    "add_rounds_arguments",
+    "plugin_options",
+]
 
 
 # dest -> (flags, keyword arguments of add_argument): the flags of ReplicationSpec.from_args, in --help's order
@@ -108,6 +116,7 @@ def add_replication_arguments(
     defaults: Optional[Mapping[str, Any]] = None,
     helps: Optional[Mapping[str, str]] = None,
     backends: bool = True,
+    plugin: Sequence[BackendOption] = (),
 ) -> None:
     """Declare the flags :meth:`~deviate_cb.launch.spec.ReplicationSpec.from_args` reads, backend options included.
 
@@ -117,6 +126,7 @@ def add_replication_arguments(
         defaults: Another default for some of them (``-n`` is then no longer required).
         helps: Another help line for some of them.
         backends: Also declare ``--backend`` and every backend's options (:func:`add_backend_arguments`).
+        plugin: The options of the plug-in backend the command line names (:func:`plugin_options`).
 
     Example:
         >>> parser = argparse.ArgumentParser()
@@ -143,33 +153,71 @@ def add_replication_arguments(
             kwargs["help"] = helps[dest]
         parser.add_argument(*flags, **kwargs)
     if backends:
-        add_backend_arguments(parser)
+        add_backend_arguments(parser, plugin)
 
 
-def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare ``--backend`` and the flags of every built-in backend's options, one help section per backend;
+def add_backend_arguments(parser: argparse.ArgumentParser, plugin: Sequence[BackendOption] = ()) -> None:
+    """Declare ``--backend`` and the flags of every built-in backend's options, and of ``plugin``'s (a plug-in
+    backend's :attr:`~deviate_cb.launch.backends.base.Backend.declared`), one help section per backend;
     ``backend_option_names`` (a default of the namespace) lists their destinations.
+
+    Raises:
+        UsageError: A plug-in's option has the flag of another option (the plug-in's author must rename it).
 
     Example:
         >>> parser = argparse.ArgumentParser()
-        >>> add_backend_arguments(parser)
-        >>> parser.parse_args(["--slurm-opt", "a=1", "--slurm-opt", "b=2"]).slurm_opt
-        ['a=1', 'b=2']
+        >>> add_backend_arguments(parser, [BackendOption("queue", "--queue", "the queue", "inline backend", "Q")])
+        >>> ns = parser.parse_args(["--slurm-opt", "a=1", "--slurm-opt", "b=2", "--queue", "fast"])
+        >>> ns.slurm_opt, ns.queue, "queue" in ns.backend_option_names
+        (['a=1', 'b=2'], 'fast', True)
     """
     parser.add_argument(
         "--backend", default="local", metavar="NAME", help="local (default), slurm, ray, or an installed plug-in"
     )
     groups: dict[str, Any] = {}
-    names = []
-    for option in builtin_options():
+    names: list[str] = []
+    builtin = builtin_options()
+    for option in (*builtin, *(o for o in plugin if o.name not in {b.name for b in builtin})):
         group = groups.get(option.group) or groups.setdefault(option.group, parser.add_argument_group(option.group))
-        if option.switch:
-            group.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
-        else:
-            action = "append" if option.repeatable else "store"
-            group.add_argument(option.flag, dest=option.name, action=action, metavar=option.metavar, help=option.help)
+        try:
+            _add_option(group, option)
+        except argparse.ArgumentError as exc:
+            raise UsageError(
+                f"the backend option `{option.name}` cannot take the flag {option.flag}: {exc}. "
+                "Received: a plug-in backend declaring it (its author must rename the flag)."
+            ) from None
         names.append(option.name)
     parser.set_defaults(backend_option_names=tuple(names))
+
+
+def _add_option(group: Any, option: BackendOption) -> None:
+    if option.switch:
+        group.add_argument(option.flag, dest=option.name, action="store_true", help=option.help)
+    else:
+        action = "append" if option.repeatable else "store"
+        group.add_argument(option.flag, dest=option.name, action=action, metavar=option.metavar, help=option.help)
+
+
+def plugin_options(words: Sequence[str]) -> tuple[BackendOption, ...]:
+    """The options declared by the plug-in backend that ``words`` (a command line) names with ``--backend``; none
+    for a built-in backend, or for a name that no backend has or whose plug-in cannot load (running says why).
+
+    Example:
+        >>> plugin_options(["-n", "2", "--backend", "slurm"])
+        ()
+    """
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek.add_argument("--backend", default="local")
+    try:
+        name = peek.parse_known_args(list(words))[0].backend
+    except (SystemExit, argparse.ArgumentError):  # `--backend` without a value: the full parser says so
+        return ()
+    if name in BUILTIN_BACKENDS:
+        return ()
+    try:
+        return tuple(getattr(backend_class(name), "declared", ()))
+    except UsageError:
+        return ()
 
 
 def add_rounds_arguments(parser: argparse.ArgumentParser) -> None:

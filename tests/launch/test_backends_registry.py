@@ -22,7 +22,7 @@ from tests.helpers.replicate_helpers import trainer
 PLUGIN = '''
 """A plug-in backend: replicas one after another, in the foreground."""
 import os, subprocess, time
-from deviate_cb.launch.backends.base import Backend, Outcome, Placement
+from deviate_cb.launch.backends.base import Backend, BackendOption, Outcome, Placement
 
 class InlineBackend(Backend):
     name = "inline"
@@ -42,6 +42,31 @@ class InlineBackend(Backend):
 
     def cancel(self):
         pass
+
+
+def _queue(value):
+    from deviate_cb.errors import UsageError
+    if value not in ("fast", "slow"):
+        raise UsageError(f"`--queue` must be fast or slow. Received: --queue={value}.")
+    return value
+
+
+class QueuedBackend(InlineBackend):
+    """A plug-in that declares an option of its own: deviate-replicate grows its flag."""
+
+    name = "queued"
+    declared = (BackendOption("queue", "--queue", "the queue replicas wait in", "queued backend (plug-in)", "NAME",
+                              parse=_queue),)
+
+    def __init__(self, *, parallel=1, kill_grace_s=5.0, queue="slow"):
+        super().__init__(parallel=parallel)
+        self.queue = queue
+
+    def run(self, jobs, listener):
+        jobs = list(jobs)
+        super().run(jobs, listener)
+        for job in jobs:  # where it ran, for the test to read
+            (job.stdout_path.parent / "queue.txt").write_text(self.queue)
 '''
 
 
@@ -55,13 +80,14 @@ def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
         textwrap.dedent(f"""\
             [{ENTRY_POINT_GROUP}]
             inline = deviate_inline_backend:InlineBackend
+            queued = deviate_inline_backend:QueuedBackend
             broken = deviate_no_such_module_xyz:Nope
             """)
     )
     (site / "deviate_inline_backend.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(site))
     yield site
-    for name in ("inline", "broken"):
+    for name in ("inline", "queued", "broken"):
         BACKENDS.pop(name, None)
 
 
@@ -81,6 +107,27 @@ def test_entry_point_backend_runs_replicas(plugin_path: Path, tmp_path: Path) ->
 def test_entry_point_backend_takes_no_foreign_options(plugin_path: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="`--partition` applies to other backends, not to --backend inline"):
         replicate(trainer("basic.py:echo"), out=tmp_path / "r", backend="inline", backend_options={"partition": "p"})
+
+
+def test_a_plugins_declared_option_is_a_flag_of_deviate_replicate(
+    plugin_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deviate_cb.cli.replicate import main
+
+    out = tmp_path / "runs"
+    words = ["-n", "1", "--out", str(out), "--experiment", "e", "--trainer", trainer("basic.py:echo")]
+    assert main([*words, "--backend", "queued", "--queue", "fast"]) == 0, capsys.readouterr().err
+    run_dir = out / "experiment=e/variant=algo+impl/replica=0"
+    assert (run_dir / "queue.txt").read_text() == "fast"
+    assert json.loads((run_dir / "run.json").read_text())["backend"] == "queued"
+    capsys.readouterr()
+    assert main([*words, "--force", "--backend", "queued", "--queue", "nowhere"]) == 2  # the plug-in's own parser
+    assert "`--queue` must be fast or slow. Received: --queue=nowhere." in capsys.readouterr().err
+    assert main([*words, "--force", "--queue", "fast"]) == 2  # not a flag without the plug-in that declares it
+    assert "Unrecognized arguments: --queue fast" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--backend", "queued", "--help"])
+    assert "queued backend (plug-in)" in capsys.readouterr().out
 
 
 def test_broken_entry_point_is_a_usage_error(plugin_path: Path) -> None:
