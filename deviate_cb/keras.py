@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
@@ -20,9 +21,8 @@ from typing import Any, Optional, Union
 
 import keras
 
-from deviate_cb.audit.recording.keras_audit import KerasAudit
-from deviate_cb.audit.recording.settings import audit_steps, write_audit_record
-from deviate_cb.audit.recording.stopping import record_stop, stops_after_audit
+from deviate_cb.audit.recording.keras_audit import KerasFitAudit
+from deviate_cb.audit.recording.settings import audit_steps
 from deviate_cb.capture.backup_restore import KerasResumePoint
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.hot_path import StepClock, step_events
@@ -126,9 +126,6 @@ class DeviateCallback(keras.callbacks.Callback):
         audit: Union[bool, int, None] = None,
     ) -> None:
         super().__init__()
-        self._audit_steps = audit_steps(audit)
-        self._audit: Optional[KerasAudit] = None
-        self._audited = False
         self._profile = ProfileWindow.coerce(profile)
         self._predictions = parse_predictions(predictions)
         self._weights = parse_weights(weights)
@@ -139,9 +136,10 @@ class DeviateCallback(keras.callbacks.Callback):
         )
         self._records = KerasPredictions(self._predictions, self._session) if self._predictions is not None else None
         self._session.apply_requested()
+        self._audit = KerasFitAudit(audit_steps(audit), self._session)
         # Keras may call on_train_batch_end from its dispatch threads; not while auditing, which reads the
         # variables after each step and must not race the next one
-        self.async_safe = not self._audit_steps
+        self.async_safe = not self._audit.steps
         plan = resume_plan()  # deviate audit --resume-at: this replica's part (deviate_cb.capture.backup_restore)
         self._resume = KerasResumePoint(plan, os.environ.get(RESUME_FROM_ENV, "")) if plan is not None else None
         if self._resume is not None:
@@ -232,12 +230,8 @@ class DeviateCallback(keras.callbacks.Callback):
         if resume is not None and self._session.enabled and self._model is not None and resume.begin(self.params):
             self._model.stop_training = True
         self._resume_record("on_train_begin")
-        if self._audit_steps and not self._audited and self._session.enabled and self._model is not None:
-            self._audited = True
-            first = resume.plan.at if resume is not None and resume.plan.role == "resumed" else 0
-            with guarded(self._session, "on_train_begin: audit"):
-                self._audit = KerasAudit(self._audit_steps, keras.backend.backend(), first=first)
-                self._audit.start(self._model)
+        first = resume.plan.at if resume is not None and resume.plan.role == "resumed" else 0
+        self._audit.start(self._model, keras.backend.backend(), first)
         self._arm_step_hooks()
 
     def _arm_step_hooks(self) -> None:
@@ -248,7 +242,7 @@ class DeviateCallback(keras.callbacks.Callback):
         if timings is not None and timings.window is None:  # the host's clock, or a chain of CUDA events
             self._step_clock = StepClock(timings.timer.record_event if self._device_steps else None)
         self._keep_logs = session.enabled
-        self._slow_end = self._audit is not None or self._resume is not None
+        self._slow_end = self._audit.recording or self._resume is not None
         self._slow_begin = self._slow_end or (timings is not None and self._step_clock is None)
 
     def _begin_fit(self) -> None:
@@ -292,8 +286,7 @@ class DeviateCallback(keras.callbacks.Callback):
         if self._step_clock is None and timings is not None and self._session.enabled:
             with guarded(self._session, "on_train_batch_begin: step timing"):
                 timings.step_started("train", self._epoch or 0, self._steps_done + batch)
-        if self._audit is not None:
-            self._audit.batch_begin(self._steps_done + batch)
+        self._audit.begin_step(self._steps_done + batch)
         if self._resume is not None and self._model is not None:
             with guarded(self._session, "on_train_batch_begin: resume point"):
                 self._resume.batch_start(self._model, self._steps_done + batch)
@@ -309,39 +302,12 @@ class DeviateCallback(keras.callbacks.Callback):
             self._batch_end(batch, logs)
 
     def _batch_end(self, batch: int, logs: Optional[Mapping[str, Any]]) -> None:
-        audit = self._audit
-        if audit is not None:  # on the training thread: async_safe is off while auditing
-            with guarded(self._session, "on_train_batch_end: audit"):
-                audit.batch_end(self._steps_done + batch, logs)
-            if audit.done:
-                self._end_audit("on_train_batch_end")
-                if stops_after_audit() and self._model is not None:  # deviate audit without --finish
-                    with guarded(self._session, "on_train_batch_end: audit stop"):
-                        if self._session.run is not None:
-                            record_stop(self._session.run, self._audit_steps or 0, "keras")
-                        self._model.stop_training = True
+        self._audit.end_step(self._steps_done + batch, logs, self._model)
         if self._resume is not None and self._model is not None:
             with guarded(self._session, "on_train_batch_end: resume point"):
                 if self._resume.batch_end(self._model, self._steps_done + batch):
                     self._model.stop_training = True
             self._resume_record("on_train_batch_end")
-
-    def _end_audit(self, hook: str) -> None:
-        """Restore the model, remove the audit's hooks and write what it recorded."""
-        audit, self._audit = self._audit, None
-        if audit is None:
-            return
-        with guarded(self._session, f"{hook}: audit"):
-            audit.stop()
-        if self._session.enabled and self._session.run is not None:
-            with guarded(self._session, f"{hook}: audit record"):
-                write_audit_record(
-                    self._session.run,
-                    audit.log,
-                    framework="keras",
-                    covered=audit.covered,
-                    not_covered=audit.not_covered,
-                )
 
     def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         hook, session = "on_epoch_end", self._session
@@ -392,7 +358,7 @@ class DeviateCallback(keras.callbacks.Callback):
             with guarded(session, f"{hook}: step timing"):
                 self._hand_over_steps()
         self._step_clock = None
-        self._end_audit(hook)
+        self._audit.end(hook)
         if self._resume is not None:
             with guarded(session, f"{hook}: resume point"):
                 self._resume.train_end()
@@ -407,6 +373,11 @@ class DeviateCallback(keras.callbacks.Callback):
                     write_weight_record(
                         session.run.path, weight_arrays(named, keras.ops.convert_to_numpy), self._weights
                     )
+        if session.enabled:
+            with guarded(session, f"{hook}: metrics filter check"):
+                text = session.recorder.nothing_kept()
+                if text:
+                    warnings.warn(text, stacklevel=2)
         if session.enabled and session.run is not None:  # the fit ended as Keras ends it (epochs, early stopping)
             with guarded(session, f"{hook}: fit record"):  # written by close, at once: one manifest write
                 session.end_fit(steps_done=self._steps_done, write=False)
@@ -466,7 +437,7 @@ def _close_at_exit(ref: weakref.ref[DeviateCallback]) -> None:
         with callback._lock:
             done = max((batch[0] for batch in callback._batches), default=callback._steps_done)
         callback.on_epoch_end(callback._epoch or 0, None)
-        callback._end_audit("at exit")  # the steps audited before the fit stopped: `deviate audit` compares them
+        callback._audit.end("at exit")  # the steps audited before the fit stopped: `deviate audit` compares them
         # the exception that ended the process, when one did (the interpreter keeps it as sys.last_value);
         # none: it exited (sys.exit, the end of a script) while fit() was running
         raised = getattr(sys, "last_value", None)

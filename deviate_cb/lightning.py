@@ -255,7 +255,7 @@ class DeviateCallback(pl.Callback):
         self._audit.end("teardown", trainer=trainer)
         if trainer.is_global_zero:
             with guarded(self._session, "teardown: metrics filter check"):
-                self._warn_if_nothing_kept()
+                _warn(self._session.recorder.nothing_kept())
             with guarded(self._session, "teardown: end of run"):
                 self._session.close(hook="teardown")
 
@@ -486,13 +486,7 @@ class DeviateCallback(pl.Callback):
             self._records.snapshots = list(snapshots)
         self._session.load_state_dict(state)
 
-    def _warn_if_nothing_kept(self) -> None:
-        if self._session.recorder.patterns is None:  # no filter: every logged metric is kept
-            return
-        seen = self._session.recorder.seen_names
-        if seen and not any(seen.values()):
-            warnings.warn(
-                f"DeviateCallback(metrics={self._session.recorder.patterns!r}) matched none of the logged metrics "
-                f"{sorted(seen)}; nothing was recorded.",
-                stacklevel=2,
-            )
+
+def _warn(text: str) -> None:
+    if text:
+        warnings.warn(text, stacklevel=3)

@@ -59,6 +59,25 @@ class MetricRecorder:
             self._decisions.setdefault(name, True)
         return dict(self._decisions)
 
+    def nothing_kept(self) -> str:
+        """Why the ``keep`` filter kept nothing, as a warning's text (metrics were logged, none matched); else ``""``.
+
+        Example:
+            >>> rec = MetricRecorder(keep=["val_*"])
+            >>> rec.update(step=0, epoch=0, stage="train", scope="step", name="loss", value=1.0, wall_time=0.0)
+            >>> rec.nothing_kept()
+            "DeviateCallback(metrics=['val_*']) matched none of the logged metrics ['loss']; nothing was recorded."
+        """
+        if self._patterns is None:  # no filter: every logged metric is kept
+            return ""
+        seen = self.seen_names
+        if not seen or any(seen.values()):
+            return ""
+        return (
+            f"DeviateCallback(metrics={self.patterns!r}) matched none of the logged metrics {sorted(seen)}; "
+            "nothing was recorded."
+        )
+
     def keeps(self, name: str) -> bool:
         """Whether metric ``name`` passes the ``keep`` filter (decisions are cached per name)."""
         decision = self._decisions.get(name)

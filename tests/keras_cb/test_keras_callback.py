@@ -186,6 +186,14 @@ def test_metric_filter(tmp_path: Path) -> None:
     assert {r["name"] for r in rows(cb.run_dir)} == {"accuracy"}
 
 
+def test_metric_filter_matching_nothing_warns(tmp_path: Path) -> None:
+    x, y = data()
+    cb = DeviateCallback(tmp_path / "runs", metrics=["nope"])
+    with pytest.warns(UserWarning, match=r"matched none of the logged metrics \['accuracy', 'loss'"):
+        model().fit(x, y, epochs=1, callbacks=[cb], verbose=0)
+    assert not (cb.run_dir / "metrics.parquet").exists() or rows(cb.run_dir) == []
+
+
 def test_batch_ends_may_run_off_the_training_thread(tmp_path: Path) -> None:
     threads: set[str] = set()
 

@@ -13,8 +13,12 @@ import numpy as np
 
 from deviate_cb.audit.recording.digest import numpy_pack
 from deviate_cb.audit.recording.log import DEFAULT_VALUES_MAX, KINDS, AuditLog
+from deviate_cb.audit.recording.settings import write_audit_record
+from deviate_cb.audit.recording.stopping import record_stop, stops_after_audit
+from deviate_cb.capture.guard import guarded
+from deviate_cb.capture.session import RunSession
 
-__all__ = ["NOT_COVERED_COMPILED", "KerasAudit", "keras_modules", "keras_parameters"]
+__all__ = ["NOT_COVERED_COMPILED", "KerasAudit", "KerasFitAudit", "keras_modules", "keras_parameters"]
 
 NOT_COVERED_COMPILED = (
     "input batches, layer outputs and gradients: fit runs a compiled train step on this backend (tf.function, "
@@ -134,3 +138,74 @@ class KerasAudit:
         if self._torch is not None and kwargs.get("training", True):
             self._torch.record_loss(loss)
         return loss
+
+
+class KerasFitAudit:
+    """One Keras callback's audit, as the callback drives it: started with the first fit, a step at a time, the
+    record at the end (the Keras side of :class:`~deviate_cb.audit.recording.fit_audit.FitAudit`).
+
+    Args:
+        steps: The training steps to audit (``None``: no audit).
+        session: The run's session (problems, the run directory).
+
+    Example:
+        >>> import tempfile
+        >>> audit = KerasFitAudit(None, RunSession(tempfile.mkdtemp()))
+        >>> audit.start(model=None, backend="jax", first=0); audit.recording  # audit=None: nothing started
+        False
+    """
+
+    def __init__(self, steps: Optional[int], session: RunSession) -> None:
+        self.steps, self.session = steps, session
+        self.audit: Optional[KerasAudit] = None  # started while the audited fit runs
+        self._audited = False
+
+    @property
+    def recording(self) -> bool:
+        """Whether the audit runs now (the per-step hooks have work to do)."""
+        return self.audit is not None
+
+    def _should_start(self, model: Any) -> bool:
+        return bool(self.steps) and not self._audited and self.session.enabled and model is not None
+
+    def start(self, model: Any, backend: str, first: int) -> None:
+        """``on_train_begin``: hook ``model`` for the first fit; ``first``: the first global step to audit."""
+        if not self._should_start(model):
+            return
+        self._audited = True
+        with guarded(self.session, "on_train_begin: audit"):
+            self.audit = KerasAudit(self.steps or 0, backend, first=first)
+            self.audit.start(model)
+
+    def begin_step(self, step: int) -> None:
+        if self.audit is not None:
+            self.audit.batch_begin(step)
+
+    def end_step(self, step: int, logs: Optional[Any], model: Any) -> None:
+        """The step's digests; after the last audited step the record, and the fit stops unless told to go on."""
+        audit, session = self.audit, self.session
+        if audit is None:
+            return
+        with guarded(session, "on_train_batch_end: audit"):  # on the training thread: async_safe is off
+            audit.batch_end(step, logs)
+        if not audit.done:
+            return
+        self.end("on_train_batch_end")
+        if stops_after_audit() and model is not None:  # deviate audit without --finish
+            with guarded(session, "on_train_batch_end: audit stop"):
+                if session.run is not None:
+                    record_stop(session.run, self.steps or 0, "keras")
+                model.stop_training = True
+
+    def end(self, hook: str) -> None:
+        """Restore the model, remove the audit's hooks and write what it recorded (also after fewer steps)."""
+        audit, self.audit = self.audit, None
+        if audit is None:
+            return
+        with guarded(self.session, f"{hook}: audit"):
+            audit.stop()
+        if self.session.enabled and self.session.run is not None:
+            with guarded(self.session, f"{hook}: audit record"):
+                write_audit_record(
+                    self.session.run, audit.log, framework="keras", covered=audit.covered, not_covered=audit.not_covered
+                )
