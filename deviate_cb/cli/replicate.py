@@ -30,7 +30,7 @@ from deviate_cb.errors import MissingDependencyError, UsageError
 from deviate_cb.launch.arguments import add_replication_arguments, add_rounds_arguments, plugin_options
 from deviate_cb.launch.backends.base import BackendOption
 from deviate_cb.launch.progress import write_line
-from deviate_cb.launch.spec import ReplicationSpec, number
+from deviate_cb.launch.spec import ReplicationSpec
 from deviate_cb.report.text.safe import printable_message
 
 __all__ = ["build_parser", "main"]
@@ -149,55 +149,16 @@ def _main(args: list[str]) -> int:
 def _until(ns: argparse.Namespace, after: Optional[list[str]], argv: list[str]) -> int:
     """``--until-decided`` / ``--until-precision``: the study in rounds (:mod:`deviate_cb.launch.rounds`)."""
     from deviate_cb.launch.rounds import replicate_until
+    from deviate_cb.launch.stopping_rule import StoppingRule
 
-    if ns.until_decided and ns.until_precision is not None:
-        raise UsageError("give `--until-decided` or `--until-precision`, not both. Received: both.")
-    if ns.max_runs is None:
-        raise UsageError("`--max-runs` is required with --until-decided and --until-precision. Received: none.")
+    rule = StoppingRule.from_args(ns)  # the rounds' flags, checked before anything else
     if getattr(ns, "no_wait", False):
         raise UsageError(
             "`--no-wait` cannot be used with --until-decided or --until-precision: each round's results decide "
             "whether another round runs. Received: --no-wait."
         )
-    if ns.direction is not None and ns.direction not in ("max", "min"):
-        raise UsageError(f"`--direction` must be max or min. Received: --direction={ns.direction}.")
-    numbers = {
-        "--max-runs": number(ns.max_runs, int),
-        "--alpha": number(ns.alpha, float),
-        "--effect": None if ns.effect is None else number(ns.effect, float),
-        "--until-precision": None if ns.until_precision is None else number(ns.until_precision, float),
-        "--level": number(ns.level, float),
-        "--threshold": None if ns.threshold is None else number(ns.threshold, float),
-    }
-    for option, value in numbers.items():
-        if isinstance(value, str):
-            raise UsageError(f"`{option}` must be a number. Received: {option}={value}.")
     spec = ReplicationSpec.from_args(ns, after, argv)  # checked here: -n, --variant, --seed, ...
-    if ns.metric is None:
-        raise UsageError("`--metric` is required with --until-decided and --until-precision. Received: none.")
-    from deviate_cb.stats.directions import infer_direction
-
-    direction = ns.direction or infer_direction(ns.metric)
-    if direction is None and ns.until_decided:
-        raise UsageError(
-            f"cannot tell whether a higher or a lower {ns.metric} is better: pass --direction max or --direction min. "
-            f"Received: --metric {ns.metric}."
-        )
-    result = replicate_until(
-        spec=spec,
-        metric=ns.metric,
-        max_runs=numbers["--max-runs"],
-        against=ns.against,
-        precision=numbers["--until-precision"],
-        direction=direction,
-        effect=numbers["--effect"],
-        alpha=numbers["--alpha"],
-        on=ns.on,
-        level=numbers["--level"],
-        boundary=ns.boundary,
-        threshold=numbers["--threshold"],
-        yes=ns.yes,
-    )
+    result = replicate_until(spec, rule, yes=ns.yes)
     return result.exit_status
 
 

@@ -1,11 +1,9 @@
 """Whether ``--until-decided`` may relaunch the group B its manifests describe: a manifest is not a command.
 
 Example:
-    >>> program({"mode": "command", "command": ["python3", "-u", "train.py", "--lr", "0.1"]})
-    ('python', 'train.py')
-    >>> program({"mode": "trainer", "trainer": "train.py:main", "trainer_args": ["0.1"]})
-    ('python', 'train.py')
-    >>> program({"mode": "command", "command": ["torchrun", "train.py"]})
+    >>> program(None, ["python3", "-u", "train.py", "--lr", "0.1"]), program("train.py:main")
+    (('python', 'train.py'), ('python', 'train.py'))
+    >>> program(None, ["torchrun", "train.py"])
     ('command', 'torchrun', 'train.py')
     >>> from deviate_cb.store.manifest import RunManifest
     >>> for line in recorded_disagreements(RunManifest.from_json({"mode": "command", "command": ["python", "t.py"],
@@ -22,9 +20,10 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional, TextIO, Union
 
 from deviate_cb.errors import UsageError
+from deviate_cb.launch.spec import ReplicationSpec
 from deviate_cb.store.configuration import configuration_differences, configuration_of, describe_value
 from deviate_cb.store.manifest import RunManifest
 
@@ -104,12 +103,12 @@ def recorded_disagreements(manifest: RunManifest) -> list[str]:
     return found
 
 
-def program(launch: Mapping[str, Any]) -> tuple[str, ...]:
-    """What a launch runs, apart from its arguments: the mode and the trainer file or the command's program."""
-    if launch.get("mode", "command" if launch.get("command") else "trainer") == "trainer":
-        target = str(launch.get("trainer") or "").partition(":")[0]
+def program(trainer: Optional[str], command: Sequence[str] = ()) -> tuple[str, ...]:
+    """What a launch runs, apart from its arguments: the trainer file or module, or the command's program."""
+    if trainer:
+        target = str(trainer).partition(":")[0]
         return ("python", target) if target.endswith(".py") else ("python", "-m", target)
-    words = [str(word) for word in launch.get("command") or ()]
+    words = [str(word) for word in command]
     if not words:
         return ("command",)
     python = os.path.basename(words[0]).startswith("python")  # python, python3, python3.11: one interpreter
@@ -127,36 +126,45 @@ def program(launch: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def command_text(launch: Mapping[str, Any]) -> str:
-    """The command line a relaunch runs, as a user would type it (``launch``: keyword arguments of ``replicate``).
+def command_text(spec: ReplicationSpec) -> str:
+    """The command line a relaunch of ``spec`` runs, as a user would type it.
 
     Example:
-        >>> command_text({"trainer": "fns.py:base", "trainer_args": ("0.1",)})
+        >>> command_text(ReplicationSpec(trainer="fns.py:base", trainer_args=("0.1",)))
         'deviate-replicate --trainer fns.py:base -- 0.1'
-        >>> command_text({"command": ["touch", "/tmp/x y"]})
+        >>> command_text(ReplicationSpec(command=["touch", "/tmp/x y"]))
         "deviate-replicate -- touch '/tmp/x y'"
     """
-    if launch.get("trainer"):
-        args = list(launch.get("trainer_args") or ())
-        return shlex.join([_LAUNCHER, "--trainer", str(launch["trainer"])] + (["--", *args] if args else []))
-    return shlex.join([_LAUNCHER, "--", *[str(word) for word in launch.get("command") or ()]])
+    if spec.trainer:
+        args = list(spec.trainer_args)
+        return shlex.join([_LAUNCHER, "--trainer", str(spec.trainer)] + (["--", *args] if args else []))
+    return shlex.join([_LAUNCHER, "--", *[str(word) for word in spec.command or ()]])
 
 
 def confirm_relaunch(
-    b_launch: Mapping[str, Any], launch: Mapping[str, Any], label: str, *, yes: bool, stdin: TextIO, stderr: TextIO
+    b_spec: ReplicationSpec,
+    spec: ReplicationSpec,
+    label: str,
+    *,
+    launch_dir: Union[str, Path, None],
+    yes: bool,
+    stdin: TextIO,
+    stderr: TextIO,
 ) -> None:
-    """Let group B (``b_launch``) run only if it runs this launcher's program (``launch``) or the user agrees.
+    """Let group B (``b_spec``, launched from ``launch_dir``) run only if it runs this launcher's program
+    (``spec``) from here, or the user agrees.
 
     Raises:
         UsageError: B runs another program (or from another directory), without ``yes`` and without a ``y`` at the
             prompt (no prompt when ``stdin`` is not a terminal).
     """
     here = os.path.realpath(os.getcwd())
-    there = os.path.realpath(str(b_launch.get("launch_dir") or here))
-    a_program, b_program = program(_mode_of(launch)), program(_mode_of(b_launch))
+    there = os.path.realpath(str(launch_dir or here))
+    a_program = program(spec.trainer, spec.command or ())
+    b_program = program(b_spec.trainer, b_spec.command or ())
     if a_program == b_program and here == there:
         return
-    shown = f"{command_text(b_launch)} (in {there})"
+    shown = f"{command_text(b_spec)} (in {there})"
     why = "another program" if a_program != b_program else "another directory"
     stderr.write(f"{_LAUNCHER}: {label} (group B) was launched with {why} than this launcher: it would run {shown}\n")
     stderr.flush()
@@ -172,10 +180,6 @@ def confirm_relaunch(
         f"`--yes` is required to relaunch {label} with {why} than this launcher's: check the command and add --yes. "
         f"Received: {shown}, no --yes and no terminal to ask."
     )
-
-
-def _mode_of(launch: Mapping[str, Any]) -> dict[str, Any]:
-    return {**launch, "mode": "trainer" if launch.get("trainer") else "command"}
 
 
 def _own_fields(manifest: RunManifest) -> dict[str, Any]:

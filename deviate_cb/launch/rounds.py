@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
@@ -33,6 +32,7 @@ from deviate_cb.launch.sequence_lines import (
     short_line,
 )
 from deviate_cb.launch.spec import ReplicationSpec
+from deviate_cb.launch.stopping_rule import StoppingRule
 from deviate_cb.store.sequential_record import read_record, record_path, write_record
 
 __all__ = ["RoundsResult", "replicate_until"]
@@ -48,69 +48,46 @@ class RoundsResult:
 
 
 def replicate_until(
-    *,
-    spec: ReplicationSpec,
-    metric: str,
-    max_runs: int,
-    against: Sequence[str] = (),
-    precision: Optional[float] = None,
-    direction: Optional[str] = None,
-    effect: Optional[float] = None,
-    alpha: float = 0.05,
-    on: str = "mean",
-    level: float = 0.95,
-    boundary: Optional[str] = None,
-    threshold: Optional[float] = None,
-    stream: Optional[TextIO] = None,
-    yes: bool = False,
+    spec: ReplicationSpec, rule: StoppingRule, *, stream: Optional[TextIO] = None, yes: bool = False
 ) -> RoundsResult:
-    """Run the replication ``spec`` describes in rounds of ``spec.round_size`` replicas.
-
-    With ``against`` (``KEY=VALUE`` terms naming the group B), until the sequential test decides; with
-    ``precision``, until the std of ``metric`` is known to ``precision`` (relative half-width of its interval).
-    ``boundary`` (``"obf"`` or ``"pocock"``; ``None``: the one a recorded sequence was planned with, else
-    ``"obf"``) shapes the sequential test's levels over the looks. ``on="improvement"`` decides on P(A>B) against
-    ``threshold`` (default 0.75, Bouthillier et al. 2021) instead of the mean difference. ``yes``: relaunch B even
-    when it runs another program than ``spec`` (:func:`~deviate_cb.launch.relaunch_check.confirm_relaunch`).
+    """Run the replication ``spec`` describes in rounds of ``spec.round_size`` replicas until ``rule`` says stop:
+    until the sequential test against ``rule.against`` decides, or until the std of ``rule.metric`` is known to
+    ``rule.precision``. ``yes``: relaunch B even when it runs another program than ``spec``
+    (:func:`~deviate_cb.launch.relaunch_check.confirm_relaunch`).
 
     Raises:
-        UsageError: A bad option, a group B that does not exist, has no such metric, or cannot be relaunched as
-            recorded, or a recorded sequence with another plan; nothing is launched.
+        UsageError: A first round larger than ``rule.max_runs``, a group B that does not exist, has no such
+            metric, or cannot be relaunched as recorded, or a recorded sequence with another plan; nothing is
+            launched.
     """
     from deviate_cb.launch.runner import experiment_name
 
     stream = sys.stdout if stream is None else stream
     runs = spec.runs
-    _check(metric, max_runs, runs, against, precision, alpha, effect, on, level)
-    threshold = _check_threshold(on, threshold, effect)
-    if boundary is not None and boundary not in ("obf", "pocock"):
-        raise UsageError(f"`--boundary` must be obf or pocock. Received: --boundary={boundary}.")
-    if precision is None and max_runs < 3:
-        raise UsageError(
-            f"`--max-runs` must be at least 3 with --until-decided (a look needs 3 runs a group: the test's "
-            f"skewness term needs each group's third cumulant). Received: --max-runs={max_runs}."
-        )
+    rule.check_runs(runs)
+    metric, max_runs, against, effect, on = rule.metric, rule.max_runs, rule.against, rule.effect, rule.on
     out = Path(str(spec.out)).absolute()
     group = (experiment_name(spec.trainer, spec.command, spec.trainer_args, spec.experiment), spec.variant)
     step = spec.round_size
-    if precision is not None:
-        return _until_precision(spec, out, group, metric, runs, step, max_runs, precision, level, stream)
+    if rule.precision is not None:
+        return _until_precision(spec, out, group, rule, runs, step, stream)
     b_spec, b_group, b_done, b_dir = against_spec(out, against, metric, exclude=group, spec=spec)
     from deviate_cb.stats.sequential import DEFAULT_BOUNDARY, SequentialPlan, plan_looks, plan_sequential
 
     path = record_path(out, group, b_group)
+    boundary = rule.boundary
     if boundary is None:  # a sequence under way keeps the boundary it was planned with (before: Pocock's)
         recorded_plan = (read_record(path) or {}).get("plan")
         planned = recorded_plan.get("boundary", "pocock") if isinstance(recorded_plan, dict) else None
         boundary = DEFAULT_BOUNDARY if spec.force or planned is None else str(planned)
-    options: dict[str, Any] = {"runs": runs, "round": step, "max_runs": max_runs, "alpha": alpha, "on": on,
+    options: dict[str, Any] = {"runs": runs, "round": step, "max_runs": max_runs, "alpha": rule.alpha, "on": on,
                                "effect": effect, "boundary": boundary}  # fmt: skip
-    if threshold is not None:  # only P(A>B) sequences record one: the others' records stay as they were
-        options["threshold"] = threshold
+    if rule.threshold is not None:  # only P(A>B) sequences record one: the others' records stay as they were
+        options["threshold"] = rule.threshold
     header = {
         "kind": "until-decided",
         "metric": metric,
-        "direction": direction or "max",
+        "direction": rule.direction or "max",
         "group": {"experiment": group[0], "variant": group[1]},
         "against": {"experiment": b_group[0], "variant": b_group[1]},
         "options": options,
@@ -126,8 +103,8 @@ def replicate_until(
             )
         looks = plan_looks(runs, b_done, step, max_runs, on=on)
         plan = plan_sequential(
-            looks, alpha=alpha, on=on, effect=effect, direction=direction or "max", boundary=boundary,
-            threshold=threshold,
+            looks, alpha=rule.alpha, on=on, effect=effect, direction=rule.direction or "max", boundary=boundary,
+            threshold=rule.threshold,
         )  # fmt: skip
         record.update(plan=plan.to_dict(), against_terms=list(against))
     looks = plan.looks
@@ -137,8 +114,8 @@ def replicate_until(
         _say(stream, f"{PROG}: already decided at look {len(done)}: {record['decision_text']}")
         _say(stream, f"{PROG}: {answer_line(record['looks'][-1], metric, plan, group, b_group)}")
         return RoundsResult(0, record["decision"], path)
-    b_launch = {**b_spec.as_kwargs(), **({"launch_dir": b_dir} if b_dir is not None else {})}
-    confirm_relaunch(b_launch, spec.as_kwargs(), group_label(b_group), yes=yes, stdin=sys.stdin, stderr=sys.stderr)
+    label = group_label(b_group)
+    confirm_relaunch(b_spec, spec, label, launch_dir=b_dir, yes=yes, stdin=sys.stdin, stderr=sys.stderr)
     said: set[str] = set()  # the problem lines the rounds printed
     force = spec.force  # a new sequence reruns A's replicas of its first look, not every round's
     for k, (n_a, n_b) in enumerate(looks, start=1):
@@ -179,39 +156,12 @@ def replicate_until(
     return RoundsResult(0, record.get("decision"), path)
 
 
-def _check_threshold(on: str, threshold: Optional[float], effect: Optional[float]) -> Optional[float]:
-    """The P(A>B) threshold: default 0.75 with ``--on improvement``, refused otherwise."""
-    if on != "improvement":
-        if threshold is not None:
-            raise UsageError(f"`--threshold` goes with `--on improvement`. Received: --threshold={threshold}.")
-        return None
-    if effect is not None:
-        raise UsageError(
-            "`--effect` does not go with `--on improvement`: --threshold says what matters. "
-            f"Received: --effect={effect}."
-        )
-    from deviate_cb.stats.improvement_look import DEFAULT_THRESHOLD
-
-    if threshold is None:
-        return DEFAULT_THRESHOLD
-    if isinstance(threshold, bool) or not 0.5 < threshold < 1:
-        raise UsageError(f"`--threshold` must be in (0.5, 1), e.g. 0.75. Received: --threshold={threshold}.")
-    return float(threshold)
-
-
 def _until_precision(
-    spec: ReplicationSpec,
-    out: Path,
-    group: tuple[str, str],
-    metric: str,
-    runs: int,
-    step: int,
-    max_runs: int,
-    precision: float,
-    level: float,
-    stream: TextIO,
+    spec: ReplicationSpec, out: Path, group: tuple[str, str], rule: StoppingRule, runs: int, step: int, stream: TextIO
 ) -> RoundsResult:
     from deviate_cb.stats.precision import precision_look
+
+    metric, max_runs, level, precision = rule.metric, rule.max_runs, rule.level, rule.precision or 0.0
 
     path = record_path(out, group)
     looks = _looks(runs, step, max_runs)
@@ -363,42 +313,6 @@ def _looks(first: int, step: int, max_runs: int) -> list[int]:
     if looks[-1] != max_runs:
         looks.append(max_runs)
     return looks
-
-
-def _check(
-    metric: str,
-    max_runs: int,
-    runs: int,
-    against: Sequence[str],
-    precision: Optional[float],
-    alpha: float,
-    effect: Optional[float],
-    on: str,
-    level: float,
-) -> None:
-    if not metric:
-        raise UsageError("`--metric` is required with --until-decided and --until-precision. Received: none.")
-    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 2:
-        raise UsageError(f"`--max-runs` must be an integer >= 2. Received: --max-runs={max_runs!r}.")
-    if max_runs < runs:
-        raise UsageError(f"`--max-runs` must be at least -n ({runs}). Received: --max-runs={max_runs}.")
-    if precision is None and not against:
-        raise UsageError("`--until-decided` needs `--against KEY=VALUE`, the group to compare with. Received: none.")
-    if precision is not None and against:
-        raise UsageError("`--until-precision` replicates one group; `--against` belongs to --until-decided.")
-    if precision is not None and not 0 < precision < 1:
-        raise UsageError(f"`--until-precision` must be in (0, 1), e.g. 0.25. Received: --until-precision={precision}.")
-    if precision is not None and max_runs < 3:
-        raise UsageError(f"`--max-runs` must be at least 3 with --until-precision (a std's interval needs 3 runs that "
-                         f"differ). Received: --max-runs={max_runs}.")  # fmt: skip
-    if not 0 < alpha < 0.5:
-        raise UsageError(f"`--alpha` must be in (0, 0.5). Received: --alpha={alpha}.")
-    if effect is not None and not (math.isfinite(effect) and effect > 0):
-        raise UsageError(f"`--effect` must be a positive number in the metric's units. Received: --effect={effect}.")
-    if on not in ("mean", "spread", "improvement"):
-        raise UsageError(f"`--on` must be mean, spread or improvement. Received: --on={on}.")
-    if not 0 < level < 1:
-        raise UsageError(f"`--level` must be in (0, 1). Received: --level={level}.")
 
 
 def _say(stream: TextIO, line: str) -> None:

@@ -85,10 +85,6 @@ class ReplicationSpec:
         """A copy with ``changes`` (checked again)."""
         return dataclasses.replace(self, **changes)
 
-    def as_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`~deviate_cb.launch.runner.replicate` this spec stands for."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
     def configuration(
         self, *, trainer: Optional[str], command: Optional[Sequence[str]], keras_backend: Optional[str]
     ) -> dict[str, Any]:
