@@ -9,8 +9,8 @@
 #                   nanoGPT-style configurator writing fixed paths, scripts that switch determinism on
 #                   themselves, a standalone DeviateCallback script; replicated through command mode,
 #                   `deviate-replicate -- python train.py ...`)
-#   make test-fast  the same install, tests/ without the tests marked slow (those that launch replicas and
-#                   audits as subprocesses) and without the Keras end-to-end and real-project suites
+#   make test-fast  the same install, tests/ without the tests marked slow (each 3 s or more: replicas and
+#                   audits as subprocesses, servers) and without the Keras end-to-end and real-project suites
 #   make screenshot render the demo study's HTML report and save docs/report.png (the README's picture; adds
 #                   playwright to the demo's install, and Debian's Chromium as root when missing)
 #   make test-jax   also install JAX (CPU build) and run the Keras end-to-end suite on the JAX backend

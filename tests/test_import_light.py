@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = (
     "torch",
     "lightning",
@@ -36,5 +38,6 @@ def test_core_modules_load_nothing_heavy() -> None:
     assert loaded_after(statement) == []
 
 
+@pytest.mark.slow
 def test_lightning_adapter_is_where_lightning_loads() -> None:
     assert {"torch", "lightning"} <= set(loaded_after("import deviate_cb.lightning"))

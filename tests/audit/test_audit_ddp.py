@@ -57,6 +57,7 @@ def deterministic(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.
     return audit("deterministic", out, "--format", "json", trainer_mode=True), out
 
 
+@pytest.mark.slow
 def test_a_deterministic_ddp_run_records_both_ranks_in_both_replicas_and_agrees(
     deterministic: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:
@@ -94,6 +95,7 @@ def test_a_rank_without_a_record_in_one_replica_makes_the_comparison_incomplete(
     assert ranked.ranks_by_number[1].result is None
 
 
+@pytest.mark.slow
 def test_noise_on_rank_1_only_is_found_on_rank_1_first_and_reaches_rank_0_through_the_all_reduce(
     tmp_path: Path,
 ) -> None:
@@ -119,6 +121,7 @@ def test_noise_on_rank_1_only_is_found_on_rank_1_first_and_reaches_rank_0_throug
                              "gradient all-reduce)")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_rank_that_crashes_in_one_replica_makes_the_audit_incomplete_exit_3(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     done = audit("rank1_crashes", out)
@@ -128,6 +131,7 @@ def test_a_rank_that_crashes_in_one_replica_makes_the_audit_incomplete_exit_3(tm
     assert audit_metadata(replica_dir(out, 1), 1)["exception"] == "RuntimeError: rank 1 crashed on purpose"
 
 
+@pytest.mark.slow
 def test_a_standalone_ddp_run_records_every_rank_in_the_run_directory_rank_0_chose(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(TRAINER), "deterministic", str(tmp_path / "runs")],

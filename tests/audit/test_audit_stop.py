@@ -42,6 +42,7 @@ def _manifests(tmp_path: Path, experiment: str) -> list[dict[str, Any]]:
     return [json.loads((folder / f"replica={k}" / "run.json").read_text()) for k in (0, 1)]
 
 
+@pytest.mark.slow
 def test_a_lightning_fit_stops_after_its_audited_steps_and_finish_trains_on(tmp_path: Path) -> None:
     done = _audit(tmp_path, "--trainer", f"{TRAINERS / 'lightning_cases.py'}:deterministic")
     assert done.returncode == 0 and AGREE in done.stdout, (done.stdout, done.stderr)
@@ -55,6 +56,7 @@ def test_a_lightning_fit_stops_after_its_audited_steps_and_finish_trains_on(tmp_
         assert manifest["fit_steps"]["done"] == 6
 
 
+@pytest.mark.slow
 def test_a_keras_fit_stops_after_its_audited_steps(tmp_path: Path) -> None:
     if importlib.util.find_spec("keras") is None:
         pytest.skip("keras is not installed: pip install 'deviate-cb[keras]'")

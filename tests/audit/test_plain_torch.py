@@ -211,6 +211,7 @@ def test_two_networks_and_two_optimizers_make_two_steps_per_iteration() -> None:
     assert ("parameter", "weight") in first and ("parameter", "Discriminator.fc.weight") in first
 
 
+@pytest.mark.slow
 def test_a_compiled_model_is_audited_under_the_name_torch_compile_gives_it() -> None:
     written: list[AuditLog] = []
     audit = make_audit(2, written.append)

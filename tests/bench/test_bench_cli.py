@@ -45,6 +45,7 @@ def test_table_says_it_runs_on_cpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Running on CPU" in out and "small_cnn" in out and "ratio on/off" in out
 
 
+@pytest.mark.slow
 def test_results_go_to_the_run_store_one_replica_per_invocation(tmp_path: Path, capsys) -> None:
     for _ in range(2):
         assert main(["bench", "--device", "cpu", *FAST, "--out", str(tmp_path)]) == 0

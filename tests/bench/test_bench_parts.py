@@ -76,6 +76,7 @@ def test_op_differences_are_signed_shares_of_the_total_change() -> None:
     assert (first["op"], first["delta_us"], first["share"]) == ("a", 30.0, 1.0) and second["delta_us"] == 0.0
 
 
+@pytest.mark.slow
 def test_keras_small_cnn_runs_in_alternating_tensorflow_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")

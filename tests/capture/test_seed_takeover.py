@@ -258,6 +258,7 @@ def runs() -> dict[str, dict[str, Any]]:
         return {name: future.result() for name, future in futures.items()}
 
 
+@pytest.mark.slow
 def test_every_seeding_function_and_reexport_is_wrapped(runs: dict[str, dict[str, Any]]) -> None:
     assert all(runs["lightning0"]["marked"]) and all(runs["kept3"]["marked"])
     assert runs["keras_tf0"]["marked"] == [True] * 3 and runs["keras_torch0"]["marked"] == [True]

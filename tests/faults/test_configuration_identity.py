@@ -71,6 +71,7 @@ def _error_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_rerun_with_other_arguments_is_refused_and_nothing_runs(cli: Callable[..., Completed]) -> None:
     first = cli("-n", "2", "--variant", "algo", "--trainer", LR, "--", "0.1")
     assert first.returncode == 0, first.stderr
@@ -131,6 +132,7 @@ def test_legacy_manifest_without_configuration_is_compared_on_what_it_records(tm
         plan_replicas(tmp_path, "e", "algo", 1, configuration=new)
 
 
+@pytest.mark.slow
 def test_force_reruns_and_the_report_refuses_to_pool_leftovers(cli: Callable[..., Completed]) -> None:
     first = cli("-n", "3", "--variant", "algo", "--trainer", LR, "--", "0.1")
     assert first.returncode == 0, first.stderr
@@ -174,6 +176,7 @@ def _peak_rss_kib(pid: int) -> Optional[int]:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the launcher's peak memory from /proc")
 def test_a_million_replicas_start_without_planning_them_all(tmp_path: Path) -> None:
     out = tmp_path / "runs"

@@ -107,6 +107,7 @@ def _says_disk_full(record: dict[str, Any], run_dir: Path) -> None:
     assert str(run_dir) in record["error"] and "the disk is full" in record["reason"], record
 
 
+@pytest.mark.slow
 def test_disk_full_stops_the_study_in_one_line_and_a_rerun_with_space_resumes(disk: Disk, tmp_path: Path) -> None:
     # (a) replica 0's checkpoint fills the disk part-way: its end is recorded, the study stops
     full = _replicate(disk, tmp_path, "-n", "3")
@@ -144,6 +145,7 @@ def test_disk_full_stops_the_study_in_one_line_and_a_rerun_with_space_resumes(di
     assert (run_dir / "checkpoint.bin").stat().st_size == CHECKPOINT
 
 
+@pytest.mark.slow
 def test_disk_full_terminates_the_running_replicas_and_records_why(disk: Disk, tmp_path: Path) -> None:
     marker = tmp_path / "checkpoint-written"
     env = {"FILLER_AFTER": "1", "FILLER_MARKER": str(marker)}  # replica 1 runs (waiting) when replica 0 fills

@@ -68,6 +68,7 @@ def unrelated() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("status", "start"), [("killed", "forged"), ("running", "none"), ("killed", "other")])
 def test_a_rerun_leaves_a_process_the_store_names_alone(
     tmp_path: Path, unrelated: subprocess.Popen[bytes], status: str, start: str
@@ -100,6 +101,7 @@ def test_a_rerun_leaves_a_process_the_store_names_alone(
     assert manifest_or_empty(run_dir)["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid (util-linux)")
 def test_an_orphaned_replica_of_ours_is_still_stopped_by_the_rerun(tmp_path: Path) -> None:
     out = tmp_path / "runs"

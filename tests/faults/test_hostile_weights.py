@@ -74,6 +74,7 @@ def _npy(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("big", ["deflate", "claim"])
 @pytest.mark.parametrize("reader", ["read", "iter"])
 def test_a_weights_bomb_is_refused_before_it_is_allocated(tmp_path: Path, big: str, reader: str) -> None:

@@ -79,6 +79,7 @@ def _one_line(stderr: str, *expected: str) -> str:
 
 
 # -- item 2: a fresh attempt starts from an empty replica directory ----------------------------------------------
+@pytest.mark.slow
 def test_rerun_moves_the_earlier_attempt_aside_and_starts_empty(cli, tmp_path: Path) -> None:
     failed = cli("--trainer", trainer("basic.py:fail_on_replica"), "-n", "1", env={"FAIL_REPLICA": "0"})
     assert failed.returncode == 1, failed.stderr
@@ -242,6 +243,7 @@ def test_a_link_or_a_file_in_the_store_is_refused(cli, tmp_path: Path, where: st
 
 
 # -- item 9: file modes follow the umask -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_files_of_a_replica_follow_the_umask(cli, umask) -> None:
     for mask, mode, variant in ((0o022, 0o644, "algo"), (0o077, 0o600, "control")):
         umask(mask)

@@ -275,6 +275,7 @@ def keras_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     yield backend
 
 
+@pytest.mark.slow
 def test_keras_fit_checks_early_and_never_raises_once_started(tmp_path: Path, keras_backend: str) -> None:
     script = tmp_path / "keras_faults.py"
     script.write_text(textwrap.dedent(KERAS_SCRIPT))

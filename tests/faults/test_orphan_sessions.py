@@ -119,6 +119,7 @@ def _check_stopped(run_dir: Path, output: str) -> dict[str, object]:
     return manifest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["session", "daemon"])
 def test_an_orphan_of_a_completed_replica_is_stopped_and_named(project: Path, mode: str) -> None:
     launcher = _launch(project, mode)
@@ -128,6 +129,7 @@ def test_an_orphan_of_a_completed_replica_is_stopped_and_named(project: Path, mo
     assert manifest["status"] == "completed"  # its main process completed: the leftover does not fail it
 
 
+@pytest.mark.slow
 def test_an_orphan_of_a_replica_past_its_timeout_is_stopped(project: Path) -> None:
     launcher = _launch(project, "session", "--timeout", "3", after_s=60)
     stdout, stderr = launcher.communicate(timeout=120)
@@ -190,6 +192,7 @@ print("pid", started["pid"], "completed", result.count("completed"), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_the_users_own_child_beside_replicate_is_never_taken_for_a_leftover(tmp_path: Path) -> None:
     """``replicate()`` in a user's Python process: a child that process starts itself while a replica runs (in its
     own session, so outside the launcher's) is a child of the launcher but not proven the replica's: left alone."""

@@ -147,6 +147,7 @@ def test_a_run_folder_replaced_by_a_link_is_not_written_through(tmp_path: Path) 
     assert "symbolic link deviate-cb did not make" in said, said
 
 
+@pytest.mark.slow
 def test_export_refuses_a_link_at_the_wandb_folder(tmp_path: Path) -> None:
     pytest.importorskip("wandb")
     project = _project(tmp_path, WRITER)
@@ -173,6 +174,7 @@ trainer.fit(TinyModule(), loader(32), loader(32, shuffle=False))
 """
 
 
+@pytest.mark.slow
 def test_a_standalone_run_never_claims_a_replica_through_a_planted_experiment_link(tmp_path: Path) -> None:
     """A ``DeviateCallback("runs")`` without the launcher, in a store whose ``experiment=`` folder is a link."""
     pytest.importorskip("lightning")

@@ -125,6 +125,7 @@ def test_the_variant_decides_each_switch(switch: str, asked: Any, requested: Any
     assert applied_setting(switch, asked, requested=requested) == applied
 
 
+@pytest.mark.slow
 def test_impl_replicas_of_a_script_that_switches_determinism_on_run_nondeterministic(tmp_path: Path) -> None:
     script = _script(tmp_path, "det.py", TORCH_SCRIPT)
     code, stdout, stderr, root = _replicate(tmp_path, "-n", "2", "--variant", "impl", *REGEX, "--", "python", script)
@@ -143,6 +144,7 @@ def test_impl_replicas_of_a_script_that_switches_determinism_on_run_nondetermini
     assert "warning" not in stdout + stderr
 
 
+@pytest.mark.slow
 def test_control_replicas_stay_deterministic_when_the_project_switches_it_off(tmp_path: Path) -> None:
     script = _script(tmp_path, "off.py", SWITCHES_OFF)
     code, stdout, stderr, root = _replicate(tmp_path, "-n", "1", "--variant", "control", *REGEX, "--", "python", script)
@@ -156,6 +158,7 @@ def test_control_replicas_stay_deterministic_when_the_project_switches_it_off(tm
     }
 
 
+@pytest.mark.slow
 def test_keep_project_determinism_is_a_problem_everywhere_and_the_share_is_not_measurable(tmp_path: Path) -> None:
     script = _script(tmp_path, "det.py", TORCH_SCRIPT)
     code, stdout, stderr, root = _replicate(
@@ -196,6 +199,7 @@ def test_keep_project_determinism_is_a_problem_everywhere_and_the_share_is_not_m
     assert "--keep-project-determinism kept it" in compare.stdout + compare.stderr
 
 
+@pytest.mark.slow
 def test_a_rerun_that_keeps_the_project_determinism_is_another_configuration(tmp_path: Path) -> None:
     script = _script(tmp_path, "det.py", TORCH_SCRIPT)
     code, stdout, stderr, _ = _replicate(tmp_path, "-n", "1", "--variant", "impl", *REGEX, "--", "python", script)
@@ -206,6 +210,7 @@ def test_a_rerun_that_keeps_the_project_determinism_is_another_configuration(tmp
     assert "--keep-project-determinism False vs True" in stderr, stderr
 
 
+@pytest.mark.slow
 def test_tensorflow_op_determinism_and_its_environment_variable_are_taken_over(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")
@@ -228,6 +233,7 @@ def test_tensorflow_op_determinism_and_its_environment_variable_are_taken_over(t
     assert "(tf.config.experimental.enable_op_determinism()) and --keep-project-determinism kept it" in stdout + stderr
 
 
+@pytest.mark.slow
 def test_a_lightning_trainer_asking_for_determinism_is_recorded_as_its_argument(tmp_path: Path) -> None:
     pytest.importorskip("lightning")
     trainer = _script(tmp_path, "fit.py", LIGHTNING_TRAINER)

@@ -117,6 +117,7 @@ def _warnings(text: str, needle: str) -> list[str]:
     return [line for line in text.splitlines() if needle in line]
 
 
+@pytest.mark.slow
 def test_shared_paths_are_named_by_the_launcher_status_report_and_html(tmp_path: Path) -> None:
     project = _project(tmp_path, SAVER)
     done = _replicate(project, tmp_path)
@@ -139,6 +140,7 @@ def test_shared_paths_are_named_by_the_launcher_status_report_and_html(tmp_path:
     assert problem.replicas == (0, 1)
 
 
+@pytest.mark.slow
 def test_a_replica_that_loads_another_replicas_checkpoint_is_a_problem(tmp_path: Path) -> None:
     project = _project(tmp_path, RESUMER)
     done = _replicate(project, tmp_path)
@@ -154,6 +156,7 @@ def test_a_replica_that_loads_another_replicas_checkpoint_is_a_problem(tmp_path:
     assert "read_other_replica" in kinds and "shared_outputs" not in kinds  # only replica 0 wrote it
 
 
+@pytest.mark.slow
 def test_replicas_of_two_experiments_writing_one_file_are_one_problem_naming_both(tmp_path: Path) -> None:
     project = _project(tmp_path, SAVER)
     _replicate(project, tmp_path, "-n", "1", experiment="first")

@@ -136,6 +136,7 @@ def _left_out(err: str, variant: str, replica: int) -> str:
 
 
 # -- item 4a: what this user may not read is named and counted, never dropped --------------------------------------
+@pytest.mark.slow
 def test_unreadable_replicas_are_named_and_counted_unknown(tmp_path: Path, no_access) -> None:
     paths = _study(tmp_path / "runs")
     hidden = {
@@ -185,6 +186,7 @@ def test_unreadable_replicas_are_named_and_counted_unknown(tmp_path: Path, no_ac
     assert "the replica is shown as 'unknown'" in _naming(err, hidden[("control", 2)])
 
 
+@pytest.mark.slow
 def test_an_unreadable_variant_folder_is_named(tmp_path: Path, no_access) -> None:
     _study(tmp_path / "runs")
     variant = tmp_path / "runs" / "experiment=mlp" / "variant=control"

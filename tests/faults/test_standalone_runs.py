@@ -71,6 +71,7 @@ def runs(tmp_path: Path) -> dict[str, dict]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("before", "source"),
     [
@@ -92,6 +93,7 @@ def test_lightning_records_the_seed_the_script_set_before_the_callback(
     assert fingerprint["seed"] == 42
 
 
+@pytest.mark.slow
 def test_lightning_seeded_after_the_callback_is_created_still_counts(tmp_path: Path) -> None:
     """The seed is read when the run opens (the fit starts), not when the callback is created."""
     body = lightning_script("", "DeviateCallback('runs')\nL.seed_everything(5)")
@@ -100,6 +102,7 @@ def test_lightning_seeded_after_the_callback_is_created_still_counts(tmp_path: P
     assert (manifest["seed"], manifest["seed_source"]) == (5, "PL_GLOBAL_SEED")
 
 
+@pytest.mark.slow
 def test_an_unseeded_run_records_no_seed_and_says_why(tmp_path: Path) -> None:
     """Torch's own random initial seed (64 bits) is never taken for the user's, nor a stale PL_GLOBAL_SEED."""
     run_script(tmp_path, "unseeded.py", lightning_script("import os\nos.environ['PL_GLOBAL_SEED'] = '9'"))
@@ -109,12 +112,14 @@ def test_an_unseeded_run_records_no_seed_and_says_why(tmp_path: Path) -> None:
     assert "could be read back" in manifest["seed_note"]
 
 
+@pytest.mark.slow
 def test_the_callbacks_own_seed_wins(tmp_path: Path) -> None:
     run_script(tmp_path, "own.py", lightning_script("L.seed_everything(42)", "DeviateCallback('runs', seed=5)"))
     manifest = runs(tmp_path)["experiment=own"]
     assert (manifest["seed"], manifest["seed_source"], manifest["seed_note"]) == (5, "callback", None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "tensorflow"])
 def test_keras_records_the_seed_of_set_random_seed(tmp_path: Path, backend: str) -> None:
     pytest.importorskip(backend)
@@ -126,6 +131,7 @@ def test_keras_records_the_seed_of_set_random_seed(tmp_path: Path, backend: str)
     assert (manifest["seed"], manifest["seed_source"], manifest["seed_note"]) == expected
 
 
+@pytest.mark.slow
 def test_keras_on_tensorflow_records_tf_random_set_seed(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     pytest.importorskip("keras")
@@ -135,6 +141,7 @@ def test_keras_on_tensorflow_records_tf_random_set_seed(tmp_path: Path) -> None:
     assert (manifest["seed"], manifest["seed_source"]) == (11, "tf.random.set_seed")
 
 
+@pytest.mark.slow
 def test_two_scripts_go_to_two_experiments_and_the_argument_wins(tmp_path: Path) -> None:
     run_script(tmp_path, "first.py", lightning_script(""))
     run_script(tmp_path, "second.py", lightning_script(""))
@@ -143,6 +150,7 @@ def test_two_scripts_go_to_two_experiments_and_the_argument_wins(tmp_path: Path)
     assert {m["experiment"] for m in runs(tmp_path).values()} == {"chosen", "first", "second"}
 
 
+@pytest.mark.slow
 def test_a_script_name_is_made_a_valid_experiment_and_no_script_is_default(tmp_path: Path) -> None:
     run_script(tmp_path, "lr=0.1.py", lightning_script(""))
     code = lightning_script("").replace("'runs'", repr(str(tmp_path / "runs")))

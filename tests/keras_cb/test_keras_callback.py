@@ -73,6 +73,7 @@ def run_on_backend(backend: str, code: str, tmp_path: Path) -> subprocess.Comple
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_steps_per_execution(tmp_path: Path) -> None:
     # the torch backend does not support steps_per_execution > 1: TensorFlow does
     done = run_on_backend(
@@ -219,6 +220,7 @@ def test_a_model_that_is_not_keras_3_is_refused() -> None:
         DeviateCallback().set_model(LegacyModel())
 
 
+@pytest.mark.slow
 def test_a_crash_mid_epoch_keeps_the_finished_epochs_and_the_buffered_batches(tmp_path: Path) -> None:
     done = run_on_backend(
         "torch",

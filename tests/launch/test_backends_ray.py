@@ -97,6 +97,7 @@ def test_run_task_runs_the_replica_and_records_its_end(tmp_path: Path, monkeypat
     assert manifest["determinism"]["in_effect"]["env"]["OMP_NUM_THREADS"] == "2"  # the task's CPUs, not Ray's value
 
 
+@pytest.mark.slow
 def test_run_task_applies_the_timeout(tmp_path: Path) -> None:
     run_dir, env = _prepared(tmp_path, trainer("basic.py:sleep_forever"))
     os.environ.pop("SLURM_JOB_ID", None)

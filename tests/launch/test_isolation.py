@@ -83,6 +83,7 @@ print(open(os.path.join("..", "data", "train.csv")).read())
 """
 
 
+@pytest.mark.slow
 def test_isolated_replicas_write_into_their_own_workdir_and_leave_the_project_alone(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()

@@ -174,6 +174,7 @@ def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored(tmp_path: Path) ->
     assert record["status"] == "timeout" and record["signal"] == "SIGKILL"
 
 
+@pytest.mark.slow
 def test_parallel_slots_get_their_own_gpu(cli) -> None:
     done = cli(
         "--trainer", trainer("basic.py:sleep_briefly"), "-n", "2", "--parallel", "2", "--gpus", "0,1",

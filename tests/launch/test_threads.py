@@ -47,6 +47,7 @@ def _recorded(variant_dir: Path, replica: int) -> tuple[dict[str, Any], dict[str
     return probe, fingerprint["threads"]
 
 
+@pytest.mark.slow
 def test_each_parallel_replica_gets_its_share_of_the_cores(tmp_path: Path) -> None:
     expected = threads_per_replica(usable_cpus(), 2)
     stdout, variant_dir = _replicate(tmp_path, parallel=2, runs=2)
@@ -61,6 +62,7 @@ def test_each_parallel_replica_gets_its_share_of_the_cores(tmp_path: Path) -> No
         assert threads["launcher_budget"] == expected, threads
 
 
+@pytest.mark.slow
 def test_a_user_set_omp_num_threads_is_kept(tmp_path: Path) -> None:
     # another count than the launcher's where the machine allows one (torch takes no more threads than cores)
     chosen = 1 if threads_per_replica(usable_cpus(), 2) > 1 else usable_cpus()
@@ -74,6 +76,7 @@ def test_a_user_set_omp_num_threads_is_kept(tmp_path: Path) -> None:
         assert threads["launcher_budget"] is None, threads
 
 
+@pytest.mark.slow
 def test_a_sequential_study_keeps_every_core(tmp_path: Path) -> None:
     stdout, variant_dir = _replicate(tmp_path, parallel=1, runs=1)
     assert "CPU thread" not in stdout.splitlines()[0], stdout

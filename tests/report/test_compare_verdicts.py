@@ -71,6 +71,7 @@ def _includes(low: float, high: float, value: float) -> bool:
     return low <= value <= high
 
 
+@pytest.mark.slow
 def test_no_verdict_contradicts_its_intervals() -> None:
     g = np.random.default_rng(0)
     seen = {"higher": 0, "none": 0, "spreads": 0, "same spread": 0}

@@ -209,6 +209,7 @@ def main(seed: int) -> dict[str, float]:
 '''
 
 
+@pytest.mark.slow
 def test_a_real_study_whose_group_mixes_two_learning_rates_is_refused(tmp_path: Path) -> None:
     """deviate-replicate --force with another learning rate leaves replica 1 of the old one: compare names both."""
     import os

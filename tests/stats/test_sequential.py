@@ -36,6 +36,7 @@ STUDIES = 10_000
 BOUND = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / STUDIES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on", ["mean", "spread"])
 @pytest.mark.parametrize("round_size", [1, 2, 5])
 @pytest.mark.parametrize("dist", ["normal", "t3"])
@@ -57,6 +58,7 @@ def test_uneven_and_short_plans_keep_alpha(on: str, looks: tuple[tuple[int, int]
         assert simulate_sequential(plan, dist=dist, studies=STUDIES, seed=12).decided <= BOUND
 
 
+@pytest.mark.slow
 def test_welch_keeps_alpha_with_unequal_spreads_from_ten_runs() -> None:
     plan = plan_sequential(plan_looks(10, 10, 1, 50))
     for ratio in (1 / 3, 3.0):

@@ -77,6 +77,7 @@ def _rates(plan: SequentialPlan, dist: str, seed: int) -> dict[str, float]:
     return {"a_better": float(above[rows, at].mean()), "b_better": float(below[rows, at].mean())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", [1, 3])
 @pytest.mark.parametrize("dist", ["normal", "spread 3:1", "spread 1:3", "lognormal-normal", "accuracies"])
 def test_a_wrong_a_better_at_the_threshold_stays_within_alpha(dist: str, step: int) -> None:
@@ -87,6 +88,7 @@ def test_a_wrong_a_better_at_the_threshold_stays_within_alpha(dist: str, step: i
     assert rates["b_better"] == 0.0  # P(A>B) = 0.75 is never called below 0.25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dist", ["normal", "spread 3:1"])
 def test_the_pocock_boundary_holds_too(dist: str) -> None:
     plan = plan_sequential(plan_looks(3, 3, 1, 30), on="improvement", boundary="pocock")

@@ -130,6 +130,7 @@ print("RESULT" + json.dumps({"steps": cb.timer.rows(), "ops": cb.window.rows()})
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("onednn", ["0", "1"], ids=["onednn-off", "onednn-on"])
 def test_keras_on_tensorflow_window_records_tensorflow_ops(onednn: str) -> None:
     # TensorFlow names its kernels by CPU and settings (with oneDNN, MatMul runs as _MklMatMul, a fused

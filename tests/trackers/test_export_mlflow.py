@@ -120,6 +120,7 @@ def study_runs(uri: str, name: str) -> tuple[Any, list[Any]]:
     return parents[0], children
 
 
+@pytest.mark.slow
 def test_export_sends_parent_and_replicas_and_is_idempotent(study: Path, mlflow_server: str, tmp_path: Path) -> None:
     first = deviate("export", "mlflow", str(study), "--tracking-uri", mlflow_server, "--mlflow-experiment",
                     "export-one", cwd=tmp_path)  # fmt: skip
@@ -199,6 +200,7 @@ def test_export_sends_parent_and_replicas_and_is_idempotent(study: Path, mlflow_
     assert client(mlflow_server).get_run(failed.info.run_id).info.lifecycle_stage == "deleted"
 
 
+@pytest.mark.slow
 def test_unreachable_server_is_one_line_and_creates_nothing(study: Path, tmp_path: Path) -> None:
     import socket
 
@@ -212,6 +214,7 @@ def test_unreachable_server_is_one_line_and_creates_nothing(study: Path, tmp_pat
     assert f"127.0.0.1:{port}" in lines[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_study_and_missing_extra(study: Path, mlflow_server: str, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -232,6 +235,7 @@ def test_bad_study_and_missing_extra(study: Path, mlflow_server: str, tmp_path: 
     assert proc.stderr.count("\n") == 1 and "pip install 'deviate-cb[mlflow]'" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_sqlite_store_and_a_killed_replica(tmp_path: Path) -> None:
     """Any MLflow tracking URI works (here a SQLite store); a killed replica is KILLED, not FINISHED."""
     from deviate_cb.store.run_directory import RunDirectory, run_path

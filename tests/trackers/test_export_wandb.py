@@ -105,6 +105,7 @@ def deviate(*args: str, cwd: Path, hide: str = "") -> subprocess.CompletedProces
                           timeout=300)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_offline_export_groups_replicas_and_is_idempotent(tmp_path: Path) -> None:
     study = write_study(tmp_path / "runs")
     target = tmp_path / "wb"

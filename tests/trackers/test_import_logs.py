@@ -34,6 +34,7 @@ def lightning_logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
     return root, train_runs(root, LRS, SEEDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, folder", [("tensorboard", "tb"), ("csv-logs", "csv")])
 def test_lightning_logs_become_groups_with_the_values_the_runs_reported(
     lightning_logs: tuple[Path, list[dict[str, Any]]], source: str, folder: str, tmp_path: Path
@@ -81,6 +82,7 @@ def test_lightning_logs_become_groups_with_the_values_the_runs_reported(
     assert "before --min-step 1000" in manifests(other)[0]["reason"]
 
 
+@pytest.mark.slow
 def test_keras_tensorboard_callback_logs_are_one_run_per_folder(tmp_path: Path) -> None:
     logs, reported = tmp_path / "keras_logs", []
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}

@@ -69,6 +69,7 @@ def server_study(mlflow_server: str) -> dict[str, Any]:
     return log_study(mlflow_server, "resnet")
 
 
+@pytest.mark.slow
 def test_a_server_experiment_becomes_groups_that_report_and_compare_read(
     mlflow_server: str, server_study: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -154,6 +155,7 @@ def test_a_server_experiment_becomes_groups_that_report_and_compare_read(
     client.delete_run(server_study["running"])  # the other tests see the study as logged
 
 
+@pytest.mark.slow
 def test_a_sqlite_store_is_read_in_one_query_and_a_mlruns_folder_through_the_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +192,7 @@ def test_a_sqlite_store_is_read_in_one_query_and_a_mlruns_folder_through_the_cli
         }
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_exit_2_and_nothing_written(
     mlflow_server: str, server_study: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 from test_export_wandb import read_run
 
@@ -111,6 +112,7 @@ def replicate(folder: Path, script: str, *args: str, env: dict[str, str]) -> Pat
     return out
 
 
+@pytest.mark.slow
 def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -149,6 +151,7 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
         assert config["deviate.seed"] == str(seeds[k]) and config["deviate.determinism"] == "false"
 
 
+@pytest.mark.slow
 def test_a_plain_run_gets_only_the_seed_it_was_given(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(textwrap.dedent(LIGHTNING))
     root = tmp_path / "plain"
@@ -161,6 +164,7 @@ def test_a_plain_run_gets_only_the_seed_it_was_given(tmp_path: Path) -> None:
     assert {k: v for k, v in hparams.items() if k.startswith("deviate.")} == {"deviate.seed": "5"}
 
 
+@pytest.mark.slow
 def test_a_keras_replica_tags_the_active_mlflow_run(mlflow_server: str, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
