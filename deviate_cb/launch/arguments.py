@@ -177,7 +177,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser, plugin: Sequence[Back
     groups: dict[str, Any] = {}
     names: list[str] = []
     builtin = builtin_options()
-    for option in (*builtin, *(o for o in plugin if o.name not in {b.name for b in builtin})):
+    taken = {option.name for option in builtin}  # a plug-in's option of a built-in's name is the built-in's flag
+    for option in (*builtin, *(o for o in plugin if o.name not in taken)):
         group = groups.get(option.group) or groups.setdefault(option.group, parser.add_argument_group(option.group))
         try:
             _add_option(group, option)
@@ -206,11 +207,11 @@ def plugin_options(words: Sequence[str]) -> tuple[BackendOption, ...]:
         >>> plugin_options(["-n", "2", "--backend", "slurm"])
         ()
     """
-    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)  # prints nothing
     peek.add_argument("--backend", default="local")
     try:
         name = peek.parse_known_args(list(words))[0].backend
-    except (SystemExit, argparse.ArgumentError):  # `--backend` without a value: the full parser says so
+    except argparse.ArgumentError:  # `--backend` without a value: the full parser says so, once
         return ()
     if name in BUILTIN_BACKENDS:
         return ()

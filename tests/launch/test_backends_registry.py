@@ -130,6 +130,16 @@ def test_a_plugins_declared_option_is_a_flag_of_deviate_replicate(
     assert "queued backend (plug-in)" in capsys.readouterr().out
 
 
+def test_backend_without_a_value_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from deviate_cb.cli.replicate import main
+
+    assert main(["-n", "1", "--trainer", trainer("basic.py:echo"), "--backend"]) == 2
+    err = capsys.readouterr().err  # the plug-in flags' look at --backend says nothing of its own
+    assert err.splitlines() == [
+        "deviate-replicate: error: Argument --backend: expected one argument. See `deviate-replicate --help`."
+    ], err
+
+
 def test_broken_entry_point_is_a_usage_error(plugin_path: Path) -> None:
     with pytest.raises(UsageError, match=r"entry point 'deviate_no_such_module_xyz:Nope' .* cannot be loaded"):
         backend_class("broken")
