@@ -37,7 +37,6 @@ ERROR_TAIL_LINES = 20
 _DISK_FULL = {errno.ENOSPC: "the disk is full", getattr(errno, "EDQUOT", errno.ENOSPC): "the disk quota is exceeded"}
 
 
-# What a failed replica's manifest keeps when even its compact form does not fit where the old one was.
 class StoreWriteError(Exception):
     """The launcher (or a replica) could not write a file of the run directory: disk full, quota, I/O error.
 

@@ -70,7 +70,7 @@ def replicate_until(
     group = (experiment_name(spec.trainer, spec.command, spec.trainer_args, spec.experiment), spec.variant)
     step = spec.round_size
     if rule.precision is not None:
-        return _until_precision(spec, out, group, rule, runs, step, stream)
+        return _until_precision(spec, out, group, rule, rule.precision, runs, step, stream)
     b_spec, b_group, b_done, b_dir = against_spec(out, against, metric, exclude=group, spec=spec)
     from deviate_cb.stats.sequential import DEFAULT_BOUNDARY, SequentialPlan, plan_looks, plan_sequential
 
@@ -157,11 +157,18 @@ def replicate_until(
 
 
 def _until_precision(
-    spec: ReplicationSpec, out: Path, group: tuple[str, str], rule: StoppingRule, runs: int, step: int, stream: TextIO
+    spec: ReplicationSpec,
+    out: Path,
+    group: tuple[str, str],
+    rule: StoppingRule,
+    precision: float,
+    runs: int,
+    step: int,
+    stream: TextIO,
 ) -> RoundsResult:
     from deviate_cb.stats.precision import precision_look
 
-    metric, max_runs, level, precision = rule.metric, rule.max_runs, rule.level, rule.precision or 0.0
+    metric, max_runs, level = rule.metric, rule.max_runs, rule.level
 
     path = record_path(out, group)
     looks = _looks(runs, step, max_runs)

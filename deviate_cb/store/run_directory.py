@@ -43,7 +43,6 @@ __all__ = [
     "claim_replica",
     "iso_time",
     "merge_manifest",
-    "merge_sections",
     "read_manifest_file",
     "read_run_manifest",
     "run_path",
@@ -249,7 +248,7 @@ class RunDirectory:
             recorded = self.read_manifest()
         except Exception:  # unreadable: what the writer knows now is all there is
             recorded = {}
-        return write_in_place(self.path, MANIFEST_FILE, merge_sections(recorded, *sections))
+        return write_in_place(self.path, MANIFEST_FILE, merge_manifest(recorded, _section_fields(sections)))
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into the manifest (nested dicts are merged one level deep) and write it atomically.
@@ -303,19 +302,6 @@ def merge_manifest(manifest: dict[str, Any], fields: Mapping[str, Any]) -> dict[
             manifest[key] = value
     manifest["schema_version"] = SCHEMA_VERSION
     return manifest
-
-
-def merge_sections(manifest: dict[str, Any], *sections: ManifestSection) -> dict[str, Any]:
-    """Merge the writers' ``sections``, in order, into the JSON object ``manifest`` in place, as
-    :meth:`RunDirectory.record` does (:func:`merge_manifest`); return ``manifest``. For a writer that must write the
-    object itself (the launcher's in-place rewrite on a full disk).
-
-    Example:
-        >>> from deviate_cb.store.manifest import LaunchEnd
-        >>> merge_sections({"status": "running", "seeding": {"a": 1}}, LaunchEnd(status="failed"))
-        {'status': 'failed', 'seeding': {'a': 1}, 'schema_version': 1}
-    """
-    return merge_manifest(manifest, _section_fields(sections))
 
 
 def _section_fields(sections: tuple[ManifestSection, ...]) -> dict[str, Any]:
