@@ -22,8 +22,9 @@ from deviate_cb.report.reading.configurations import NOT_POOLED
 from deviate_cb.report.reading.loading import exit_text
 from deviate_cb.report.text.safe import percent, printable, printable_message
 from deviate_cb.report.text.spreadsheet import safe_cell
-from deviate_cb.report.text.tables import is_nan, json_value, md_cell
+from deviate_cb.report.text.tables import is_nan, md_cell
 from deviate_cb.report.text.terminal import make_console, print_fitted, print_wrapped
+from deviate_cb.stats._results import json_value
 
 __all__ = [
     "FORMATS",

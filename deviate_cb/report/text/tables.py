@@ -16,8 +16,9 @@ from typing import IO, Any, Optional
 from deviate_cb.report.text.safe import markdown, printable
 from deviate_cb.report.text.spreadsheet import safe_cell
 from deviate_cb.report.text.terminal import make_console, print_fitted, print_wrapped
+from deviate_cb.stats._results import json_value
 
-__all__ = ["cell", "is_nan", "json_value", "md_cell", "render_records"]
+__all__ = ["cell", "is_nan", "md_cell", "render_records"]
 
 
 def render_records(
@@ -114,8 +115,3 @@ def md_cell(text: Any) -> str:
 def is_nan(x: Any) -> bool:
     """Whether ``x`` is a float that is NaN or infinite."""
     return isinstance(x, float) and not math.isfinite(x)
-
-
-def json_value(x: Any) -> Any:
-    """``x`` as JSON holds it: NaN and infinities become ``None``."""
-    return None if is_nan(x) else x
