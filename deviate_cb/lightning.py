@@ -38,7 +38,7 @@ from deviate_cb.capture.stability.extract import weight_arrays
 from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
 from deviate_cb.capture.step_timer import cuda_events
 from deviate_cb.capture.torch_predictions import TorchPredictions, check_data, check_setup
-from deviate_cb.capture.tracker_tags import live_tags, tag_lightning_loggers
+from deviate_cb.capture.tracker_tags import flush_pending_tags, live_tags, tag_lightning_loggers
 from deviate_cb.capture.trainer_facts import num_workers, planned_steps, trainer_facts
 from deviate_cb.context import Deterministic
 from deviate_cb.profiling.window import ProfileWindow
@@ -208,6 +208,8 @@ class DeviateCallback(pl.Callback):
         self._fingerprint(trainer, trainer.train_dataloader, "on_train_start")
         self._audit.share_run_dir(trainer)
         if trainer.is_global_zero:
+            with guarded(self._session, "on_train_start: tracker tags"):  # where the user's hparams were not logged
+                flush_pending_tags(trainer.loggers)
             self._session.fit_planned = planned_steps(trainer)  # kept in memory: written if the fit stops early
 
     @override

@@ -1,21 +1,33 @@
 """Live tagging: the user's own tracker runs say which replica they are, so the tracker groups them by variant.
 
+TensorBoard keeps the first hyperparameters a run logs, so ours go in with the user's, after them, never before.
+
 Example:
     >>> class TensorBoardLogger:  # what Lightning's logger offers, by name
-    ...     def log_hyperparams(self, params):
-    ...         print(sorted(params.items()))
-    >>> tag_lightning_loggers([TensorBoardLogger()], {"deviate.variant": "algo", "deviate.replica": "0"})
-    [('deviate.replica', '0'), ('deviate.variant', 'algo')]
+    ...     def log_hyperparams(self, params, metrics=None):
+    ...         print(list(params.items()))
+    ...     def save(self):
+    ...         pass
+    >>> logger = TensorBoardLogger()
+    >>> tag_lightning_loggers([logger], {"deviate.variant": "algo", "deviate.replica": "0"})
     ['TensorBoardLogger']
+    >>> logger.log_hyperparams({"lr": 0.1})  # what Lightning logs of the model's, just after on_fit_start
+    [('lr', 0.1), ('deviate.variant', 'algo'), ('deviate.replica', '0')]
+    >>> flush_pending_tags([logger])  # nothing was waiting any more
+    []
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["live_tags", "tag_active_runs", "tag_lightning_loggers"]
+__all__ = ["flush_pending_tags", "live_tags", "tag_active_runs", "tag_lightning_loggers"]
+
+#: The instance attribute of a TensorBoard logger that holds our tags until the user's hyperparameters are logged.
+_PENDING = "_deviate_pending_tags"
 
 
 def live_tags(session: Any) -> dict[str, str]:
@@ -44,7 +56,11 @@ def live_tags(session: Any) -> dict[str, str]:
 
 
 def tag_lightning_loggers(loggers: Iterable[Any], tags: Mapping[str, str]) -> list[str]:
-    """Give each MLflow, W&B and TensorBoard logger of a Lightning Trainer ``tags``; return the loggers tagged."""
+    """Give each MLflow, W&B and TensorBoard logger of a Lightning Trainer ``tags``; return the loggers tagged.
+
+    A TensorBoard logger gets them with the next hyperparameters logged (Lightning logs the model's just after
+    ``on_fit_start``); :func:`flush_pending_tags` logs them alone where none were.
+    """
     tagged: list[str] = []
     if not tags:
         return tagged
@@ -57,11 +73,52 @@ def tag_lightning_loggers(loggers: Iterable[Any], tags: Mapping[str, str]) -> li
         elif "WandbLogger" in kinds:
             logger.experiment.config.update(dict(tags), allow_val_change=True)
         elif "TensorBoardLogger" in kinds:
-            logger.log_hyperparams(dict(tags))
+            _after_user_hyperparams(logger, dict(tags))
         else:
             continue
         tagged.append(type(logger).__name__)
     return tagged
+
+
+def flush_pending_tags(loggers: Iterable[Any]) -> list[str]:
+    """Log the tags still waiting on a TensorBoard logger (``Trainer(enable_autolog_hparams=False)``: Lightning
+    neither logged hyperparameters nor saved the logger); return the loggers."""
+    flushed: list[str] = []
+    for logger in loggers:
+        if _PENDING in getattr(logger, "__dict__", {}):
+            logger.log_hyperparams({})  # the waiting tags alone
+            flushed.append(type(logger).__name__)
+    return flushed
+
+
+def _after_user_hyperparams(logger: Any, tags: dict[str, str]) -> None:
+    """Have the logger's next ``log_hyperparams`` log ``tags`` after the user's params, once; a ``save`` before
+    any (the model logs none: ``save_hyperparameters(logger=False)``) logs them alone first, into hparams.yaml."""
+    state = vars(logger)
+    if _PENDING in state:
+        state[_PENDING].update(tags)
+        return
+    state[_PENDING] = tags
+    own_log, own_save = logger.log_hyperparams, logger.save
+
+    def log_hyperparams(params: Any, *args: Any, **kwargs: Any) -> Any:
+        pending = _unwrap(state)
+        given = vars(params) if isinstance(params, argparse.Namespace) else dict(params or {})
+        return own_log({**given, **{k: v for k, v in pending.items() if k not in given}}, *args, **kwargs)
+
+    def save(*args: Any, **kwargs: Any) -> Any:
+        own_log(_unwrap(state))
+        return own_save(*args, **kwargs)
+
+    logger.log_hyperparams, logger.save = log_hyperparams, save
+
+
+def _unwrap(state: dict[str, Any]) -> dict[str, str]:
+    """The class's own ``log_hyperparams`` and ``save`` again; the tags that were waiting."""
+    state.pop("log_hyperparams", None)
+    state.pop("save", None)
+    pending: dict[str, str] = state.pop(_PENDING, {})
+    return pending
 
 
 def tag_active_runs(tags: Mapping[str, str]) -> list[str]:

@@ -177,3 +177,78 @@ def test_a_keras_replica_tags_the_active_mlflow_run(mlflow_server: str, tmp_path
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.data.tags["deviate.variant"] == "control" and run.data.tags["deviate.replica"] == "0"
     assert run.data.tags["deviate.determinism"] == "true" and run.data.tags["deviate.experiment"] == "k"
+
+
+HPARAMS = """
+import sys
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import TensorBoardLogger
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from deviate_cb.lightning import DeviateCallback
+
+
+class Tiny(L.LightningModule):
+    def __init__(self, lr=0.1, width=4):
+        super().__init__()
+        self.save_hyperparameters(logger=sys.argv[2] == "logged")
+        self.net = nn.Linear(self.hparams.width, 2)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))
+trainer = L.Trainer(max_epochs=1, logger=TensorBoardLogger(sys.argv[1], name="tb"), accelerator="cpu",
+                    callbacks=[DeviateCallback(seed=5, out_dir=sys.argv[1])], enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False)
+trainer.fit(Tiny(), DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8))
+"""
+
+
+def hparams_sessions(logdir: Path) -> tuple[list[list[str]], int]:
+    """The hyperparameter names of every HParams session start in ``logdir``'s event files, and how many
+    ``hp_metric`` values were written (what TensorBoard's HParams tab reads: it keeps the first session)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    sessions, hp_metric = [], 0
+    for path in sorted(logdir.glob("**/events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                hp_metric += value.tag == "hp_metric"
+                if value.metadata.plugin_data.plugin_name != "hparams":
+                    continue
+                data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+                if data.HasField("session_start_info"):
+                    sessions.append(sorted(data.session_start_info.hparams))  # a protobuf map: no order
+    return sessions, hp_metric
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("logged", ["logged", "not-logged"])
+def test_tensorboard_hparams_tab_keeps_the_users_hyperparameters(logged: str, tmp_path: Path) -> None:
+    """TensorBoard keeps the first hyperparameters of a run: ours go in with the model's, after them, once; where
+    the model logs none (``save_hyperparameters(logger=False)``), ours are logged alone at the start of training."""
+    (tmp_path / "train.py").write_text(textwrap.dedent(HPARAMS))
+    root = tmp_path / "plain"
+    proc = subprocess.run(
+        [sys.executable, "train.py", str(root), logged], cwd=tmp_path, env=child_env(), capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sessions, hp_metric = hparams_sessions(root / "tb")
+    expected = ["lr", "width", "deviate.seed"] if logged == "logged" else ["deviate.seed"]
+    assert sessions == [sorted(expected)] and hp_metric == 1
+    hparams = yaml.safe_load((root / "tb" / "version_0" / "hparams.yaml").read_text())
+    assert list(hparams) == expected and hparams["deviate.seed"] == "5"  # the user's first
