@@ -43,7 +43,8 @@ def add_import(commands: Any) -> None:
     sources = parser.add_subparsers(dest="source", metavar="SOURCE", parser_class=type(parser))
     sources.required = True
     for name, help_text in _SOURCES.items():
-        p = sources.add_parser(name, help=help_text, description=f"Import {help_text}.")
+        aliases = ["csv"] if name == "csv-logs" else []  # what users type first
+        p = sources.add_parser(name, aliases=aliases, help=help_text, description=f"Import {help_text}.")
         if name == "mlflow":
             p.add_argument(
                 "--tracking-uri",
@@ -55,7 +56,7 @@ def add_import(commands: Any) -> None:
         else:
             p.add_argument("logdir", metavar="LOGDIR", help="the folder of the logs (e.g. lightning_logs/)")
         _common_arguments(p)
-        p.set_defaults(handler=_run_import)
+        p.set_defaults(handler=_run_import, source=name)
 
 
 def _common_arguments(p: argparse.ArgumentParser) -> None:

@@ -59,7 +59,7 @@ def train_runs(root: Path, lrs: list[float], seeds: list[int], epochs: int = 2) 
         for seed in seeds:
             L.seed_everything(seed, workers=True, verbose=False)
             model = TinyRegression(lr, seed)
-            tb = TensorBoardLogger(str(root), name="tb", default_hp_metric=False)
+            tb = TensorBoardLogger(str(root), name="tb")  # with its hp_metric placeholder, as users have it
             csv = CSVLogger(str(root), name="csv")
             trainer = L.Trainer(
                 max_epochs=epochs,

@@ -5,6 +5,8 @@ replicas whose numbers ``deviate report`` gives back exactly as the training rep
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import subprocess
@@ -46,6 +48,7 @@ def test_lightning_logs_become_groups_with_the_values_the_runs_reported(
     assert f"experiment={folder}.lr-0.1 variant=imported: 2 new, 0 updated, 0 unchanged" in result.stdout
 
     rows = report_rows(out, deviate)
+    assert "hp_metric" not in {metric for _, metric in rows}  # TensorBoardLogger's -1 placeholder is no result
     for lr in LRS:
         expected = [run["val_loss"] for run in trained if run["lr"] == lr]
         row = rows[(f"{folder}.lr-{lr}", "val_loss")]
@@ -82,13 +85,13 @@ def test_lightning_logs_become_groups_with_the_values_the_runs_reported(
     assert "before --min-step 1000" in manifests(other)[0]["reason"]
 
 
-@pytest.mark.slow
-def test_keras_tensorboard_callback_logs_are_one_run_per_folder(tmp_path: Path) -> None:
-    logs, reported = tmp_path / "keras_logs", []
+def keras_logs(logs: Path, update_freq: str) -> list[dict[str, list[float]]]:
+    """Two real Keras fits (seeds 0 and 1) with the TensorBoard callback under ``logs``; their epoch losses."""
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    reported = []
     for seed in (0, 1):
         done = subprocess.run(
-            [sys.executable, str(HERE / "keras_tensorboard.py"), str(logs / f"seed{seed}"), str(seed)],
+            [sys.executable, str(HERE / "keras_tensorboard.py"), str(logs / f"seed{seed}"), str(seed), update_freq],
             capture_output=True,
             text=True,
             timeout=300,
@@ -96,23 +99,49 @@ def test_keras_tensorboard_callback_logs_are_one_run_per_folder(tmp_path: Path) 
             check=True,
         )
         reported.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return reported
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("update_freq", ["epoch", "1"])
+def test_keras_tensorboard_callback_logs_are_one_run_per_folder(update_freq: str, tmp_path: Path) -> None:
+    """Each fit is one replica (train/ and validation/ together); with ``update_freq`` in batches, ``batch_loss``
+    and ``epoch_loss`` are kept apart, named as Keras names them (``batch_loss`` of scope step, ``loss`` of scope
+    epoch), so the report's ``loss`` is the epochs'; ``evaluation_loss_vs_iterations`` is ``val_loss`` again."""
+    logs = tmp_path / "keras_logs"
+    reported = keras_logs(logs, update_freq)
     out = tmp_path / "runs"
     result = deviate("import", "tensorboard", str(logs), "--name", "keras", "--variant", "algo", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "experiment=keras variant=algo: 2 new, 0 updated, 0 unchanged" in result.stdout
     rows = report_rows(out, deviate)
     for metric in ("loss", "val_loss"):  # train/ and validation/ of one fit are one replica
-        values = [r[metric] for r in reported]
+        values = [r[metric][-1] for r in reported]
         assert float(rows[("keras", metric)]["mean"]) == pytest.approx(sum(values) / 2, rel=1e-6)
+    batch = {"batch_loss"} if update_freq != "epoch" else set()
+    assert {metric for _, metric in rows} == {"loss", "val_loss", "learning_rate", *batch}  # no evaluation_*
+    best = deviate("report", str(out), "--aggregate", "best", "--format", "csv")
+    assert best.returncode == 0, best.stderr
+    best_rows = {row["metric"]: row for row in csv.DictReader(io.StringIO(best.stdout))}
+    expected = [min(r["loss"]) for r in reported]  # the mean of each run's best epoch, never a batch's value
+    assert float(best_rows["loss"]["mean"]) == pytest.approx(sum(expected) / 2, rel=1e-6)
+
     table = pq.read_table(next(out.glob("**/replica=0")) / "metrics.parquet").to_pylist()
     assert {(r["stage"], r["scope"]) for r in table if r["name"] == "val_loss"} == {("val", "epoch")}
+    assert len([r for r in table if r["name"] == "val_loss"]) == 3
+    assert {r["scope"] for r in table if r["name"] == "loss"} == {"epoch"}
+    assert [r["value"] for r in table if r["name"] == "loss"] == pytest.approx(reported[0]["loss"], rel=1e-6)
+    batches = [r for r in table if r["name"] == "batch_loss"]
+    assert len(batches) == (0 if update_freq == "epoch" else 9)  # 48 training samples in batches of 16, 3 epochs
+    assert {(r["stage"], r["scope"]) for r in batches} <= {("train", "step")}
 
 
 def test_bad_log_folders_are_one_line_exit_2_and_nothing_written(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     out = tmp_path / "runs"
-    for source, expected in (("tensorboard", "holds no TensorBoard event file"), ("csv-logs", "holds no metrics.csv")):
+    sources = (("tensorboard", "holds no TensorBoard event file"), ("csv-logs", "holds no metrics.csv"))
+    for source, expected in (*sources, ("csv", "holds no metrics.csv")):  # `csv`: csv-logs by the name users type
         for folder, words in ((empty, expected), (tmp_path / "missing", "must be an existing folder")):
             result = deviate("import", source, str(folder), "--out", str(out))
             lines = result.stderr.strip().splitlines()

@@ -20,9 +20,11 @@ from deviate_cb.trackers.importing.hparams import HPARAMS_FILE, read_hparams
 from deviate_cb.trackers.importing.imported import TrackerRun
 from deviate_cb.trackers.importing.log_files import LogFileError, check_log_file, walk_logs
 
-__all__ = ["EVENT_PREFIX", "STAGE_FOLDERS", "read_tensorboard", "scalar_value"]
+__all__ = ["EVENT_PREFIX", "HP_METRIC", "STAGE_FOLDERS", "read_tensorboard", "scalar_value"]
 
 EVENT_PREFIX = "events.out.tfevents."
+#: Lightning's TensorBoardLogger metric of the HParams tab: -1 at step 0 until the user logs it.
+HP_METRIC = "hp_metric"
 #: Keras' subfolders of one run, and the stage of each.
 STAGE_FOLDERS = {"train": "train", "validation": "val", "val": "val", "test": "test"}
 # TensorFlow's DataType numbers of the scalar types, and how tensor_content holds one value.
@@ -108,7 +110,7 @@ def _read_run(logdir: Path, run_dir: Path, parts: list[tuple[Path, Optional[str]
         accumulator = pea.EventAccumulator(str(folder), size_guidance={pea.TENSORS: 0})
         accumulator.Reload()
         for tag in accumulator.Tags().get("tensors", []):
-            if accumulator.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            if accumulator.SummaryMetadata(tag).plugin_data.plugin_name != "scalars" or _repeated(tag, stage):
                 continue
             name, scope = _keras_name(tag, stage) if stage is not None else (tag, None)
             if stage is not None:
@@ -117,11 +119,12 @@ def _read_run(logdir: Path, run_dir: Path, parts: list[tuple[Path, Optional[str]
                 scopes[name] = scope
             for event in accumulator.Tensors(tag):
                 value = scalar_value(event.tensor_proto)
-                if value is not None:
-                    names.append(name)
-                    steps.append(int(event.step))
-                    values.append(value)
-                    walls.append(float(event.wall_time))
+                if value is None or (tag == HP_METRIC and value == -1.0 and int(event.step) == 0):
+                    continue  # Lightning's placeholder for TensorBoard's HParams tab, not a value the run had
+                names.append(name)
+                steps.append(int(event.step))
+                values.append(value)
+                walls.append(float(event.wall_time))
     return TrackerRun(
         tracker="tensorboard",
         uri=str(logdir.resolve()),
@@ -140,11 +143,19 @@ def _read_run(logdir: Path, run_dir: Path, parts: list[tuple[Path, Optional[str]
     )
 
 
+def _repeated(tag: str, stage: Optional[str]) -> bool:
+    """Keras' ``evaluation_<metric>_vs_iterations`` (``validation/``): the ``epoch_<metric>`` values again, against
+    the training iteration; read once, as ``val_<metric>``."""
+    return stage is not None and tag.startswith("evaluation_") and tag.endswith("_vs_iterations")
+
+
 def _keras_name(tag: str, stage: str) -> tuple[str, Optional[str]]:
-    """A Keras tag as the run store names it: ``epoch_loss`` -> ``loss`` (``val_loss`` in ``validation/``)."""
+    """A Keras tag as the run store names it, and its scope, as Keras names them: ``epoch_loss`` is ``loss`` (its
+    ``History`` name; ``val_loss`` in ``validation/``), ``batch_loss`` (``update_freq`` in batches: running means
+    within an epoch) stays ``batch_loss``, of scope ``step``, a series apart from the epochs'."""
     for prefix, scope in (("epoch_", "epoch"), ("batch_", "step")):
         if tag.startswith(prefix):
-            base = tag[len(prefix) :]
+            base = tag[len(prefix) :] if scope == "epoch" else tag
             return (base if stage == "train" else f"{stage}_{base}"), scope
     return (tag if stage == "train" else f"{stage}_{tag}"), None
 
