@@ -53,6 +53,12 @@ def add_import(commands: Any) -> None:
                 help="http://HOST:PORT, sqlite:///PATH or an mlruns/ folder (default: $MLFLOW_TRACKING_URI)",
             )
             p.add_argument("--experiment", metavar="NAME", required=True, help="the MLflow experiment to import")
+            p.add_argument(
+                "--filter",
+                metavar="EXPR",
+                help="only the runs this MLflow search filter keeps, as mlflow.search_runs takes it "
+                "(e.g. \"params.lr = '0.1'\", \"tags.team = 'vision'\", \"attributes.run_name LIKE 'bert-%%'\")",
+            )
         else:
             p.add_argument("logdir", metavar="LOGDIR", help="the folder of the logs (e.g. lightning_logs/)")
         _common_arguments(p)
@@ -71,14 +77,33 @@ def _common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--name",
         metavar="NAME",
-        help="the experiment name the groups start with (default: the tracker's experiment, or LOGDIR's name)",
+        help="the experiment name the groups start with (default: a run's deviate.experiment tag, else the "
+        "tracker's experiment, or LOGDIR's name)",
     )
     p.add_argument(
         "--variant",
-        default="imported",
         metavar="NAME",
-        help="the variant of the replicas (default imported; algo+impl, algo, impl or control when you know "
-        "which noise the runs had)",
+        help="the variant of the replicas (default: a run's deviate.variant tag, else imported; algo+impl, algo, "
+        "impl or control when you know which noise the runs had)",
+    )
+    p.add_argument(
+        "--run-name",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only the runs whose name matches (fnmatch; MLflow's run name, a log folder's path; repeatable)",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only the runs holding this param, tag or hparam value (e.g. params.optimizer=adam; repeatable: all)",
+    )
+    p.add_argument(
+        "--include-parents",
+        action="store_true",
+        help="import the runs other runs name as their parent too (a sweep's parent run; left out by default)",
     )
     p.add_argument("--metric", action="append", default=[], metavar="NAME", help="only these metrics (fnmatch)")
     p.add_argument("--seed-key", metavar="KEY", help="the key holding each run's seed (default: params.seed, ...)")
@@ -92,22 +117,30 @@ def _common_arguments(p: argparse.ArgumentParser) -> None:
 
 def _run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.trackers.importing import import_runs
+    from deviate_cb.trackers.importing.selection import RunSelection, select_runs
 
+    selection = RunSelection.parse(args.run_name, args.where, args.include_parents)
     notes: list[str] = []
     runs, base = _read_source(args, notes)
     for note in notes:  # a file of the logs refused, folders not walked: one line each, before anything else
         say(err, "warning", note)
+    chosen: list[str] = []
+    runs = select_runs(runs, selection, chosen)
     group_by = [key.strip() for value in args.group_by for key in value.split(",") if key.strip()]
     plan = import_runs(
         runs,
         Path(args.out),
-        base=args.name or base,
+        base=base,
+        name=args.name,
         group_by=group_by,
         variant=args.variant,
         metrics=args.metric,
         seed_key=args.seed_key,
         min_step=args.min_step,
+        notes=chosen,
     )
+    for note in chosen:  # what was left out or placed by its tags, and why
+        say(err, "note", note)
     groups: dict[str, Counter[str]] = {}
     for placement in plan:
         where = f"experiment={placement.experiment} variant={placement.variant}"
@@ -139,7 +172,12 @@ def _read_source(args: argparse.Namespace, notes: list[str]) -> tuple[list, str]
                 "`--tracking-uri` is required (or $MLFLOW_TRACKING_URI). Received: neither. "
                 "Expected: http://HOST:PORT, sqlite:///PATH or an mlruns/ folder."
             )
-        return read_mlflow(args.tracking_uri, args.experiment), args.experiment
+        from deviate_cb.trackers.importing.writing import imported_replicas
+
+        before = [run_id for tracker, run_id in imported_replicas(Path(args.out)) if tracker == "mlflow"]
+        return read_mlflow(args.tracking_uri, args.experiment, filter_string=args.filter, deleted_of=before), (
+            args.experiment
+        )
     logdir = Path(args.logdir)
     if not logdir.is_dir():
         raise UsageError(

@@ -57,7 +57,7 @@ STAGES = ("train", "val", "test", "final")
 # The longest experiment or variant name (characters, and bytes in UTF-8: folder names are limited to 255 bytes)
 _MAX_PARTITION_LENGTH = 100
 _MAX_PARTITION_BYTES = 200
-STATUSES = ("running", "completed", "incomplete", "failed", "timeout", "killed", "audited")
+STATUSES = ("running", "completed", "incomplete", "failed", "timeout", "killed", "audited", "deleted")
 
 
 def iso_time(timestamp: Optional[float] = None) -> str:

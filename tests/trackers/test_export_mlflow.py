@@ -126,6 +126,7 @@ def test_export_sends_parent_and_replicas_and_is_idempotent(study: Path, mlflow_
                     "export-one", cwd=tmp_path)  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert "5 exported" in first.stdout, first.stdout
+    assert "View run" not in first.stdout + first.stderr  # MLflow's two lines per run ended, not ours
 
     parent, children = study_runs(mlflow_server, "export-one")
     assert parent.info.status == "FINISHED"
@@ -255,3 +256,64 @@ def test_a_sqlite_store_and_a_killed_replica(tmp_path: Path) -> None:
                         "algo/replica=2": ("KILLED", "killed")}  # fmt: skip
     assert parent.data.metrics["val_acc/algo/n"] == 2
     assert client(uri).list_artifacts(parent.info.run_id) == []  # --no-page
+
+
+@pytest.mark.slow
+def test_an_exported_study_imports_back_as_it_was_and_deletions_are_marked(
+    study: Path, mlflow_server: str, tmp_path: Path
+) -> None:
+    """Export, then import the MLflow experiment: the study run (a parent) is left out, each replica goes back to
+    its experiment and variant by its deviate.* tags with its seed (control never pooled with algo); a run deleted
+    in MLflow is marked deleted at the next import, left out of the report, and not exported again."""
+    sent = deviate("export", "mlflow", str(study), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                   "round-trip", "--no-page", cwd=tmp_path)  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    back = tmp_path / "back"
+    source = ["import", "mlflow", "--tracking-uri", mlflow_server, "--experiment", "round-trip", "--out", str(back)]
+    first = deviate(*source, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "1 parent run left out" in first.stderr and "placed by their deviate.experiment" in first.stderr
+    assert f"experiment={EXPERIMENT} variant=control: 2 new" in first.stdout, first.stdout
+    assert f"experiment={EXPERIMENT} variant=algo: 3 new" in first.stdout, first.stdout
+
+    def placed(store: Path) -> dict[tuple[str, str], tuple[str, Any]]:
+        found = {}
+        for path in store.glob("experiment=*/variant=*/replica=*/run.json"):
+            manifest = json.loads(path.read_text())
+            key = (
+                manifest["source"]["run_name"]
+                if "source" in manifest
+                else f"{manifest['variant']}/replica=" + str(manifest["replica"])
+            )
+            found[(manifest["experiment"], key)] = (manifest["status"], manifest["seed"])
+        return found
+
+    assert placed(back) == placed(study)  # experiment, variant, replica's status and seed, each as it was
+
+    def report(store: Path) -> dict[str, dict[str, str]]:
+        done = deviate("report", str(store), "--format", "csv", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        import csv
+        import io
+
+        return {row["variant"]: row for row in csv.DictReader(io.StringIO(done.stdout)) if row["metric"] == "val_acc"}
+
+    assert {v: r["n"] for v, r in report(back).items()} == {"control": "2", "algo": "2"}
+
+    _, children = study_runs(mlflow_server, "round-trip")
+    (gone,) = [r for r in children if r.info.run_name == "control/replica=1"]
+    client(mlflow_server).delete_run(gone.info.run_id)
+    again = deviate(*source, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"experiment={EXPERIMENT} variant=control: 0 new, 1 updated, 1 unchanged" in again.stdout, again.stdout
+    assert "deleted (mlflow DELETED" in again.stdout, again.stdout
+    (marked,) = [m for m in map(json.loads, map(Path.read_text, back.glob("**/run.json")))
+                 if m["source"]["run_id"] == gone.info.run_id]  # fmt: skip
+    assert marked["status"] == "deleted" and "deleted in MLflow" in marked["reason"]
+    assert report(back)["control"]["n"] == "1"
+
+    resent = deviate("export", "mlflow", str(back), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                     "re-exported", "--no-page", cwd=tmp_path)  # fmt: skip
+    assert resent.returncode == 0, resent.stderr
+    _, children = study_runs(mlflow_server, "re-exported")
+    assert len(children) == 4 and "control/replica=1" not in {r.info.run_name for r in children}

@@ -153,7 +153,8 @@ class StudyExport:
 def read_study(
     directory: os.PathLike[str] | str, *, metrics: Optional[Sequence[str]] = None, effect: Optional[str] = None
 ) -> StudyExport:
-    """Read the study under ``directory`` as ``deviate report`` does, and every replica's tracker facts.
+    """Read the study under ``directory`` as ``deviate report`` does, and every replica's tracker facts (a replica
+    its tracker deleted after it was imported is left out).
 
     Raises:
         UsageError: ``directory`` is not a study directory with runs, or ``metrics`` matches nothing.
@@ -167,6 +168,7 @@ def read_study(
     study = load(path, metrics=metrics, effect=effect)
     base = path.resolve()
     records = sorted((*study.report.completed, *study.report.excluded), key=lambda r: r.sort_key)
+    records = [r for r in records if r.status != "deleted"]  # imported, then deleted in its tracker: not sent back
     return StudyExport(base, study, tuple(_replica(base, record) for record in records))
 
 

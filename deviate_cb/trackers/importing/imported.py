@@ -44,8 +44,12 @@ __all__ = [
 
 #: Where ``--group-by`` and ``--seed-key`` look: MLflow's params and tags, Lightning's hparams.yaml.
 KEY_NAMESPACES = ("params", "tags", "hparams")
-#: The keys read as the run's seed, in this order, when ``--seed-key`` is not given.
-SEED_KEYS = tuple(f"{ns}.{name}" for name in ("seed", "random_seed", "global_seed") for ns in KEY_NAMESPACES)
+#: The keys read as the run's seed, in this order, when ``--seed-key`` is not given: the seed our callback ran
+#: with (its live tag, or our export's), then the project's own.
+SEED_KEYS = (
+    "tags.deviate.seed",
+    *(f"{ns}.{name}" for name in ("seed", "random_seed", "global_seed") for ns in KEY_NAMESPACES),
+)
 #: A tracker's run status -> the run store's (``deviate_cb.store.run_directory.STATUSES``).
 TRACKER_STATUSES = {
     "FINISHED": "completed",
@@ -53,6 +57,7 @@ TRACKER_STATUSES = {
     "KILLED": "killed",
     "RUNNING": "running",
     "SCHEDULED": "running",
+    "DELETED": "deleted",
 }
 _VAL_WORDS = re.compile(r"^(val|valid|validation|eval|evaluation|dev)([/_.\-]|$)", re.IGNORECASE)
 _TEST_WORDS = re.compile(r"^test([/_.\-]|$)", re.IGNORECASE)
@@ -80,6 +85,7 @@ class TrackerRun:
         stages: Stage by metric name where the source says it (Keras' ``validation`` folder); else by name.
         scopes: Scope by metric name where the source says it (Keras' ``epoch_`` and ``batch_`` tags).
         reason: Why the run is not ``completed``, in words, when the importer knows more than the status.
+        parent: A run other runs name as their parent (a sweep's, a study's own run): not a run of the study.
     """
 
     tracker: str
@@ -99,6 +105,7 @@ class TrackerRun:
     stages: dict[str, str] = field(default_factory=dict)
     scopes: dict[str, str] = field(default_factory=dict)
     reason: Optional[str] = None
+    parent: bool = False
 
     @property
     def metric_names(self) -> set[str]:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
@@ -32,6 +32,7 @@ __all__ = ["HISTORY_THREADS", "read_mlflow", "sqlite_histories", "tracking_kind"
 #: ``get_metric_history`` calls in flight at once where there is no SQL path (a server, a folder).
 HISTORY_THREADS = 8
 _PAGE = 1000
+_PARENT_TAG = "mlflow.parentRunId"
 _SQL_COLUMNS = {"run_uuid", "key", "step", "timestamp", "value", "is_nan"}
 
 
@@ -44,17 +45,24 @@ def tracking_kind(uri: str) -> str:
     return "folder"
 
 
-def read_mlflow(uri: str, experiment: str) -> list[TrackerRun]:
-    """Every active run of ``experiment`` at ``uri``, with its params, tags and full metric histories.
+def read_mlflow(
+    uri: str, experiment: str, *, filter_string: Optional[str] = None, deleted_of: Collection[str] = ()
+) -> list[TrackerRun]:
+    """Every active run of ``experiment`` at ``uri`` (those ``filter_string`` keeps, as ``mlflow.search_runs``
+    takes it), with its params, tags and full metric histories; the runs of ``deleted_of`` (ids imported before)
+    that were deleted since, with status ``deleted``. A run other runs name as their parent (a sweep's; our own
+    study run) is read with ``parent`` set.
 
     Raises:
-        UsageError: The server does not answer, the file or folder does not exist, the experiment does not.
+        UsageError: The server does not answer, the file or folder does not exist, the experiment does not, the
+            filter is not one MLflow reads.
         MissingDependencyError: mlflow is not installed (``deviate-cb[mlflow]``).
     """
     kind = tracking_kind(uri)
     _check_reachable(uri, kind)
     require("mlflow", extra="mlflow")
     with _quiet_client():
+        from mlflow.entities import ViewType
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
@@ -67,8 +75,13 @@ def read_mlflow(uri: str, experiment: str) -> list[TrackerRun]:
                     f"`--experiment` names no experiment of {uri}. Received: --experiment {experiment}. "
                     f"Expected one of: {', '.join(names[:20]) or 'none (the store holds no experiment)'}."
                 )
-            listed = _search_runs(client, found.experiment_id)
-            runs = [_tracker_run(uri, experiment, run) for run in listed]
+            listed = _search_runs(client, found.experiment_id, filter_string, filter_given=filter_string is not None)
+            wanted = set(deleted_of)
+            if wanted:
+                gone = _search_runs(client, found.experiment_id, filter_string, view=ViewType.DELETED_ONLY)
+                listed += [run for run in gone if run.info.run_id in wanted]
+            parents = _parent_ids(client, found.experiment_id, listed, filter_string)
+            runs = [_tracker_run(uri, experiment, run, parents) for run in listed]
             histories = sqlite_histories(uri, found.experiment_id) if kind == "sqlite" else None
             if histories is None:
                 histories = _client_histories(client, listed)
@@ -134,28 +147,56 @@ def _client_histories(client: Any, listed: list[Any]) -> dict[str, tuple[Any, An
     return {run_id: (n, np.asarray(s, np.int64), np.asarray(v), np.asarray(w)) for run_id, (n, s, v, w) in out.items()}
 
 
-def _search_runs(client: Any, experiment_id: str) -> list[Any]:
+def _search_runs(
+    client: Any, experiment_id: str, filter_string: Optional[str], *, view: Any = None, filter_given: bool = False
+) -> list[Any]:
+    from mlflow.exceptions import MlflowException
+
     listed: list[Any] = []
     token = None
+    options = {} if view is None else {"run_view_type": view}
     while True:
-        page = client.search_runs([experiment_id], max_results=_PAGE, page_token=token)
+        try:
+            page = client.search_runs(
+                [experiment_id], filter_string or "", max_results=_PAGE, page_token=token, **options
+            )
+        except MlflowException as exc:
+            if not filter_given:
+                raise
+            raise UsageError(
+                f"`--filter` is not a filter MLflow reads: {_first_line(exc)}. Received: --filter {filter_string}. "
+                "Expected: an expression as mlflow.search_runs takes it, e.g. --filter \"params.lr = '0.1'\"."
+            ) from None
         listed.extend(page)
         token = page.token
         if not token:
             return listed
 
 
-def _tracker_run(uri: str, experiment: str, run: Any) -> TrackerRun:
+def _parent_ids(client: Any, experiment_id: str, listed: list[Any], filter_string: Optional[str]) -> set[str]:
+    """The ids other runs of the experiment name as their parent (``mlflow.parentRunId``), and our study runs'."""
+    children = listed
+    if filter_string:  # the filter may leave the children out: ask for every run that has a parent
+        children = _search_runs(client, experiment_id, f"tags.`{_PARENT_TAG}` LIKE '%'")
+    parents = {run.data.tags[_PARENT_TAG] for run in children if run.data.tags.get(_PARENT_TAG)}
+    return parents | {run.info.run_id for run in listed if run.data.tags.get("deviate.role") == "study"}
+
+
+def _tracker_run(uri: str, experiment: str, run: Any, parents: set[str]) -> TrackerRun:
     info = run.info
     keys = {f"params.{k}": str(v) for k, v in run.data.params.items()}
     keys.update({f"tags.{k}": str(v) for k, v in run.data.tags.items()})
+    deleted = info.lifecycle_stage == "deleted"
+    status = "DELETED" if deleted else info.status
     return TrackerRun(
         tracker="mlflow",
         uri=uri,
         run_id=info.run_id,
         experiment=experiment,
-        status=TRACKER_STATUSES.get(info.status, "failed"),
-        tracker_status=info.status,
+        status=TRACKER_STATUSES.get(status, "failed"),
+        tracker_status=status,
+        reason=f"deleted in MLflow (it was {info.status} then)" if deleted else None,
+        parent=info.run_id in parents,
         run_name=info.run_name or None,
         started=None if info.start_time is None else info.start_time / 1000.0,
         ended=None if info.end_time is None else info.end_time / 1000.0,

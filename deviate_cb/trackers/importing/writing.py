@@ -5,12 +5,12 @@ Example:
     >>> from deviate_cb.trackers.importing.imported import TrackerRun
     >>> out = Path(tempfile.mkdtemp())
     >>> run = TrackerRun("csv-logs", "logs", "/logs/version_0", "logs", names=["val_acc"], steps=[5], values=[0.5])
-    >>> plan = plan_replicas([run], out, groups=["logs"], variant="imported", seed_key=None)
+    >>> plan = plan_replicas([run], out, groups=["logs"], variants=["imported"], seed_key=None)
     >>> [(p.experiment, p.replica, p.action) for p in plan]
     [('logs', 0, 'new')]
     >>> write_replicas(plan, out)
     >>> [(p.experiment, p.replica, p.action) for p in plan_replicas([run], out, groups=["logs"],
-    ...                                                              variant="imported", seed_key=None)]
+    ...                                                              variants=["imported"], seed_key=None)]
     [('logs', 0, 'unchanged')]
 """
 
@@ -82,9 +82,15 @@ def imported_replicas(out: Path) -> dict[tuple[str, str], Path]:
 
 
 def plan_replicas(
-    runs: Sequence[TrackerRun], out: Path, *, groups: Sequence[str], variant: str, seed_key: Optional[str]
+    runs: Sequence[TrackerRun],
+    out: Path,
+    *,
+    groups: Sequence[str],
+    variants: Sequence[str],
+    seed_key: Optional[str],
 ) -> list[Placement]:
-    """Where each run goes (``groups[i]`` is run ``i``'s experiment); nothing is written.
+    """Where each run goes (``groups[i]`` and ``variants[i]`` are run ``i``'s experiment and variant); nothing is
+    written.
 
     Raises:
         UsageError: A run imported before into another group.
@@ -94,7 +100,7 @@ def plan_replicas(
     plan: list[Placement] = []
     order = sorted(range(len(runs)), key=lambda i: (runs[i].started or 0.0, runs[i].run_id))
     for i in order:
-        run, experiment = runs[i], groups[i]
+        run, experiment, variant = runs[i], groups[i], variants[i]
         digest = _digest(run, seed_key)
         existing = known.get((run.tracker, run.run_id))
         if existing is not None:
@@ -103,7 +109,8 @@ def plan_replicas(
                 raise UsageError(
                     f"run {run.label()} of {run.tracker} was imported before into {'/'.join(where)}, and this import "
                     f"would put it into experiment={experiment}/variant={variant} (another --group-by, --name or "
-                    f"--variant?). Received: --out {out}. Expected: the same grouping as before, or another --out."
+                    f"--variant, or its deviate.experiment and deviate.variant tags?). Received: --out {out}. "
+                    "Expected: the same grouping as before (--name and --variant say it), or another --out."
                 )
             replica = int(existing.name.partition("=")[2])
             previous = _recorded_digest(existing)
