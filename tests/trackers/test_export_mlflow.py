@@ -317,3 +317,58 @@ def test_an_exported_study_imports_back_as_it_was_and_deletions_are_marked(
     assert resent.returncode == 0, resent.stderr
     _, children = study_runs(mlflow_server, "re-exported")
     assert len(children) == 4 and "control/replica=1" not in {r.info.run_name for r in children}
+
+
+@pytest.mark.slow
+def test_the_study_run_is_updated_in_place_as_the_study_grows(tmp_path: Path) -> None:
+    """One study run per experiment whatever the exports: its answers are logged at step = the replicas counted,
+    once per change (an unchanged export adds no point), its counts follow the study, and it is FAILED while no
+    replica completed; replica runs keep the times they ran."""
+    from deviate_cb.store.run_directory import RunDirectory, iso_time, run_path
+
+    root = tmp_path / "runs"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def add(k: int, status: str, experiment: str = "mlp") -> None:
+        run = RunDirectory(run_path(root, experiment, "algo", k))
+        start = 1_700_000_000 + 100 * k
+        run.update_manifest(status=status, seed=k, variant="algo", replica=k, started_at=iso_time(start),
+                            ended_at=iso_time(start + 42.5))  # fmt: skip
+        run.metrics().append({"step": [3], "epoch": [0], "stage": ["val"], "scope": ["epoch"], "name": ["val_acc"],
+                              "value": [0.8 + k / 100], "wall_time": [start + 40.0]})  # fmt: skip
+
+    def export() -> tuple[Any, list[Any]]:
+        proc = deviate("export", "mlflow", str(root), "--tracking-uri", uri, "--no-page", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return study_runs(uri, "mlp")
+
+    for k in range(3):
+        add(k, "completed")
+    parent, children = export()
+    history = client(uri).get_metric_history(parent.info.run_id, "val_acc/algo/n")
+    assert [(m.step, m.value) for m in history] == [(3, 3.0)]
+    assert parent.data.tags["deviate.replicas"] == "3" and "replicas" not in parent.data.params
+    for child in children:  # the times the replica ran, not the export's
+        k = int(child.info.run_name.rpartition("=")[2])
+        assert child.info.start_time == (1_700_000_000 + 100 * k) * 1000
+        assert child.info.end_time == child.info.start_time + 42_500
+
+    again, _ = export()  # nothing changed: no new point
+    assert again.info.run_id == parent.info.run_id
+    assert len(client(uri).get_metric_history(parent.info.run_id, "val_acc/algo/n")) == 1
+
+    for k in (3, 4):
+        add(k, "completed")
+    add(5, "failed")
+    grown, children = export()
+    assert grown.info.run_id == parent.info.run_id and len(children) == 6
+    history = client(uri).get_metric_history(parent.info.run_id, "val_acc/algo/n")
+    assert sorted((m.step, m.value) for m in history) == [(3, 3.0), (5, 5.0)]
+    assert grown.data.tags["deviate.replicas"] == "6" and grown.data.tags["deviate.replicas_completed"] == "5"
+    assert grown.info.status == "FINISHED"
+
+    for k in range(2):  # another experiment whose replicas all failed: its study run is no success
+        add(k, "failed", experiment="broken")
+    export()
+    broken, _ = study_runs(uri, "broken")
+    assert broken.info.status == "FAILED" and broken.data.tags["deviate.replicas_completed"] == "0"

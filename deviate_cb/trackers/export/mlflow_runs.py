@@ -9,6 +9,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -161,7 +163,7 @@ class _Writing:
         previous = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT")
         os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(_END_TIMEOUT_S)  # the server may be the one that stalled
         try:
-            self.client.set_terminated(run_id, status=status, end_time=_now_ms())
+            _set_terminated(self.client, run_id, status=status, end_time=_now_ms())
         except Exception:
             return f"; run {run_id} could not be ended and may show RUNNING (the next export replaces it)"
         finally:
@@ -188,17 +190,28 @@ def _parent(
     writing: _Writing, export: StudyExport, experiment: str, experiment_id: str, page: Optional[str],
     summary: ExportSummary,
 ) -> str:  # fmt: skip
-    """The study run of ``experiment``: found by its key and updated, or created."""
-    from mlflow.entities import Metric, Param, RunTag
+    """The study run of ``experiment``: found by its key and updated in place, or created.
+
+    Its answers are metrics at step = the replicas counted (completed), logged again only when they changed; the
+    replica counts are tags (MLflow params cannot change); it ends ``FAILED`` while no replica completed.
+    """
+    from mlflow.entities import Metric, RunTag
 
     client = writing.client
     key = export.study_key(experiment)
     found = client.search_runs([experiment_id], filter_string=f"tags.`deviate.key` = '{key}'", max_results=1)
+    runs = [r for r in export.runs if r.experiment == experiment]
+    counted = sum(1 for r in runs if r.status == "completed")
+    numbers = headline_numbers(export.study, experiment)
+    answers = _digest_of(sorted(numbers.items()), counted)
     tags = {
         "deviate.role": "study",
         "deviate.key": key,
         "deviate.experiment": experiment,
         "deviate.study_dir": str(export.directory),
+        "deviate.replicas": str(len(runs)),
+        "deviate.replicas_completed": str(counted),
+        "deviate.answers": answers,
         "mlflow.note.content": answers_text(export, experiment)[:_MAX_NOTE_CHARS],
     }
     if found:
@@ -207,24 +220,28 @@ def _parent(
         run_id = str(client.create_run(experiment_id, tags=tags, run_name=f"{experiment} (deviate study)").info.run_id)
     writing.run_id = run_id
     now = _now_ms()
-    numbers = headline_numbers(export.study, experiment)
     names = tracker_names(numbers)
     summary.renamed.update((old, new) for old, new in names.items() if old != new)
     tags.update(name_tags("metric", names))
-    metrics = [Metric(names[k], v, now, 0) for k, v in sorted(numbers.items())]
-    runs = [r for r in export.runs if r.experiment == experiment]
-    params = [] if found else [Param("study_dir", str(export.directory)), Param("replicas", str(len(runs)))]
-    for chunk in _chunks(metrics, _BATCH):
-        client.log_batch(run_id, metrics=chunk)
-    client.log_batch(run_id, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
+    if not found or found[0].data.tags.get("deviate.answers") != answers:  # a point only where the answers moved
+        metrics = [Metric(names[k], v, now, counted) for k, v in sorted(numbers.items())]
+        for chunk in _chunks(metrics, _BATCH):
+            client.log_batch(run_id, metrics=chunk)
+    client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
     if page is not None:
         with tempfile.TemporaryDirectory(prefix="deviate-export-") as folder:
             path = Path(folder) / PAGE_NAME
             path.write_text(page, encoding="utf-8")
             client.log_artifact(run_id, str(path))
-    client.set_terminated(run_id, status="FINISHED", end_time=now)
+    _set_terminated(client, run_id, status="FINISHED" if counted else "FAILED", end_time=now)
     writing.run_id = None
     return run_id
+
+
+def _digest_of(*parts: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 
 def _children(client: Any, experiment_id: str, parent: str) -> dict[str, Any]:
@@ -284,10 +301,17 @@ def _child(
         client.log_batch(run_id, metrics=chunk)
     for params in _chunks([Param(param_names[k], v) for k, v in run.params.items()], _PARAMS_PER_BATCH):
         client.log_batch(run_id, params=params)
-    client.set_terminated(run_id, status=tracker_status(run.status), end_time=run.ended_ms)
+    _set_terminated(client, run_id, status=tracker_status(run.status), end_time=run.ended_ms)
     writing.run_id = None
     client.log_batch(run_id, tags=[RunTag("deviate.version", run.version)])
     return run_id
+
+
+def _set_terminated(client: Any, run_id: str, **how: Any) -> None:
+    """``client.set_terminated`` without the two lines MLflow writes to stdout for each run ended ("View run ...",
+    "View experiment ..."): the export's own lines say what was sent, where."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        client.set_terminated(run_id, **how)
 
 
 def _unsaid(export: StudyExport, warn: Optional[Callable[[str], None]]) -> Optional[Callable[[str], None]]:
