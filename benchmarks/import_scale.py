@@ -27,7 +27,22 @@ every history in one query and spends most of its time writing 1,000 Parquet fil
 no SQL path (a server, an ``mlruns/`` folder) the import calls ``get_metric_history`` itself, 8 at a time: that
 path is not measured here.
 
-    python benchmarks/import_scale.py [--runs 1000] [--steps 1000] [--metrics 1] [--rounds 1] [--dir DIR]
+With ``--server``, the same store is then served by ``mlflow server`` on loopback (one worker, what the test
+suite starts) and read through it, where there is no SQL path, side by side: the client's serial loop; the same loop
+on 8 threads; ``deviate import`` (``get_metric_history`` 8 at a time; writing included); and ``deviate import``
+again with nothing changed (each run's listing equals the one recorded: no history is read). Issue 47 measured the
+import at 40-47 s for 200 runs x 2 metrics x 500 steps, 35 s again when nothing changed.
+
+Measured 2026-11-29 on the 2-core VM, ``--server --runs 200 --metrics 2 --steps 500`` (200,000 values):
+
+    server: client loop, serial: 34.71 s; on 8 threads: 18.76 s
+    server: deviate import (writing included): 18.16 s (0.97x the 8-thread loop)
+    server: deviate import again, nothing changed (200 runs unchanged): 0.36 s (0.020x the first)
+
+The import reads as fast as the client on 8 threads (the one-worker server is the limit), and writes besides; again
+with nothing changed it is one ``search_runs`` listing: 0.36 s, where it was 35 s.
+
+    python benchmarks/import_scale.py [--runs 1000] [--steps 1000] [--metrics 1] [--rounds 1] [--dir DIR] [--server]
 
 Needs the mlflow extra (``pip install 'deviate-cb[mlflow]'``).
 """
@@ -37,9 +52,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -66,8 +86,9 @@ def generate(uri: str, runs: int, steps: int, metrics: int) -> None:
         client.set_terminated(run.info.run_id)
 
 
-def client_loop(uri: str) -> tuple[float, int]:
-    """Seconds to read every history through ``get_metric_history``, and the values read."""
+def client_loop(uri: str, threads: int = 1) -> tuple[float, int]:
+    """Seconds to read every history through ``get_metric_history`` (``threads`` calls at once), and the values
+    read."""
     from mlflow.tracking import MlflowClient
 
     started = time.perf_counter()
@@ -80,10 +101,9 @@ def client_loop(uri: str) -> tuple[float, int]:
         token = page.token
         if not token:
             break
-    values = 0
-    for run in listed:
-        for key in run.data.metrics:
-            values += len(client.get_metric_history(run.info.run_id, key))
+    pairs = [(run.info.run_id, key) for run in listed for key in run.data.metrics]
+    with ThreadPoolExecutor(threads) as pool:
+        values = sum(len(history) for history in pool.map(lambda pair: client.get_metric_history(*pair), pairs))
     return time.perf_counter() - started, values
 
 
@@ -101,12 +121,75 @@ def deviate_import(uri: str, out: Path) -> tuple[float, float, int]:
     return read, written, sum(len(run.values) for run in runs)
 
 
+def deviate_import_again(uri: str, out: Path) -> tuple[float, int]:
+    """Seconds for ``deviate import`` over ``out`` again, nothing changed; the runs found unchanged."""
+    from deviate_cb.trackers.importing import import_runs
+    from deviate_cb.trackers.importing.mlflow_source import read_mlflow
+    from deviate_cb.trackers.importing.writing import imported_listings, options_digest
+
+    started = time.perf_counter()
+    listings = imported_listings(out, "mlflow", options_digest((), None, None))
+    runs = read_mlflow(uri, "scale", listings=listings)
+    plan = import_runs(runs, out, base="scale", group_by=["params.lr"])
+    return time.perf_counter() - started, sum(p.action == "unchanged" for p in plan)
+
+
+def serve(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``mlflow server`` over ``work/mlflow.db`` on a free loopback port, answering ``/health``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    command = [str(Path(sys.executable).with_name("mlflow")), "server", "--backend-store-uri",
+               f"sqlite:///{work / 'mlflow.db'}", "--default-artifact-root", str(work / "artifacts"), "--host",
+               "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
+    log = (work / "server.log").open("wb")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2):
+                return process, uri
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.5)
+    process.kill()
+    raise SystemExit(f"mlflow server did not answer; see {work / 'server.log'}")
+
+
+def server_side(work: Path, rounds: int) -> None:
+    """The server path (see the module docstring), printed."""
+    process, uri = serve(work)
+    try:
+        serial, threaded, first, again = [], [], [], []
+        for round_ in range(rounds):
+            serial.append(client_loop(uri)[0])
+            threaded.append(client_loop(uri, threads=8)[0])
+            out = work / f"server-runs-{round_}"
+            read, written, _ = deviate_import(uri, out)
+            first.append(read + written)
+            seconds, unchanged = deviate_import_again(uri, out)
+            again.append(seconds)
+            shutil.rmtree(out)
+        loop, loop8, imported, repeated = (statistics.median(x) for x in (serial, threaded, first, again))
+        print(f"server: client loop, serial: {loop:.2f} s; on 8 threads: {loop8:.2f} s")
+        ratio = imported / loop8
+        print(f"server: deviate import (writing included): {imported:.2f} s ({ratio:.2f}x the 8-thread loop)")
+        print(f"server: deviate import again, nothing changed ({unchanged} runs unchanged): {repeated:.2f} s "
+              f"({repeated / imported:.3f}x the first)")  # fmt: skip
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--metrics", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--server", action="store_true", help="also read the store through an mlflow server")
     parser.add_argument(
         "--dir", type=Path, help="work folder, kept, its store reused when there (default: a temporary one, removed)"
     )
@@ -141,6 +224,8 @@ def main() -> None:
         print(f"client loop (search_runs + get_metric_history per run and metric, read only): {loop:.2f} s")
         print(f"deviate import (read {read:.2f} s + write {write:.2f} s): {read + write:.2f} s")
         print(f"ratio import / client loop: {(read + write) / loop:.3f}x (reading alone: {read / loop:.3f}x)")
+        if args.server:
+            server_side(work, args.rounds)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -172,12 +172,18 @@ def _read_source(args: argparse.Namespace, notes: list[str]) -> tuple[list, str]
                 "`--tracking-uri` is required (or $MLFLOW_TRACKING_URI). Received: neither. "
                 "Expected: http://HOST:PORT, sqlite:///PATH or an mlruns/ folder."
             )
-        from deviate_cb.trackers.importing.writing import imported_replicas
+        from deviate_cb.trackers.importing.writing import imported_listings, imported_replicas, options_digest
 
         before = [run_id for tracker, run_id in imported_replicas(Path(args.out)) if tracker == "mlflow"]
-        return read_mlflow(args.tracking_uri, args.experiment, filter_string=args.filter, deleted_of=before), (
-            args.experiment
+        options = options_digest(args.metric, args.seed_key, args.min_step)
+        runs = read_mlflow(
+            args.tracking_uri,
+            args.experiment,
+            filter_string=args.filter,
+            deleted_of=before,
+            listings=imported_listings(Path(args.out), "mlflow", options),
         )
+        return runs, args.experiment
     logdir = Path(args.logdir)
     if not logdir.is_dir():
         raise UsageError(

@@ -26,7 +26,13 @@ from deviate_cb.trackers.importing.imported import (
     group_name,
     select_metrics,
 )
-from deviate_cb.trackers.importing.writing import Placement, imported_replicas, plan_replicas, write_replicas
+from deviate_cb.trackers.importing.writing import (
+    Placement,
+    imported_replicas,
+    options_digest,
+    plan_replicas,
+    write_replicas,
+)
 
 __all__ = ["DEFAULT_VARIANT", "OWN_TAGS", "Placement", "TrackerRun", "import_runs"]
 
@@ -88,7 +94,8 @@ def import_runs(
             "exported); --name and --variant place them otherwise"
         )
     groups = [group_name(b, keys, run.keys) for b, run in zip(bases, runs, strict=True)]
-    plan = plan_replicas(runs, out, groups=groups, variants=variants, seed_key=seed_key)
+    options = options_digest(metrics, seed_key, min_step)
+    plan = plan_replicas(runs, out, groups=groups, variants=variants, seed_key=seed_key, options=options)
     write_replicas(plan, out)
     return plan
 

@@ -86,6 +86,11 @@ class TrackerRun:
         scopes: Scope by metric name where the source says it (Keras' ``epoch_`` and ``batch_`` tags).
         reason: Why the run is not ``completed``, in words, when the importer knows more than the status.
         parent: A run other runs name as their parent (a sweep's, a study's own run): not a run of the study.
+        listing: A hash of what the tracker lists of the run without its histories (status, times, params, tags,
+            latest values): equal to the one recorded at the last import, the run has not changed since.
+        unchanged_since: The run's histories were not read, as its listing is the one recorded at the last import
+            with the same options: the replica is left as it is (``names``, ``steps`` and ``values`` hold only the
+            latest value of each metric, for the checks).
     """
 
     tracker: str
@@ -106,6 +111,8 @@ class TrackerRun:
     scopes: dict[str, str] = field(default_factory=dict)
     reason: Optional[str] = None
     parent: bool = False
+    listing: Optional[str] = None
+    unchanged_since: bool = False
 
     @property
     def metric_names(self) -> set[str]:

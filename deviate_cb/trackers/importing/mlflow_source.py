@@ -12,10 +12,12 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import sqlite3
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
@@ -27,7 +29,7 @@ from deviate_cb.trackers.importing.imported import TRACKER_STATUSES, TrackerRun
 from deviate_cb.trackers.importing.log_files import LogFileError, check_log_file, walk_logs
 from deviate_cb.trackers.mlflow_server import check_server
 
-__all__ = ["HISTORY_THREADS", "read_mlflow", "sqlite_histories", "tracking_kind"]
+__all__ = ["HISTORY_THREADS", "listing_of", "read_mlflow", "sqlite_histories", "tracking_kind"]
 
 #: ``get_metric_history`` calls in flight at once where there is no SQL path (a server, a folder).
 HISTORY_THREADS = 8
@@ -46,12 +48,18 @@ def tracking_kind(uri: str) -> str:
 
 
 def read_mlflow(
-    uri: str, experiment: str, *, filter_string: Optional[str] = None, deleted_of: Collection[str] = ()
+    uri: str,
+    experiment: str,
+    *,
+    filter_string: Optional[str] = None,
+    deleted_of: Collection[str] = (),
+    listings: Optional[Mapping[str, str]] = None,
 ) -> list[TrackerRun]:
     """Every active run of ``experiment`` at ``uri`` (those ``filter_string`` keeps, as ``mlflow.search_runs``
     takes it), with its params, tags and full metric histories; the runs of ``deleted_of`` (ids imported before)
     that were deleted since, with status ``deleted``. A run other runs name as their parent (a sweep's; our own
-    study run) is read with ``parent`` set.
+    study run) is read with ``parent`` set. A run whose listing equals ``listings[run id]`` (recorded at the last
+    import with the same options) is not read again from a server or folder: ``unchanged_since`` is set.
 
     Raises:
         UsageError: The server does not answer, the file or folder does not exist, the experiment does not, the
@@ -83,13 +91,19 @@ def read_mlflow(
             parents = _parent_ids(client, found.experiment_id, listed, filter_string)
             runs = [_tracker_run(uri, experiment, run, parents) for run in listed]
             histories = sqlite_histories(uri, found.experiment_id) if kind == "sqlite" else None
-            if histories is None:
-                histories = _client_histories(client, listed)
+            if histories is None:  # one request per run and metric: only for the runs that changed since
+                same = {r.run_id for r in runs if r.listing == (listings or {}).get(r.run_id)}
+                for run, listed_run in zip(runs, listed, strict=True):
+                    if run.run_id in same:
+                        _latest_only(run, listed_run)
+                histories = _client_histories(client, [r for r in listed if r.info.run_id not in same])
         except MlflowException as exc:
             raise UsageError(
                 f"MLflow at {uri} refused the read: {_first_line(exc)}. Received: --tracking-uri {uri}."
             ) from None
     for run in runs:
+        if run.unchanged_since:
+            continue
         names, steps, values, walls = histories.get(run.run_id, ([], [], [], []))
         run.names, run.steps, run.values, run.wall_times = names, steps, values, walls
     return runs
@@ -182,6 +196,26 @@ def _parent_ids(client: Any, experiment_id: str, listed: list[Any], filter_strin
     return parents | {run.info.run_id for run in listed if run.data.tags.get("deviate.role") == "study"}
 
 
+def listing_of(run: Any) -> str:
+    """A hash of what ``search_runs`` lists of ``run``: status, lifecycle, times, params, tags and every metric's
+    latest value, step and time (what changes when the run does)."""
+    info, data = run.info, run.data
+    latest = sorted((m.key, m.step, m.timestamp, m.value) for m in getattr(data, "_metric_objs", []))
+    head = [info.status, info.lifecycle_stage, info.start_time, info.end_time, info.run_name,
+            sorted(data.params.items()), sorted(data.tags.items()), latest]  # fmt: skip
+    return hashlib.sha256(json.dumps(head, default=str).encode()).hexdigest()[:32]
+
+
+def _latest_only(run: TrackerRun, listed: Any) -> None:
+    """Mark ``run`` unchanged since its last import, with only the latest value of each metric (for the checks)."""
+    latest = sorted(getattr(listed.data, "_metric_objs", []), key=lambda m: m.key)
+    run.unchanged_since = True
+    run.names = [m.key for m in latest]
+    run.steps = np.asarray([int(m.step) for m in latest], dtype=np.int64)
+    run.values = np.asarray([float(m.value) for m in latest], dtype=np.float64)
+    run.wall_times = np.asarray([m.timestamp / 1000.0 for m in latest], dtype=np.float64)
+
+
 def _tracker_run(uri: str, experiment: str, run: Any, parents: set[str]) -> TrackerRun:
     info = run.info
     keys = {f"params.{k}": str(v) for k, v in run.data.params.items()}
@@ -197,6 +231,7 @@ def _tracker_run(uri: str, experiment: str, run: Any, parents: set[str]) -> Trac
         tracker_status=status,
         reason=f"deleted in MLflow (it was {info.status} then)" if deleted else None,
         parent=info.run_id in parents,
+        listing=listing_of(run),
         run_name=info.run_name or None,
         started=None if info.start_time is None else info.start_time / 1000.0,
         ended=None if info.end_time is None else info.end_time / 1000.0,

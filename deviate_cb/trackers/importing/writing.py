@@ -40,7 +40,16 @@ from deviate_cb.store.run_directory import (
 )
 from deviate_cb.trackers.importing.imported import TrackerRun, metric_columns, seed_of
 
-__all__ = ["ACTIONS", "SOURCE_FIELD", "Placement", "imported_replicas", "plan_replicas", "write_replicas"]
+__all__ = [
+    "ACTIONS",
+    "SOURCE_FIELD",
+    "Placement",
+    "imported_listings",
+    "imported_replicas",
+    "options_digest",
+    "plan_replicas",
+    "write_replicas",
+]
 
 #: What an import does with each run.
 ACTIONS = ("new", "updated", "unchanged")
@@ -61,6 +70,7 @@ class Placement:
     digest: str
     existing: Optional[Path] = None
     seed_key: Optional[str] = None
+    options: Optional[str] = None
 
     @property
     def path_name(self) -> str:
@@ -69,7 +79,28 @@ class Placement:
 
 def imported_replicas(out: Path) -> dict[tuple[str, str], Path]:
     """``(tracker, run id) -> run directory`` of every replica under ``out`` that an import wrote."""
-    found: dict[tuple[str, str], Path] = {}
+    return {key: run_dir for key, (run_dir, _) in _imported(out).items()}
+
+
+def imported_listings(out: Path, tracker: str, options: str) -> dict[str, str]:
+    """``run id -> listing`` recorded by the imports of ``tracker`` under ``out`` made with ``options``
+    (:func:`options_digest`): the runs a source need not read again while their listing is the same."""
+    found = {}
+    for (source_tracker, run_id), (_, source) in _imported(out).items():
+        listing = source.get("listing")
+        if source_tracker == tracker and source.get("options") == options and isinstance(listing, str):
+            found[run_id] = listing
+    return found
+
+
+def options_digest(metrics: Sequence[str], seed_key: Optional[str], min_step: Optional[int]) -> str:
+    """A hash of the options that change what an import writes of a run (``--metric``, ``--seed-key``,
+    ``--min-step``); the grouping options are checked apart (a run is never moved to another group)."""
+    return hashlib.sha256(json.dumps([sorted(metrics), seed_key, min_step]).encode()).hexdigest()[:16]
+
+
+def _imported(out: Path) -> dict[tuple[str, str], tuple[Path, dict]]:
+    found: dict[tuple[str, str], tuple[Path, dict]] = {}
     for run_dir in _run_dirs(out):
         try:
             manifest = read_run_manifest(str(run_dir / MANIFEST_FILE))
@@ -77,7 +108,7 @@ def imported_replicas(out: Path) -> dict[tuple[str, str], Path]:
             continue  # not ours to judge here: deviate status names unreadable manifests
         source = manifest.source
         if source is not None and isinstance(source.get("run_id"), str):
-            found[(str(source.get("tracker")), source["run_id"])] = run_dir
+            found[(str(source.get("tracker")), source["run_id"])] = (run_dir, dict(source))
     return found
 
 
@@ -88,6 +119,7 @@ def plan_replicas(
     groups: Sequence[str],
     variants: Sequence[str],
     seed_key: Optional[str],
+    options: Optional[str] = None,
 ) -> list[Placement]:
     """Where each run goes (``groups[i]`` and ``variants[i]`` are run ``i``'s experiment and variant); nothing is
     written.
@@ -101,7 +133,6 @@ def plan_replicas(
     order = sorted(range(len(runs)), key=lambda i: (runs[i].started or 0.0, runs[i].run_id))
     for i in order:
         run, experiment, variant = runs[i], groups[i], variants[i]
-        digest = _digest(run, seed_key)
         existing = known.get((run.tracker, run.run_id))
         if existing is not None:
             where = (existing.parent.parent.name, existing.parent.name)
@@ -114,14 +145,21 @@ def plan_replicas(
                 )
             replica = int(existing.name.partition("=")[2])
             previous = _recorded_digest(existing)
-            action = "unchanged" if previous == digest else "updated"
-            plan.append(Placement(run, experiment, variant, replica, action, digest, existing, seed_key))
+            digest = (previous or "") if run.unchanged_since else _digest(run, seed_key)
+            action = "unchanged" if run.unchanged_since or previous == digest else "updated"
+            plan.append(Placement(run, experiment, variant, replica, action, digest, existing, seed_key, options))
             continue
+        if run.unchanged_since:  # a listing recorded for a run no replica holds any more: read it whole next time
+            raise UsageError(
+                f"run {run.label()} of {run.tracker} was imported into {out} before, and its replica is gone. "
+                "Expected: run the same import again (it reads the run whole)."
+            )
+        digest = _digest(run, seed_key)
         parent = run_path(out, experiment, variant, 0).parent
         used = taken.setdefault(parent, _replica_numbers(parent))
         replica = next(k for k in range(len(used) + 1) if k not in used)
         used.add(replica)
-        plan.append(Placement(run, experiment, variant, replica, "new", digest, None, seed_key))
+        plan.append(Placement(run, experiment, variant, replica, "new", digest, None, seed_key, options))
     return plan
 
 
@@ -211,6 +249,8 @@ def _manifest(placement: Placement) -> ImportRecord:
             "status": run.tracker_status,
             "imported_at": iso_time(),
             "digest": placement.digest,
+            "listing": run.listing,
+            "options": placement.options,
         },
     )
     if run.status != "completed":
