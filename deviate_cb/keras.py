@@ -225,7 +225,7 @@ class DeviateCallback(keras.callbacks.Callback):
         self._start("on_train_begin", fit=True)  # records `fit: started`: exiting before on_train_end is incomplete
         if self._session.enabled and self._session.run is not None:
             with guarded(self._session, "on_train_begin: tracker tags"):  # the active MLflow/W&B run learns it
-                tag_active_runs(live_tags(self._session))
+                tag_active_runs(live_tags(self._session), self._session)
         resume = self._resume  # deviate audit --resume-at: no resume path or a bad K: stop after one step
         if resume is not None and self._session.enabled and self._model is not None and resume.begin(self.params):
             self._model.stop_training = True

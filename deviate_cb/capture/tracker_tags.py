@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["flush_pending_tags", "live_tags", "tag_active_runs", "tag_lightning_loggers"]
+__all__ = ["flush_pending_tags", "live_tags", "record_tracker_runs", "tag_active_runs", "tag_lightning_loggers"]
 
 #: The instance attribute of a TensorBoard logger that holds our tags until the user's hyperparameters are logged.
 _PENDING = "_deviate_pending_tags"
@@ -55,29 +55,54 @@ def live_tags(session: Any) -> dict[str, str]:
     return tags
 
 
-def tag_lightning_loggers(loggers: Iterable[Any], tags: Mapping[str, str]) -> list[str]:
+def tag_lightning_loggers(loggers: Iterable[Any], tags: Mapping[str, str], session: Any = None) -> list[str]:
     """Give each MLflow, W&B and TensorBoard logger of a Lightning Trainer ``tags``; return the loggers tagged.
+    With ``session``, the MLflow and W&B runs are recorded as the replica's ``tracker_runs``.
 
     A TensorBoard logger gets them with the next hyperparameters logged (Lightning logs the model's just after
     ``on_fit_start``); :func:`flush_pending_tags` logs them alone where none were.
     """
     tagged: list[str] = []
-    if not tags:
-        return tagged
+    links: list[dict[str, Any]] = []
     for logger in loggers:
         kinds = {cls.__name__ for cls in type(logger).__mro__}
         if "MLFlowLogger" in kinds:
             client, run_id = logger.experiment, logger.run_id  # the run is created on first use
             for key, value in tags.items():
                 client.set_tag(run_id, key, value)
+            links.append(_mlflow_link(client.tracking_uri, run_id, logger.experiment_id))
         elif "WandbLogger" in kinds:
-            logger.experiment.config.update(dict(tags), allow_val_change=True)
+            if tags:
+                logger.experiment.config.update(dict(tags), allow_val_change=True)
+            links.append(_wandb_link(logger.experiment))
         elif "TensorBoardLogger" in kinds:
-            _after_user_hyperparams(logger, dict(tags))
+            if tags:
+                _after_user_hyperparams(logger, dict(tags))
         else:
             continue
         tagged.append(type(logger).__name__)
-    return tagged
+    record_tracker_runs(session, links)
+    return tagged if tags else []
+
+
+def record_tracker_runs(session: Any, links: list[dict[str, Any]]) -> None:
+    """Record ``links`` (the user's MLflow and W&B runs this replica logged to) as ``tracker_runs`` in ``run.json``,
+    where ``session`` records (rank zero, its run open): ``deviate export`` attaches the study to them."""
+    if session is None or not links or not getattr(session, "enabled", False) or session.run is None:
+        return
+    from deviate_cb.store.manifest import CaptureRecord
+
+    session.run.record(CaptureRecord(tracker_runs=links))
+
+
+def _mlflow_link(uri: Any, run_id: Any, experiment_id: Any) -> dict[str, Any]:
+    return {"tracker": "mlflow", "uri": str(uri), "run_id": str(run_id), "experiment_id": str(experiment_id)}
+
+
+def _wandb_link(run: Any) -> dict[str, Any]:
+    fields = {"run_id": getattr(run, "id", None), "project": getattr(run, "project", None),
+              "entity": getattr(run, "entity", None) or None, "group": getattr(run, "group", None) or None}  # fmt: skip
+    return {"tracker": "wandb", **{k: str(v) for k, v in fields.items() if v is not None}}
 
 
 def flush_pending_tags(loggers: Iterable[Any]) -> list[str]:
@@ -121,24 +146,30 @@ def _unwrap(state: dict[str, Any]) -> dict[str, str]:
     return pending
 
 
-def tag_active_runs(tags: Mapping[str, str]) -> list[str]:
+def tag_active_runs(tags: Mapping[str, str], session: Any = None) -> list[str]:
     """Give the process's active MLflow run and ``wandb.run`` ``tags``, where the project already imported the
-    tracker; return the trackers tagged (``mlflow``, ``wandb``).
+    tracker; return the trackers tagged (``mlflow``, ``wandb``). With ``session``, those runs are recorded as the
+    replica's ``tracker_runs``.
 
     Example:
         >>> tag_active_runs({"deviate.seed": "1"}) if "mlflow" not in sys.modules and "wandb" not in sys.modules else []
         []
     """
     tagged: list[str] = []
-    if not tags:
-        return tagged
-    mlflow = sys.modules.get("mlflow")
-    if mlflow is not None and getattr(mlflow, "active_run", None) is not None and mlflow.active_run() is not None:
-        mlflow.set_tags(dict(tags))
-        tagged.append("mlflow")
+    links: list[dict[str, Any]] = []
+    mlflow: Any = sys.modules.get("mlflow")
+    active = mlflow.active_run() if mlflow is not None and getattr(mlflow, "active_run", None) is not None else None
+    if active is not None:
+        if tags:
+            mlflow.set_tags(dict(tags))
+            tagged.append("mlflow")
+        links.append(_mlflow_link(mlflow.get_tracking_uri(), active.info.run_id, active.info.experiment_id))
     wandb = sys.modules.get("wandb")
     run = getattr(wandb, "run", None) if wandb is not None else None
     if run is not None:
-        run.config.update(dict(tags), allow_val_change=True)
-        tagged.append("wandb")
+        if tags:
+            run.config.update(dict(tags), allow_val_change=True)
+            tagged.append("wandb")
+        links.append(_wandb_link(run))
+    record_tracker_runs(session, links)
     return tagged

@@ -219,7 +219,8 @@ def _stopped(tracker: str, where: str) -> Iterator[None]:
 
 
 def _counts(summary: Any) -> str:
-    return ", ".join(f"{summary.count(action)} {action}" for action in ("exported", "replaced", "unchanged"))
+    actions = ("exported", "replaced", "unchanged") + (("linked",) if summary.count("linked") else ())
+    return ", ".join(f"{summary.count(action)} {action}" for action in actions)
 
 
 def _line(out: IO[str], text: str) -> None:

@@ -341,6 +341,9 @@ def _backend_options(spec: ReplicationSpec) -> tuple[Any, dict[str, Any]]:
 def _job(plan: ReplicaPlan, spec: ReplicationSpec, keras_backend: Optional[str], command: Optional[Command]) -> Job:
     cwd = workdir_of(plan.run_dir, Path.cwd()) if spec.isolate else Path.cwd()  # made by Replication.prepare
     env = plan.context.to_env()
+    for name, value in (("WANDB_RUN_GROUP", plan.context.experiment), ("WANDB_JOB_TYPE", plan.context.variant)):
+        if name not in os.environ:  # W&B groups the replicas natively; a grouping the user set is kept
+            env[name] = value
     if keras_backend is not None:
         env["KERAS_BACKEND"] = keras_backend
     env.setdefault("PYTHONUNBUFFERED", os.environ.get("PYTHONUNBUFFERED", "1"))  # logs up to date if killed

@@ -312,11 +312,29 @@ def test_an_exported_study_imports_back_as_it_was_and_deletions_are_marked(
     assert marked["status"] == "deleted" and "deleted in MLflow" in marked["reason"]
     assert report(back)["control"]["n"] == "1"
 
+    # Exported again: the runs it came from are attached to the new study run, not copied (the deleted one left out)
     resent = deviate("export", "mlflow", str(back), "--tracking-uri", mlflow_server, "--mlflow-experiment",
                      "re-exported", "--no-page", cwd=tmp_path)  # fmt: skip
     assert resent.returncode == 0, resent.stderr
-    _, children = study_runs(mlflow_server, "re-exported")
-    assert len(children) == 4 and "control/replica=1" not in {r.info.run_name for r in children}
+    assert "0 exported, 0 replaced, 0 unchanged, 4 linked" in resent.stdout, resent.stdout
+    study_run, copies = study_runs(mlflow_server, "re-exported")
+    assert copies == []
+    originals = [client(mlflow_server).get_run(r.info.run_id) for r in children if r.info.run_id != gone.info.run_id]
+    assert {r.data.tags["deviate.study_run"] for r in originals} == {study_run.info.run_id}
+    again = deviate("export", "mlflow", str(back), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                    "re-exported", "--no-page", cwd=tmp_path)  # fmt: skip
+    assert "0 exported, 0 replaced, 4 unchanged" in again.stdout, again.stdout
+
+    # A copy of the study folder is the same study: exported again, its runs are found (the one deleted in MLflow
+    # is sent again: the study still has it)
+    import shutil
+
+    copied = tmp_path / "copied"
+    shutil.copytree(study, copied)
+    first_again = deviate("export", "mlflow", str(copied), "--tracking-uri", mlflow_server, "--mlflow-experiment",
+                          "round-trip", "--no-page", cwd=tmp_path)  # fmt: skip
+    assert first_again.returncode == 0, first_again.stderr
+    assert "1 exported, 0 replaced, 4 unchanged" in first_again.stdout, first_again.stdout
 
 
 @pytest.mark.slow

@@ -34,10 +34,14 @@ def val_acc(lr: str, trial: int) -> float:
 
 @pytest.fixture(scope="module")
 def sweep(mlflow_server: str) -> dict[str, Any]:
+    return log_sweep(mlflow_server, "sweep")
+
+
+def log_sweep(uri: str, name: str) -> dict[str, Any]:
     """An Optuna-shaped sweep: a parent run with the study's params only, six nested trials (two lr, three trials
     each) logging val_acc, each naming the parent in ``mlflow.parentRunId``."""
-    client = mlflow.MlflowClient(tracking_uri=mlflow_server)
-    experiment_id = client.create_experiment("sweep")
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(name)
     now = int(time.time() * 1000)
     parent = client.create_run(experiment_id, run_name="optuna-study")
     client.log_batch(parent.info.run_id, params=[Param("n_trials", "6"), Param("sampler", "TPESampler")])
@@ -55,7 +59,7 @@ def sweep(mlflow_server: str) -> dict[str, Any]:
             client.log_batch(run.info.run_id, metrics=metrics, params=params, tags=[RunTag("team", "vision")])
             client.set_terminated(run.info.run_id)
             trials[run.info.run_id] = (lr, trial)
-    return {"parent": parent.info.run_id, "trials": trials}
+    return {"parent": parent.info.run_id, "trials": trials, "experiment_id": experiment_id}
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -111,3 +115,88 @@ def test_filter_run_name_and_where_choose_the_runs(mlflow_server: str, sweep: di
     malformed = deviate(*source, "--where", "lr", "--out", str(tmp_path / "none"))
     assert "`--where` takes KEY=VALUE" in one_line_error(malformed)
     assert not (tmp_path / "bad").exists() and not (tmp_path / "none").exists()
+
+
+@pytest.mark.slow
+def test_a_run_unchanged_since_its_import_is_not_read_again(
+    mlflow_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against a server, a re-import reads only the histories of the runs whose listing changed (here a new value),
+    and every history again when the options that shape a replica change."""
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
+    from deviate_cb.cli.main import main
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment_id = client.create_experiment("unchanged")
+    ids = []
+    for seed in range(3):
+        run = client.create_run(experiment_id, run_name=f"seed-{seed}")
+        client.log_batch(run.info.run_id, metrics=[Metric(k, 0.5 + seed / 10, 1000 + s, s) for k in ("val_acc",
+                         "loss") for s in (0, 1)], params=[Param("seed", str(seed))])  # fmt: skip
+        client.set_terminated(run.info.run_id)
+        ids.append(run.info.run_id)
+    asked: list[str] = []
+    real = MlflowClient.get_metric_history
+
+    def counted(self: Any, run_id: str, key: str) -> Any:  # the real call, counted
+        asked.append(run_id)
+        return real(self, run_id, key)
+
+    monkeypatch.setattr(MlflowClient, "get_metric_history", counted)
+    out = tmp_path / "runs"
+    command = ["import", "mlflow", "--tracking-uri", mlflow_server, "--experiment", "unchanged", "--out", str(out)]
+    assert main(command) == 0 and sorted(asked) == sorted(ids * 2)  # two metrics of three runs
+    asked.clear()
+    assert main(command) == 0 and asked == []
+    client.log_metric(ids[1], "val_acc", 0.99, step=2)
+    asked.clear()
+    assert main(command) == 0 and asked == [ids[1], ids[1]]
+    (replica,) = [m for m in manifests(out) if m["source"]["run_id"] == ids[1]]
+    table = pq.read_table(out / f"experiment={replica['experiment']}" / f"variant={replica['variant']}"
+                          / f"replica={replica['replica']}" / "metrics.parquet").to_pylist()  # fmt: skip
+    assert [(r["step"], r["value"]) for r in table if r["name"] == "val_acc"][-1] == (2, 0.99)
+    asked.clear()
+    assert main([*command, "--metric", "val_*"]) == 0 and len(asked) == 6  # other options: every run read whole
+
+
+@pytest.mark.slow
+def test_an_imported_sweep_exported_again_is_linked_not_copied(mlflow_server: str, tmp_path: Path) -> None:
+    """Import a sweep, export the store to the same server: the trials are the replicas (tagged with their study run,
+    their sweep parent kept), the study runs go beside them in the sweep's experiment, and no run is copied."""
+    logged = log_sweep(mlflow_server, "sweep-export")
+    out = tmp_path / "runs"
+    source = ["--tracking-uri", mlflow_server]
+    imported = deviate("import", "mlflow", *source, "--experiment", "sweep-export", "--group-by", "params.lr",
+                       "--out", str(out))  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    sent = deviate("export", "mlflow", str(out), *source, "--no-page")
+    assert sent.returncode == 0, sent.stderr
+    assert "0 exported, 0 replaced, 0 unchanged, 6 linked" in sent.stdout, sent.stdout
+    client = mlflow.MlflowClient(tracking_uri=mlflow_server)
+    after = client.search_runs([logged["experiment_id"]])
+    studies = {r.info.run_id: r for r in after if r.data.tags.get("deviate.role") == "study"}
+    assert len(after) == 7 + 2 and len(studies) == 2  # the parent, six trials, a study run per lr group
+    for run in after:
+        if run.info.run_id in logged["trials"]:
+            assert run.data.tags["mlflow.parentRunId"] == logged["parent"]  # the sweep's nesting kept
+            assert run.data.tags["deviate.study_run"] in studies
+            assert run.data.tags["deviate.experiment"] == f"sweep-export.lr-{logged['trials'][run.info.run_id][0]}"
+            assert run.data.tags["team"] == "vision" and run.data.params["lr"]  # the user's own, untouched
+    assert all(client.get_experiment_by_name(f"sweep-export.lr-{lr}") is None for lr in LRS)
+
+    # To another tracking URI there is nothing to attach to: copies, carrying the trials' own params and tags
+    elsewhere = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    copied = deviate(
+        "export", "mlflow", str(out), "--tracking-uri", elsewhere, "--no-page", "--mlflow-experiment", "copies"
+    )
+    assert copied.returncode == 0, copied.stderr
+    assert "6 exported" in copied.stdout, copied.stdout
+    other = mlflow.MlflowClient(tracking_uri=elsewhere)
+    runs = other.search_runs([other.get_experiment_by_name("copies").experiment_id])
+    replicas = [r for r in runs if r.data.tags.get("deviate.role") == "replica"]
+    assert len(replicas) == 6
+    for run in replicas:
+        assert run.data.params["lr"] in LRS and run.data.params["optimizer"] in ("adam", "sgd")
+        assert run.data.tags["team"] == "vision" and "params.lr" not in run.data.params

@@ -139,6 +139,28 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
         }
     assert len(tags) == 2 and seeds[0] != seeds[1]
 
+    # Each replica recorded the run it logged to; an export to that server attaches the study to those runs (no
+    # copies), and the study run goes beside them, in their experiment
+    by_replica = {r.data.tags["deviate.replica"]: r for r in runs}
+    for k in range(2):
+        manifest = json.loads((out / "experiment=live" / "variant=algo+impl" / f"replica={k}" / "run.json").read_text())
+        (link,) = [t for t in manifest["tracker_runs"] if t["tracker"] == "mlflow"]
+        assert link == {"tracker": "mlflow", "uri": mlflow_server, "run_id": by_replica[str(k)].info.run_id,
+                        "experiment_id": experiment.experiment_id}  # fmt: skip
+        assert {t["tracker"] for t in manifest["tracker_runs"]} == {"mlflow", "wandb"}
+    sent = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "export", "mlflow", str(out), "--tracking-uri", mlflow_server,
+         "--no-page"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    assert "0 exported, 0 replaced, 0 unchanged, 2 linked" in sent.stdout, sent.stdout
+    after = client.search_runs([experiment.experiment_id])
+    (study_run,) = [r for r in after if r.data.tags.get("deviate.role") == "study"]
+    assert len(after) == 3 and client.get_experiment_by_name("live") is None  # no experiment of copies
+    for r in after:
+        if r.info.run_id != study_run.info.run_id:
+            assert r.data.tags["deviate.study_run"] == study_run.info.run_id
+
     for k in range(2):  # Lightning's TensorBoardLogger wrote them with the hyperparameters
         run_dir = out / "experiment=live" / "variant=algo+impl" / f"replica={k}"
         hparams = yaml.safe_load((run_dir / "tb" / "version_0" / "hparams.yaml").read_text())
@@ -146,7 +168,9 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
         assert hparams["deviate.seed"] == str(seeds[k])
         assert list((run_dir / "tb" / "version_0").glob("events.out.tfevents.*"))
         (wandb_run,) = (run_dir / "wandb").glob("offline-run-*")  # W&B offline: the run's own .wandb file
-        config = read_run(wandb_run)["config"]
+        wandb_record = read_run(wandb_run)
+        assert (wandb_record["group"], wandb_record["job_type"]) == ("live", "algo+impl")  # W&B's own grouping
+        config = wandb_record["config"]
         assert config["deviate.variant"] == "algo+impl" and config["deviate.replica"] == str(k)
         assert config["deviate.seed"] == str(seeds[k]) and config["deviate.determinism"] == "false"
 

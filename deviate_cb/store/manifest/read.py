@@ -102,6 +102,7 @@ class RunManifest:
     fit: Optional[str] = None
     fit_steps: Optional[JsonObject] = None
     problems: Optional[JsonList] = None
+    tracker_runs: Optional[JsonList] = None
     audit: Optional[JsonObject] = None
     audit_stopped: Optional[JsonObject] = None
     resume: Optional[JsonObject] = None

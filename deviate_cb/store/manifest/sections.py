@@ -140,6 +140,7 @@ class CaptureRecord(ManifestSection):
     fit: Optional[str] = UNSET
     fit_steps: Optional[JsonObject] = UNSET
     problems: Optional[JsonList] = UNSET
+    tracker_runs: Optional[JsonList] = UNSET
     audit: Optional[JsonObject] = UNSET
     audit_stopped: Optional[JsonObject] = UNSET
     resume: Optional[JsonObject] = UNSET

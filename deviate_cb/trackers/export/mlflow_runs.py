@@ -101,13 +101,21 @@ def export_to_mlflow(
     writing = _Writing(client)
     try:
         for experiment in export.experiments:
-            experiment_id = _experiment_id(client, experiment_name or experiment)
+            runs = [r for r in export.runs if r.experiment == experiment]
+            linked = {run.key: _linked_run(client, run) for run in runs}
+            home = _home_experiment(list(linked.values())) if experiment_name is None else None
+            experiment_id = home or _experiment_id(client, experiment_name or experiment)
             parent = _parent(writing, export, experiment, experiment_id, page, summary)
             summary.parents[experiment] = parent
             existing = _children(client, experiment_id, parent)
-            for run in (r for r in export.runs if r.experiment == experiment):
-                found = existing.get(run.key)
-                if found is not None and found.data.tags.get("deviate.version") == run.version:
+            for run in runs:
+                found = existing.get(run.key) or (existing.get(run.legacy_key) if run.legacy_key else None)
+                own = linked[run.key]
+                if own is not None:  # the user's own run: the study attached to it, nothing copied
+                    if found is not None:  # a copy an earlier export made: the run itself says it now
+                        client.delete_run(found.info.run_id)
+                    action, run_id = _attach(client, run, own, parent), own.info.run_id
+                elif found is not None and found.data.tags.get("deviate.version") == run.version:
                     action, run_id = "unchanged", found.info.run_id
                 else:
                     if found is not None:
@@ -200,6 +208,9 @@ def _parent(
     client = writing.client
     key = export.study_key(experiment)
     found = client.search_runs([experiment_id], filter_string=f"tags.`deviate.key` = '{key}'", max_results=1)
+    if not found:  # an export made before keys left the study's path out
+        legacy = export.legacy_study_key(experiment)
+        found = client.search_runs([experiment_id], filter_string=f"tags.`deviate.key` = '{legacy}'", max_results=1)
     runs = [r for r in export.runs if r.experiment == experiment]
     counted = sum(1 for r in runs if r.status == "completed")
     numbers = headline_numbers(export.study, experiment)
@@ -242,6 +253,48 @@ def _digest_of(*parts: Any) -> str:
     import hashlib
 
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
+
+
+def _linked_run(client: Any, run: ReplicaRun) -> Any:
+    """The user's own MLflow run that ``run`` is (imported from it, or logged to it live) at the client's tracking
+    URI, when it is still there; ``None`` otherwise (the replica is then exported as a run of its own)."""
+    from mlflow.exceptions import MlflowException
+
+    here = str(client.tracking_uri).rstrip("/")
+    for uri, run_id in run.linked:
+        if uri.rstrip("/") != here:
+            continue
+        try:
+            found = client.get_run(run_id)
+        except MlflowException:
+            continue
+        if found.info.lifecycle_stage != "deleted":
+            return found
+    return None
+
+
+def _home_experiment(linked: list[Any]) -> Optional[str]:
+    """The MLflow experiment of the users' runs, where every replica of the experiment is one and all share it:
+    the study run goes beside them."""
+    homes = {run.info.experiment_id for run in linked if run is not None}
+    return str(homes.pop()) if linked and None not in linked and len(homes) == 1 else None
+
+
+def _attach(client: Any, run: ReplicaRun, own: Any, parent: str) -> str:
+    """Tag the user's run ``own`` as replica ``run`` of the study run ``parent`` (its params and history are its
+    own, untouched; its parent, if a sweep's, kept); ``linked``, or ``unchanged`` when it already says so."""
+    from mlflow.entities import RunTag
+
+    exported = "deviate.key" in own.data.tags  # a replica run an export made: its identity stays that study's
+    kept = ("deviate.run_dir", "deviate.key", "deviate.version") if exported else ("deviate.run_dir",)
+    tags = {k: v for k, v in run.tags.items() if k not in kept}
+    tags.update({"deviate.role": "replica", "deviate.study_run": parent})
+    if all(own.data.tags.get(k) == v for k, v in tags.items()):
+        return "unchanged"
+    items = [RunTag(k, v) for k, v in tags.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(own.info.run_id, tags=items[start : start + 100])
+    return "linked"
 
 
 def _children(client: Any, experiment_id: str, parent: str) -> dict[str, Any]:

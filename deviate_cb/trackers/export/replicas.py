@@ -75,12 +75,19 @@ class ReplicaRun:
         status: Its status as the report reads it (``completed``, ``failed``, ``killed``, ...).
         seed: The seed it ran with, when recorded.
         started_ms, ended_ms: Start and end as Unix milliseconds, when recorded.
-        key: Stable identity across exports: a hash of the study directory, experiment, variant and replica.
-        version: What this export of it holds: a hash of attempt, start, end, status and the metrics file.
+        key: Stable identity across exports: a hash of the experiment, variant and replica (where the study lies
+            is no part of it: a copied or moved study is the same study).
+        version: What this export of it holds: a hash of attempt, start, end, status and the metrics file's size
+            and summary (its content, not its time: a copy is the same version).
         tags: ``deviate.*`` tags: experiment, variant, replica, seed, determinism asked and in effect, status,
             the fingerprint's summary (torch, CUDA, device, host), the run directory, ``key`` and ``version``.
-        params: The replica's configuration (``run.json`` ``configuration``) and seed, as text.
+        params: The replica's configuration (``run.json`` ``configuration``), seed and the params it was imported
+            with (``lr`` of MLflow's ``params.lr``, Lightning's ``hparams.lr``), as text.
         truncated: The keys of ``tags`` and ``params`` whose value was cut (:func:`fit_value`, with a marker).
+        linked: ``(tracking URI, run id)`` of the MLflow runs this replica is: the one it was imported from, the
+            ones it logged to live (``run.json`` ``tracker_runs``). An export to that URI attaches the study to
+            the run instead of copying it.
+        legacy_key: The key earlier exports gave it (a hash with the study's path), to find their runs again.
     """
 
     path: Path
@@ -96,6 +103,8 @@ class ReplicaRun:
     tags: Mapping[str, str]
     params: Mapping[str, str]
     truncated: tuple[str, ...] = ()
+    linked: tuple[tuple[str, str], ...] = ()
+    legacy_key: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -146,7 +155,11 @@ class StudyExport:
         return sorted({run.experiment for run in self.runs})
 
     def study_key(self, experiment: str) -> str:
-        """Stable identity of the study run of ``experiment`` (the study directory and the experiment)."""
+        """Stable identity of the study run of ``experiment``: its name (not where the study lies)."""
+        return _digest("study", experiment)
+
+    def legacy_study_key(self, experiment: str) -> str:
+        """The study run's key of earlier exports (a hash with the study's path), to find their runs again."""
         return _digest(str(self.directory), experiment)
 
 
@@ -209,7 +222,8 @@ def headline_numbers(study: Study, experiment: str) -> dict[str, float]:
 @dataclass
 class ExportSummary:
     """What an export did: one ``(action, experiment, variant, replica, tracker run id)`` per replica, and the
-    parent (study) run of each experiment; ``action`` is ``exported``, ``replaced`` or ``unchanged``. Also the
+    parent (study) run of each experiment; ``action`` is ``exported``, ``replaced``, ``unchanged`` or ``linked`` (the
+    user's own run tagged as the replica, nothing copied). Also the
     names the tracker refused and that were renamed (``{original: tracker name}``), the keys whose value was cut,
     and the damaged metrics files skipped."""
 
@@ -245,10 +259,11 @@ def _replica(base: Path, record: RunRecord) -> ReplicaRun:
     ended_ms = _ms(unix_time(ended)) if ended is not None else None
     metrics = record.path / METRICS_FILE
     stat = metrics.stat() if metrics.is_file() else None
-    key = _digest(str(base), record.experiment, record.variant, record.replica)
+    key = _digest(record.experiment, record.variant, record.replica)
+    summary = {k: v for k, v in (manifest.metrics_summary or {}).items() if k != "file_mtime_ns"}
     version = _digest(
-        str(manifest.attempt), str(started), str(ended), record.status,
-        str(stat.st_size if stat else None), str(stat.st_mtime_ns if stat else None),
+        str(manifest.attempt), str(started), str(ended), record.status, str(stat.st_size if stat else None),
+        json.dumps(summary, sort_keys=True, default=str),
     )  # fmt: skip
     requested = (manifest.determinism or {}).get("requested", {})
     asked = requested.get("deterministic") if isinstance(requested, dict) else None
@@ -267,7 +282,9 @@ def _replica(base: Path, record: RunRecord) -> ReplicaRun:
     }
     if record.error:
         tags["deviate.error"] = record.error
-    params = {f"configuration.{k}": v for k, v in sorted(_configuration(manifest).items())}
+    imported = _imported_keys(manifest)
+    tags = {**imported["tags"], **tags}  # ours win over a user's tag of the same name
+    params = {**imported["params"], **{f"configuration.{k}": v for k, v in sorted(_configuration(manifest).items())}}
     params["seed"] = tags["deviate.seed"]
     texts = {kind: {k: fit_value(_text(v), _MAX_VALUE_CHARS) for k, v in values.items()}
              for kind, values in (("tags", tags), ("params", params))}  # fmt: skip
@@ -275,8 +292,42 @@ def _replica(base: Path, record: RunRecord) -> ReplicaRun:
     return ReplicaRun(
         record.path, record.experiment, record.variant, record.replica, record.status, seed, started_ms, ended_ms,
         key, version, {k: v for k, (v, _) in texts["tags"].items()}, {k: v for k, (v, _) in texts["params"].items()},
-        truncated,
+        truncated, _linked(manifest), _digest(str(base), record.experiment, record.variant, record.replica),
     )  # fmt: skip
+
+
+def _imported_keys(manifest: RunManifest) -> dict[str, dict[str, str]]:
+    """The params and tags an imported replica came with, by their names in the tracker: ``params.lr`` and
+    ``hparams.lr`` are the param ``lr``; ``tags.team`` the tag ``team`` (MLflow's own ``mlflow.*`` tags and our
+    ``deviate.*`` ones left out: they describe the old run)."""
+    out: dict[str, dict[str, str]] = {"params": {}, "tags": {}}
+    for key, value in sorted((manifest.params or {}).items()):
+        namespace, _, name = str(key).partition(".")
+        if not name or not isinstance(value, str):
+            continue
+        if namespace in ("params", "hparams"):
+            out["params"].setdefault(name, value)
+        elif namespace == "tags" and not name.startswith(("mlflow.", "deviate.")):
+            out["tags"][name] = value
+    return out
+
+
+def _linked(manifest: RunManifest) -> tuple[tuple[str, str], ...]:
+    """``(tracking URI, run id)`` of the MLflow runs the replica is (imported from; logged to live)."""
+    found = []
+    source = manifest.source or {}
+    if (
+        source.get("tracker") == "mlflow"
+        and isinstance(source.get("uri"), str)
+        and isinstance(source.get("run_id"), str)
+    ):
+        found.append((source["uri"], source["run_id"]))
+    for link in manifest.tracker_runs or []:
+        if isinstance(link, dict) and link.get("tracker") == "mlflow":
+            uri, run_id = link.get("uri"), link.get("run_id")
+            if isinstance(uri, str) and isinstance(run_id, str):
+                found.append((uri, run_id))
+    return tuple(dict.fromkeys(found))
 
 
 def _fingerprint_tags(fingerprint: Mapping[str, Any]) -> dict[str, str]:
