@@ -201,7 +201,8 @@ class DeviateCallback(pl.Callback):
         self._start(trainer, "on_fit_start")
         if trainer.is_global_zero:
             with guarded(self._session, "on_fit_start: tracker tags"):  # the user's loggers learn the replica
-                tag_lightning_loggers(trainer.loggers, live_tags(self._session), self._session)
+                tags = live_tags(self._session, lightning_seed=os.environ.get("PL_GLOBAL_SEED"))
+                tag_lightning_loggers(trainer.loggers, tags, self._session)
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Optional
 
 __all__ = ["flush_pending_tags", "live_tags", "record_tracker_runs", "tag_active_runs", "tag_lightning_loggers"]
 
@@ -30,28 +30,36 @@ __all__ = ["flush_pending_tags", "live_tags", "record_tracker_runs", "tag_active
 _PENDING = "_deviate_pending_tags"
 
 
-def live_tags(session: Any) -> dict[str, str]:
-    """The tags of this run (see the module docstring), from a :class:`~deviate_cb.capture.session.RunSession`.
+def live_tags(session: Any, lightning_seed: Optional[str] = None) -> dict[str, str]:
+    """The tags of this run (see the module docstring), from a :class:`~deviate_cb.capture.session.RunSession`;
+    ``lightning_seed`` (``PL_GLOBAL_SEED``: what Lightning printed as "Seed set to N"), where it is not the
+    replica's seed, is ``deviate.seed_everything``: the project's own ``seed_everything`` call, whose seed a replica
+    maps from its own (the seed the replica's generators ran from).
 
     Example:
         >>> from types import SimpleNamespace
         >>> live_tags(SimpleNamespace(context=None, seed=7, deterministic=None))
         {'deviate.seed': '7'}
+        >>> live_tags(SimpleNamespace(context=None, seed=7, deterministic=None), lightning_seed="2235285516")
+        {'deviate.seed': '7', 'deviate.seed_everything': '2235285516'}
     """
     ctx = session.context
     if ctx is not None:
-        return {
+        tags = {
             "deviate.experiment": ctx.experiment,
             "deviate.variant": ctx.variant,
             "deviate.replica": str(ctx.replica),
             "deviate.seed": str(ctx.seed),
             "deviate.determinism": str(ctx.deterministic).lower(),
         }
-    tags = {}
-    if session.seed is not None:
-        tags["deviate.seed"] = str(session.seed)
-    if session.deterministic is not None:
-        tags["deviate.determinism"] = str(session.deterministic).lower()
+    else:
+        tags = {}
+        if session.seed is not None:
+            tags["deviate.seed"] = str(session.seed)
+        if session.deterministic is not None:
+            tags["deviate.determinism"] = str(session.deterministic).lower()
+    if lightning_seed is not None and lightning_seed != tags.get("deviate.seed"):
+        tags["deviate.seed_everything"] = lightning_seed
     return tags
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -53,6 +54,7 @@ class Tiny(L.LightningModule):
 
 def fit(root, callbacks=None):
     torch.set_num_threads(1)
+    L.seed_everything(42)  # the project seeds itself, as projects do
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(16, 4, generator=gen)
     data = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8)
@@ -128,13 +130,17 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
                   key=lambda t: t.get("deviate.replica", ""))  # fmt: skip
     seeds = []
     for k, found in enumerate(tags):
-        manifest = json.loads((out / "experiment=live" / "variant=algo+impl" / f"replica={k}" / "run.json").read_text())
+        run_dir = out / "experiment=live" / "variant=algo+impl" / f"replica={k}"
+        manifest = json.loads((run_dir / "run.json").read_text())
         seeds.append(manifest["seed"])
+        # Lightning printed the seed its seed_everything applied: the project's 42, mapped from the replica's seed
+        (printed,) = re.findall(r"Seed set to (\d+)", (run_dir / "stderr.log").read_text())
         assert found == {
             "deviate.experiment": "live",
             "deviate.variant": "algo+impl",
             "deviate.replica": str(k),
             "deviate.seed": str(manifest["seed"]),
+            "deviate.seed_everything": printed,
             "deviate.determinism": "false",
         }
     assert len(tags) == 2 and seeds[0] != seeds[1]
@@ -185,7 +191,11 @@ def test_a_plain_run_gets_only_the_seed_it_was_given(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     hparams = yaml.safe_load((root / "tb" / "version_0" / "hparams.yaml").read_text())
-    assert {k: v for k, v in hparams.items() if k.startswith("deviate.")} == {"deviate.seed": "5"}
+    # the callback was given 5, then the script's own seed_everything(42) set the seed its training ran from
+    assert {k: v for k, v in hparams.items() if k.startswith("deviate.")} == {
+        "deviate.seed": "5",
+        "deviate.seed_everything": "42",
+    }
 
 
 @pytest.mark.slow
