@@ -132,6 +132,7 @@ def _run_mlflow(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     with _terminated_as_interrupt():
         summary = export_to_mlflow(
             export, client, experiment_name=args.mlflow_experiment, page=page,
+            figures=export.study.figures() if page is not None else None,
             progress=lambda line: _line(out, line), warn=lambda line: say(err, "warning", line),
         )  # fmt: skip
     _notes(summary, err)

@@ -141,7 +141,13 @@ def test_export_sends_parent_and_replicas_and_is_idempotent(study: Path, mlflow_
     assert parent.data.metrics["val_acc/algo/n"] == 2  # the failed replica is not counted
     assert parent.data.metrics["val_acc/control/std"] == 0.0  # control is bit-identical on one CPU
     artifacts = [f.path for f in client(mlflow_server).list_artifacts(parent.info.run_id)]
-    assert artifacts == ["deviate-report.html"]
+    assert artifacts == ["deviate-figures", "deviate-report.html"]
+    # The page's figures as files MLflow's artifact view shows: the curves (mean, band, every run) among them
+    shown = [f.path for f in client(mlflow_server).list_artifacts(parent.info.run_id, "deviate-figures")]
+    assert "deviate-figures/training-curves-of-val_acc.svg" in shown, shown
+    svg = Path(client(mlflow_server).download_artifacts(parent.info.run_id, "deviate-figures/training-curves-of-val_acc"
+                                                        ".svg", str(tmp_path))).read_text()  # fmt: skip
+    assert svg.startswith("<svg") and 'xmlns="http://www.w3.org/2000/svg"' in svg and "val_acc" in svg
     page = Path(client(mlflow_server).download_artifacts(parent.info.run_id, "deviate-report.html", str(tmp_path)))
     assert "<html" in page.read_text().lower() and "val_acc" in page.read_text()
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Optional
 
@@ -32,9 +33,11 @@ from deviate_cb.trackers.export.replicas import (
 from deviate_cb.trackers.export.waiting import TrackerUnreachable, Watched, bound_mlflow, is_network_error
 from deviate_cb.trackers.mlflow_server import HEALTH_TIMEOUT_S, check_server
 
-__all__ = ["PAGE_NAME", "ExportStopped", "connect", "export_to_mlflow"]
+__all__ = ["FIGURES_FOLDER", "PAGE_NAME", "ExportStopped", "connect", "export_to_mlflow"]
 
 PAGE_NAME = "deviate-report.html"
+#: The study run's artifact folder of the page's figures, one SVG each.
+FIGURES_FOLDER = "deviate-figures"
 _BATCH = 1000  # MLflow's log_batch takes at most 1,000 metrics, 100 params and 100 tags per call
 _PARAMS_PER_BATCH = 100
 _MAX_NOTE_CHARS = 7500  # MLflow tag values hold at most 8,000 characters
@@ -80,6 +83,7 @@ def export_to_mlflow(
     page: Optional[str] = None,
     progress: Optional[Any] = None,
     warn: Optional[Callable[[str], None]] = None,
+    figures: Optional[Mapping[str, str]] = None,
 ) -> ExportSummary:
     """Write ``export`` to MLflow through ``client`` (from :func:`connect`); see the module docstring.
 
@@ -89,6 +93,9 @@ def export_to_mlflow(
         experiment_name: The MLflow experiment every run goes to; default: one per deviate-cb experiment, of
             the same name.
         page: The HTML page to attach to each parent run (``None``: none).
+        figures: The page's figures (``Study.figures()``: what each shows -> SVG); each study run gets those of its
+            experiment (training curves with their band and every run, distributions, runs needed) as SVG files
+            under ``deviate-figures/``, which MLflow's artifact view shows.
         progress: Called with one line per replica exported.
         warn: Called with one line per damaged metrics file (its replica is exported without metrics).
 
@@ -105,7 +112,7 @@ def export_to_mlflow(
             linked = {run.key: _linked_run(client, run) for run in runs}
             home = _home_experiment(list(linked.values())) if experiment_name is None else None
             experiment_id = home or _experiment_id(client, experiment_name or experiment)
-            parent = _parent(writing, export, experiment, experiment_id, page, summary)
+            parent = _parent(writing, export, experiment, experiment_id, page, summary, figures or {})
             summary.parents[experiment] = parent
             existing = _children(client, experiment_id, parent)
             for run in runs:
@@ -196,7 +203,7 @@ def _experiment_id(client: Any, name: str) -> str:
 
 def _parent(
     writing: _Writing, export: StudyExport, experiment: str, experiment_id: str, page: Optional[str],
-    summary: ExportSummary,
+    summary: ExportSummary, figures: Mapping[str, str],
 ) -> str:  # fmt: skip
     """The study run of ``experiment``: found by its key and updated in place, or created.
 
@@ -244,9 +251,23 @@ def _parent(
             path = Path(folder) / PAGE_NAME
             path.write_text(page, encoding="utf-8")
             client.log_artifact(run_id, str(path))
+    shown = {k: v for k, v in figures.items() if k.endswith(f"(experiment {experiment})") or k.endswith(
+        f"in experiment {experiment}")}  # fmt: skip
+    if shown:
+        with tempfile.TemporaryDirectory(prefix="deviate-export-") as folder:
+            for key, svg in shown.items():
+                (Path(folder) / f"{_file_name(key)}.svg").write_text(svg, encoding="utf-8")
+            client.log_artifacts(run_id, folder, FIGURES_FOLDER)
     _set_terminated(client, run_id, status="FINISHED" if counted else "FAILED", end_time=now)
     writing.run_id = None
     return run_id
+
+
+def _file_name(key: str) -> str:
+    """A figure's file name from what it shows: ``training curves of val/acc (experiment mlp)`` ->
+    ``training-curves-of-val-acc``."""
+    text = key.rpartition(" (experiment ")[0] or key.rpartition(" in experiment ")[0] or key
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.")[:120] or "figure"
 
 
 def _digest_of(*parts: Any) -> str:
