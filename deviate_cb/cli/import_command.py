@@ -1,4 +1,4 @@
-"""``deviate import mlflow|tensorboard|csv-logs``: runs you already have, as replicas of the run store.
+"""``deviate import mlflow|tensorboard|csv-logs|wandb``: runs you already have, as replicas of the run store.
 
 Example:
     >>> import argparse, io
@@ -28,14 +28,16 @@ _SOURCES = {
     "mlflow": "an MLflow experiment: a tracking server, a sqlite:/// store or an mlruns/ folder",
     "tensorboard": "TensorBoard event files (Lightning's TensorBoardLogger, Keras' TensorBoard callback)",
     "csv-logs": "Lightning's CSVLogger (metrics.csv and hparams.yaml of each version_N)",
+    "wandb": "W&B offline runs (a wandb/ folder of offline-run-* folders: WandbLogger or wandb.init offline, "
+    "deviate export wandb)",
 }
 
 
 def add_import(commands: Any) -> None:
-    """Declare ``deviate import`` and its three sources on the ``deviate`` subparsers."""
+    """Declare ``deviate import`` and its sources on the ``deviate`` subparsers."""
     parser = commands.add_parser(
         "import",
-        help="turn MLflow, TensorBoard or CSVLogger runs into replicas of a run store",
+        help="turn MLflow, TensorBoard, CSVLogger or W&B offline runs into replicas of a run store",
         description="Import the runs of an experiment tracker into a run store: each run becomes one replica "
         "(its full metric histories, params/hparams, seed, and its source in run.json), grouped by --group-by. "
         "Re-importing updates or skips, never duplicates.",
@@ -195,6 +197,10 @@ def _read_source(args: argparse.Namespace, notes: list[str]) -> tuple[list, str]
         from deviate_cb.trackers.importing.tensorboard_source import read_tensorboard
 
         return read_tensorboard(logdir, notes), base
+    if args.source == "wandb":
+        from deviate_cb.trackers.importing.wandb_source import read_wandb
+
+        return read_wandb(logdir, notes), base
     from deviate_cb.trackers.importing.csv_source import read_csv_logs
 
     return read_csv_logs(logdir, notes), base

@@ -8,8 +8,11 @@ the study run holds the answers and the HTML page. Exporting again writes nothin
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -164,3 +167,46 @@ def test_bad_input_is_one_line(tmp_path: Path, case: str) -> None:
     if case == "folder is a file":
         assert "--wandb-dir" in proc.stderr
     assert not (tmp_path / "wb").exists()
+
+
+@pytest.mark.slow
+def test_offline_runs_import_back_as_the_study_they_came_from(tmp_path: Path) -> None:
+    """``deviate import wandb`` of an offline export: each run goes back to its experiment and variant (its
+    deviate.* config), with every value at its step, the failed replica apart, and the report's numbers equal."""
+    study = write_study(tmp_path / "runs")
+    target = tmp_path / "wb"
+    sent = deviate("export", "wandb", str(study), "--wandb-dir", str(target), "--project", "p", "--no-page",
+                   cwd=tmp_path)  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    back = tmp_path / "back"
+    imported = deviate("import", "wandb", str(target), "--out", str(back), cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    assert "experiment=mlp variant=control: 2 new" in imported.stdout, imported.stdout
+    assert "experiment=mlp variant=algo+impl: 4 new" in imported.stdout, imported.stdout
+    assert "failed (wandb exit code 1" in imported.stdout, imported.stdout
+
+    def rows(store: Path) -> dict[tuple[str, str], tuple[str, str]]:
+        done = deviate("report", str(store), "--format", "csv", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return {(r["variant"], r["metric"]): (r["n"], r["mean"]) for r in csv.DictReader(io.StringIO(done.stdout))}
+
+    assert rows(back) == rows(study)
+    for path in back.glob("experiment=mlp/variant=*/replica=*/metrics.parquet"):
+        manifest = json.loads((path.parent / "run.json").read_text())
+        name = manifest["source"]["run_name"]
+        variant, replica = name.split("/replica=")
+        original = pq.read_table(study / "experiment=mlp" / f"variant={variant}" / f"replica={replica}" /
+                                 "metrics.parquet").to_pylist()  # fmt: skip
+        assert sorted((r["step"], r["name"], r["value"]) for r in pq.read_table(path).to_pylist()) == sorted(
+            (r["step"], r["name"], r["value"]) for r in original
+        )
+        assert manifest["seed"] == (int(replica) if variant != "control" else 0)
+
+    stopped = tmp_path / "stopped" / "wandb" / "offline-run-1-x"  # a log cut short: named, skipped, the rest read
+    stopped.mkdir(parents=True)
+    (stopped / "run-x.wandb").write_bytes(b"not a log")
+    shutil.copytree(target / "wandb", tmp_path / "stopped" / "wandb", dirs_exist_ok=True)
+    again = deviate("import", "wandb", str(tmp_path / "stopped"), "--out", str(tmp_path / "again"), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "run-x.wandb: not a W&B run log" in again.stderr and "6 new" in again.stderr, again.stderr
+    assert "latest-run" not in again.stderr  # W&B's own link (copied here as a folder: the same log, read once)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,9 +44,10 @@ class LogFileError(UsageError):
         super().__init__(f"{path}: {reason}")
 
 
-def walk_logs(logdir: Path, notes: list[str]) -> Iterator[tuple[Path, list[str]]]:
+def walk_logs(logdir: Path, notes: list[str], quiet_links: Collection[str] = ()) -> Iterator[tuple[Path, list[str]]]:
     """``(folder, names of its regular-or-other non-folder entries)`` of every folder under ``logdir``, each
-    folder once, top-down in name order; one line appended to ``notes`` for what was skipped."""
+    folder once, top-down in name order; one line appended to ``notes`` for what was skipped (a directory link
+    named in ``quiet_links``, a tracker's own such as W&B's ``latest-run``, is skipped unsaid)."""
     logdir = Path(logdir)
     seen: set[tuple[int, int]] = set()
     links: list[str] = []
@@ -69,7 +70,8 @@ def walk_logs(logdir: Path, notes: list[str]) -> Iterator[tuple[Path, list[str]]
                 if entry.is_dir(follow_symlinks=False):
                     below.append(Path(entry.path))
                 elif entry.is_symlink() and entry.is_dir():
-                    links.append(entry.path)
+                    if entry.name not in quiet_links:
+                        links.append(entry.path)
                 else:
                     files.append(entry.name)
             except OSError:
