@@ -151,6 +151,21 @@ def test_offline_export_groups_replicas_and_is_idempotent(tmp_path: Path) -> Non
     assert "0 exported" in again.stdout and "6 unchanged" in again.stdout, again.stdout
     assert sorted((target / "wandb").glob("offline-run-*")) == folders
 
+    # The study grows: the study run is the same W&B run (one id: a session of it that `wandb sync` resumes), its
+    # answers logged at step = replicas counted; only the new replica is a new run
+    grown = RunDirectory(run_path(study, "mlp", "algo+impl", 4))
+    grown.update_manifest(status="completed", seed=4, variant="algo+impl", replica=4,
+                          started_at="2026-01-01T00:00:00+00:00", ended_at="2026-01-01T00:01:00+00:00")  # fmt: skip
+    grown.metrics().append({"step": [2], "epoch": [0], "stage": ["val"], "scope": ["epoch"], "name": ["val_acc"],
+                            "value": [0.84], "wall_time": [101.5]})  # fmt: skip
+    third = deviate("export", "wandb", str(study), "--wandb-dir", str(target), "--project", "p", cwd=tmp_path)
+    assert third.returncode == 0, third.stderr
+    assert "1 exported" in third.stdout and "6 unchanged" in third.stdout, third.stdout
+    runs = [read_run(f) for f in sorted((target / "wandb").glob("offline-run-*"))]
+    sessions = [r for r in runs if r["job_type"] == "study"]
+    assert len(sessions) == 2 and len({r["id"] for r in sessions}) == 1
+    assert sessions[-1]["summary"]["val_acc/algo+impl/n"] == 4 and sessions[-1]["config"]["deviate.replicas"] == 7
+
 
 @pytest.mark.parametrize("case", ["missing extra", "folder is a file", "no runs"])
 def test_bad_input_is_one_line(tmp_path: Path, case: str) -> None:

@@ -83,17 +83,23 @@ def export_to_wandb(
         common["settings_init_timeout"] = timeout_s
     for experiment in export.experiments:
         numbers = headline_numbers(export.study, experiment)
-        study_version = hashlib.sha1(repr(sorted(numbers.items())).encode()).hexdigest()[:20]
-        parent = run_id(export.study_key(experiment), study_version)
-        if not _written(folder, parent):
+        runs = [r for r in export.runs if r.experiment == experiment]
+        counted = sum(1 for r in runs if r.status == "completed")
+        study_version = hashlib.sha1(repr((sorted(numbers.items()), counted)).encode()).hexdigest()[:20]
+        parent = run_id(export.study_key(experiment), "study")  # one study run: each change a session of it
+        marker = folder / f".deviate-study-{parent}-{study_version}"
+        if not marker.exists():
             run = _init(wandb, common, id=parent, group=experiment, job_type="study",
                         name=f"{experiment} (deviate study)", notes=answers_text(export, experiment),
                         config={"deviate.role": "study", "deviate.study_dir": str(export.directory),
-                                "deviate.experiment": experiment})  # fmt: skip
+                                "deviate.experiment": experiment, "deviate.replicas": len(runs),
+                                "deviate.replicas_completed": counted},
+                        resume="allow")  # fmt: skip
             run.summary.update(numbers)
             if page is not None:
-                run.log({"deviate_report": wandb.Html(page, inject=False)}, step=0)
-            run.finish(exit_code=0)
+                run.log({"deviate_report": wandb.Html(page, inject=False)}, step=counted)
+            run.finish(exit_code=0 if counted else 1)
+            _touch(marker)
         summary.parents[experiment] = parent
         for replica in (r for r in export.runs if r.experiment == experiment):
             rid = run_id(replica.key, replica.version)
@@ -128,7 +134,13 @@ def _replica(wandb: Any, common: Mapping[str, Any], replica: ReplicaRun, rid: st
     run.finish(exit_code=0 if replica.status == "completed" else 1)
 
 
-def _init(wandb: Any, common: Mapping[str, Any], **fields: Any) -> Any:
+def _touch(path: Path) -> None:
+    """Create the empty file ``path`` (a study version written), never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    os.close(os.open(path, flags, 0o600))
+
+
+def _init(wandb: Any, common: Mapping[str, Any], resume: str = "never", **fields: Any) -> Any:
     given = dict(common)
     timeout = given.pop("settings_init_timeout", None)
     bounded = {} if timeout is None else {"init_timeout": timeout}
@@ -136,7 +148,7 @@ def _init(wandb: Any, common: Mapping[str, Any], **fields: Any) -> Any:
         silent=True, console="off", x_disable_stats=True, disable_git=True, disable_code=True,
         x_disable_machine_info=True, disable_job_creation=True, **bounded,
     )  # fmt: skip
-    return wandb.init(**given, **fields, reinit="create_new", resume="never", settings=settings)
+    return wandb.init(**given, **fields, reinit="create_new", resume=resume, settings=settings)
 
 
 def _written(folder: Path, rid: str) -> bool:
