@@ -24,6 +24,14 @@ from test_export_wandb import read_run
 
 REPO = Path(__file__).resolve().parents[2]
 
+#: The training step both Lightning scripts share.
+STEP = """    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self.net(x), y)
+        self.log("train_loss", loss)
+        return loss
+"""
+
 LIGHTNING = """
 import os
 
@@ -42,12 +50,7 @@ class Tiny(L.LightningModule):
         super().__init__()
         self.net = nn.Linear(4, 2)
 
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = F.cross_entropy(self.net(x), y)
-        self.log("train_loss", loss)
-        return loss
-
+{step}
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
@@ -75,7 +78,7 @@ def main(ctx):
 
 if __name__ == "__main__":  # a plain run: the callback is given a seed, no deviate-replicate
     fit(os.environ["PLAIN_ROOT"], callbacks=[DeviateCallback(seed=5, out_dir=os.environ["PLAIN_ROOT"])])
-"""
+""".replace("{step}", STEP)
 
 KERAS = """
 import os
@@ -232,12 +235,7 @@ class Tiny(L.LightningModule):
         self.save_hyperparameters(logger=sys.argv[2] == "logged")
         self.net = nn.Linear(self.hparams.width, 2)
 
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = F.cross_entropy(self.net(x), y)
-        self.log("train_loss", loss)
-        return loss
-
+{step}
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
 
@@ -247,7 +245,7 @@ trainer = L.Trainer(max_epochs=1, logger=TensorBoardLogger(sys.argv[1], name="tb
                     callbacks=[DeviateCallback(seed=5, out_dir=sys.argv[1])], enable_checkpointing=False,
                     enable_progress_bar=False, enable_model_summary=False)
 trainer.fit(Tiny(), DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=8))
-"""
+""".replace("{step}", STEP)
 
 
 def hparams_sessions(logdir: Path) -> tuple[list[list[str]], int]:
