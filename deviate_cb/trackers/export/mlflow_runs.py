@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -271,8 +272,6 @@ def _file_name(key: str) -> str:
 
 
 def _digest_of(*parts: Any) -> str:
-    import hashlib
-
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:20]
 
 

@@ -202,7 +202,7 @@ def listing_of(run: Any) -> str:
     info, data = run.info, run.data
     latest = sorted((m.key, m.step, m.timestamp, m.value) for m in getattr(data, "_metric_objs", []))
     head = [info.status, info.lifecycle_stage, info.start_time, info.end_time, info.run_name,
-            sorted(data.params.items()), sorted(data.tags.items()), latest]  # fmt: skip
+            sorted(data.params.items()), sorted(data.tags.items()), sorted(data.metrics.items()), latest]  # fmt: skip
     return hashlib.sha256(json.dumps(head, default=str).encode()).hexdigest()[:32]
 
 
