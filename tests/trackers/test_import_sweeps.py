@@ -159,6 +159,20 @@ def test_a_run_unchanged_since_its_import_is_not_read_again(
     assert [(r["step"], r["value"]) for r in table if r["name"] == "val_acc"][-1] == (2, 0.99)
     asked.clear()
     assert main([*command, "--metric", "val_*"]) == 0 and len(asked) == 6  # other options: every run read whole
+    asked.clear()
+    assert main([*command, "--metric", "val_*"]) == 0 and asked == []
+
+    # A store imported before listings were recorded: read whole once, unchanged, its listing recorded then
+    import json
+
+    for path in out.glob("**/run.json"):
+        manifest = json.loads(path.read_text())
+        del manifest["source"]["listing"]
+        path.write_text(json.dumps(manifest))
+    asked.clear()
+    assert main(command) == 0 and len(asked) == 6
+    asked.clear()
+    assert main(command) == 0 and asked == []
 
 
 @pytest.mark.slow

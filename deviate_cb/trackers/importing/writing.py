@@ -71,6 +71,7 @@ class Placement:
     existing: Optional[Path] = None
     seed_key: Optional[str] = None
     options: Optional[str] = None
+    refresh: bool = False  # unchanged, with a listing or options not yet recorded: only the manifest's source
 
     @property
     def path_name(self) -> str:
@@ -144,10 +145,16 @@ def plan_replicas(
                     "Expected: the same grouping as before (--name and --variant say it), or another --out."
                 )
             replica = int(existing.name.partition("=")[2])
-            previous = _recorded_digest(existing)
+            recorded = _recorded_source(existing)
+            previous = recorded.get("digest")
             digest = (previous or "") if run.unchanged_since else _digest(run, seed_key)
             action = "unchanged" if run.unchanged_since or previous == digest else "updated"
-            plan.append(Placement(run, experiment, variant, replica, action, digest, existing, seed_key, options))
+            placement = Placement(run, experiment, variant, replica, action, digest, existing, seed_key, options)
+            placement.refresh = action == "unchanged" and (recorded.get("listing"), recorded.get("options")) != (
+                run.listing,
+                options,
+            )
+            plan.append(placement)
             continue
         if run.unchanged_since:  # a listing recorded for a run no replica holds any more: read it whole next time
             raise UsageError(
@@ -164,9 +171,13 @@ def plan_replicas(
 
 
 def write_replicas(plan: Sequence[Placement], out: Path) -> None:
-    """Write every ``new`` and ``updated`` placement of ``plan`` (``unchanged`` ones are left alone)."""
+    """Write every ``new`` and ``updated`` placement of ``plan`` (``unchanged`` ones are left alone, but for the
+    listing and options of their source, recorded where they were not: the next import need not read them)."""
     for placement in plan:
         if placement.action == "unchanged":
+            if placement.refresh and placement.existing is not None:
+                source = {**_recorded_source(placement.existing), "listing": placement.run.listing}
+                RunDirectory(placement.existing).record(ImportRecord(source={**source, "options": placement.options}))
             continue
         target = run_path(out, placement.experiment, placement.variant, placement.replica)
         parent = target.parent
@@ -290,12 +301,12 @@ def _digest(run: TrackerRun, seed_key: Optional[str]) -> str:
     return digest.hexdigest()[:32]
 
 
-def _recorded_digest(run_dir: Path) -> Optional[str]:
+def _recorded_source(run_dir: Path) -> dict:
     try:
         source = read_run_manifest(str(run_dir / MANIFEST_FILE)).source
     except UsageError:
-        return None
-    return source.get("digest") if source is not None else None
+        return {}
+    return dict(source) if source is not None else {}
 
 
 def _replica_numbers(variant_dir: Path) -> set[int]:
