@@ -15,9 +15,12 @@ import pytest
 from store_readers import manifests
 
 SESSIONS = """
+import time
+
 import wandb
 
 for start in (0, 2):  # a run, then the same run resumed: two offline-run-* folders of one id
+    time.sleep(1.1 * (start > 0))  # W&B names a session's folder by the second it started: two seconds, two folders
     run = wandb.init(project="p", id="resumed1", resume="allow", dir=".", config={"lr": 0.1, "seed": 7},
                      settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
     for step in range(start, start + 2):
