@@ -170,6 +170,21 @@ def test_replicas_tag_their_mlflow_and_tensorboard_runs(mlflow_server: str, tmp_
         if r.info.run_id != study_run.info.run_id:
             assert r.data.tags["deviate.study_run"] == study_run.info.run_id
 
+    # Imported into the store whose replicas logged them: they are those replicas already, never counted twice; a
+    # run of the experiment that no replica logged is imported
+    other = client.create_run(experiment.experiment_id, run_name="by-hand")
+    client.log_metric(other.info.run_id, "train_loss", 0.5, step=1)
+    client.set_terminated(other.info.run_id)
+    imported = subprocess.run(
+        [sys.executable, "-m", "deviate_cb.cli.main", "import", "mlflow", "--tracking-uri", mlflow_server,
+         "--experiment", "live-tags", "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    assert "2 run(s) left out: replicas of" in imported.stderr and "1 parent run left out" in imported.stderr
+    assert "experiment=live-tags variant=imported: 1 new" in imported.stdout, imported.stdout
+    assert len(list(out.glob("experiment=live/variant=*/replica=*"))) == 2
+
     for k in range(2):  # Lightning's TensorBoardLogger wrote them with the hyperparameters
         run_dir = out / "experiment=live" / "variant=algo+impl" / f"replica={k}"
         hparams = yaml.safe_load((run_dir / "tb" / "version_0" / "hparams.yaml").read_text())

@@ -29,6 +29,7 @@ from deviate_cb.trackers.importing.imported import (
 from deviate_cb.trackers.importing.writing import (
     Placement,
     imported_replicas,
+    logged_live,
     options_digest,
     plan_replicas,
     write_replicas,
@@ -60,7 +61,8 @@ def import_runs(
 
     A run's experiment is ``name`` (``--name``), else its ``deviate.experiment`` tag, else ``base`` (the source's
     name); its variant is ``variant``, else its ``deviate.variant`` tag, else :data:`DEFAULT_VARIANT`. A run the
-    tracker deleted is imported only where it was before: that replica is marked ``deleted``.
+    tracker deleted is imported only where it was before: that replica is marked ``deleted``. A run a replica
+    under ``out`` logged to live (its ``tracker_runs``) is that replica already: left out, with a note.
 
     Raises:
         UsageError: No run, a bad name or key, a completed run without a metric asked for, a run imported
@@ -76,8 +78,19 @@ def import_runs(
         check_partition_value("--variant", variant)
     known = {run_id for tracker, run_id in imported_replicas(out) if tracker == runs[0].tracker}
     runs = [run for run in runs if run.status != "deleted" or run.run_id in known]
+    live = logged_live(out)
+    ours = [run for run in runs if (run.tracker, run.run_id) in live]
+    if ours and notes is not None:  # counted once: as the replica that logged it
+        notes.append(
+            f"{len(ours)} run(s) left out: replicas of {out} logged them live, and are them already "
+            f"(e.g. {ours[0].label()}: {live[(ours[0].tracker, ours[0].run_id)]})"
+        )
+    runs = [run for run in runs if (run.tracker, run.run_id) not in live]
     if not runs:
-        raise UsageError("the source holds no run to import (only runs the tracker deleted, never imported here).")
+        raise UsageError(
+            f"the source holds no run to import (only runs the tracker deleted, never imported here, or runs the "
+            f"replicas of {out} logged live). Received: --out {out}."
+        )
     keys = check_group_keys("--group-by", group_by, runs)
     if seed_key is not None:
         check_group_keys("--seed-key", [seed_key], runs)

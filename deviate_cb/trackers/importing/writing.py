@@ -46,6 +46,7 @@ __all__ = [
     "Placement",
     "imported_listings",
     "imported_replicas",
+    "logged_live",
     "options_digest",
     "plan_replicas",
     "write_replicas",
@@ -98,6 +99,21 @@ def options_digest(metrics: Sequence[str], seed_key: Optional[str], min_step: Op
     """A hash of the options that change what an import writes of a run (``--metric``, ``--seed-key``,
     ``--min-step``); the grouping options are checked apart (a run is never moved to another group)."""
     return hashlib.sha256(json.dumps([sorted(metrics), seed_key, min_step]).encode()).hexdigest()[:16]
+
+
+def logged_live(out: Path) -> dict[tuple[str, str], Path]:
+    """``(tracker, run id) -> run directory`` of the tracker runs the replicas under ``out`` logged to themselves
+    (``run.json`` ``tracker_runs``): those runs are these replicas already, never to be imported beside them."""
+    found: dict[tuple[str, str], Path] = {}
+    for run_dir in _run_dirs(out):
+        try:
+            links = read_run_manifest(str(run_dir / MANIFEST_FILE)).tracker_runs or []
+        except UsageError:
+            continue
+        for link in links:
+            if isinstance(link, dict) and isinstance(link.get("run_id"), str):
+                found[(str(link.get("tracker")), link["run_id"])] = run_dir
+    return found
 
 
 def _imported(out: Path) -> dict[tuple[str, str], tuple[Path, dict]]:
