@@ -11,6 +11,8 @@ Real logs: three tiny Lightning runs (CPU, a second each) write ``TensorBoardLog
 - a directory link to an ancestor and one to a folder outside: not followed, said once, each run imported once;
 - as root, a real ``mount --bind`` of LOGDIR below itself: each run imported once, the loop said once;
 - a FIFO in an ``mlruns/`` folder (MLflow's client would block on it): one line naming it, exit 2, nothing written;
+- W&B offline logs: one cut short, a FIFO named like one, one whose config nests 100,000 deep: one warning each for
+  the first two, the third imported without that item, the real run whole;
 - ``deviate report --table`` / ``compare --table`` with a duplicate column, non-UTF-8 text, a FIFO, an empty
   file, a header only or ragged rows: one line naming ``--table`` and the file, exit 2, no traceback.
 """
@@ -244,3 +246,81 @@ def test_a_fifo_in_an_mlruns_folder_is_one_line_not_a_hang(tmp_path: Path) -> No
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
     assert "`--tracking-uri`" in lines[0] and str(metric) in lines[0] and "FIFO" in lines[0], lines[0]
     assert not again.exists()
+
+
+WANDB_RUN = """
+import wandb
+
+run = wandb.init(project="p", id="real1", dir=".", config={"lr": 0.1},
+                 settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+for step in range(3):
+    run.log({"val_acc": 0.5 + step / 10}, step=step)
+run.finish(exit_code=0)
+"""
+
+
+def _wandb_log(records: list[Any], head: bytes) -> bytes:
+    """A ``.wandb`` log of ``records`` as W&B writes one: its 7-byte header, then 32 KiB blocks of records, each
+    piece with a 7-byte header (a CRC this reader does not check, the length, the kind: 1 whole, 2-3-4 in pieces)."""
+    import struct
+
+    out = bytearray(head)
+    for record in records:
+        data = record.SerializeToString()
+        first = True
+        while True:
+            room = 32768 - len(out) % 32768 - 7
+            if room < 1:
+                out += b"\0" * (room + 7)
+                continue
+            piece, data = data[:room], data[room:]
+            kind = (1 if first else 4) if not data else (2 if first else 3)
+            out += struct.pack("<IHB", 0, len(piece), kind) + piece
+            first = False
+            if not data:
+                break
+    return bytes(out)
+
+
+def test_hostile_wandb_logs_cost_their_run_or_item_only(tmp_path: Path) -> None:
+    """A W&B log cut short, a FIFO named like a log, and a log whose config value nests 100,000 deep (past
+    Python's recursion limit): one warning each for the first two (skipped, no hang), the third imported without
+    that item, and the real run imported whole."""
+    from wandb.proto import wandb_internal_pb2
+
+    (tmp_path / "train.py").write_text(WANDB_RUN)
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (real,) = (tmp_path / "wandb").glob("offline-run-*/run-real1.wandb")
+    data = real.read_bytes()
+    cut = tmp_path / "wandb" / "offline-run-2-cut" / "run-cut.wandb"
+    cut.parent.mkdir()
+    cut.write_bytes(data[:7] + b"\xff\xff\xff\xff\xff\x7f\x01" + data[7:200])  # a record longer than its block
+    fifo = tmp_path / "wandb" / "offline-run-3-fifo" / "run-fifo.wandb"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    nested = tmp_path / "wandb" / "offline-run-4-deep" / "run-deep.wandb"
+    nested.parent.mkdir()
+    record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
+    record.run.run_id, record.run.project = "deep", "p"
+    item = record.run.config.update.add()
+    item.key, item.value_json = "bomb", "[" * 100_000 + "]" * 100_000
+    lr = record.run.config.update.add()
+    lr.key, lr.value_json = "lr", "0.2"
+    history = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
+    for key, value in (("_step", "1"), ("val_acc", "0.75")):
+        entry = history.history.item.add()
+        entry.key, entry.value_json = key, value
+    ended = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
+    ended.exit.exit_code = 0
+    nested.write_bytes(_wandb_log([record, history, ended], data[:7]))
+
+    out = tmp_path / "runs"
+    result = deviate("import", "wandb", str(tmp_path / "wandb"), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert len(_warnings(result.stderr, "run-cut.wandb")) == 1 and len(_warnings(result.stderr, "run-fifo.wandb")) == 1
+    by_id = {m["source"]["run_id"]: m for m in _manifests(out)}
+    assert set(by_id) == {"real1", "deep"}
+    assert by_id["deep"]["params"] == {"params.lr": "0.2"} and by_id["deep"]["status"] == "completed"
+    assert by_id["real1"]["params"]["params.lr"] == "0.1"

@@ -210,7 +210,7 @@ def _items(items: Any) -> dict[str, Any]:
         key = item.key or "/".join(item.nested_key)
         try:
             out[key] = json.loads(item.value_json)
-        except ValueError:
+        except (ValueError, RecursionError):  # a value nested past Python's limit: a hostile log, the item skipped
             continue
     return out
 
