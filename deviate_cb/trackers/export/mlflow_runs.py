@@ -307,7 +307,8 @@ def _attach(client: Any, run: ReplicaRun, own: Any, parent: str) -> str:
 
     exported = "deviate.key" in own.data.tags  # a replica run an export made: its identity stays that study's
     kept = ("deviate.run_dir", "deviate.key", "deviate.version") if exported else ("deviate.run_dir",)
-    tags = {k: v for k, v in run.tags.items() if k not in kept}
+    # only our own namespace: the run's own tags are its own (and a store, untrusted, names the run to tag)
+    tags = {k: v for k, v in run.tags.items() if k.startswith("deviate.") and k not in kept}
     tags.update({"deviate.role": "replica", "deviate.study_run": parent})
     if all(own.data.tags.get(k) == v for k, v in tags.items()):
         return "unchanged"
