@@ -125,12 +125,12 @@ def deviate_import_again(uri: str, out: Path) -> tuple[float, int]:
     """Seconds for ``deviate import`` over ``out`` again, nothing changed; the runs found unchanged."""
     from deviate_cb.trackers.importing import import_runs
     from deviate_cb.trackers.importing.mlflow_source import read_mlflow
-    from deviate_cb.trackers.importing.writing import imported_listings, options_digest
+    from deviate_cb.trackers.importing.writing import ImportedStore, options_digest
 
     started = time.perf_counter()
-    listings = imported_listings(out, "mlflow", options_digest((), None, None))
-    runs = read_mlflow(uri, "scale", listings=listings)
-    plan = import_runs(runs, out, base="scale", group_by=["params.lr"])
+    store = ImportedStore.read(out)
+    runs = read_mlflow(uri, "scale", listings=store.listings("mlflow", options_digest((), None, None)))
+    plan = import_runs(runs, out, base="scale", group_by=["params.lr"], store=store)
     return time.perf_counter() - started, sum(p.action == "unchanged" for p in plan)
 
 

@@ -17,10 +17,13 @@ import argparse
 import os
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from deviate_cb.cli._common import say
 from deviate_cb.errors import UsageError
+
+if TYPE_CHECKING:
+    from deviate_cb.trackers.importing.writing import ImportedStore
 
 __all__ = ["add_import"]
 
@@ -120,10 +123,12 @@ def _common_arguments(p: argparse.ArgumentParser) -> None:
 def _run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from deviate_cb.trackers.importing import import_runs
     from deviate_cb.trackers.importing.selection import RunSelection, select_runs
+    from deviate_cb.trackers.importing.writing import ImportedStore
 
     selection = RunSelection.parse(args.run_name, args.where, args.include_parents)
+    store = ImportedStore.read(Path(args.out))  # once: the source's reader and the plan both ask it
     notes: list[str] = []
-    runs, base = _read_source(args, notes)
+    runs, base = _read_source(args, notes, store)
     for note in notes:  # a file of the logs refused, folders not walked: one line each, before anything else
         say(err, "warning", note)
     chosen: list[str] = []
@@ -140,6 +145,7 @@ def _run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         seed_key=args.seed_key,
         min_step=args.min_step,
         notes=chosen,
+        store=store,
     )
     for note in chosen:  # what was left out or placed by its tags, and why
         say(err, "note", note)
@@ -165,7 +171,7 @@ def _run_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return 0
 
 
-def _read_source(args: argparse.Namespace, notes: list[str]) -> tuple[list, str]:
+def _read_source(args: argparse.Namespace, notes: list[str], store: ImportedStore) -> tuple[list, str]:
     if args.source == "mlflow":
         from deviate_cb.trackers.importing.mlflow_source import read_mlflow
 
@@ -174,16 +180,15 @@ def _read_source(args: argparse.Namespace, notes: list[str]) -> tuple[list, str]
                 "`--tracking-uri` is required (or $MLFLOW_TRACKING_URI). Received: neither. "
                 "Expected: http://HOST:PORT, sqlite:///PATH or an mlruns/ folder."
             )
-        from deviate_cb.trackers.importing.writing import imported_listings, imported_replicas, options_digest
+        from deviate_cb.trackers.importing.writing import options_digest
 
-        before = [run_id for tracker, run_id in imported_replicas(Path(args.out)) if tracker == "mlflow"]
         options = options_digest(args.metric, args.seed_key, args.min_step)
         runs = read_mlflow(
             args.tracking_uri,
             args.experiment,
             filter_string=args.filter,
-            deleted_of=before,
-            listings=imported_listings(Path(args.out), "mlflow", options),
+            deleted_of=store.run_ids("mlflow"),
+            listings=store.listings("mlflow", options),
         )
         return runs, args.experiment
     logdir = Path(args.logdir)

@@ -27,9 +27,8 @@ from deviate_cb.trackers.importing.imported import (
     select_metrics,
 )
 from deviate_cb.trackers.importing.writing import (
+    ImportedStore,
     Placement,
-    imported_replicas,
-    logged_live,
     options_digest,
     plan_replicas,
     write_replicas,
@@ -56,13 +55,15 @@ def import_runs(
     seed_key: Optional[str] = None,
     min_step: Optional[int] = None,
     notes: Optional[list[str]] = None,
+    store: Optional[ImportedStore] = None,
 ) -> list[Placement]:
     """Check, then write ``runs`` under ``out``; return what happened to each run (its :class:`Placement`).
 
     A run's experiment is ``name`` (``--name``), else its ``deviate.experiment`` tag, else ``base`` (the source's
     name); its variant is ``variant``, else its ``deviate.variant`` tag, else :data:`DEFAULT_VARIANT`. A run the
     tracker deleted is imported only where it was before: that replica is marked ``deleted``. A run a replica
-    under ``out`` logged to live (its ``tracker_runs``) is that replica already: left out, with a note.
+    under ``out`` logged to live (its ``tracker_runs``) is that replica already: left out, with a note. ``store``
+    is what ``out`` holds, when the caller read it already (:class:`ImportedStore`).
 
     Raises:
         UsageError: No run, a bad name or key, a completed run without a metric asked for, a run imported
@@ -76,9 +77,10 @@ def import_runs(
     check_partition_value("--name", base if name is None else name)
     if variant is not None:
         check_partition_value("--variant", variant)
-    known = {run_id for tracker, run_id in imported_replicas(out) if tracker == runs[0].tracker}
+    store = store or ImportedStore.read(out)
+    known = store.run_ids(runs[0].tracker)
     runs = [run for run in runs if run.status != "deleted" or run.run_id in known]
-    live = logged_live(out)
+    live = store.live
     ours = [run for run in runs if (run.tracker, run.run_id) in live]
     if ours and notes is not None:  # counted once: as the replica that logged it
         notes.append(
@@ -108,7 +110,7 @@ def import_runs(
         )
     groups = [group_name(b, keys, run.keys) for b, run in zip(bases, runs, strict=True)]
     options = options_digest(metrics, seed_key, min_step)
-    plan = plan_replicas(runs, out, groups=groups, variants=variants, seed_key=seed_key, options=options)
+    plan = plan_replicas(runs, out, groups=groups, variants=variants, seed_key=seed_key, options=options, store=store)
     write_replicas(plan, out)
     return plan
 

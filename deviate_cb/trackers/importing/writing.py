@@ -21,10 +21,10 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from deviate_cb.errors import UsageError
 from deviate_cb.store.atomic import atomic_write
@@ -43,10 +43,8 @@ from deviate_cb.trackers.importing.imported import TrackerRun, metric_columns, s
 __all__ = [
     "ACTIONS",
     "SOURCE_FIELD",
+    "ImportedStore",
     "Placement",
-    "imported_listings",
-    "imported_replicas",
-    "logged_live",
     "options_digest",
     "plan_replicas",
     "write_replicas",
@@ -72,61 +70,65 @@ class Placement:
     existing: Optional[Path] = None
     seed_key: Optional[str] = None
     options: Optional[str] = None
-    refresh: bool = False  # unchanged, with a listing or options not yet recorded: only the manifest's source
+    #: For an ``unchanged`` run whose listing or options its source does not record yet: the source to record.
+    refreshed_source: Optional[dict[str, Any]] = None
 
     @property
     def path_name(self) -> str:
         return f"experiment={self.experiment}/variant={self.variant}/replica={self.replica}"
 
 
-def imported_replicas(out: Path) -> dict[tuple[str, str], Path]:
-    """``(tracker, run id) -> run directory`` of every replica under ``out`` that an import wrote."""
-    return {key: run_dir for key, (run_dir, _) in _imported(out).items()}
+@dataclass(frozen=True)
+class ImportedStore:
+    """What the run store under ``out`` holds of tracker runs, read in one pass over its manifests (an import reads
+    it once, before it reads the source).
 
+    Attributes:
+        sources: ``(tracker, run id) -> (run directory, its recorded source)`` of every replica an import wrote.
+        live: ``(tracker, run id) -> run directory`` of the tracker runs replicas logged to themselves (``run.json``
+            ``tracker_runs``): those runs are these replicas already, never to be imported beside them.
+    """
 
-def imported_listings(out: Path, tracker: str, options: str) -> dict[str, str]:
-    """``run id -> listing`` recorded by the imports of ``tracker`` under ``out`` made with ``options``
-    (:func:`options_digest`): the runs a source need not read again while their listing is the same."""
-    found = {}
-    for (source_tracker, run_id), (_, source) in _imported(out).items():
-        listing = source.get("listing")
-        if source_tracker == tracker and source.get("options") == options and isinstance(listing, str):
-            found[run_id] = listing
-    return found
+    sources: Mapping[tuple[str, str], tuple[Path, Mapping[str, Any]]]
+    live: Mapping[tuple[str, str], Path]
+
+    @classmethod
+    def read(cls, out: Path) -> ImportedStore:
+        """The store under ``out`` (empty where there is none yet)."""
+        sources: dict[tuple[str, str], tuple[Path, Mapping[str, Any]]] = {}
+        live: dict[tuple[str, str], Path] = {}
+        for run_dir in _run_dirs(out):
+            try:
+                manifest = read_run_manifest(str(run_dir / MANIFEST_FILE))
+            except UsageError:
+                continue  # not ours to judge here: deviate status names unreadable manifests
+            source = manifest.source
+            if source is not None and isinstance(source.get("run_id"), str):
+                sources[(str(source.get("tracker")), source["run_id"])] = (run_dir, dict(source))
+            for link in manifest.tracker_runs or []:
+                if isinstance(link, dict) and isinstance(link.get("run_id"), str):
+                    live[(str(link.get("tracker")), link["run_id"])] = run_dir
+        return cls(sources, live)
+
+    def run_ids(self, tracker: str) -> set[str]:
+        """The run ids of ``tracker`` imported into the store."""
+        return {run_id for source_tracker, run_id in self.sources if source_tracker == tracker}
+
+    def listings(self, tracker: str, options: str) -> dict[str, str]:
+        """``run id -> listing`` recorded by the imports of ``tracker`` made with ``options``
+        (:func:`options_digest`): the runs a source need not read again while their listing is the same."""
+        found = {}
+        for (source_tracker, run_id), (_, source) in self.sources.items():
+            listing = source.get("listing")
+            if source_tracker == tracker and source.get("options") == options and isinstance(listing, str):
+                found[run_id] = listing
+        return found
 
 
 def options_digest(metrics: Sequence[str], seed_key: Optional[str], min_step: Optional[int]) -> str:
     """A hash of the options that change what an import writes of a run (``--metric``, ``--seed-key``,
     ``--min-step``); the grouping options are checked apart (a run is never moved to another group)."""
     return hashlib.sha256(json.dumps([sorted(metrics), seed_key, min_step]).encode()).hexdigest()[:16]
-
-
-def logged_live(out: Path) -> dict[tuple[str, str], Path]:
-    """``(tracker, run id) -> run directory`` of the tracker runs the replicas under ``out`` logged to themselves
-    (``run.json`` ``tracker_runs``): those runs are these replicas already, never to be imported beside them."""
-    found: dict[tuple[str, str], Path] = {}
-    for run_dir in _run_dirs(out):
-        try:
-            links = read_run_manifest(str(run_dir / MANIFEST_FILE)).tracker_runs or []
-        except UsageError:
-            continue
-        for link in links:
-            if isinstance(link, dict) and isinstance(link.get("run_id"), str):
-                found[(str(link.get("tracker")), link["run_id"])] = run_dir
-    return found
-
-
-def _imported(out: Path) -> dict[tuple[str, str], tuple[Path, dict]]:
-    found: dict[tuple[str, str], tuple[Path, dict]] = {}
-    for run_dir in _run_dirs(out):
-        try:
-            manifest = read_run_manifest(str(run_dir / MANIFEST_FILE))
-        except UsageError:
-            continue  # not ours to judge here: deviate status names unreadable manifests
-        source = manifest.source
-        if source is not None and isinstance(source.get("run_id"), str):
-            found[(str(source.get("tracker")), source["run_id"])] = (run_dir, dict(source))
-    return found
 
 
 def plan_replicas(
@@ -137,20 +139,21 @@ def plan_replicas(
     variants: Sequence[str],
     seed_key: Optional[str],
     options: Optional[str] = None,
+    store: Optional[ImportedStore] = None,
 ) -> list[Placement]:
     """Where each run goes (``groups[i]`` and ``variants[i]`` are run ``i``'s experiment and variant); nothing is
-    written.
+    written. ``store`` is what ``out`` holds, when read already.
 
     Raises:
         UsageError: A run imported before into another group.
     """
-    known = imported_replicas(out)
+    known = (store or ImportedStore.read(out)).sources
     taken: dict[Path, set[int]] = {}
     plan: list[Placement] = []
     order = sorted(range(len(runs)), key=lambda i: (runs[i].started or 0.0, runs[i].run_id))
     for i in order:
         run, experiment, variant = runs[i], groups[i], variants[i]
-        existing = known.get((run.tracker, run.run_id))
+        existing, recorded = known.get((run.tracker, run.run_id), (None, {}))
         if existing is not None:
             where = (existing.parent.parent.name, existing.parent.name)
             if where != (f"experiment={experiment}", f"variant={variant}"):
@@ -161,15 +164,12 @@ def plan_replicas(
                     "Expected: the same grouping as before (--name and --variant say it), or another --out."
                 )
             replica = int(existing.name.partition("=")[2])
-            recorded = _recorded_source(existing)
             previous = recorded.get("digest")
             digest = (previous or "") if run.unchanged_since else _digest(run, seed_key)
             action = "unchanged" if run.unchanged_since or previous == digest else "updated"
             placement = Placement(run, experiment, variant, replica, action, digest, existing, seed_key, options)
-            placement.refresh = action == "unchanged" and (recorded.get("listing"), recorded.get("options")) != (
-                run.listing,
-                options,
-            )
+            if action == "unchanged" and (recorded.get("listing"), recorded.get("options")) != (run.listing, options):
+                placement.refreshed_source = {**recorded, "listing": run.listing, "options": options}
             plan.append(placement)
             continue
         if run.unchanged_since:  # a listing recorded for a run no replica holds any more: read it whole next time
@@ -191,9 +191,8 @@ def write_replicas(plan: Sequence[Placement], out: Path) -> None:
     listing and options of their source, recorded where they were not: the next import need not read them)."""
     for placement in plan:
         if placement.action == "unchanged":
-            if placement.refresh and placement.existing is not None:
-                source = {**_recorded_source(placement.existing), "listing": placement.run.listing}
-                RunDirectory(placement.existing).record(ImportRecord(source={**source, "options": placement.options}))
+            if placement.refreshed_source is not None and placement.existing is not None:
+                RunDirectory(placement.existing).record(ImportRecord(source=placement.refreshed_source))
             continue
         target = run_path(out, placement.experiment, placement.variant, placement.replica)
         parent = target.parent
@@ -315,14 +314,6 @@ def _digest(run: TrackerRun, seed_key: Optional[str]) -> str:
         ).tobytes()
     )
     return digest.hexdigest()[:32]
-
-
-def _recorded_source(run_dir: Path) -> dict:
-    try:
-        source = read_run_manifest(str(run_dir / MANIFEST_FILE)).source
-    except UsageError:
-        return {}
-    return dict(source) if source is not None else {}
 
 
 def _replica_numbers(variant_dir: Path) -> set[int]:
