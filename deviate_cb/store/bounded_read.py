@@ -47,6 +47,7 @@ __all__ = [
     "load_json",
     "loads_json",
     "open_regular",
+    "read_at_most",
     "read_regular",
 ]
 
@@ -116,18 +117,33 @@ def read_regular(path: PathLike, limit: int = MAX_JSON_BYTES, *, tail: bool = Fa
             return os.read(fd, limit)
         if size > limit:
             raise HostileFileError(path, f"{size} bytes, more than the {limit} a reader loads")
-        chunks = []
-        left = limit + 1  # a file that grows past the limit while read is refused too
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = read_at_most(fd, limit)
     if len(data) > limit:
         raise HostileFileError(path, f"more than the {limit} bytes a reader loads")
     return data
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """What the open file ``fd`` holds from its position, up to ``limit + 1`` bytes: more than ``limit`` means the
+    file is larger (or grew while read), for the caller to refuse. Read in chunks of 1 MiB, so a large ``limit``
+    costs no buffer of its size up front.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryFile() as handle:
+        ...     _ = handle.write(b"abc"); _ = handle.seek(0)
+        ...     read_at_most(handle.fileno(), 2)
+        b'abc'
+    """
+    chunks = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def open_regular(path: PathLike, refuse: Callable[[Any, str], Exception] = HostileFileError) -> BinaryIO:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from deviate_cb.errors import UsageError
-from deviate_cb.store.bounded_read import file_kind, open_regular
+from deviate_cb.store.bounded_read import file_kind, open_regular, read_at_most
 
 __all__ = ["MAX_LOG_BYTES", "LogFileError", "check_log_file", "open_log_file", "read_log_file", "walk_logs"]
 
@@ -103,13 +103,7 @@ def read_log_file(path: Path, limit: int = MAX_LOG_BYTES) -> bytes:
         OSError: The file cannot be opened or read.
     """
     with open_log_file(path, limit) as handle:
-        size = os.fstat(handle.fileno()).st_size  # read what is there, never a buffer of `limit` bytes up front
-        chunks = [handle.read(size + 1)]
-        total = len(chunks[0])
-        while len(chunks[-1]) and total <= limit:  # it grew since: on, up to one byte past the limit
-            chunks.append(handle.read(min(1 << 20, limit + 1 - total)))
-            total += len(chunks[-1])
-        data = b"".join(chunks)
+        data = read_at_most(handle.fileno(), limit)  # never a buffer of `limit` bytes up front
     if len(data) > limit:
         raise LogFileError(Path(path), f"grew past {_size(limit)} while read; not read")
     return data
