@@ -79,14 +79,14 @@ def select_runs(runs: Sequence[TrackerRun], selection: RunSelection, notes: list
     Raises:
         UsageError: Runs there were, and the selection keeps none of them.
     """
-    parents = [run for run in runs if run.parent and not selection.include_parents]
+    parents = [] if selection.include_parents else [run for run in runs if run.parent]
+    candidates = list(runs) if selection.include_parents else [run for run in runs if not run.parent]
     if parents:
         them = "it" if len(parents) == 1 else "them"
         notes.append(
             f"{_count(parents, 'parent run')} left out (a run other runs name as their parent: a sweep's or a study's "
             f"own run, no replica): {_shown(parents)}; --include-parents imports {them}"
         )
-    candidates = [run for run in runs if not (run.parent and not selection.include_parents)]
     kept = [run for run in candidates if selection.matches(run)]
     if runs and not kept:
         names = sorted({run.run_name or run.run_id for run in candidates})
