@@ -7,7 +7,7 @@ Layers, bottom to top (a module may import its own layer and the ones below, nev
 2. ``capture`` (what the adapters drive) and ``audit.recording`` (the audit's side inside a replica)
 3. ``launch``, ``report``, ``audit``, ``bench``, ``trackers``; inside ``report``, its wings run
    ``text`` < ``reading`` < ``answers`` < ``rendering`` < the package's top (``__init__``, ``study``)
-4. ``cli`` and the framework adapters ``lightning`` and ``keras``
+4. ``cli`` and the framework adapters ``lightning``, ``keras`` and ``transformers``
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ LAYERS = {
     "deviate_cb.cli": 4,
     "deviate_cb.lightning": 4,
     "deviate_cb.keras": 4,
+    "deviate_cb.transformers": 4,
 }
 # What the root of the package may hold besides subpackages (the issue that set the layout lists them).
-ROOT_MODULES = {"__init__.py", "lightning.py", "keras.py", "errors.py", "context.py", "variants.py"}
+ROOT_MODULES = {"__init__.py", "lightning.py", "keras.py", "transformers.py", "errors.py", "context.py", "variants.py"}
 # Modules whose job is to present names defined elsewhere: package __init__ files, and the adapters, whose
 # users pass Predictions/Weights/ProfileWindow to the callback they import from there.
-PRESENTERS = {"deviate_cb.lightning", "deviate_cb.keras"}
+PRESENTERS = {"deviate_cb.lightning", "deviate_cb.keras", "deviate_cb.transformers"}
 
 
 def layer_of(module: str, layers: dict[str, int] = LAYERS) -> int | None:
