@@ -26,6 +26,7 @@ __all__ = [
     "install_seed_takeover",
     "last_seeding_call",
     "seeding_record",
+    "take_over_seed",
 ]
 
 _MASK32 = 0xFFFF_FFFF
@@ -203,6 +204,37 @@ def last_seeding_call(kind: str) -> Optional[dict[str, Any]]:
     return None if last is None else dict(last)
 
 
+def take_over_seed(call: str, asked: Any) -> Any:
+    """The seed a project's configuration value gets in this replica (``TrainingArguments.seed``, ``data_seed``).
+
+    Unlike a seeding call, the value seeds nothing itself: it is handed on (to ``set_seed``, a sampler's generator).
+    It is mapped as :func:`derive_seed` maps an asked seed (not at all with ``--keep-project-seeds``), recorded under
+    ``call``, and remembered as applied, so that the project's later ``set_seed(args.seed)`` passes through unchanged.
+
+    Args:
+        call: The name recorded, e.g. ``transformers.TrainingArguments.seed``.
+        asked: The value the project set (a non-integer, ``None`` included, passes through unrecorded).
+
+    Returns:
+        The value to use instead (``asked`` where the takeover is not installed).
+
+    Example:
+        >>> take_over_seed("transformers.TrainingArguments.seed", 42) == 42 or _state is not None
+        True
+    """
+    state = _state
+    number = _int_like(asked)
+    if state is None or number is None or getattr(_local, "depth", 0) > 0 or _in_worker():
+        return asked
+    reapplied = number in state.applied
+    applied = derive_seed(state.replica_seed, number) if state.take_over and not reapplied else number
+    with _lock:
+        state.applied.add(applied)
+    if os.getpid() == state.pid:
+        _record(state, {"call": call, "asked": number, "applied": applied}, new=not reapplied)
+    return applied
+
+
 # -- how a seed maps ------------------------------------------------------------------------------------------
 
 
@@ -244,6 +276,12 @@ def _numpy_seed(asked: Any, seed: int) -> Any:
     return [derive_seed(seed, value) for value in values]
 
 
+_TORCH_TRIO = ("python", "numpy", "torch")
+# transformers' and Accelerate's own seeding: set_seed and enable_full_determinism seed Python, NumPy and torch; a
+# seed the takeover already applied (TrainingArguments.seed taken over, then handed to set_seed) passes through.
+_HF_SET_SEED = _Call("transformers.set_seed", "seed", _int_seed, _TORCH_TRIO, True)
+_HF_FULL = _Call("transformers.enable_full_determinism", "seed", _int_seed, _TORCH_TRIO, True)
+_ACCELERATE = _Call("accelerate.utils.set_seed", "seed", _int_seed, _TORCH_TRIO, True)
 _LIGHTNING = _Call("lightning.seed_everything", "seed", _optional_int_seed, ("python", "numpy", "torch"), True)
 # (module, function, call): each function is wrapped in its defining module right after that module executes,
 # so every later ``from module import function`` (the re-exports of Lightning, Keras and TensorFlow's generated
@@ -256,6 +294,9 @@ _SOURCES: tuple[tuple[str, str, _Call], ...] = (
     ("torch.cuda.random", "manual_seed_all", _Call("torch.cuda.manual_seed_all", "seed", _int_seed)),
     ("lightning.fabric.utilities.seed", "seed_everything", _LIGHTNING),
     ("lightning_fabric.utilities.seed", "seed_everything", _LIGHTNING),
+    ("transformers.trainer_utils", "set_seed", _HF_SET_SEED),
+    ("transformers.trainer_utils", "enable_full_determinism", _HF_FULL),
+    ("accelerate.utils.random", "set_seed", _ACCELERATE),
     ("keras.src.utils.rng_utils", "set_random_seed", _Call("keras.utils.set_random_seed", "seed", _int_seed, _KERAS)),
     (
         "tensorflow.python.framework.random_seed",
@@ -276,6 +317,8 @@ _REEXPORTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     *((name, ("seed_everything",)) for name in ("lightning_fabric", "pytorch_lightning")),
     *((name, ("set_random_seed",)) for name in ("keras", "keras.utils", "keras.src.utils", "keras.api.utils")),
     ("keras._tf_keras.keras.utils", ("set_random_seed",)),
+    *((name, ("set_seed", "enable_full_determinism")) for name in ("transformers", "transformers.trainer")),
+    *((name, ("set_seed",)) for name in ("accelerate", "accelerate.utils")),
 )
 
 

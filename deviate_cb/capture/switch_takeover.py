@@ -29,6 +29,7 @@ __all__ = [
     "deviate_switching",
     "install_switch_takeover",
     "last_determinism_call",
+    "take_over_flag",
 ]
 
 _MARK = "__deviate_switch_takeover__"
@@ -170,7 +171,8 @@ def _passing() -> bool:
 
 
 def _lightning_argument(name: str) -> Optional[str]:
-    """``Trainer(name=value)`` when the switch is flipped by Lightning's Trainer for its argument ``name``."""
+    """``Trainer(name=value)`` when the switch is flipped by Lightning's Trainer for its argument ``name``;
+    ``transformers.enable_full_determinism`` (``TrainingArguments(full_determinism=True)``) when flipped by it."""
     frame = sys._getframe(2)
     for _ in range(3):
         if frame is None:
@@ -178,8 +180,28 @@ def _lightning_argument(name: str) -> Optional[str]:
         module = str(frame.f_globals.get("__name__", ""))
         if module.startswith(_LIGHTNING_MODULES) and name in frame.f_locals:
             return f"Trainer({name}={frame.f_locals[name]!r})"
+        if module.startswith("transformers.") and frame.f_code.co_name in ("enable_full_determinism", "set_seed"):
+            return f"transformers.{frame.f_code.co_name}"
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def take_over_flag(call: str, asked: bool) -> bool:
+    """A project's flag that switches determinism on (``TrainingArguments(full_determinism=True)``), as the variant
+    has it: on in a deterministic replica, off in one whose variant wants the kernels' own noise (recorded under
+    ``call``; ``--keep-project-determinism`` keeps it). A flag left off is the project's, unrecorded: the variant's
+    own determinism is applied by the replica anyway.
+
+    Example:
+        >>> take_over_flag("transformers.TrainingArguments(full_determinism=True)", False)
+        False
+    """
+    state = _state
+    if state is None or not asked or _passing():
+        return bool(asked)
+    applied = bool(state.requested) if state.take_over else True
+    _record(state, "torch", call, True, applied if applied is False or state.requested != "warn" else "warn")
+    return applied
 
 
 def _patch_torch(torch: ModuleType) -> None:

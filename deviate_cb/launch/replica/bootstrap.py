@@ -21,13 +21,14 @@ from typing import Any, Optional
 
 from deviate_cb.audit.recording.plain_loop import install_plain_audit
 from deviate_cb.capture.determinism import apply_determinism, determinism_record, seed_everything
+from deviate_cb.capture.hf.arguments import install_arguments_takeover
 from deviate_cb.capture.outside_writes import install_outside_writes
 from deviate_cb.capture.seed_takeover import install_seed_takeover
 from deviate_cb.capture.switch_takeover import install_switch_takeover
 from deviate_cb.context import RunContext, is_rank_zero
 from deviate_cb.launch.ownership import process_mark
 from deviate_cb.launch.replica.copy_on_write import install_copy_on_write, patch_torch_save
-from deviate_cb.launch.replica.inject import install_keras_injection, install_trainer_injection
+from deviate_cb.launch.replica.inject import install_hf_injection, install_keras_injection, install_trainer_injection
 from deviate_cb.launch.replica.keras_backend import install_backend_guard
 from deviate_cb.launch.replica.logger_versions import install_logger_versions
 from deviate_cb.launch.replica.project_outputs import install_hydra_outputs
@@ -122,6 +123,8 @@ def bootstrap_replica(ctx: RunContext) -> bool:
     )
     install_trainer_injection(default_root_dir=str(ctx.run_dir))
     install_keras_injection()
+    install_hf_injection()
+    install_arguments_takeover(str(ctx.run_dir))  # TrainingArguments' seeds and full_determinism, as the variant says
     install_backend_guard()
     install_hydra_outputs(ctx.run_dir)
 

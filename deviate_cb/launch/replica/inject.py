@@ -1,4 +1,5 @@
-"""Add a ``DeviateCallback`` to every Lightning ``Trainer`` and every Keras ``fit``/``evaluate`` of a replica."""
+"""Add a ``DeviateCallback`` to every Lightning ``Trainer``, every Keras ``fit``/``evaluate`` and every Hugging Face
+``Trainer`` (its subclasses too: TRL's, a project's own) of a replica."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from deviate_cb.capture.import_hooks import when_imported
 from deviate_cb.capture.resume_state import RESUME_FROM_ENV
 
 __all__ = [
+    "HF_TRAINER_MODULE",
     "KERAS_MODEL_MODULE",
     "TRAINER_MODULE",
+    "install_hf_injection",
     "install_keras_injection",
     "install_trainer_injection",
     "keras_callbacks_with",
+    "patch_hf_trainer",
     "patch_keras_model",
     "patch_trainer_class",
     "with_callback",
@@ -28,6 +32,7 @@ __all__ = [
 
 TRAINER_MODULE = "lightning.pytorch.trainer.trainer"
 KERAS_MODEL_MODULE = "keras.src.models.model"
+HF_TRAINER_MODULE = "transformers.trainer"
 _MARKER = "__deviate_injects_callback__"
 
 
@@ -266,6 +271,63 @@ def _remembered(model: Any) -> Any:
         return _model_callbacks.get(model)
     except TypeError:
         return None
+
+
+# -- Hugging Face ---------------------------------------------------------------------------------------------
+def install_hf_injection(callback_class: Optional[type] = None) -> None:
+    """Patch ``transformers.Trainer`` as soon as transformers defines it (now, if it already has).
+
+    Args:
+        callback_class: The callback class to add; default ``deviate_cb.transformers.DeviateCallback``.
+
+    Example:
+        >>> install_hf_injection()  # in a replica, before the user's module is imported  # doctest: +SKIP
+    """
+    when_imported(HF_TRAINER_MODULE, lambda module: patch_hf_trainer(module.Trainer, callback_class))
+
+
+def patch_hf_trainer(trainer_cls: type, callback_class: Optional[type] = None) -> None:
+    """Wrap ``trainer_cls.__init__`` so that every instance ends its construction with one ``callback_class``
+    (idempotent). Subclasses (TRL's ``SFTTrainer``, ``Seq2SeqTrainer``, a project's own) call it through ``super()``;
+    the callback is added once construction is done, whatever the subclass passed its ``callbacks`` as.
+
+    Example:
+        >>> class Handler:
+        ...     def __init__(self):
+        ...         self.callbacks = []
+        >>> class Trainer:
+        ...     def __init__(self, callbacks=None):
+        ...         self.callback_handler = Handler()
+        ...         self.callback_handler.callbacks.extend(callbacks or [])
+        ...     def add_callback(self, callback):
+        ...         self.callback_handler.callbacks.append(callback)
+        >>> class Sub(Trainer):
+        ...     def __init__(self, **kwargs):
+        ...         super().__init__(**kwargs)
+        >>> class Marker:
+        ...     pass
+        >>> patch_hf_trainer(Trainer, Marker)
+        >>> [type(c).__name__ for c in Sub().callback_handler.callbacks]
+        ['Marker']
+        >>> mine = Marker()
+        >>> Sub(callbacks=[mine]).callback_handler.callbacks == [mine]
+        True
+    """
+    original = getattr(trainer_cls, "__init__")  # noqa: B009 (the class attribute, not an instance's)
+    if getattr(original, _MARKER, False):
+        return
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        cls = callback_class or _default_callback_class("deviate_cb.transformers", "the transformers Trainer")
+        handler = getattr(self, "callback_handler", None)
+        present = getattr(handler, "callbacks", None) or []
+        if cls is not None and not any(isinstance(item, cls) for item in present):
+            self.add_callback(cls())
+
+    setattr(__init__, _MARKER, True)
+    setattr(trainer_cls, "__init__", __init__)  # noqa: B010
 
 
 _warned: set[str] = set()

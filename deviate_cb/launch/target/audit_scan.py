@@ -34,7 +34,7 @@ __all__ = ["AUDITABLE", "MAX_FILES", "RESUMABLE", "audit_refusal", "reaches_audi
 #: a plain loop, through torch's global hooks).
 AUDITABLE = frozenset(
     {"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core", "torch", "torchvision",
-     "torchaudio", "torchmetrics"}
+     "torchaudio", "torchmetrics", "transformers", "trl", "accelerate"}
 )  # fmt: skip
 #: Distributions (normalised names) that provide them: an installed package requiring one may train with it.
 _AUDITABLE_DISTRIBUTIONS = frozenset(

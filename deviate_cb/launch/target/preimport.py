@@ -42,6 +42,10 @@ FRAMEWORKS = frozenset(
         "keras",
         "jax",
         "flax",
+        "transformers",
+        "accelerate",
+        "tokenizers",
+        "datasets",
         "optax",
         "hydra",
         "omegaconf",
@@ -58,6 +62,7 @@ _ADAPTERS = {
     "lightning": "deviate_cb.lightning",
     "pytorch_lightning": "deviate_cb.lightning",
     "keras": "deviate_cb.keras",
+    "transformers": "deviate_cb.transformers",
 }
 _MAX_FILES = 20
 _MAX_DEPTH = 2
