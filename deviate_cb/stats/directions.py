@@ -13,9 +13,27 @@ import re
 from collections.abc import Mapping
 from typing import Optional
 
-__all__ = ["DIRECTIONS", "infer_direction", "resolve_direction", "validate_direction"]
+__all__ = ["DIRECTIONS", "infer_direction", "is_timing_metric", "resolve_direction", "validate_direction"]
 
 DIRECTIONS = ("max", "min")
+
+# How long and how fast a run went, as the Hugging Face Trainer logs it beside its metrics (eval_runtime,
+# train_samples_per_second, total_flos): never what the run learned, and never the same twice.
+_TIMING = re.compile(r"(runtime|samples_per_second|steps_per_second|(^|_)flos)$", re.IGNORECASE)
+
+
+def is_timing_metric(name: str) -> bool:
+    """Whether a metric's name says it measures time or throughput, not the model (``eval_runtime``).
+
+    Such values differ between bit-identical runs: the control check leaves them out, and the report answers for
+    them only when asked to by name or when nothing else is recorded.
+
+    Example:
+        >>> [is_timing_metric(n) for n in ("eval_runtime", "train_samples_per_second", "total_flos", "eval_loss")]
+        [True, True, True, False]
+    """
+    return bool(_TIMING.search(name))
+
 
 # Name tokens that say "lower is better" / "higher is better". A name is split into tokens at anything
 # that is not a letter or digit and at camelCase boundaries; the right-most token that is known decides.

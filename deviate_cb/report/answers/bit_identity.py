@@ -18,6 +18,7 @@ from deviate_cb.report.answers.findings import Problem, seeds_differ
 from deviate_cb.report.reading.configurations import replica_list
 from deviate_cb.report.reading.metrics.names import display_names
 from deviate_cb.report.reading.runs import RunRecord
+from deviate_cb.stats.directions import is_timing_metric
 from deviate_cb.store.bounded_read import check_parquet
 from deviate_cb.store.footer_summary import footer_summary, valid_summary
 from deviate_cb.store.manifest import RunManifest
@@ -155,7 +156,8 @@ def _fingerprint(
     else the values the caller read; ``None`` when there is neither or it holds no series.
 
     Each item is ``(stage, name, exact values...)``; ``stage`` is ``""`` for a caller's value, whose ``name`` is
-    the metric's display name.
+    the metric's display name. Timings logged as metrics (``train_runtime``: :func:`~deviate_cb.stats.directions.
+    is_timing_metric`) are left out: bit-identical runs never take the same time.
     """
     series = _series(run, manifest)
     if series is not None:
@@ -163,10 +165,12 @@ def _fingerprint(
         for entry in series:
             if not isinstance(entry, (list, tuple)) or len(entry) < 3:
                 return None  # not a summary this reader understands
-            items.append((str(entry[0]), str(entry[1]), *(_exact(x) for x in entry[2:])))
+            if not is_timing_metric(str(entry[1])):
+                items.append((str(entry[0]), str(entry[1]), *(_exact(x) for x in entry[2:])))
         return ("summary", tuple(sorted(items))) if items else None
     if values:
-        return ("values", tuple(sorted(("", str(metric), _exact(value)) for metric, value in values.items())))
+        kept = [("", str(m), _exact(value)) for m, value in values.items() if not is_timing_metric(str(m))]
+        return ("values", tuple(sorted(kept))) if kept else None
     return None
 
 

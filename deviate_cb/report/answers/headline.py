@@ -22,6 +22,7 @@ from deviate_cb.errors import UsageError
 from deviate_cb.report.answers.decomposition import ABOVE_ONE, PAIRS
 from deviate_cb.report.answers.records import Effect, Headline, NoiseLine, RunsNeeded, ShareLine
 from deviate_cb.report.text.safe import percent
+from deviate_cb.stats.directions import is_timing_metric
 
 __all__ = ["build_headlines", "headline_metrics"]
 
@@ -37,17 +38,21 @@ def headline_metrics(report: Any, patterns: Optional[Sequence[str]] = None) -> l
 
     ``patterns`` (fnmatch on the metric's name) choose them; without, the metrics whose name marks a
     validation or test value (``val_acc``, ``val/loss``, ``test_f1``, ``eval_accuracy``), else every metric that
-    is not a training metric, else all.
+    is not a training metric, else all; the Hugging Face Trainer's timings (``eval_runtime``,
+    ``eval_samples_per_second``, ``total_flos``) only where nothing else is left.
 
     Example:
         >>> from deviate_cb.report.answers.summary import Report, ReportRow
         >>> row = lambda m: ReportRow("e", "algo", m, "last", 3, 1.0, 0.1, 0.1, 0.9, 1.1, 0.2, 0.05, 0.6)
         >>> headline_metrics(Report((row("train_loss"), row("val_acc"), row("val_loss")), ()))
         ['val_acc', 'val_loss']
+        >>> headline_metrics(Report((row("eval_loss"), row("eval_runtime"), row("eval_samples_per_second")), ()))
+        ['eval_loss']
     """
     names = sorted({row.metric for row in report.rows})
     if patterns:
         return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)] or names
+    names = [n for n in names if not is_timing_metric(n)] or names
     interest = [n for n in names if _INTEREST.search(n)]
     if interest:
         return interest
