@@ -51,7 +51,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) "torch==2.13.0"
-	$(PIP_INSTALL) -e ".[lightning,keras,report,mlflow,tensorboard,wandb,dev]" "$(TF_PACKAGE)"
+	$(PIP_INSTALL) -e ".[lightning,keras,transformers,report,mlflow,tensorboard,wandb,dev]" "$(TF_PACKAGE)"
 	touch $(STAMP)
 
 # The demo's own install: torch and the `demo` extra only (a venv that already has the full install gets
