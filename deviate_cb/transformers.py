@@ -230,7 +230,7 @@ class DeviateCallback(TrainerCallback, ExportableState):
             stored = stored[0] if isinstance(stored, list) and stored else stored
             attributes = stored.get("attributes") if isinstance(stored, Mapping) else None
             saved = attributes.get(_STATE_KEY) if isinstance(attributes, Mapping) else None
-        if isinstance(saved, Mapping) and getattr(state, "global_step", 0):
+        if isinstance(saved, Mapping) and _int_or_none(getattr(state, "global_step", None)):
             self._session.load_state_dict(saved)
 
     @property

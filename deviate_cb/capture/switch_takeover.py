@@ -171,8 +171,7 @@ def _passing() -> bool:
 
 
 def _lightning_argument(name: str) -> Optional[str]:
-    """``Trainer(name=value)`` when the switch is flipped by Lightning's Trainer for its argument ``name``;
-    ``transformers.enable_full_determinism`` (``TrainingArguments(full_determinism=True)``) when flipped by it."""
+    """``Trainer(name=value)`` when the switch is flipped by Lightning's Trainer for its argument ``name``."""
     frame = sys._getframe(2)
     for _ in range(3):
         if frame is None:
@@ -180,10 +179,25 @@ def _lightning_argument(name: str) -> Optional[str]:
         module = str(frame.f_globals.get("__name__", ""))
         if module.startswith(_LIGHTNING_MODULES) and name in frame.f_locals:
             return f"Trainer({name}={frame.f_locals[name]!r})"
-        if module.startswith("transformers.") and frame.f_code.co_name in ("enable_full_determinism", "set_seed"):
-            return f"transformers.{frame.f_code.co_name}"
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def _via_transformers(call: str) -> str:
+    """``call`` prefixed with the transformers function that made it (``enable_full_determinism``, which a Trainer
+    runs for ``TrainingArguments(full_determinism=True)``; ``set_seed(deterministic=True)``), else ``call``."""
+    frame = sys._getframe(2)
+    for _ in range(3):
+        if frame is None:
+            break
+        name = frame.f_code.co_name
+        if str(frame.f_globals.get("__name__", "")).startswith("transformers.") and name in (
+            "enable_full_determinism",
+            "set_seed",
+        ):
+            return f"transformers.{name}: {call}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return call
 
 
 def take_over_flag(call: str, asked: bool) -> bool:
@@ -222,7 +236,7 @@ def _patch_torch(torch: ModuleType) -> None:
                 applied_warn = state.requested == "warn"
         asked: Any = bool(mode) if not warn_only else "warn"
         applied: Any = bool(applied_mode) if not (applied_mode and applied_warn) else "warn"
-        call = _lightning_argument("deterministic") or "torch.use_deterministic_algorithms"
+        call = _lightning_argument("deterministic") or _via_transformers("torch.use_deterministic_algorithms")
         with deviate_switching():
             result = original(applied_mode, warn_only=applied_warn)
         _record(state, "torch", call, asked, applied)
@@ -251,7 +265,7 @@ class _TakenOverProp:
         state = _state
         assert state is not None
         applied = applied_setting(self.switch, value, requested=state.requested) if state.take_over else value
-        call = _lightning_argument(self.argument) or f"{self.switch} = {bool(value)!r}"
+        call = _lightning_argument(self.argument) or _via_transformers(f"{self.switch} = {bool(value)!r}")
         self.prop.__set__(obj, applied)
         _record(state, self.switch.removeprefix("torch.backends."), call, bool(value), bool(applied))
 

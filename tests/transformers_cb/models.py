@@ -10,7 +10,7 @@ import datasets
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast, Trainer, TrainingArguments
 
-WORDS = "the a film plot was very good great bad dull".split()
+WORDS = ["the", "a", "film", "plot", "was", "very", "good", "great", "bad", "dull"]
 VOCAB = {token: i for i, token in enumerate(["[PAD]", "[UNK]", *WORDS])}
 
 
@@ -30,15 +30,31 @@ def sentiment(n: int, seed: int = 0) -> datasets.Dataset:
 
 
 def bert() -> BertForSequenceClassification:
-    config = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=2, hidden_dropout_prob=0.1)
+    config = BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+        hidden_dropout_prob=0.1,
+    )
     return BertForSequenceClassification(config)
 
 
 def arguments(out: Path, **overrides: Any) -> TrainingArguments:
     settings: dict[str, Any] = dict(
-        output_dir=str(out), num_train_epochs=2, per_device_train_batch_size=16, logging_steps=1,
-        eval_strategy="epoch", save_strategy="no", use_cpu=True, disable_tqdm=True, report_to="none", seed=3,
+        output_dir=str(out),
+        num_train_epochs=2,
+        per_device_train_batch_size=16,
+        logging_steps=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        report_to="none",
+        seed=3,
     )
     settings.update(overrides)
     return TrainingArguments(**settings)

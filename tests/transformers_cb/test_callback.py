@@ -81,7 +81,8 @@ def test_a_resumed_train_continues_its_run(tmp_path: Path) -> None:
 
 def test_a_failing_train_is_recorded_with_what_it_logged(tmp_path: Path) -> None:
     script = tmp_path / "fails.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
         from transformers import Trainer
@@ -96,7 +97,8 @@ def test_a_failing_train_is_recorded_with_what_it_logged(tmp_path: Path) -> None
 
         out = __import__("pathlib").Path({str(tmp_path)!r})
         models.trainer(out, [DeviateCallback({str(tmp_path / "runs")!r})], cls=Failing).train()
-    """))
+    """)
+    )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "out of memory (a test)" in done.stderr
     run = only_run(tmp_path)
