@@ -179,3 +179,16 @@ def test_the_audit_finds_where_a_trainer_run_stops_being_identical(tmp_path: Pat
     assert "replicas 0, 1 diverge at training step 2 (0-based), first in the loss." in done.stdout, (
         done.stdout + done.stderr
     )
+
+
+def test_a_torchrun_launch_is_recorded_once_by_the_world_process_zero(tmp_path: Path) -> None:
+    """``torchrun --standalone --nproc_per_node 2`` (DDP over gloo): both ranks train, rank zero alone records."""
+    bin_dir = str(deviate_replicate().parent)  # torchrun is installed beside the interpreter
+    command = ["torchrun", "--standalone", "--nproc_per_node", "2", *CLASSIFY[1:], "--per_device_train_batch_size", "8"]
+    env = {"PATH": f"{bin_dir}:{child_env()['PATH']}"}
+    done = replicate(PROJECT, tmp_path, command, variant="control", n=1, env=env, args=["--timeout", "240"])
+    assert_completed(done, 1)
+    # 96 samples over 2 ranks in batches of 8: 6 optimizer steps an epoch, each logged once
+    assert [row[3] for row in done.logged(0) if row[2] == "loss"] == [2, 4, 6, 8, 10, 12]
+    assert done.manifest(0)["fit_steps"] == {"done": 12, "planned": 12}
+    assert sorted(p.name for p in done.run_dir(0).parent.iterdir()) == ["replica=0"]
