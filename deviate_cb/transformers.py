@@ -22,12 +22,13 @@ from transformers import TrainerCallback
 from deviate_cb.capture.determinism import seed_everything
 from deviate_cb.capture.guard import guarded
 from deviate_cb.capture.hf.logs import epoch_index, trainer_facts, trainer_log_groups
+from deviate_cb.capture.hf.predictions import TrainerPredictions, check_trainer_predictions
 from deviate_cb.capture.log_numbers import LogNumbers
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
-from deviate_cb.capture.stability.collector import write_weight_record
+from deviate_cb.capture.stability.collector import FINAL_SNAPSHOT, epoch_snapshot, write_weight_record
 from deviate_cb.capture.stability.extract import weight_arrays
-from deviate_cb.capture.stability.settings import Weights, parse_weights
+from deviate_cb.capture.stability.settings import Predictions, Weights, parse_predictions, parse_weights
 from deviate_cb.capture.step_timer import cuda_events
 from deviate_cb.capture.tracker_tags import live_tags, tag_active_runs
 from deviate_cb.context import Deterministic, is_rank_zero
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - older transformers: a resumed run star
         """Stand-in where transformers has no stateful callbacks."""
 
 
-__all__ = ["DeviateCallback", "ProfileWindow", "Weights"]
+__all__ = ["DeviateCallback", "Predictions", "ProfileWindow", "Weights"]
 
 _STATE_KEY = "deviate_run"  # the attribute of state()["attributes"] holding the session's state
 
@@ -76,6 +77,13 @@ class DeviateCallback(TrainerCallback, ExportableState):
             mode, ``False``/``None`` leaves them alone (``TrainingArguments(full_determinism=True)`` does it too).
             What is in effect is verified and recorded.
         metrics: Metric names or ``fnmatch`` patterns to keep (names as logged: ``loss``, ``eval_*``).
+        predictions: Record per-sample predictions for prediction churn and per-class or per-group spreads
+            (``predictions.parquet``): ``True`` runs the model on the Trainer's evaluation set at the end of
+            ``train()`` (snapshot ``final``); ``Predictions(data=..., every_n_epochs=k, groups={...})`` on ``data``
+            (a ``DataLoader`` of dict batches, or a ``datasets.Dataset``, batched in order), also after every k-th
+            epoch (``epoch=<e>``). Outputs are ``logits`` (``output_key`` chooses another), labels the batch's
+            ``labels``/``label``. Checked at ``on_train_begin``: no evaluation set and no ``data`` is refused then.
+            Default: off.
         weights: Record the final weights at the end of ``train()``: a sketch (``weights_sketch.npz``), with
             ``Weights(full=True)`` the full weights; every floating-point entry of the model's ``state_dict``.
             Default: off.
@@ -102,6 +110,7 @@ class DeviateCallback(TrainerCallback, ExportableState):
         seed: Optional[int] = None,
         deterministic: Optional[Deterministic] = None,
         metrics: Optional[Sequence[str]] = None,
+        predictions: Union[bool, Predictions, None] = None,
         weights: Union[bool, Weights, None] = None,
         profile: Union[bool, dict, ProfileWindow, None] = None,
     ) -> None:
@@ -110,11 +119,13 @@ class DeviateCallback(TrainerCallback, ExportableState):
                            "metrics": None if metrics is None else list(metrics)}  # fmt: skip
         self._profile = ProfileWindow.coerce(profile)
         self._weights = parse_weights(weights)
+        self._predictions = parse_predictions(predictions)
         self._session = RunSession(
             out_dir, experiment=experiment, seed=seed, deterministic=deterministic, metrics=metrics,
             framework="transformers",
         )  # fmt: skip
         self._session.apply_requested()
+        self._records = TrainerPredictions(self._predictions, self._session) if self._predictions else None
         self._numbers = LogNumbers()
         self._in_train = False
         self._step = 0  # the Trainer's global step at the last hook
@@ -141,6 +152,8 @@ class DeviateCallback(TrainerCallback, ExportableState):
         session = self._session
         if not self._should_record(state):
             return
+        if self._predictions is not None:  # before anything is written: a refused setting stops train() at once
+            check_trainer_predictions(self._predictions, args)
         self._resume_from(state)
         with guarded(session, "on_train_begin: fit record"):  # `fit: started`: exiting before on_train_end: incomplete
             session.begin_fit(planned_steps=_int_or_none(getattr(state, "max_steps", None)))
@@ -175,7 +188,13 @@ class DeviateCallback(TrainerCallback, ExportableState):
         if metrics:  # predict() hands its metrics here only: it does not log them
             self._record(args, state, metrics, "on_predict")
 
-    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        self._position(state)
+        records = self._records
+        if records is not None and records.config.data is not None and records.config.due(self._epoch):
+            with guarded(self._session, "on_epoch_end: predictions snapshot"):
+                records.snapshot(model, None, epoch_snapshot(self._epoch), epoch=self._epoch, step=self._step,
+                                 batch_size=args.per_device_eval_batch_size)  # fmt: skip
         self._session.flush(hook="on_epoch_end", when_due=True)  # short epochs share a write: RunSession.flush
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -187,6 +206,10 @@ class DeviateCallback(TrainerCallback, ExportableState):
         self._position(state)
         if not session.enabled or session.run is None:
             return
+        if self._records is not None:  # the Trainer's evaluation DataLoader exists once it evaluated
+            with guarded(session, f"{hook}: predictions snapshot"):
+                self._records.snapshot(model, kwargs.get("eval_dataloader"), FINAL_SNAPSHOT, epoch=self._epoch,
+                                       step=self._step, batch_size=args.per_device_eval_batch_size)  # fmt: skip
         if self._weights is not None and model is not None:
             with guarded(session, f"{hook}: weights record"):
                 named = [(name, t) for name, t in model.state_dict().items() if t.is_floating_point()]

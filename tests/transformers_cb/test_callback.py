@@ -133,3 +133,34 @@ def test_the_callbacks_seed_and_determinism_win_over_the_training_arguments(tmp_
     finally:
         torch.use_deterministic_algorithms(before)
     assert losses[0] == losses[1]
+
+
+def test_predictions_and_weights_are_recorded_for_the_stability_measures(tmp_path: Path) -> None:
+    from deviate_cb.store.predictions import read_predictions
+    from deviate_cb.transformers import Predictions
+
+    from tests.transformers_cb.models import sentiment
+
+    data = sentiment(16, seed=1)
+    hf = trainer(tmp_path, [DeviateCallback(tmp_path / "runs", predictions=True, weights=True)])
+    hf.train()
+    run = only_run(tmp_path)
+    table = read_predictions(run)
+    assert set(table.column("snapshot").to_pylist()) == {"final"}
+    assert table.num_rows == 16 and table.column("label").to_pylist() == data["label"]  # the eval set, in order
+    assert (run / "weights_sketch.npz").is_file()
+
+    other = tmp_path / "given"
+    callback = DeviateCallback(other / "runs", predictions=Predictions(data=data, every_n_epochs=1))
+    trainer(other, [callback], eval_strategy="no").train()
+    table = read_predictions(only_run(other))
+    assert sorted(set(table.column("snapshot").to_pylist())) == ["epoch=0", "epoch=1", "final"]
+
+
+def test_predictions_without_an_evaluation_set_are_refused_before_training(tmp_path: Path) -> None:
+    from deviate_cb.errors import UsageError
+
+    hf = trainer(tmp_path, [DeviateCallback(tmp_path / "runs", predictions=True)], eval_strategy="no")
+    with pytest.raises(UsageError, match="needs an evaluation set"):
+        hf.train()
+    assert hf.state.global_step == 0 and not (tmp_path / "runs").exists()
