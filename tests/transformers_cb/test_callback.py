@@ -15,8 +15,10 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from deviate_cb.transformers import DeviateCallback
-from tests.transformers_cb.models import bert, trainer
+from deviate_cb.errors import UsageError
+from deviate_cb.store.predictions import read_predictions
+from deviate_cb.transformers import DeviateCallback, Predictions
+from tests.transformers_cb.models import bert, sentiment, trainer
 
 pytestmark = pytest.mark.slow
 
@@ -136,11 +138,6 @@ def test_the_callbacks_seed_and_determinism_win_over_the_training_arguments(tmp_
 
 
 def test_predictions_and_weights_are_recorded_for_the_stability_measures(tmp_path: Path) -> None:
-    from deviate_cb.store.predictions import read_predictions
-    from deviate_cb.transformers import Predictions
-
-    from tests.transformers_cb.models import sentiment
-
     data = sentiment(16, seed=1)
     hf = trainer(tmp_path, [DeviateCallback(tmp_path / "runs", predictions=True, weights=True)])
     hf.train()
@@ -158,8 +155,6 @@ def test_predictions_and_weights_are_recorded_for_the_stability_measures(tmp_pat
 
 
 def test_predictions_without_an_evaluation_set_are_refused_before_training(tmp_path: Path) -> None:
-    from deviate_cb.errors import UsageError
-
     hf = trainer(tmp_path, [DeviateCallback(tmp_path / "runs", predictions=True)], eval_strategy="no")
     with pytest.raises(UsageError, match="needs an evaluation set"):
         hf.train()
