@@ -15,7 +15,7 @@ one fit the callback (or logger) is in the Trainer on every other step, so "with
 microseconds apart; on a shared machine whose speed drifts by tens of percent between runs this is the
 figure that resolves a 2% effect.
 
-    python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras]
+    python benchmarks/callback_overhead.py [--rounds 30] [--epochs 2] [--steps 50] [--only lightning|keras|transformers]
         [--pairs 25] [--fit-steps 125] [--parts startup,worst,steps,gpu] [--gpu-shapes launch-bound,GPU-bound]
         [--runs-dir DIR]
 
@@ -46,7 +46,9 @@ time, and the recorded step times. Skipped, with a line saying so, where no CUDA
 (2026-11-26, 8 rounds): GPU-bound 0.999x (sync 0.908x); launch-bound 0.970x [IQR 0.953-1.020] (empty callback
 1.013x: that machine's fits vary by a few percent), the hooks 40-80 us a step. Then, for each installed Keras
 backend among TensorFlow and torch, ``keras_overhead.py`` runs the step-interleaved measurement (goal: 1.03x) and
-the same worst case for ``deviate_cb.keras.DeviateCallback`` in its own process.
+the same worst case for ``deviate_cb.keras.DeviateCallback`` in its own process; and ``transformers_overhead.py`` the
+worst case for ``deviate_cb.transformers.DeviateCallback``: whole ``Trainer.train()`` calls of a 1-layer BERT logging
+every step, bare, with the callback and with an empty ``TrainerCallback``, in rotating rounds (goal: 1.02x).
 """
 
 from __future__ import annotations
@@ -219,7 +221,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps", type=int, default=50, help="steps per epoch")
-    parser.add_argument("--only", choices=["lightning", "keras"], help="run one framework's part")
+    parser.add_argument("--only", choices=["lightning", "keras", "transformers"], help="run one framework's part")
     parser.add_argument("--pairs", type=int, default=25, help="worst case: fit pairs (bare, with)")
     parser.add_argument("--fit-steps", type=int, default=125, help="worst case: steps per epoch of a 4-epoch fit")
     parser.add_argument("--parts", default="startup,worst,steps,gpu", help="comma-separated parts to run")
@@ -238,8 +240,10 @@ def main() -> None:
             lightning_part(args)
         if "gpu" in parts:
             gpu_part(args)
-    if args.only != "lightning":
+    if args.only in (None, "keras"):
         keras_part(args)
+    if args.only in (None, "transformers"):
+        transformers_part(args)
 
 
 class WorstMLP(L.LightningModule):
@@ -508,6 +512,17 @@ def keras_part(args: argparse.Namespace) -> None:
             env=env,
             check=True,
         )
+
+
+def transformers_part(args: argparse.Namespace) -> None:
+    """The Hugging Face Trainer's part, in its own process (``transformers_overhead.py``)."""
+    if importlib.util.find_spec("transformers") is None:
+        print("transformers part skipped: transformers is not installed (pip install 'deviate-cb[transformers]').")
+        return
+    print()
+    pairs = max(args.pairs, 5) if "worst" in args.parts.split(",") else 5
+    script = Path(__file__).with_name("transformers_overhead.py")
+    subprocess.run([sys.executable, str(script), f"--pairs={pairs}"], check=True)
 
 
 def lightning_part(args: argparse.Namespace) -> None:

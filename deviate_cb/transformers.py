@@ -20,7 +20,7 @@ from typing import Any, Optional, Union
 from transformers import TrainerCallback
 
 from deviate_cb.capture.determinism import seed_everything
-from deviate_cb.capture.guard import guarded
+from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.hf.logs import epoch_index, trainer_facts, trainer_log_groups
 from deviate_cb.capture.hf.predictions import TrainerPredictions, check_trainer_predictions
 from deviate_cb.capture.log_numbers import LogNumbers
@@ -166,17 +166,22 @@ class DeviateCallback(TrainerCallback, ExportableState):
             with guarded(session, "on_train_begin: tracker tags"):  # the Trainer's MLflow/W&B run learns it
                 tag_active_runs(live_tags(session), session)
 
+    # The per-step events are the hot path: a few attribute reads and the step timer, no context manager.
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         timings = self._session.timings
         if timings is not None and self._session.enabled:
-            with guarded(self._session, "on_step_begin: step timing"):
+            try:
                 timings.step_started("train", epoch_index(state.epoch), state.global_step)
+            except Exception as error:
+                record_or_raise(self._session, "on_step_begin: step timing", error)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         timings = self._session.timings
         if timings is not None and self._session.enabled:
-            with guarded(self._session, "on_step_end: step timing"):
+            try:
                 timings.step_ended()
+            except Exception as error:
+                record_or_raise(self._session, "on_step_end: step timing", error)
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any
@@ -285,12 +290,12 @@ class DeviateCallback(TrainerCallback, ExportableState):
             return
         if session.run is None or not self._in_train:  # evaluate()/predict() outside train(): a run of their own
             self._start(args, state, hook)
-        now = time.time()
-        with guarded(session, f"{hook}: metrics"):
+        now, update = time.time(), session.recorder.update_many
+        try:  # every `logging_steps` steps: no context manager here either
             for (stage, scope), items in trainer_log_groups(self._numbers(logs)).items():
-                session.recorder.update_many(
-                    step=self._step, epoch=self._epoch, stage=stage, scope=scope, items=items, wall_time=now
-                )
+                update(step=self._step, epoch=self._epoch, stage=stage, scope=scope, items=items, wall_time=now)
+        except Exception as error:
+            record_or_raise(session, f"{hook}: metrics", error)
         if not self._in_train:  # outside train() the values are the whole call's: written now
             with guarded(session, f"{hook}: end of run"):
                 session.close(hook=hook)
