@@ -11,6 +11,7 @@ replicas are bit-identical and ``algo`` replicas differ although each script see
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -145,12 +146,15 @@ def test_trl_sft_trainer_is_recorded_and_its_control_identical(tmp_path: Path) -
 
 
 def test_a_trainer_subclass_gets_one_callback_and_algo_differs(tmp_path: Path) -> None:
-    command = ["python", "custom_trainer.py", "--output_dir", "{run_dir}/out", "--num_train_epochs", "2",
+    command = ["python", "custom_trainer.py", "--output_dir={run_dir}/out", "--num_train_epochs", "2",
                "--seed", "7", "--eval_strategy", "epoch", "--logging_steps", "3", "--report_to", "none",
-               "--use_cpu"]  # fmt: skip
+               "--use_cpu", "--save_strategy", "epoch"]  # fmt: skip
     done = replicate(PROJECT, tmp_path, command, variant="algo", n=2)
     assert_completed(done)
     for replica in range(2):
+        checkpoint = done.run_dir(replica) / "out" / "checkpoint-24" / "trainer_state.json"  # {run_dir} filled in
+        saved = json.loads(checkpoint.read_text())["stateful_callbacks"]["DeviateCallback"]["attributes"]
+        assert saved["deviate_run"]["run_dir"] == str(done.run_dir(replica))  # the run's state in the checkpoint
         rows = done.rows(replica)
         # 96 samples in batches of 8 for 2 epochs, logged every 3 steps: recorded once (one callback)
         assert [r["step"] for r in rows if r["name"] == "loss"] == list(range(3, 25, 3))
