@@ -214,7 +214,8 @@ def take_over_flag(call: str, asked: bool) -> bool:
     if state is None or not asked or _passing():
         return bool(asked)
     applied = bool(state.requested) if state.take_over else True
-    _record(state, "torch", call, True, applied if applied is False or state.requested != "warn" else "warn")
+    warn_only = state.take_over and applied and state.requested == "warn"  # then torch's switch goes on warn-only
+    _record(state, "torch", call, True, "warn" if warn_only else applied)
     return applied
 
 
