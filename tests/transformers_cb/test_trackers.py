@@ -27,3 +27,25 @@ def test_the_trainers_mlflow_run_is_tagged_and_linked(tmp_path: Path, monkeypatc
     assert "eval_loss" in found.data.metrics  # the Trainer's own logging went on as before
     links = json.loads((Path(callback.run_dir) / "run.json").read_text())["tracker_runs"]
     assert [(link["tracker"], link["run_id"]) for link in links] == [("mlflow", found.info.run_id)]
+
+
+def test_the_trainers_wandb_run_is_tagged_and_linked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``report_to="wandb"`` offline: the run W&B itself writes holds the tags (read back by ``deviate import
+    wandb``'s reader) and run.json links to it."""
+    wandb = pytest.importorskip("wandb")
+    from deviate_cb.trackers.importing.wandb_source import read_wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    callback = DeviateCallback(tmp_path / "runs", seed=4)
+    trainer(tmp_path, [callback], report_to="wandb", num_train_epochs=1).train()
+    wandb.finish()  # as the end of the script does: the Trainer leaves its W&B run open
+    links = json.loads((Path(callback.run_dir) / "run.json").read_text())["tracker_runs"]
+    assert [link["tracker"] for link in links] == ["wandb"]
+    notes: list[str] = []
+    found_runs = read_wandb(tmp_path / "wandb", notes)
+    assert len(found_runs) == 1, notes
+    found = found_runs[0]
+    assert found.run_id == links[0]["run_id"]
+    assert found.keys["tags.deviate.seed"] == "4"
