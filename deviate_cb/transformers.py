@@ -23,7 +23,9 @@ from deviate_cb.capture.determinism import seed_everything
 from deviate_cb.capture.guard import guarded, record_or_raise
 from deviate_cb.capture.hf.logs import epoch_index, trainer_facts, trainer_log_groups
 from deviate_cb.capture.hf.predictions import TrainerPredictions, check_trainer_predictions
+from deviate_cb.capture.hf.resume import TrainerResumePoint
 from deviate_cb.capture.log_numbers import LogNumbers
+from deviate_cb.capture.resume_state import RESUME_FROM_ENV, resume_plan
 from deviate_cb.capture.run_timings import RunTimings
 from deviate_cb.capture.session import RunSession
 from deviate_cb.capture.stability.collector import FINAL_SNAPSHOT, epoch_snapshot, write_weight_record
@@ -33,6 +35,7 @@ from deviate_cb.capture.step_timer import cuda_events
 from deviate_cb.capture.tracker_tags import live_tags, tag_active_runs
 from deviate_cb.context import Deterministic, is_rank_zero
 from deviate_cb.profiling.window import ProfileWindow
+from deviate_cb.store.manifest import CaptureRecord
 
 try:  # transformers >= 4.42: a callback's state travels in the checkpoint's trainer_state.json
     from transformers.trainer_callback import ExportableState
@@ -91,7 +94,9 @@ class DeviateCallback(TrainerCallback, ExportableState):
             ``wait``/``warmup``/``active``/``repeat`` or a :class:`~deviate_cb.profiling.window.ProfileWindow`).
 
     A checkpoint (``save_strategy``) carries the run's state in ``trainer_state.json``; ``train(
-    resume_from_checkpoint=...)`` continues the same run directory, its values after the checkpoint replaced.
+    resume_from_checkpoint=...)`` continues the same run directory, its values after the checkpoint replaced. Under
+    ``deviate audit --resume-at K`` the callback digests the states around step K and has the Trainer save
+    ``checkpoint-K`` (:mod:`deviate_cb.capture.hf.resume`).
     Once the run has started the callback never raises into training: a failed recording step becomes a warning
     and a ``problems`` entry of ``run.json``.
 
@@ -131,6 +136,8 @@ class DeviateCallback(TrainerCallback, ExportableState):
         self._step = 0  # the Trainer's global step at the last hook
         self._epoch = 0
         self._restored: Optional[Mapping[str, Any]] = None  # set by the Trainer from a checkpoint (state())
+        plan = resume_plan()  # deviate audit --resume-at: this replica's part (deviate_cb.capture.hf.resume)
+        self._resume = TrainerResumePoint(plan, os.environ.get(RESUME_FROM_ENV, "")) if plan is not None else None
         atexit.register(_close_at_exit, weakref.ref(self))
 
     @property
@@ -174,6 +181,8 @@ class DeviateCallback(TrainerCallback, ExportableState):
                 timings.step_started("train", epoch_index(state.epoch), state.global_step)
             except Exception as error:
                 record_or_raise(self._session, "on_step_begin: step timing", error)
+        if self._resume is not None and self._resume.step_begin(args, state, kwargs):
+            self._resume_record("on_step_begin")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         timings = self._session.timings
@@ -182,6 +191,8 @@ class DeviateCallback(TrainerCallback, ExportableState):
                 timings.step_ended()
             except Exception as error:
                 record_or_raise(self._session, "on_step_end: step timing", error)
+        if self._resume is not None and self._resume.step_end(args, state, control, kwargs):
+            self._resume_record("on_step_end")
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any
@@ -228,6 +239,12 @@ class DeviateCallback(TrainerCallback, ExportableState):
             session.end_fit(steps_done=state.global_step, write=False)
         with guarded(session, f"{hook}: end of run"):
             session.close(hook=hook)
+
+    def _resume_record(self, hook: str) -> None:
+        run, point = self._session.run, self._resume
+        if run is not None and point is not None and self._session.enabled:
+            with guarded(self._session, f"{hook}: resume point"):
+                run.record(CaptureRecord(resume=point.record))
 
     # -- checkpoints: the Trainer keeps ExportableState callbacks' state() in trainer_state.json ----------------
     def state(self) -> dict[str, Any]:

@@ -33,7 +33,9 @@ __all__ = [
     "written_checkpoint",
 ]
 
-PLAIN_PYTORCH = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
+PLAIN_PYTORCH = (
+    "plain PyTorch has no standard checkpoint: --resume-at needs Lightning, Keras or the Hugging Face Trainer"
+)
 
 #: The states' names in the report (the keys are those of :data:`deviate_cb.capture.resume_state.STATE_LABELS`).
 STATE_LABELS = {
@@ -48,7 +50,8 @@ STATE_LABELS = {
     "keras_seed_generators": "the model's SeedGenerator states (Dropout(seed=...) and other seeded layers: "
     "BackupAndRestore does not save them)",
     "data_position": "the DataLoader's place in its epoch (Lightning restarts a DataLoader without "
-    "state_dict/load_state_dict from its first batch; Keras's BackupAndRestore restarts the epoch it backed up in)",
+    "state_dict/load_state_dict from its first batch; Keras's BackupAndRestore restarts the epoch it backed up in; "
+    "the Hugging Face Trainer with ignore_data_skip=True restarts the epoch)",
 }
 
 

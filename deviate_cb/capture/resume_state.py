@@ -37,6 +37,7 @@ __all__ = [
     "resume_plan",
     "state_digest",
     "state_digests",
+    "training_digests",
 ]
 
 RESUME_ENV = "DEVIATE_RESUME"
@@ -146,6 +147,16 @@ def _generators(loaders: Any) -> list[Any]:
 def state_digests(trainer: Any) -> dict[str, str]:
     """The digest of each state a checkpoint may restore (:data:`STATES`), now, for a Lightning
     ``trainer``; a state this run does not have (no CUDA, no sampler generator, no scheduler) is left out."""
+    schedulers = [config.scheduler for config in getattr(trainer, "lr_scheduler_configs", None) or []]
+    return training_digests(
+        getattr(trainer, "train_dataloader", None), schedulers, getattr(trainer, "optimizers", None)
+    )
+
+
+def training_digests(loaders: Any, schedulers: Any, optimizers: Any) -> dict[str, str]:
+    """The digest of each state of :data:`STATES`, now: the global generators, the train DataLoader(s)' sampler
+    generators, the learning-rate schedulers' and optimizers' ``state_dict()`` (any of them ``None`` or empty: left
+    out). Shared by Lightning (:func:`state_digests`) and the Hugging Face Trainer."""
     import torch
 
     states: dict[str, Any] = {
@@ -155,15 +166,13 @@ def state_digests(trainer: Any) -> dict[str, str]:
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         states["cuda_rng"] = torch.cuda.get_rng_state_all()
-    generators = _generators(getattr(trainer, "train_dataloader", None))
+    generators = _generators(loaders) if loaders is not None else []
     if generators:
         states["sampler_generator"] = [g.get_state() for g in generators]
-    schedulers = [config.scheduler.state_dict() for config in getattr(trainer, "lr_scheduler_configs", None) or []]
     if schedulers:
-        states["lr_schedulers"] = schedulers
-    optimizers = [optimizer.state_dict() for optimizer in getattr(trainer, "optimizers", None) or []]
+        states["lr_schedulers"] = [scheduler.state_dict() for scheduler in schedulers]
     if optimizers:
-        states["optimizers"] = optimizers
+        states["optimizers"] = [optimizer.state_dict() for optimizer in optimizers]
     return {name: state_digest(value) for name, value in states.items()}
 
 

@@ -196,3 +196,37 @@ def test_a_torchrun_launch_is_recorded_once_by_the_world_process_zero(tmp_path: 
     assert [row[3] for row in done.logged(0) if row[2] == "loss"] == [2, 4, 6, 8, 10, 12]
     assert done.manifest(0)["fit_steps"] == {"done": 12, "planned": 12}
     assert sorted(p.name for p in done.run_dir(0).parent.iterdir()) == ["replica=0"]
+
+
+RESUME_COMMAND = [
+    "python", "run_classification.py", "--output_dir", "{run_dir}/out", "--do_train", "--num_train_epochs", "1",
+    "--per_device_train_batch_size", "8", "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none",
+    "--use_cpu",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected", "status"),
+    [
+        ([], "the run resumed from the checkpoint of step 3 continues bit for bit: steps 3..5 agree", 0),
+        (
+            ["--ignore_data_skip"],
+            "diverges from the uninterrupted one at training step 3 (0-based), first in the input",
+            1,
+        ),
+    ],
+)
+def test_resume_from_checkpoint_is_checked_bit_for_bit(
+    tmp_path: Path, extra: list[str], expected: str, status: int
+) -> None:
+    """``deviate audit --resume-at 3``: the Trainer saves checkpoint-3, a new process resumes from it; skipping the
+    trained batches is what makes it exact (``--ignore_data_skip`` restarts the epoch, named as not restored)."""
+    deviate = str(deviate_replicate().with_name("deviate"))
+    argv = [deviate, "audit", "--resume-at", "3", "--steps", "6", "--out", str(tmp_path / "audit"), "--",
+            *RESUME_COMMAND, *extra]  # fmt: skip
+    done = subprocess.run(argv, cwd=PROJECTS / PROJECT, env=child_env(), capture_output=True, text=True, timeout=400)
+    assert done.returncode == status and expected in done.stdout, done.stdout + done.stderr[-3000:]
+    if extra:
+        assert "not restored by the checkpoint: the DataLoader's place in its epoch" in done.stdout
+    checkpointed = tmp_path / "audit" / "checkpointed" / "experiment=run_classification" / "variant=control"
+    assert (checkpointed / "replica=0" / "out" / "checkpoint-3" / "trainer_state.json").is_file()

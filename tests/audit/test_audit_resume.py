@@ -143,8 +143,8 @@ def test_plain_pytorch_is_refused_from_its_source_before_anything_runs_exit_3(tm
     done = resume_audit(["--trainer", "loop.py:main", "--resume-at", "2", "--steps", "4", "--out", "runs"], tmp_path)
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert done.stderr.strip() == (
-        "deviate: error: plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras (the "
-        "project's source imports neither: nothing was run)"
+        "deviate: error: plain PyTorch has no standard checkpoint: --resume-at needs Lightning, Keras or the Hugging "
+        "Face Trainer (the project's source imports neither: nothing was run)"
     )
     assert not (tmp_path / "runs").exists()  # not even the checkpointed run was launched
 
@@ -156,7 +156,9 @@ def test_plain_pytorch_the_scan_cannot_read_is_refused_after_its_checkpointed_ru
     )
     done = resume_audit(["--trainer", "loop.py:main", "--resume-at", "2", "--steps", "4", "--out", "runs"], tmp_path)
     assert done.returncode == 3, (done.stdout, done.stderr)
-    expected = "plain PyTorch has no standard checkpoint: --resume-at needs Lightning or Keras"
+    expected = (
+        "plain PyTorch has no standard checkpoint: --resume-at needs Lightning, Keras or the Hugging Face Trainer"
+    )
     assert f"error: {expected} (the checkpointed run trained without a Lightning Trainer.fit" in done.stderr
     assert (tmp_path / "runs" / "checkpointed").is_dir() and not (tmp_path / "runs" / "resumed").exists()
 

@@ -61,6 +61,7 @@ class PlainLoopAudit:
         on_done: Called once with the :class:`~deviate_cb.audit.recording.log.AuditLog` when the steps are recorded,
             or by :meth:`finish` (at exit) when fewer ran; never when the audit stepped aside for a fit.
         values_max: Tensors of at most this many elements keep their values.
+        first_step: The number of the first step recorded (a run resumed at step K: K).
     """
 
     def __init__(
@@ -71,6 +72,7 @@ class PlainLoopAudit:
         values_max: int = _VALUES_MAX,
         on_failed: Optional[Callable[[str], None]] = None,
         on_stop: Optional[Callable[[int], None]] = None,
+        first_step: int = 0,
     ) -> None:
         self.steps = steps
         self.on_done = on_done
@@ -88,12 +90,14 @@ class PlainLoopAudit:
         self._wrapper: Optional[Callable[..., Any]] = None
         self._pid = os.getpid()
         self._depth = 0  # module forwards running (0: the next call is made from no module's forward)
-        self._step = 0
+        self._first = first_step
+        self._step = first_step  # a run resumed from step K (deviate audit --resume-at) numbers its steps from K
         self._open = False
         self._ended = False  # on_done was called, or the audit stepped aside
         self._names: dict[int, str] = {}  # id(module) -> its name
         self._kept: list[Any] = []  # the modules and parameters named: alive while their ids are keys
         self._classes: dict[str, int] = {}  # class name -> models of that class named after it
+        self._step_classes: dict[str, int] = {}  # the same for modules without parameters, in the open step
         self._primary = False  # a model has taken the plain qualified names
         self._parameters: dict[int, tuple[str, Optional[str], Any]] = {}  # id -> (name, owner, parameter)
         self._hooked: set[int] = set()  # parameters the TorchAudit hooks (attached between steps)
@@ -167,7 +171,7 @@ class PlainLoopAudit:
         provided the audit recorded or opened a step and did not step aside."""
         if self._ended or os.getpid() != self._pid:
             return
-        engaged = self._step > 0 or self._open
+        engaged = self._step > self._first or self._open
         self.remove()
         self._ended = True
         if engaged and self._audit is not None:
@@ -315,6 +319,7 @@ class PlainLoopAudit:
     # -- steps and names ---------------------------------------------------------------------------------------
     def _open_step(self, batch: Any) -> None:
         assert self._audit is not None
+        self._step_classes = {}
         if len(self._hooked) < len(self._parameters) or not self._audit.attached:
             self._attach()
         self._audit.begin_step(self._step, batch)
@@ -337,9 +342,12 @@ class PlainLoopAudit:
         if not self._primary and trainable:
             self._primary, prefix = True, ""
         else:
+            # a module without parameters (a loss module made in every forward, as transformers' models do) is
+            # counted within its step: its name is the same in every step and in a run resumed mid-way
+            counts = self._step_classes if next(iter(model.parameters()), None) is None else self._classes
             cls = type(model).__name__
-            count = self._classes.get(cls, 0) + 1
-            self._classes[cls] = count
+            count = counts.get(cls, 0) + 1
+            counts[cls] = count
             prefix = cls if count == 1 else f"{cls}#{count}"
         for qualified, sub in model.named_modules():
             if id(sub) not in self._names:
@@ -428,7 +436,11 @@ def install_plain_audit(run: RunDirectory, environ: Optional[dict[str, str]] = N
     variables = os.environ if environ is None else environ
     alone = variables.get("WORLD_SIZE", "1").strip() in ("", "1")  # a rank that left would hold up the others
     stopping = alone and stops_after_audit(variables)
-    audit = PlainLoopAudit(int(text), write, on_failed=failed, on_stop=stop if stopping else None)
+    from deviate_cb.capture.resume_state import resume_plan
+
+    plan = resume_plan(variables)  # --resume-at: the resumed run's first optimizer step is step K
+    first = plan.at if plan is not None and plan.role == "resumed" else 0
+    audit = PlainLoopAudit(int(text), write, on_failed=failed, on_stop=stop if stopping else None, first_step=first)
     _state["audit"] = audit
     when_imported("torch", audit.install)
     atexit.register(audit.finish)

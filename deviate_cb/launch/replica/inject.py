@@ -94,10 +94,11 @@ def patch_trainer_class(
 _resumed: list[str] = []  # the checkpoint this process's first fit resumed from (one fit resumes)
 
 
-def _resuming_fit(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``Trainer.fit`` that resumes from ``DEVIATE_RESUME_FROM`` (``ckpt_path``, keyword or positional) once."""
+def _resuming_fit(original: Callable[..., Any], parameter: str = "ckpt_path") -> Callable[..., Any]:
+    """``Trainer.fit`` (or a Hugging Face ``Trainer.train``, ``parameter="resume_from_checkpoint"``) that resumes from
+    ``DEVIATE_RESUME_FROM`` (the checkpoint given as ``parameter``, keyword or positional) once."""
     try:
-        position: Optional[int] = list(inspect.signature(original).parameters).index("ckpt_path") - 1
+        position: Optional[int] = list(inspect.signature(original).parameters).index(parameter) - 1
     except (TypeError, ValueError):
         position = None
 
@@ -109,7 +110,7 @@ def _resuming_fit(original: Callable[..., Any]) -> Callable[..., Any]:
             if position is not None and len(args) > position:
                 args = (*args[:position], path, *args[position + 1 :])
             else:
-                kwargs["ckpt_path"] = path
+                kwargs[parameter] = path
         return original(self, *args, **kwargs)
 
     setattr(fit, _MARKER, True)
@@ -328,6 +329,9 @@ def patch_hf_trainer(trainer_cls: type, callback_class: Optional[type] = None) -
 
     setattr(__init__, _MARKER, True)
     setattr(trainer_cls, "__init__", __init__)  # noqa: B010
+    train = getattr(trainer_cls, "train", None)  # deviate audit --resume-at: the resumed run's train() resumes
+    if callable(train) and not getattr(train, _MARKER, False):
+        setattr(trainer_cls, "train", _resuming_fit(train, "resume_from_checkpoint"))  # noqa: B010
 
 
 _warned: set[str] = set()

@@ -43,10 +43,12 @@ _AUDITABLE_DISTRIBUTIONS = frozenset(
 )  # fmt: skip
 #: Top-level modules whose import may give ``deviate audit --resume-at`` a checkpoint to resume from (Lightning's,
 #: a Keras ``BackupAndRestore``): a project that imports torch but none of them is a plain PyTorch loop.
-RESUMABLE = frozenset({"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core"})
+RESUMABLE = frozenset(
+    {"lightning", "pytorch_lightning", "keras", "tensorflow", "tf_keras", "keras_core", "transformers", "trl"}
+)
 _RESUMABLE_DISTRIBUTIONS = frozenset(
     {"lightning", "pytorch-lightning", "keras", "keras-nightly", "keras-core", "tf-keras", "tensorflow",
-     "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly"}
+     "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tensorflow-intel", "tf-nightly", "transformers", "trl"}
 )  # fmt: skip
 #: Installed packages known to train nothing with torch, Lightning or Keras themselves (no metadata lookup needed).
 _PLAIN = frozenset(
