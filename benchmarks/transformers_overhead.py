@@ -9,18 +9,17 @@ Trainer logs loss, grad_norm and learning_rate every step, and the callback reco
 checkpoints, one torch thread. Each round runs three ``trainer.train()`` calls of ``--steps`` optimizer steps, in an
 order that rotates: bare, with DeviateCallback, with an empty ``TrainerCallback`` (the floor of any callback: the
 Trainer calls every event of every callback). Measured: process CPU time over the whole ``train()`` (the callback's
-start-up, flushes and end-of-run compaction included). Printed first, the answer: the median ratio with/bare over
-rounds with its 95% order-statistic confidence interval, "meets" or "misses" the goal only when the whole interval
-says so; then the empty callback's ratio, the microseconds a step spends in the callback's per-step events
-(``on_step_begin`` + ``on_step_end`` + ``on_log``, ``perf_counter_ns`` around each, in an extra wrapped run), and the
-metric rows kept against the values logged. Goal: at most 1.02x (a Trainer step is milliseconds: the callback's
-hooks are tens of microseconds).
+start-up, flushes and end-of-run compaction included). Printed first, the answer: the median ratio with/bare over rounds
+with its 95% order-statistic confidence interval (``deviate_cb.bench.stats.median_ratio_ci``), "meets" or "misses" the
+goal only when the whole interval says so; then the empty callback's ratio, the microseconds a step spends in the
+callback's per-step events (``on_step_begin`` + ``on_step_end`` + ``on_log``, ``perf_counter_ns`` around each, in an
+extra wrapped run), and the metric rows kept against the values logged. Goal: at most 1.02x (a Trainer step is
+milliseconds: the callback's hooks are tens of microseconds).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import tempfile
@@ -35,6 +34,7 @@ from transformers import BertConfig, BertForSequenceClassification, Trainer, Tra
 from transformers.trainer_callback import PrinterCallback
 from transformers.utils import logging as hf_logging
 
+from deviate_cb.bench.stats import median_ratio_ci
 from deviate_cb.transformers import DeviateCallback
 
 GOAL = 1.02
@@ -100,14 +100,6 @@ class _Timed(DeviateCallback):
         self.spent_ns += time.perf_counter_ns() - started
 
 
-def _median_interval(ratios: list[float]) -> tuple[float, float]:
-    """The 95% order-statistic confidence interval of the median (binomial ranks; the extremes for small n)."""
-    ordered, n = sorted(ratios), len(ratios)
-    low = max(int(n / 2 - 1.96 * math.sqrt(n) / 2), 0)
-    high = min(math.ceil(n / 2 + 1.96 * math.sqrt(n) / 2), n - 1)
-    return ordered[low], ordered[high]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=15, help="rounds of bare / DeviateCallback / empty callback")
@@ -134,12 +126,11 @@ def main() -> None:
                     deviate.append(_train(out, args.steps, [DeviateCallback(root / "runs", experiment=f"r{round_}")]))
                 else:
                     empty.append(_train(out, args.steps, [TrainerCallback()]))
-        ratios = [d / b for d, b in zip(deviate, bare, strict=True)]
-        low, high = _median_interval(ratios)
-        verdict = "meets" if high <= GOAL else "misses" if low > GOAL else "cannot tell whether it meets"
+        ci = median_ratio_ci([d / b for d, b in zip(deviate, bare, strict=True)], 0.95)
+        verdict = "meets" if ci.high <= GOAL else "misses" if ci.low > GOAL else "cannot tell whether it meets"
         print(
             f"transformers Trainer, whole train() of {args.steps} steps (logging_steps=1), {args.pairs} rounds: "
-            f"DeviateCallback {statistics.median(ratios):.3f}x bare [95% CI {low:.3f}-{high:.3f}]: {verdict} "
+            f"DeviateCallback {ci.median:.3f}x bare [{ci.level:.0%} CI {ci.low:.3f}-{ci.high:.3f}]: {verdict} "
             f"the goal of {GOAL:.2f}x"
         )
         empty_ratio = statistics.median(e / b for e, b in zip(empty, bare, strict=True))
