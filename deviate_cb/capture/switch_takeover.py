@@ -37,6 +37,7 @@ _XLA_FLAG = "--xla_gpu_deterministic_ops=true"
 _TF_ENV = ("TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC")
 _WATCHED_ENV = frozenset((*_TF_ENV, "XLA_FLAGS"))
 _LIGHTNING_MODULES = ("lightning.pytorch.", "pytorch_lightning.", "lightning.fabric.", "lightning_fabric.")
+_HF_SWITCHING = ("enable_full_determinism", "set_seed")  # transformers' functions that flip torch's switches
 # switch -> the value that means "deterministic"
 _DETERMINISTIC_VALUE = {
     "torch.use_deterministic_algorithms": True,
@@ -170,34 +171,22 @@ def _passing() -> bool:
     return _state is None or getattr(_local, "depth", 0) > 0
 
 
-def _lightning_argument(name: str) -> Optional[str]:
-    """``Trainer(name=value)`` when the switch is flipped by Lightning's Trainer for its argument ``name``."""
-    frame = sys._getframe(2)
-    for _ in range(3):
-        if frame is None:
-            return None
-        module = str(frame.f_globals.get("__name__", ""))
-        if module.startswith(_LIGHTNING_MODULES) and name in frame.f_locals:
-            return f"Trainer({name}={frame.f_locals[name]!r})"
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
-def _via_transformers(call: str) -> str:
-    """``call`` prefixed with the transformers function that made it (``enable_full_determinism``, which a Trainer
-    runs for ``TrainingArguments(full_determinism=True)``; ``set_seed(deterministic=True)``), else ``call``."""
+def _call_name(argument: str, plain: str) -> str:
+    """How a switch flipped by the project is recorded: ``Trainer(argument=value)`` when Lightning's Trainer flipped it
+    for its ``argument``; ``transformers.<function>: plain`` when transformers' ``enable_full_determinism`` (which a
+    Trainer runs for ``TrainingArguments(full_determinism=True)``) or ``set_seed(deterministic=True)`` did; else
+    ``plain``. One walk up the few frames between the switch and its caller."""
     frame = sys._getframe(2)
     for _ in range(3):
         if frame is None:
             break
-        name = frame.f_code.co_name
-        if str(frame.f_globals.get("__name__", "")).startswith("transformers.") and name in (
-            "enable_full_determinism",
-            "set_seed",
-        ):
-            return f"transformers.{name}: {call}"
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith(_LIGHTNING_MODULES) and argument in frame.f_locals:
+            return f"Trainer({argument}={frame.f_locals[argument]!r})"
+        if module.startswith("transformers.") and frame.f_code.co_name in _HF_SWITCHING:
+            return f"transformers.{frame.f_code.co_name}: {plain}"
         frame = frame.f_back  # type: ignore[assignment]
-    return call
+    return plain
 
 
 def take_over_flag(call: str, asked: bool) -> bool:
@@ -237,7 +226,7 @@ def _patch_torch(torch: ModuleType) -> None:
                 applied_warn = state.requested == "warn"
         asked: Any = bool(mode) if not warn_only else "warn"
         applied: Any = bool(applied_mode) if not (applied_mode and applied_warn) else "warn"
-        call = _lightning_argument("deterministic") or _via_transformers("torch.use_deterministic_algorithms")
+        call = _call_name("deterministic", "torch.use_deterministic_algorithms")
         with deviate_switching():
             result = original(applied_mode, warn_only=applied_warn)
         _record(state, "torch", call, asked, applied)
@@ -266,7 +255,7 @@ class _TakenOverProp:
         state = _state
         assert state is not None
         applied = applied_setting(self.switch, value, requested=state.requested) if state.take_over else value
-        call = _lightning_argument(self.argument) or _via_transformers(f"{self.switch} = {bool(value)!r}")
+        call = _call_name(self.argument, f"{self.switch} = {bool(value)!r}")
         self.prop.__set__(obj, applied)
         _record(state, self.switch.removeprefix("torch.backends."), call, bool(value), bool(applied))
 
