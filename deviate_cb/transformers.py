@@ -163,7 +163,7 @@ class DeviateCallback(TrainerCallback, ExportableState):
             check_trainer_predictions(self._predictions, args)
         self._resume_from(state)
         with guarded(session, "on_train_begin: fit record"):  # `fit: started`: exiting before on_train_end: incomplete
-            session.begin_fit(planned_steps=_int_or_none(getattr(state, "max_steps", None)))
+            session.begin_fit(planned_steps=getattr(state, "max_steps", None))  # checked by begin_fit
         self._start(args, state, "on_train_begin")
         session.apply_requested(seed=False)
         if session.timings is None and session.run is not None:

@@ -282,7 +282,7 @@ _TORCH_TRIO = ("python", "numpy", "torch")
 _HF_SET_SEED = _Call("transformers.set_seed", "seed", _int_seed, _TORCH_TRIO, True)
 _HF_FULL = _Call("transformers.enable_full_determinism", "seed", _int_seed, _TORCH_TRIO, True)
 _ACCELERATE = _Call("accelerate.utils.set_seed", "seed", _int_seed, _TORCH_TRIO, True)
-_LIGHTNING = _Call("lightning.seed_everything", "seed", _optional_int_seed, ("python", "numpy", "torch"), True)
+_LIGHTNING = _Call("lightning.seed_everything", "seed", _optional_int_seed, _TORCH_TRIO, True)
 # (module, function, call): each function is wrapped in its defining module right after that module executes,
 # so every later ``from module import function`` (the re-exports of Lightning, Keras and TensorFlow's generated
 # API) binds the wrapper.

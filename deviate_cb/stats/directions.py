@@ -17,8 +17,9 @@ __all__ = ["DIRECTIONS", "infer_direction", "is_timing_metric", "resolve_directi
 
 DIRECTIONS = ("max", "min")
 
-# How long and how fast a run went, as the Hugging Face Trainer logs it beside its metrics (eval_runtime,
-# train_samples_per_second, total_flos): never what the run learned, and never the same twice.
+# How long and how fast a run went, and how much it computed, as the Hugging Face Trainer logs it beside its metrics
+# (eval_runtime, train_samples_per_second, total_flos): never what the run learned; its times differ between
+# bit-identical runs.
 _TIMING = re.compile(r"(runtime|samples_per_second|steps_per_second|(^|_)flos)$", re.IGNORECASE)
 
 

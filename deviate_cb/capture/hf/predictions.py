@@ -68,19 +68,20 @@ class TrainerPredictions:
         data = self.config.data if self.config.data is not None else loader
         if data is None:
             raise UsageError("DeviateCallback(predictions=...): the Trainer has no evaluation DataLoader to predict on")
-        collected = predict(model, _batches(data, model, batch_size), self.config)
+        accepted = set(inspect.signature(model.forward).parameters)  # the inputs the model takes, read once
+        collected = predict(model, _batches(data, accepted, batch_size), self.config, accepted)
         write_prediction_snapshot(run.path, collected, self.config, snapshot=snapshot, epoch=epoch, step=step)
         if snapshot not in self.snapshots:
             self.snapshots.append(snapshot)
 
 
-def predict(model: Any, batches: Any, config: Predictions) -> CollectedPredictions:
-    """The model's outputs (``logits``, or ``config.output_key``) and labels over ``batches`` of tensors."""
+def predict(model: Any, batches: Any, config: Predictions, accepted: set[str]) -> CollectedPredictions:
+    """The model's outputs (``logits``, or ``config.output_key``) and labels over ``batches`` of tensors, each given
+    the fields in ``accepted`` (the parameters of the model's ``forward``)."""
     import torch
 
     collector = PredictionCollector(config, to_numpy=lambda t: t.detach().float().cpu().numpy(), source="the model")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    accepted = set(inspect.signature(model.forward).parameters)
     training = model.training
     model.eval()
     try:
@@ -100,12 +101,11 @@ def predict(model: Any, batches: Any, config: Predictions) -> CollectedPredictio
     return collected
 
 
-def _batches(data: Any, model: Any, batch_size: int) -> Any:
+def _batches(data: Any, accepted: set[str], batch_size: int) -> Any:
     """``data`` as batches: a ``DataLoader`` (or any iterable of dict batches) as it is; a ``datasets.Dataset`` in
-    order, in batches of ``batch_size``, its columns the model takes (and the labels) as tensors."""
+    order, in batches of ``batch_size``, its columns in ``accepted`` (the model's inputs) and the labels as tensors."""
     if not hasattr(data, "column_names") or not hasattr(data, "with_format"):
         return data
-    accepted = set(inspect.signature(model.forward).parameters) | set(_LABELS)
-    columns = [name for name in data.column_names if name in accepted]
+    columns = [name for name in data.column_names if name in accepted or name in _LABELS]
     tensors = data.with_format("torch", columns=columns)
     return (tensors[start : start + batch_size] for start in range(0, len(tensors), batch_size))

@@ -65,6 +65,6 @@ class TrainerResumePoint:
 def _digests(events: Mapping[str, Any]) -> dict[str, str]:
     """The states of :data:`~deviate_cb.capture.resume_state.STATES` from what the Trainer hands its callbacks."""
     scheduler, optimizer = events.get("lr_scheduler"), events.get("optimizer")
-    return training_digests(
-        events.get("train_dataloader"), [scheduler] if scheduler is not None else [], [optimizer] if optimizer else []
-    )
+    schedulers = [scheduler] if scheduler is not None else []
+    optimizers = [optimizer] if optimizer is not None else []
+    return training_digests(events.get("train_dataloader"), schedulers, optimizers)
